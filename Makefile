@@ -1,0 +1,33 @@
+# Two entry points, each works alone from a fresh clone:
+#   make serve   — create .venv if missing, install, run the service on the simulated robot
+#   make test    — create .venv if missing, install with the test extra, lint, run pytest
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: serve test install install-test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install -e .
+
+install-test: $(BIN)/python
+	$(BIN)/pip install -e '.[test]'
+
+serve: install
+	$(BIN)/fdcontrol serve --host $(HOST) --port $(PORT)
+
+test: install-test
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python benchmarks/bench_mappings.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

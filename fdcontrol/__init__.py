@@ -1,0 +1,31 @@
+"""fdcontrol: Cartesian admittance control for velocity-actuated arms with virtual forward dynamics."""
+
+from .mappings import (
+    Analysis,
+    DampedLeastSquares,
+    ForwardDynamics,
+    JacobianInverse,
+    JacobianTranspose,
+    Mapping,
+    SelectivelyDampedLeastSquares,
+    analyze,
+    make_mapping,
+)
+from .robot import ModelError, RobotModel
+from .virtual import VirtualModel
+
+__all__ = [
+    "Analysis",
+    "DampedLeastSquares",
+    "ForwardDynamics",
+    "JacobianInverse",
+    "JacobianTranspose",
+    "Mapping",
+    "ModelError",
+    "RobotModel",
+    "SelectivelyDampedLeastSquares",
+    "VirtualModel",
+    "analyze",
+    "make_mapping",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,84 @@
+"""Command line: ``fdcontrol analyze | serve``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+from .mappings import MAPPING_NAMES, analyze, make_mapping
+from .robot import ModelError, RobotModel
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip() != ""]
+    except ValueError as exc:
+        raise ModelError(f"cannot parse {text!r} as comma-separated numbers") from exc
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    robot = RobotModel.resolve(args.robot, args.base, args.tip)
+    q = robot.check_q(_floats(args.q))
+    names = MAPPING_NAMES if args.mapping == "all" else (args.mapping,)
+    out: dict[str, dict[str, object]] = {}
+    for name in names:
+        m = make_mapping(name, robot, gamma=args.gamma, alpha=args.alpha)
+        matrix = m.joint_space(q) if args.type == "joint" else m.cartesian(q)
+        out[name] = {"params": m.params(), **analyze(matrix).as_dict()}
+    if args.json:
+        print(json.dumps({"robot": robot.name, "q": q.tolist(), "type": args.type,
+                          "manipulability_J": robot.manipulability(q), "mappings": out}))
+        return 0
+    print(f"{robot.name}  q = {np.array2string(q, precision=4)}  type = {args.type}  "
+          f"w(J) = {robot.manipulability(q):.4g}")
+    print(f"{'mapping':8} {'sigma_min':>11} {'sigma_max':>11} {'kappa':>11}  singular values")
+    for name, r in out.items():
+        kappa = "inf" if r["condition"] is None else f"{r['condition']:.4g}"
+        sv = " ".join(f"{s:.3g}" for s in r["singular_values"])  # type: ignore[union-attr]
+        print(f"{name:8} {r['sigma_min']:11.4g} {r['sigma_max']:11.4g} {kappa:>11}  {sv}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from server.main import run  # the service lives in server/
+
+    return run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fdcontrol", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    a = sub.add_parser("analyze", help="singular values of the mappings at one configuration")
+    a.add_argument("--robot", default="ur10", help="ur10 | panda | planar2 | path/to.urdf")
+    a.add_argument("--base", default=None, help="base frame (required for a URDF path)")
+    a.add_argument("--tip", default=None, help="tip frame (required for a URDF path)")
+    a.add_argument("--q", required=True, help="joint positions, comma separated (rad)")
+    a.add_argument("--mapping", default="all", choices=(*MAPPING_NAMES, "all"))
+    a.add_argument("--gamma", type=float, default=1e3, help="FD mass dominance γ (> 0)")
+    a.add_argument("--alpha", type=float, default=0.1, help="DLS damping α (> 0)")
+    a.add_argument("--type", default="joint", choices=("joint", "cartesian"))
+    a.add_argument("--json", action="store_true", help="print one JSON object")
+    a.set_defaults(func=cmd_analyze)
+    s = sub.add_parser("serve", help="run the control service (REST + WebSocket)")
+    s.add_argument("--config", default=None, help="YAML file with the service settings")
+    for flag, kind in (("robot", str), ("mapping", str), ("gamma", float), ("alpha", float),
+                       ("rate", float), ("host", str), ("port", int)):
+        s.add_argument(f"--{flag}", type=kind, default=None, help=f"override settings.{flag}")
+    s.set_defaults(func=cmd_serve)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ModelError as exc:
+        print(f"fdcontrol: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""RobotModel: one kinematic chain base → tip of a URDF, on top of pinocchio.
+
+Conventions (all SI): a pose is the 4×4 homogeneous transform of the tip frame in the base
+frame; a Jacobian is 6×N with rows [v; ω] — the linear velocity of the tip frame's origin
+and the angular velocity, both expressed in the base frame (pinocchio's LOCAL_WORLD_ALIGNED
+when the base is the world).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+
+URDF_DIR = Path(__file__).resolve().parent / "urdf"  # installed wheel: fdcontrol/urdf
+if not URDF_DIR.is_dir():  # source checkout / editable install: the repository's urdf/
+    URDF_DIR = Path(__file__).resolve().parent.parent / "urdf"
+
+#: shipped robots: name → (file, base frame, tip frame)
+SHIPPED: dict[str, tuple[str, str, str]] = {
+    "ur10": ("ur10.urdf", "base_link", "tool0"),
+    "panda": ("panda.urdf", "panda_link0", "panda_link8"),
+    "planar2": ("planar2.urdf", "base", "tip"),
+}
+
+
+class ModelError(ValueError):
+    """A robot description, frame name or joint vector that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Joint limits of the chain, arrays of length N (rad, rad/s)."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    velocity: np.ndarray
+
+
+def _frame_id(model: pin.Model, name: str) -> int:
+    if not model.existFrame(name):
+        names = ", ".join(f.name for f in model.frames if f.name != "universe")
+        raise ModelError(f"unknown frame {name!r}; available frames: {names}")
+    return model.getFrameId(name)
+
+
+def _supports(model: pin.Model, frame: int) -> list[int]:
+    """Joint ids from the root to the parent joint of `frame` (universe 0 excluded)."""
+    return [j for j in model.supports[model.frames[frame].parentJoint] if j != 0]
+
+
+class RobotModel:
+    """The chain base → tip of a URDF with every joint off that chain locked at zero."""
+
+    def __init__(self, model: pin.Model, base: str, tip: str, name: str = "robot") -> None:
+        self.name = name
+        self.model = model
+        self.data = model.createData()
+        self.base, self.tip = base, tip
+        self.base_id = _frame_id(model, base)
+        self.tip_id = _frame_id(model, tip)
+        if model.nq != model.nv:
+            raise ModelError("only revolute / prismatic chains are supported (nq must equal nv)")
+        pin.framesForwardKinematics(model, self.data, pin.neutral(model))
+        # the base is not on the chain, so its world placement is constant
+        self._R_base = self.data.oMf[self.base_id].rotation.copy()
+        self._world_is_base = bool(np.allclose(self._R_base, np.eye(3), atol=0.0))
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def from_urdf(cls, path: str | Path, base: str, tip: str, name: str | None = None) -> RobotModel:
+        """Load `path` and keep the joints between frames `base` and `tip` (others locked at 0)."""
+        path = Path(path)
+        if not path.is_file():
+            raise ModelError(f"URDF file not found: {path}")
+        try:
+            full = pin.buildModelFromUrdf(str(path))
+        except Exception as exc:  # pinocchio raises RuntimeError/ValueError on bad XML
+            raise ModelError(f"cannot parse URDF {path}: {exc}") from exc
+        base_id, tip_id = _frame_id(full, base), _frame_id(full, tip)
+        base_chain, tip_chain = _supports(full, base_id), _supports(full, tip_id)
+        if base_chain != tip_chain[: len(base_chain)]:
+            raise ModelError(f"frame {base!r} is not an ancestor of {tip!r}")
+        chain = tip_chain[len(base_chain):]
+        if not chain:
+            raise ModelError(f"no moving joint between {base!r} and {tip!r}")
+        lock = [j for j in range(1, full.njoints) if j not in chain]
+        model = (
+            pin.buildReducedModel(full, lock, pin.neutral(full)) if lock else full
+        )
+        return cls(model, base, tip, name or path.stem)
+
+    @classmethod
+    def load(cls, name: str) -> RobotModel:
+        """A shipped robot: one of :data:`SHIPPED` (``ur10``, ``panda``, ``planar2``)."""
+        if name not in SHIPPED:
+            raise ModelError(f"unknown robot {name!r}; shipped robots: {', '.join(SHIPPED)}")
+        file, base, tip = SHIPPED[name]
+        return cls.from_urdf(URDF_DIR / file, base, tip, name)
+
+    @classmethod
+    def resolve(cls, robot: str, base: str | None = None, tip: str | None = None) -> RobotModel:
+        """A shipped robot by name, or a URDF path (then `base` and `tip` are required)."""
+        if robot in SHIPPED and base is None and tip is None:
+            return cls.load(robot)
+        if robot in SHIPPED:
+            file, b, t = SHIPPED[robot]
+            return cls.from_urdf(URDF_DIR / file, base or b, tip or t, robot)
+        if not robot.endswith(".urdf") and not Path(robot).exists():
+            raise ModelError(f"unknown robot {robot!r}; shipped robots: {', '.join(SHIPPED)} "
+                             "or a path to a .urdf file")
+        if base is None or tip is None:
+            raise ModelError("a URDF path needs --base and --tip frame names")
+        return cls.from_urdf(robot, base, tip)
+
+    # ---------------------------------------------------------------- properties
+    @property
+    def dof(self) -> int:
+        return self.model.nv
+
+    @property
+    def joint_names(self) -> list[str]:
+        return [self.model.names[j] for j in range(1, self.model.njoints)]
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(
+            self.model.lowerPositionLimit.copy(),
+            self.model.upperPositionLimit.copy(),
+            self.model.velocityLimit.copy(),
+        )
+
+    def check_q(self, q: np.ndarray | list[float], name: str = "q") -> np.ndarray:
+        """Return q as a float64 vector of length dof, or raise ModelError naming the problem."""
+        arr = np.asarray(q, dtype=float)
+        if arr.shape != (self.dof,):
+            raise ModelError(f"{name} must have {self.dof} entries for {self.name} "
+                             f"(joints {', '.join(self.joint_names)}), got shape {arr.shape}")
+        if not np.all(np.isfinite(arr)):
+            raise ModelError(f"{name} contains NaN or Inf: {arr.tolist()}")
+        return arr
+
+    # ---------------------------------------------------------------- kinematics
+    def pose(self, q: np.ndarray) -> np.ndarray:
+        """Forward kinematics x = g(q) (seed eq. 2): 4×4 transform of tip in base."""
+        q = self.check_q(q)
+        pin.framesForwardKinematics(self.model, self.data, q)
+        oMb, oMt = self.data.oMf[self.base_id], self.data.oMf[self.tip_id]
+        return (oMb.actInv(oMt)).homogeneous
+
+    def jacobian(self, q: np.ndarray) -> np.ndarray:
+        """Manipulator Jacobian J(q) (seed eq. 3, ẋ = J q̇): 6×N, rows [v; ω] in the base frame."""
+        q = self.check_q(q)
+        J = pin.computeFrameJacobian(self.model, self.data, q, self.tip_id,
+                                     pin.LOCAL_WORLD_ALIGNED)
+        return self._to_base(J)
+
+    def _to_base(self, J: np.ndarray) -> np.ndarray:
+        """Re-express a world-aligned 6×N Jacobian in the base frame (the base is fixed)."""
+        if self._world_is_base:
+            return J
+        Rt = self._R_base.T
+        return np.vstack((Rt @ J[:3], Rt @ J[3:]))
+
+    def manipulability(self, q: np.ndarray) -> float:
+        """Yoshikawa manipulability w = √det(J Jᵀ) (product of J's singular values)."""
+        return float(np.prod(np.linalg.svd(self.jacobian(q), compute_uv=False)))
+
+    def random_q(self, rng: np.random.Generator, low: float = -np.pi, high: float = np.pi) -> np.ndarray:
+        """A configuration with q_i ~ U[max(low, lower_i), min(high, upper_i)]."""
+        lim = self.limits
+        return rng.uniform(np.maximum(lim.lower, low), np.minimum(lim.upper, high))

@@ -1,0 +1,140 @@
+"""VirtualModel: the robot's kinematics with γ-conditioned masses (seed 004, eqs. 9–14).
+
+The end-effector (tip) body has mass m_e = 1 kg and isotropic rotational inertia
+ip_e = 1 kg·m², centred at the tip frame origin — the Jacobian's reference point. Every
+other moving link has m_l = m_e/γ and ip_l = ip_e/γ centred at its joint frame origin
+(eq. 13: γ = m_e/m_l = ip_e/ip_l). Then the joint-space inertia is
+
+    H(q) = Jᵀ J + H_l(q)/γ,   H_l = Σ_links J_bᵀ diag(I₃, I₃) J_b,
+
+so forward dynamics q̈ = H⁻¹ Jᵀ f (eq. 10) is damped least squares with
+configuration-dependent damping H_l(q)/γ, and J H⁻¹ Jᵀ → I as γ grows (eq. 12, Λ⁻¹ → I).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+import pinocchio as pin
+
+from .robot import ModelError, RobotModel
+
+Algorithm = Literal["cholesky", "aba"]
+ALGORITHMS: tuple[str, ...] = ("cholesky", "aba")
+
+
+def check_gamma(gamma: float) -> float:
+    """γ must be a finite number > 0."""
+    g = float(gamma)
+    if not math.isfinite(g) or g <= 0.0:
+        raise ModelError(f"gamma must be finite and > 0, got {gamma!r}")
+    return g
+
+
+class VirtualModel:
+    """Virtual forward-dynamics model of `robot` with end-effector mass dominance γ.
+
+    ``gravity`` keeps g = 9.81 m/s² along −z of the world in the virtual model and
+    ``coriolis`` keeps the velocity-product terms C(q, q̇) — both dropped by default, as in
+    eq. 10 (section 5 discusses keeping them).
+    """
+
+    def __init__(self, robot: RobotModel, gamma: float = 1e3, *, m_e: float = 1.0,
+                 ip_e: float = 1.0, gravity: bool = False, coriolis: bool = False) -> None:
+        self.robot = robot
+        self.gamma = check_gamma(gamma)
+        self.gravity, self.coriolis = gravity, coriolis
+        model = robot.model.copy()
+        tip = model.frames[robot.tip_id]
+        last = tip.parentJoint
+        for j in range(1, model.njoints):
+            if j == last:  # tip body: m_e at the tip origin, expressed in the last joint frame
+                model.inertias[j] = pin.Inertia(m_e, tip.placement.translation, ip_e * np.eye(3))
+            else:  # light link: m_l at its joint origin
+                model.inertias[j] = pin.Inertia(m_e / self.gamma, np.zeros(3),
+                                                ip_e / self.gamma * np.eye(3))
+        model.gravity = pin.Motion.Zero() if not gravity else pin.Motion(
+            np.array([0.0, 0.0, -9.81]), np.zeros(3))
+        self.model, self.data = model, model.createData()
+        self.tip_id, self.tip_joint = robot.tip_id, last
+        self._zero = np.zeros(model.nv)
+        self._fext = [pin.Force.Zero() for _ in range(model.njoints)]
+
+    @property
+    def dof(self) -> int:
+        return self.model.nv
+
+    # ------------------------------------------------------------------ matrices
+    def inertia(self, q: np.ndarray) -> np.ndarray:
+        """Joint-space inertia H(q) by the composite rigid body algorithm (symmetric, N×N)."""
+        q = self.robot.check_q(q)
+        H = pin.crba(self.model, self.data, q, pin.Convention.WORLD)
+        return np.triu(H) + np.triu(H, 1).T
+
+    def jacobian(self, q: np.ndarray) -> np.ndarray:
+        """J(q) of the tip, rows [v; ω] in the base frame (same kinematics as the robot)."""
+        return self.robot.jacobian(q)
+
+    def _crba_and_jacobian(self, q: np.ndarray) -> np.ndarray:
+        """Run CRBA (WORLD convention also fills data.J) and return the base-frame J."""
+        pin.crba(self.model, self.data, q, pin.Convention.WORLD)
+        J = pin.getFrameJacobian(self.model, self.data, self.tip_id, pin.LOCAL_WORLD_ALIGNED)
+        return self.robot._to_base(J)
+
+    def joint_space(self, q: np.ndarray, algorithm: Algorithm = "cholesky") -> np.ndarray:
+        """Seed eq. 10 as a matrix: H⁻¹(q) Jᵀ (N×6).
+
+        ``cholesky``: H by CRBA, H⁻¹ from its Cholesky factor. ``aba``: H⁻¹ by the
+        articulated-body recursion (pinocchio's computeMinverse) — never forms H.
+        """
+        q = self.robot.check_q(q)
+        if algorithm == "cholesky":
+            J = self._crba_and_jacobian(q)
+            pin.cholesky.decompose(self.model, self.data)
+            Minv = pin.cholesky.computeMinv(self.model, self.data)
+        elif algorithm == "aba":
+            J = self.robot.jacobian(q)
+            Minv = pin.computeMinverse(self.model, self.data, q)
+            Minv = np.triu(Minv) + np.triu(Minv, 1).T
+        else:
+            raise ModelError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
+        return Minv @ J.T
+
+    # ------------------------------------------------------------------ dynamics
+    def acceleration(self, q: np.ndarray, wrench: np.ndarray, qd: np.ndarray | None = None,
+                     tau: np.ndarray | None = None, algorithm: Algorithm = "cholesky") -> np.ndarray:
+        """Seed eq. 9 solved for q̈: H q̈ = τ + Jᵀ f − C(q, q̇) − G(q).
+
+        With the defaults (no gravity, no Coriolis, τ = 0) this is eq. 10, q̈ = H⁻¹ Jᵀ f.
+        `wrench` is f = [F; τ] (N, N·m) applied at the tip origin, expressed in the base
+        frame; `tau` is an extra joint-space load (e.g. virtual damping −D q̇).
+        """
+        q = self.robot.check_q(q)
+        f = np.asarray(wrench, dtype=float)
+        if f.shape != (6,):
+            raise ModelError(f"wrench must have 6 entries [fx, fy, fz, tx, ty, tz], got {f.shape}")
+        v = self._zero if (qd is None or not self.coriolis) else np.asarray(qd, dtype=float)
+        t = self._zero if tau is None else np.asarray(tau, dtype=float)
+        if algorithm == "cholesky":
+            J = self._crba_and_jacobian(q)
+            rhs = t + J.T @ f
+            if self.gravity or v is not self._zero:
+                rhs = rhs - pin.rnea(self.model, self.data, q, v, self._zero)
+            pin.cholesky.decompose(self.model, self.data)
+            return pin.cholesky.solve(self.model, self.data, rhs)
+        if algorithm == "aba":
+            return self._aba(q, v, t, f)
+        raise ModelError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
+
+    def _aba(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray, f: np.ndarray) -> np.ndarray:
+        """ABA with f as an external force on the tip body (pinocchio wants it in joint frame)."""
+        pin.forwardKinematics(self.model, self.data, q)
+        pin.updateFramePlacement(self.model, self.data, self.tip_id)
+        R = self.robot._R_base
+        F, T = R @ f[:3], R @ f[3:]  # base → world orientation
+        p = self.data.oMf[self.tip_id].translation
+        f_world = pin.Force(F, T + np.cross(p, F))  # moment about the world origin
+        self._fext[self.tip_joint] = self.data.oMi[self.tip_joint].actInv(f_world)
+        return pin.aba(self.model, self.data, q, v, tau, self._fext)

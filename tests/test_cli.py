@@ -1,0 +1,52 @@
+"""`fdcontrol analyze` as a user runs it: a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fdcontrol import ForwardDynamics, RobotModel, analyze
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fdcontrol.cli", *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_analyze_json_matches_library():
+    q = "0.1,-1.2,1.5,-0.3,1.2,0.4"
+    p = run("analyze", "--robot", "ur10", "--q", q, "--mapping", "all", "--gamma", "500",
+            "--type", "cartesian", "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert set(out["mappings"]) == {"ji", "jt", "dls", "sdls", "fd"}
+    qv = np.array([float(x) for x in q.split(",")])
+    ref = analyze(ForwardDynamics(RobotModel.load("ur10"), 500).cartesian(qv))
+    np.testing.assert_allclose(out["mappings"]["fd"]["singular_values"], ref.singular_values)
+
+
+def test_analyze_table_and_singular_json():
+    p = run("analyze", "--robot", "ur10", "--q", "0,0,0,0,0,0", "--mapping", "ji", "--json")
+    assert p.returncode == 0
+    ji = json.loads(p.stdout)["mappings"]["ji"]
+    assert ji["singular"] is True and ji["condition"] is None
+    table = run("analyze", "--robot", "panda", "--q", "0,-0.3,0,-2,0,1.8,0.7")
+    assert table.returncode == 0 and "fd" in table.stdout and "kappa" in table.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--robot", "ur5", "--q", "0,0,0,0,0,0"), "unknown robot 'ur5'"),
+    (("--robot", "ur10", "--q", "0,0"), "must have 6 entries"),
+    (("--robot", "ur10", "--q", "0,0,nan,0,0,0"), "NaN or Inf"),
+    (("--robot", "ur10", "--q", "0,zero,0,0,0,0"), "cannot parse"),
+    (("--robot", "ur10", "--tip", "flange", "--q", "0,0,0,0,0,0"), "available frames"),
+    (("--robot", "ur10", "--q", "0,0,0,0,0,0", "--gamma", "-1"), "gamma must be finite"),
+])
+def test_analyze_bad_input_exits_2_with_one_line(args, message):
+    p = run("analyze", *args)
+    assert p.returncode == 2
+    assert message in p.stderr and len(p.stderr.strip().splitlines()) == 1
