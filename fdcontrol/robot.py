@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
+from .spatial import finite
+
 URDF_DIR = Path(__file__).resolve().parent / "urdf"  # installed wheel: fdcontrol/urdf
 if not URDF_DIR.is_dir():  # source checkout / editable install: the repository's urdf/
     URDF_DIR = Path(__file__).resolve().parent.parent / "urdf"
@@ -65,7 +67,9 @@ class RobotModel:
             raise ModelError("only revolute / prismatic chains are supported (nq must equal nv)")
         pin.framesForwardKinematics(model, self.data, pin.neutral(model))
         # the base is not on the chain, so its world placement is constant
-        self._R_base = self.data.oMf[self.base_id].rotation.copy()
+        self._oMb = self.data.oMf[self.base_id].copy()
+        self._R_base = self._oMb.rotation.copy()
+        self._base_offset = bool(np.any(self._oMb.translation != 0))
         self._world_is_base = bool(np.allclose(self._R_base, np.eye(3), atol=0.0))
 
     # ---------------------------------------------------------------- construction
@@ -138,7 +142,7 @@ class RobotModel:
         if arr.shape != (self.dof,):
             raise ModelError(f"{name} must have {self.dof} entries for {self.name} "
                              f"(joints {', '.join(self.joint_names)}), got shape {arr.shape}")
-        if not np.all(np.isfinite(arr)):
+        if not finite(arr):
             raise ModelError(f"{name} contains NaN or Inf: {arr.tolist()}")
         return arr
 
@@ -146,9 +150,22 @@ class RobotModel:
     def pose(self, q: np.ndarray) -> np.ndarray:
         """Forward kinematics x = g(q) (seed eq. 2): 4×4 transform of tip in base."""
         q = self.check_q(q)
-        pin.framesForwardKinematics(self.model, self.data, q)
-        oMb, oMt = self.data.oMf[self.base_id], self.data.oMf[self.tip_id]
-        return (oMb.actInv(oMt)).homogeneous
+        pin.forwardKinematics(self.model, self.data, q)
+        return self._tip_in_base()
+
+    def _tip_in_base(self) -> np.ndarray:
+        oMt = pin.updateFramePlacement(self.model, self.data, self.tip_id)
+        if self._world_is_base and not self._base_offset:
+            return oMt.homogeneous
+        return self._oMb.actInv(oMt).homogeneous
+
+    def kinematics(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """pose(q) and jacobian(q) from one forward-kinematics pass (the control loop's need)."""
+        q = self.check_q(q)
+        pin.computeJointJacobians(self.model, self.data, q)
+        T = self._tip_in_base()
+        J = pin.getFrameJacobian(self.model, self.data, self.tip_id, pin.LOCAL_WORLD_ALIGNED)
+        return T, self._to_base(J)
 
     def jacobian(self, q: np.ndarray) -> np.ndarray:
         """Manipulator Jacobian J(q) (seed eq. 3, ẋ = J q̇): 6×N, rows [v; ω] in the base frame."""

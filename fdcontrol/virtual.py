@@ -20,6 +20,7 @@ import numpy as np
 import pinocchio as pin
 
 from .robot import ModelError, RobotModel
+from .spatial import cross
 
 Algorithm = Literal["cholesky", "aba"]
 ALGORITHMS: tuple[str, ...] = ("cholesky", "aba")
@@ -135,6 +136,6 @@ class VirtualModel:
         R = self.robot._R_base
         F, T = R @ f[:3], R @ f[3:]  # base → world orientation
         p = self.data.oMf[self.tip_id].translation
-        f_world = pin.Force(F, T + np.cross(p, F))  # moment about the world origin
+        f_world = pin.Force(F, T + cross(p, F))  # moment about the world origin
         self._fext[self.tip_joint] = self.data.oMi[self.tip_joint].actInv(f_world)
         return pin.aba(self.model, self.data, q, v, tau, self._fext)

@@ -1,0 +1,112 @@
+"""SimulatedRobot: a velocity-actuated arm for laptops, tests and the default service.
+
+Each ``send`` advances the simulation by one control period ``dt``: the joint velocity
+follows the velocity reference through a first-order lag with time constant ``tau``,
+
+    q̇⁺ = q̇_ref + (q̇ − q̇_ref) e^(−dt/τ),   q⁺ = q + dt q̇⁺,
+
+saturated at the URDF's velocity limits and stopped at its position limits. An optional
+force-torque sensor at the tip sees a virtual environment of spring planes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..robot import RobotModel
+from ..spatial import cross
+from .base import JointState
+
+GRAVITY = np.array([0.0, 0.0, -9.81])
+
+
+@dataclass
+class SpringPlane:
+    """A wall: the half-space (p − point)·normal > 0 is solid with ``stiffness`` (N/m).
+
+    The tip entering it by d = (p − point)·n pushes on the wall with F = k d n (robot on
+    environment, the sign convention of ``fdcontrol.control``).
+    """
+
+    point: np.ndarray
+    normal: np.ndarray
+    stiffness: float = 1000.0
+
+    def __post_init__(self) -> None:
+        self.point = np.asarray(self.point, dtype=float)
+        n = np.asarray(self.normal, dtype=float)
+        self.normal = n / np.linalg.norm(n)
+
+    def force(self, p: np.ndarray) -> np.ndarray:
+        d = float((p - self.point) @ self.normal)
+        return self.stiffness * d * self.normal if d > 0 else np.zeros(3)
+
+
+@dataclass
+class SimulatedSensor:
+    """A wrench sensor at the tip: contact wrench + tool weight + bias + noise, tool frame."""
+
+    planes: list[SpringPlane] = field(default_factory=list)
+    tool_mass: float = 0.0
+    tool_com: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    bias: np.ndarray = field(default_factory=lambda: np.zeros(6))
+    noise: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        self._rng = np.random.default_rng(self.seed)
+
+    def reading(self, pose: np.ndarray) -> np.ndarray:
+        R, p = pose[:3, :3], pose[:3, 3]
+        F = sum((pl.force(p) for pl in self.planes), np.zeros(3))
+        W = self.tool_mass * (R.T @ GRAVITY)  # the tool's weight, in the sensor frame
+        w = np.concatenate((R.T @ F, np.zeros(3))) + np.concatenate((W, cross(self.tool_com, W)))
+        w = w + self.bias
+        if self.noise > 0:
+            w = w + self._rng.normal(scale=self.noise, size=6)
+        return w
+
+
+class SimulatedRobot:
+    """Velocity-actuated arm following q̇_ref through a first-order lag (see module doc)."""
+
+    def __init__(self, robot: RobotModel, dt: float = 0.002, tau: float = 0.01,
+                 q0: np.ndarray | None = None, sensor: SimulatedSensor | None = None) -> None:
+        if not (dt > 0 and tau >= 0):
+            raise ValueError("dt must be > 0 and tau >= 0")
+        self.robot, self.dof, self.dt, self.tau = robot, robot.dof, float(dt), float(tau)
+        lim = robot.limits
+        self.lower, self.upper, self.vmax = lim.lower, lim.upper, lim.velocity
+        self.q = np.zeros(self.dof) if q0 is None else robot.check_q(q0).copy()
+        self.qd = np.zeros(self.dof)
+        self.t = 0.0
+        self.sensor = sensor
+        self._lag = math.exp(-self.dt / self.tau) if self.tau > 0 else 0.0
+        self.sent = 0
+
+    def read(self) -> JointState:
+        return JointState(self.q.copy(), self.qd.copy(), self.t)
+
+    def read_wrench(self) -> np.ndarray | None:
+        return None if self.sensor is None else self.sensor.reading(self.robot.pose(self.q))
+
+    def send(self, q_ref: np.ndarray | None, qd_ref: np.ndarray | None) -> None:
+        if qd_ref is None:  # position interface: track q_ref within one period
+            qd_ref = (np.asarray(q_ref) - self.q) / self.dt if q_ref is not None else np.zeros(self.dof)
+        qd = qd_ref + (self.qd - qd_ref) * self._lag
+        qd = np.minimum(np.maximum(qd, -self.vmax), self.vmax)
+        q = self.q + self.dt * qd
+        # stop at the limits; a joint that starts beyond one may move back but not further out
+        lo, hi = np.minimum(self.lower, self.q), np.maximum(self.upper, self.q)
+        hit = (q < lo) | (q > hi)
+        if hit.any():
+            q = np.minimum(np.maximum(q, lo), hi)
+            qd[hit] = 0.0
+        self.q, self.qd, self.t = q, qd, self.t + self.dt
+        self.sent += 1
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,281 @@
+"""ControlLoop: one fixed-rate cycle of read → control law → solver → limits → send.
+
+Inputs are latest-wins slots (an immutable object swapped by reference — no queue, no
+lock on the hot path). Each cycle publishes an immutable :class:`LoopState`.
+
+Cycle (period dt = 1/rate):
+
+1. read the driver (q, q̇) and the wrench sensor; filter it (``WrenchFilter``),
+2. f_c = control law (mode) + the streamed wrench; the streamed wrench counts as zero and
+   the loop holds when it is older than ``command_timeout`` (watchdog),
+3. (q_ref, q̇) = solver.step(q, q̇_state, f_c, dt) in ``substeps`` virtual sub-steps,
+4. q̇_ref = safety limits(q̇); q_ref = q + dt q̇_ref; q̇_state = q̇_ref (anti-windup),
+5. send; a non-finite value anywhere holds the robot and records a fault — it never
+   reaches the driver.
+
+Activation is jump-free: q̇_state starts at zero and the first reference is the measured q.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from .control import ControlInput, ControlLaw, WrenchFilter
+from .drivers.base import RobotDriver
+from .robot import RobotModel
+from .safety import SafetyLimits
+from .solvers import Solver
+from .spatial import finite, rotate6
+
+STATS_WINDOW = 5000
+
+
+@dataclass(frozen=True)
+class Command:
+    """Latest streamed input: a wrench in the base frame, its sequence number, arrival time."""
+
+    wrench: np.ndarray
+    seq: int
+    t: float
+
+
+@dataclass(frozen=True)
+class LoopState:
+    t: float
+    cycle: int
+    q: np.ndarray
+    qd: np.ndarray
+    q_ref: np.ndarray
+    qd_ref: np.ndarray
+    tip_pose: np.ndarray
+    wrench: np.ndarray  # f_c sent to the solver, base frame
+    f_measured: np.ndarray
+    mode: str
+    running: bool
+    holding: bool
+    watchdog: Literal["idle", "ok", "tripped"]
+    seq_ack: int
+    fault: str | None
+    sigma_min_j: float
+    limits_active: dict[str, bool] = field(default_factory=dict)
+
+
+class Stats:
+    """Ring buffers of cycle compute time and period error (s); no allocation per cycle."""
+
+    def __init__(self, n: int = STATS_WINDOW) -> None:
+        self.compute = np.zeros(n)
+        self.period_error = np.zeros(n)
+        self.n, self.count, self.overruns = n, 0, 0
+
+    def record(self, compute: float, period_error: float, period: float) -> None:
+        i = self.count % self.n
+        self.compute[i], self.period_error[i] = compute, period_error
+        self.count += 1
+        if compute > period or period_error > period:
+            self.overruns += 1
+
+    def summary(self) -> dict[str, float | int]:
+        k = min(self.count, self.n)
+        c, e = self.compute[:k].copy(), np.abs(self.period_error[:k].copy())
+        def pct(a: np.ndarray, p: float) -> float:
+            return float(np.percentile(a, p)) if k else 0.0
+        return {"cycles": self.count, "overruns": self.overruns, "window": k,
+                "compute_p50_us": pct(c, 50) * 1e6, "compute_p99_us": pct(c, 99) * 1e6,
+                "compute_max_us": float(c.max() * 1e6) if k else 0.0,
+                "period_error_p50_us": pct(e, 50) * 1e6, "period_error_p99_us": pct(e, 99) * 1e6,
+                "period_error_max_us": float(e.max() * 1e6) if k else 0.0}
+
+
+class InputError(ValueError):
+    """A rejected input; the loop keeps its previous valid one."""
+
+
+class ControlLoop:
+    def __init__(self, robot: RobotModel, driver: RobotDriver, solver: Solver,
+                 law: ControlLaw | None = None, limits: SafetyLimits | None = None,
+                 wrench_filter: WrenchFilter | None = None, rate: float = 500.0,
+                 command_timeout: float = 0.1, max_force: float = 500.0,
+                 max_torque: float = 50.0, realtime: bool = False) -> None:
+        if not (math.isfinite(rate) and 1.0 <= rate <= 5000.0):
+            raise ValueError("rate must be within [1, 5000] Hz")
+        if not (math.isfinite(command_timeout) and command_timeout > 0):
+            raise ValueError("command_timeout must be > 0 s")
+        self.robot, self.driver, self.solver = robot, driver, solver
+        self.law = law or ControlLaw()
+        self.limits = limits or SafetyLimits.from_robot(robot)
+        self.filter = wrench_filter or WrenchFilter()
+        self.rate, self.period = float(rate), 1.0 / rate
+        self.command_timeout = float(command_timeout)
+        self.max_force, self.max_torque = float(max_force), float(max_torque)
+        self.realtime = realtime
+        self.stats = Stats()
+        self._command: Command | None = None
+        self._target: np.ndarray | None = None
+        self._hold_request = False
+        self._zero_request = False
+        self._thread: threading.Thread | None = None
+        self._running = threading.Event()
+        self.fault: str | None = None
+        self._reset_state()
+        js = driver.read()
+        self.state = self._publish(js.t, js.q, js.qd, js.q, np.zeros(robot.dof),
+                                   robot.pose(js.q), np.zeros(6), np.zeros(6), "idle", 0.0)
+
+    # ------------------------------------------------------------------ inputs
+    def set_wrench(self, wrench: np.ndarray | list[float], frame: str = "base",
+                   seq: int | None = None) -> None:
+        """Latest-wins streamed wrench [F; τ]; ``frame`` "tool" is rotated into the base."""
+        w = np.asarray(wrench, dtype=float)
+        if w.shape != (6,):
+            raise InputError(f"wrench must have 6 entries [fx, fy, fz, tx, ty, tz], got shape {w.shape}")
+        if not finite(w):
+            raise InputError("wrench contains NaN or Inf")
+        if np.linalg.norm(w[:3]) > self.max_force or np.linalg.norm(w[3:]) > self.max_torque:
+            raise InputError(f"wrench out of range: |F| ≤ {self.max_force} N, |τ| ≤ {self.max_torque} N·m")
+        if frame not in ("base", "tool"):
+            raise InputError(f"frame must be 'base' or 'tool', got {frame!r}")
+        if frame == "tool":
+            w = rotate6(self.state.tip_pose[:3, :3], w)
+        last = self._command.seq if self._command else 0
+        self._command = Command(w, last + 1 if seq is None else int(seq), time.monotonic())
+
+    def set_target(self, pose: np.ndarray | None) -> None:
+        """Target pose (4×4, tip in base) for motion / compliance; None clears it."""
+        if pose is None:
+            self._target = None
+            return
+        T = np.asarray(pose, dtype=float)
+        if T.shape != (4, 4) or not np.all(np.isfinite(T)):
+            raise InputError("target must be a finite 4×4 homogeneous transform")
+        R = T[:3, :3]
+        if not np.allclose(R @ R.T, np.eye(3), atol=1e-6) or np.linalg.det(R) < 0:
+            raise InputError("target rotation is not orthonormal")
+        self._target = T.copy()
+
+    def hold(self, on: bool = True) -> None:
+        """Decelerate to standstill within the acceleration limit and stay there."""
+        self._hold_request = on
+        if not on:
+            self.fault = None
+
+    def zero_sensor(self) -> None:
+        """Request sensor bias zeroing on the next cycle."""
+        self._zero_request = True
+
+    # ------------------------------------------------------------------ cycle
+    def _reset_state(self) -> None:
+        self.qd_state = np.zeros(self.robot.dof)
+        self.qd_ref = np.zeros(self.robot.dof)
+        self.cycle = 0
+
+    def step(self, now: float | None = None) -> LoopState:
+        """One control cycle (public so tests and simulations can run the loop synchronously)."""
+        dt = self.period
+        now = time.monotonic() if now is None else now
+        js = self.driver.read()
+        q = js.q
+        pose, J = self.robot.kinematics(q)
+        R = pose[:3, :3]
+        raw = self.driver.read_wrench()
+        if raw is not None and self._zero_request:
+            self.filter.zero(raw, R)
+            self._zero_request = False
+        f_meas = self.filter.apply(raw, R, dt) if raw is not None else np.zeros(6)
+        cmd = self._command
+        watchdog: Literal["idle", "ok", "tripped"] = "idle"
+        f_applied = np.zeros(6)
+        if cmd is not None:
+            if now - cmd.t > self.command_timeout:
+                watchdog = "tripped"
+            else:
+                watchdog, f_applied = "ok", cmd.wrench
+        holding = self._hold_request or watchdog == "tripped" or self.fault is not None
+        fc = self.law(ControlInput(pose, J @ js.qd, f_meas, f_applied, self._target))
+        if holding:
+            qd_des = np.zeros(self.robot.dof)
+        else:
+            _, qd_des = self.solver.step(q, self.qd_state, fc, dt)
+            if not (finite(qd_des) and finite(fc)):
+                self.fault = f"non-finite value in the model at cycle {self.cycle}; holding"
+                holding, qd_des = True, np.zeros(self.robot.dof)
+        qd_ref = self.limits.apply(q, qd_des, self.qd_ref, J, dt)
+        if self.cycle == 0:  # activation: the first reference is the measured state
+            qd_ref = np.zeros(self.robot.dof)
+        if not finite(qd_ref):  # never send a NaN
+            self.fault, holding, qd_ref = "non-finite reference; holding", True, np.zeros(self.robot.dof)
+        q_ref = q + dt * qd_ref
+        self.driver.send(q_ref, qd_ref)
+        self.qd_ref = qd_ref
+        self.qd_state = qd_ref.copy()
+        self.cycle += 1
+        s = np.linalg.svd(J, compute_uv=False)[-1] if self.cycle % 10 == 1 else self.state.sigma_min_j
+        self.state = self._publish(js.t, q, js.qd, q_ref, qd_ref, pose, fc, f_meas, watchdog,
+                                   float(s), holding, cmd.seq if cmd else 0)
+        return self.state
+
+    def _publish(self, t, q, qd, q_ref, qd_ref, pose, fc, f_meas, watchdog, sigma,
+                 holding: bool = False, seq: int = 0) -> LoopState:
+        return LoopState(t, self.cycle, q, qd, q_ref, qd_ref, pose, fc, f_meas, self.law.mode,
+                         self.running, holding, watchdog, seq, self.fault, sigma,
+                         dict(self.limits.active))
+
+    # ------------------------------------------------------------------ thread
+    @property
+    def running(self) -> bool:
+        return self._running.is_set()
+
+    def start(self) -> None:
+        """Start the fixed-rate thread; activation never moves the robot."""
+        if self.running:
+            return
+        self._reset_state()
+        self.fault = None
+        self._running.set()
+        self._thread = threading.Thread(target=self._run, name="fdcontrol-loop", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self._running.clear()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        js = self.driver.read()
+        self.driver.send(js.q, np.zeros(self.robot.dof))
+
+    def _run(self) -> None:
+        if self.realtime:
+            _try_realtime()
+        period, clock = self.period, time.perf_counter
+        next_t = clock()
+        while self._running.is_set():
+            start = clock()
+            err = start - next_t
+            try:
+                self.step()
+            except Exception as exc:  # a bug must hold the robot, not kill the thread silently
+                self.fault = f"{type(exc).__name__}: {exc}"
+                self._hold_request = True
+            end = clock()
+            self.stats.record(end - start, err, period)
+            next_t += period
+            if end > next_t + period:  # more than one period late: re-anchor, count it
+                next_t = end
+            remaining = next_t - clock()
+            if remaining > 0:
+                time.sleep(remaining)
+
+
+def _try_realtime() -> None:
+    """SCHED_FIFO for the calling thread where permitted (Linux, CAP_SYS_NICE)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))  # type: ignore[attr-defined]
+    except (AttributeError, PermissionError, OSError):
+        pass

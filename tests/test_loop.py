@@ -1,0 +1,245 @@
+"""Closed loop on the simulated robot: the behaviour a robotics engineer relies on."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from fdcontrol import RobotModel, make_mapping
+from fdcontrol.control import ControlLaw, ForceTerm
+from fdcontrol.drivers import SimulatedRobot, SimulatedSensor, SpringPlane
+from fdcontrol.loop import ControlLoop, InputError
+from fdcontrol.safety import SafetyLimits
+from fdcontrol.solvers import make_solver
+
+Q0 = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2])  # a well-conditioned UR10 pose
+DT = 0.002
+
+
+def make_loop(robot, mapping="fd", q0=Q0, law=None, sensor=None, limits=None, **kw):
+    sim = SimulatedRobot(robot, dt=DT, q0=q0, sensor=sensor)
+    solver = make_solver(make_mapping(mapping, robot, **kw))
+    return ControlLoop(robot, sim, solver, law=law, limits=limits, rate=1 / DT), sim
+
+
+def run(loop, seconds, wrench=None, t0=0.0):
+    """Run synchronously on simulated time; re-send the wrench every cycle (a live stream)."""
+    states = []
+    for i in range(round(seconds / DT)):
+        now = t0 + i * DT
+        if wrench is not None:
+            loop.set_wrench(wrench)
+            loop._command = type(loop._command)(loop._command.wrench, loop._command.seq, now)
+        states.append(loop.step(now=now))
+    return states
+
+
+def drift(robot, mapping):
+    loop, sim = make_loop(robot, mapping)
+    p0 = robot.pose(Q0)[:3, 3]
+    run(loop, 0.5, wrench=[5.0, 0, 0, 0, 0, 0])
+    d = robot.pose(sim.q)[:3, 3] - p0
+    return d[0], float(np.linalg.norm(d[1:]))
+
+
+def test_constant_force_moves_along_x_fd_drifts_far_less_than_jt(ur10):
+    fx_fd, lat_fd = drift(ur10, "fd")
+    fx_jt, lat_jt = drift(ur10, "jt")
+    print(f"FD: +x {fx_fd:.4f} m, lateral {lat_fd:.5f} m; JT: +x {fx_jt:.4f} m, lateral {lat_jt:.5f} m")
+    assert fx_fd > 0.1 and fx_jt > 0.01
+    assert lat_fd / fx_fd < 0.02
+    assert lat_fd / fx_fd < 0.1 * (lat_jt / fx_jt)
+
+
+def test_motion_control_converges_to_target(ur10):
+    law = ControlLaw(mode="motion")
+    loop, sim = make_loop(ur10, law=law)
+    target = ur10.pose(Q0)
+    target[:3, 3] += [0.05, -0.03, 0.04]
+    c, s = np.cos(0.2), np.sin(0.2)
+    target[:3, :3] = np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]]) @ target[:3, :3]
+    loop.set_target(target)
+    run(loop, 3.0)
+    T = ur10.pose(sim.q)
+    import pinocchio as pin
+
+    assert np.linalg.norm(T[:3, 3] - target[:3, 3]) < 1e-3
+    assert np.linalg.norm(pin.log3(target[:3, :3] @ T[:3, :3].T)) < 1e-3
+
+
+def test_compliance_settles_at_force_over_stiffness(ur10):
+    law = ControlLaw(mode="compliance")
+    law.set_gains(stiffness=[200, 100, 400, 50, 50, 50], force_gain=0.0)
+    loop, sim = make_loop(ur10, law=law)
+    target = ur10.pose(Q0)
+    loop.set_target(target)
+    F = np.array([5.0, -3.0, 8.0])
+    run(loop, 4.0, wrench=[*F, 0, 0, 0])
+    disp = ur10.pose(sim.q)[:3, 3] - target[:3, 3]
+    expected = F / np.array([200, 100, 400])
+    print("displacement", disp, "expected", expected)
+    np.testing.assert_allclose(disp, expected, rtol=0.03, atol=2e-4)
+
+
+def test_force_control_presses_on_a_wall_with_the_target_force(ur10):
+    p0 = ur10.pose(Q0)[:3, 3]
+    k = 2000.0
+    wall = SpringPlane(point=p0 + np.array([0.02, 0, 0]), normal=[1, 0, 0], stiffness=k)
+    # against a stiff wall the loop gain K_f·k must stay small: K_f = 0.1 here (1.0 bounces)
+    law = ControlLaw(mode="force", force=ForceTerm(gain=np.full(6, 0.1),
+                                                   target=np.array([10.0, 0, 0, 0, 0, 0])))
+    loop, sim = make_loop(ur10, law=law, sensor=SimulatedSensor(planes=[wall]))
+    states = run(loop, 3.0)
+    np.testing.assert_allclose(states[-1].f_measured[:3], [10.0, 0, 0], atol=0.05)
+    assert ur10.pose(sim.q)[0, 3] == pytest.approx(p0[0] + 0.02 + 10.0 / k, abs=1e-4)
+
+
+class Recording:
+    """Wrap a solver to record the raw q̇ it asks for, before the safety limits."""
+
+    def __init__(self, solver):
+        self.solver, self.mapping, self.raw = solver, solver.mapping, []
+
+    def step(self, q, qd, f, dt):
+        out = self.solver.step(q, qd, f, dt)
+        self.raw.append(np.max(np.abs(out[1])))
+        return out
+
+
+@pytest.mark.parametrize("mapping", ["fd", "jt", "ji"])
+def test_pulled_into_the_stretched_singularity(ur10, mapping):
+    """A large outward force stretches the arm: FD and Jᵀ ask for bounded joint speeds,
+    J⁻¹ for exploding ones; the limited references stay within every limit."""
+    q0 = np.array([0.0, -0.4, 0.6, -0.2, 1.2, 0.0])
+    sim = SimulatedRobot(ur10, dt=DT, q0=q0)
+    rec = Recording(make_solver(make_mapping(mapping, ur10)))
+    loop = ControlLoop(ur10, sim, rec, rate=1 / DT)
+    p = ur10.pose(q0)[:3, 3]
+    direction = np.array([p[0], p[1], 0.0]) / np.linalg.norm(p[:2])
+    states = run(loop, 3.0, wrench=[*(200 * direction), 0, 0, 0])
+    raw = max(rec.raw)
+    sigma = min(s.sigma_min_j for s in states[10:])
+    print(f"{mapping}: max raw |q̇| = {raw:.3g} rad/s, min σ(J) = {sigma:.3g}")
+    assert sigma < 0.05  # it did reach the stretched singularity
+    if mapping == "ji":
+        assert raw > 50.0
+    else:
+        assert raw < 20.0
+    _assert_within_limits(loop, states)
+
+
+def _assert_within_limits(loop, states):
+    lim = loop.limits
+    prev = np.zeros(len(lim.lower))
+    for s in states:
+        assert np.all(s.q_ref <= lim.upper + 1e-12) and np.all(s.q_ref >= lim.lower - 1e-12)
+        assert np.all(np.abs(s.qd_ref) <= lim.max_velocity + 1e-12)
+        assert np.all(np.abs(s.qd_ref - prev) <= lim.max_acceleration * DT + 1e-9)
+        prev = s.qd_ref
+
+
+@pytest.mark.parametrize("mapping", ["fd", "jt", "dls", "sdls", "ji"])
+def test_references_never_exceed_limits_random_wrenches(panda, mapping):
+    """Property test: random starts (near limits too) and random wrench steps, Panda."""
+    rng = np.random.default_rng(7)
+    lim = panda.limits
+    for _ in range(6):
+        q0 = rng.uniform(lim.lower + 0.02, lim.upper - 0.02)
+        q0[rng.integers(7)] = lim.upper[3] - 1e-3 if rng.random() < 0.5 else q0[0]
+        q0 = np.clip(q0, lim.lower, lim.upper)
+        loop, _ = make_loop(panda, mapping, q0=q0)
+        states = []
+        for k in range(8):
+            w = rng.normal(size=6) * [80, 80, 80, 10, 10, 10]
+            states += run(loop, 0.1, wrench=w, t0=k * 0.1)
+        _assert_within_limits(loop, states)
+
+
+def test_watchdog_decelerates_then_holds(ur10):
+    loop, _sim = make_loop(ur10)
+    run(loop, 0.3, wrench=[20.0, 0, 0, 0, 0, 0])
+    assert np.max(np.abs(loop.state.qd_ref)) > 0.05
+    last_cmd = loop._command.t
+    states = [loop.step(now=last_cmd + DT * (i + 1)) for i in range(600)]
+    tripped = [s for s in states if s.watchdog == "tripped"]
+    assert tripped and tripped[0].t <= last_cmd + loop.command_timeout + 2 * DT + 0.3
+    speeds = [np.max(np.abs(s.qd_ref)) for s in tripped]
+    assert speeds[-1] == 0.0
+    held = [s.q for s in tripped[-50:]]
+    np.testing.assert_allclose(held[0], held[-1], atol=1e-12)
+    # a new message re-arms it
+    loop.set_wrench([1.0, 0, 0, 0, 0, 0])
+    assert loop.step(now=loop._command.t).watchdog == "ok"
+
+
+def test_activation_is_jump_free_even_beyond_a_limit(ur10):
+    lim = SafetyLimits.from_robot(ur10)
+    lim.upper[1] = Q0[1] - 0.05  # joint 2 starts 0.05 rad beyond its (tightened) limit
+    loop, _sim = make_loop(ur10, limits=lim)
+    first = loop.step(now=0.0)
+    np.testing.assert_array_equal(first.q_ref, Q0)
+    np.testing.assert_array_equal(first.qd_ref, np.zeros(6))
+    states = run(loop, 1.0, t0=DT)
+    back = lim.recovery_speed * lim.max_velocity[1]
+    steps = np.diff([s.q_ref[1] for s in states])
+    assert np.all(steps <= 1e-12) and np.all(-steps <= back * DT + 1e-12)
+    assert states[-1].q[1] < Q0[1] - 0.01  # moving back inside, slowly
+
+
+def test_nan_inputs_are_rejected_and_model_faults_hold(ur10):
+    loop, sim = make_loop(ur10)
+    loop.set_wrench([1.0, 0, 0, 0, 0, 0])
+    good = loop._command
+    for bad in ([np.nan, 0, 0, 0, 0, 0], [np.inf] * 6, [1, 2, 3], [1e6, 0, 0, 0, 0, 0]):
+        with pytest.raises(InputError):
+            loop.set_wrench(bad)
+        assert loop._command is good
+    with pytest.raises(InputError, match="frame"):
+        loop.set_wrench([0] * 6, frame="world")
+    with pytest.raises(InputError):
+        loop.set_target(np.full((4, 4), np.nan))
+
+    class Broken:
+        mapping = None
+
+        def step(self, q, qd, f, dt):
+            return q, np.full_like(q, np.nan)
+
+    loop.solver = Broken()
+    sent = []
+    orig = sim.send
+    sim.send = lambda q, qd: (sent.append((q.copy(), qd.copy())), orig(q, qd))  # type: ignore
+    for i in range(5):
+        s = loop.step(now=good.t + i * DT)
+    assert s.fault and "non-finite" in s.fault and s.holding
+    assert all(np.all(np.isfinite(q)) and np.all(np.isfinite(v)) for q, v in sent)
+
+
+def test_threaded_loop_keeps_running_and_reports_stats(ur10):
+    loop, sim = make_loop(ur10)
+    loop.start()
+    try:
+        deadline = time.monotonic() + 0.6
+        while time.monotonic() < deadline:
+            with pytest.raises(InputError):
+                loop.set_wrench([np.nan] * 6)
+            loop.set_wrench([2.0, 0, 0, 0, 0, 0])
+            time.sleep(0.01)
+        assert loop.running
+    finally:
+        loop.stop()
+    st = loop.stats.summary()
+    assert st["cycles"] > 100 and loop.state.fault is None
+    assert 0 <= st["period_error_p50_us"] <= st["period_error_p99_us"] <= st["period_error_max_us"]
+    assert sim.q[0] != Q0[0] or sim.q[1] != Q0[1]  # it moved
+
+
+def test_sub_chain_robot_runs_in_the_loop(rng):
+    from fdcontrol.robot import URDF_DIR
+
+    sub = RobotModel.from_urdf(URDF_DIR / "ur10.urdf", "base_link", "wrist_3_link")
+    loop, sim = make_loop(sub)
+    run(loop, 0.2, wrench=[1.0, 0, 0, 0, 0, 0])
+    assert np.all(np.isfinite(sim.q))
