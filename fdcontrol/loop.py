@@ -22,8 +22,8 @@ import math
 import os
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field, replace
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -98,12 +98,35 @@ class InputError(ValueError):
     """A rejected input; the loop keeps its previous valid one."""
 
 
+def check_wrench(wrench: np.ndarray | list[float], max_force: float, max_torque: float,
+                 frame: str = "base") -> np.ndarray:
+    """A finite 6-vector [F; τ] within |F| ≤ max_force, |τ| ≤ max_torque, else InputError."""
+    w = np.asarray(wrench, dtype=float)
+    if w.shape != (6,):
+        raise InputError(f"wrench must have 6 entries [fx, fy, fz, tx, ty, tz], got shape {w.shape}")
+    if not finite(w):
+        raise InputError("wrench contains NaN or Inf")
+    if np.linalg.norm(w[:3]) > max_force or np.linalg.norm(w[3:]) > max_torque:
+        raise InputError(f"wrench out of range: |F| ≤ {max_force} N, |τ| ≤ {max_torque} N·m")
+    if frame not in ("base", "tool"):
+        raise InputError(f"frame must be 'base' or 'tool', got {frame!r}")
+    return w
+
+
+class LoopIO(Protocol):
+    """Optional hooks: ``poll`` before each cycle (inputs), ``publish`` after it (state)."""
+
+    def poll(self, loop: ControlLoop) -> None: ...
+
+    def publish(self, loop: ControlLoop, state: LoopState) -> None: ...
+
+
 class ControlLoop:
     def __init__(self, robot: RobotModel, driver: RobotDriver, solver: Solver,
                  law: ControlLaw | None = None, limits: SafetyLimits | None = None,
                  wrench_filter: WrenchFilter | None = None, rate: float = 500.0,
                  command_timeout: float = 0.1, max_force: float = 500.0,
-                 max_torque: float = 50.0, realtime: bool = False) -> None:
+                 max_torque: float = 50.0, realtime: bool = False, spin: float = 0.0) -> None:
         if not (math.isfinite(rate) and 1.0 <= rate <= 5000.0):
             raise ValueError("rate must be within [1, 5000] Hz")
         if not (math.isfinite(command_timeout) and command_timeout > 0):
@@ -116,6 +139,7 @@ class ControlLoop:
         self.command_timeout = float(command_timeout)
         self.max_force, self.max_torque = float(max_force), float(max_torque)
         self.realtime = realtime
+        self.spin = float(spin)
         self.stats = Stats()
         self._command: Command | None = None
         self._target: np.ndarray | None = None
@@ -123,7 +147,9 @@ class ControlLoop:
         self._zero_request = False
         self._thread: threading.Thread | None = None
         self._running = threading.Event()
+        self.io: LoopIO | None = None
         self.fault: str | None = None
+        self.last_cycle_at = 0.0  # time.monotonic() of the last cycle, 0 before the first
         self._reset_state()
         js = driver.read()
         self.state = self._publish(js.t, js.q, js.qd, js.q, np.zeros(robot.dof),
@@ -131,21 +157,17 @@ class ControlLoop:
 
     # ------------------------------------------------------------------ inputs
     def set_wrench(self, wrench: np.ndarray | list[float], frame: str = "base",
-                   seq: int | None = None) -> None:
-        """Latest-wins streamed wrench [F; τ]; ``frame`` "tool" is rotated into the base."""
-        w = np.asarray(wrench, dtype=float)
-        if w.shape != (6,):
-            raise InputError(f"wrench must have 6 entries [fx, fy, fz, tx, ty, tz], got shape {w.shape}")
-        if not finite(w):
-            raise InputError("wrench contains NaN or Inf")
-        if np.linalg.norm(w[:3]) > self.max_force or np.linalg.norm(w[3:]) > self.max_torque:
-            raise InputError(f"wrench out of range: |F| ≤ {self.max_force} N, |τ| ≤ {self.max_torque} N·m")
-        if frame not in ("base", "tool"):
-            raise InputError(f"frame must be 'base' or 'tool', got {frame!r}")
+                   seq: int | None = None, t: float | None = None) -> None:
+        """Latest-wins streamed wrench [F; τ]; ``frame`` "tool" is rotated into the base.
+
+        `t` is the arrival time (time.monotonic(), default now) the watchdog measures from.
+        """
+        w = check_wrench(wrench, self.max_force, self.max_torque, frame)
         if frame == "tool":
             w = rotate6(self.state.tip_pose[:3, :3], w)
         last = self._command.seq if self._command else 0
-        self._command = Command(w, last + 1 if seq is None else int(seq), time.monotonic())
+        self._command = Command(w, last + 1 if seq is None else int(seq),
+                                time.monotonic() if t is None else t)
 
     def set_target(self, pose: np.ndarray | None) -> None:
         """Target pose (4×4, tip in base) for motion / compliance; None clears it."""
@@ -179,6 +201,8 @@ class ControlLoop:
     def step(self, now: float | None = None) -> LoopState:
         """One control cycle (public so tests and simulations can run the loop synchronously)."""
         dt = self.period
+        if self.io is not None:
+            self.io.poll(self)
         now = time.monotonic() if now is None else now
         js = self.driver.read()
         q = js.q
@@ -216,9 +240,12 @@ class ControlLoop:
         self.qd_ref = qd_ref
         self.qd_state = qd_ref.copy()
         self.cycle += 1
+        self.last_cycle_at = now
         s = np.linalg.svd(J, compute_uv=False)[-1] if self.cycle % 10 == 1 else self.state.sigma_min_j
         self.state = self._publish(js.t, q, js.qd, q_ref, qd_ref, pose, fc, f_meas, watchdog,
                                    float(s), holding, cmd.seq if cmd else 0)
+        if self.io is not None:
+            self.io.publish(self, self.state)
         return self.state
 
     def _publish(self, t, q, qd, q_ref, qd_ref, pose, fc, f_meas, watchdog, sigma,
@@ -249,6 +276,11 @@ class ControlLoop:
             self._thread = None
         js = self.driver.read()
         self.driver.send(js.q, np.zeros(self.robot.dof))
+        self.qd_ref = np.zeros(self.robot.dof)
+        self.state = replace(self.state, running=False, q=js.q, qd=js.qd, q_ref=js.q,
+                             qd_ref=self.qd_ref)
+        if self.io is not None:
+            self.io.publish(self, self.state)
 
     def _run(self) -> None:
         if self.realtime:
@@ -268,9 +300,11 @@ class ControlLoop:
             next_t += period
             if end > next_t + period:  # more than one period late: re-anchor, count it
                 next_t = end
-            remaining = next_t - clock()
+            remaining = next_t - clock() - self.spin
             if remaining > 0:
                 time.sleep(remaining)
+            while clock() < next_t:  # busy-wait the last `spin` seconds: on time, CPU warm
+                pass
 
 
 def _try_realtime() -> None:

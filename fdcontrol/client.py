@@ -1,0 +1,236 @@
+"""Python client for the fdcontrol service: REST (sync and async) and WebSocket streaming.
+
+    from fdcontrol.client import Client
+    with Client("http://127.0.0.1:8000") as c:
+        c.start()
+        with c.control_stream(decimation=5) as s:
+            s.send_wrench([5, 0, 0, 0, 0, 0])
+            print(s.recv()["q_ref"])
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import httpx
+import msgpack
+from websockets.asyncio.client import ClientConnection as AsyncConnection
+from websockets.asyncio.client import connect as aconnect
+from websockets.sync.client import ClientConnection, connect
+
+
+class ServiceError(RuntimeError):
+    """An HTTP error answer of the service (status and its detail)."""
+
+    def __init__(self, status: int, detail: Any) -> None:
+        super().__init__(f"HTTP {status}: {detail}")
+        self.status, self.detail = status, detail
+
+
+def _check(r: httpx.Response) -> Any:
+    if r.status_code >= 400:
+        try:
+            detail = r.json().get("detail")
+        except ValueError:
+            detail = r.text
+        raise ServiceError(r.status_code, detail)
+    return r.json()
+
+
+class _Routes:
+    """Request builders shared by the sync and async clients: (method, path, json body)."""
+
+    @staticmethod
+    def analysis(q: Sequence[float] | Sequence[Sequence[float]], mappings: Sequence[Any] | None,
+                 type: str, robot: str | None) -> dict[str, Any]:
+        body: dict[str, Any] = {"q": [list(map(float, x)) for x in q] if q and isinstance(q[0], Sequence)
+                                else list(map(float, q)), "type": type}  # type: ignore[arg-type]
+        if mappings is not None:
+            body["mappings"] = list(mappings)
+        if robot is not None:
+            body["robot"] = robot
+        return body
+
+    @staticmethod
+    def wrench(wrench: Sequence[float], frame: str, seq: int | None) -> dict[str, Any]:
+        return {"wrench": list(map(float, wrench)), "frame": frame, "seq": seq}
+
+    @staticmethod
+    def target(position: Sequence[float], orientation: Sequence[float] | None) -> dict[str, Any]:
+        return {"position": list(position), "orientation": None if orientation is None else list(orientation)}
+
+
+class Client:
+    """Synchronous client."""
+
+    def __init__(self, base_url: str = "http://127.0.0.1:8000", timeout: float = 10.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.http = httpx.Client(base_url=self.base_url, timeout=timeout)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.http.close()
+
+    def _get(self, path: str) -> Any:
+        return _check(self.http.get(path))
+
+    def _send(self, method: str, path: str, body: Any = None) -> Any:
+        return _check(self.http.request(method, path, json=body))
+
+    def health(self) -> dict[str, Any]:
+        return self._get("/health")
+
+    def robots(self) -> list[dict[str, Any]]:
+        return self._get("/robots")
+
+    def state(self) -> dict[str, Any]:
+        return self._get("/state")
+
+    def stats(self) -> dict[str, Any]:
+        return self._get("/stats")
+
+    def config(self) -> dict[str, Any]:
+        return self._get("/config")
+
+    def patch_config(self, **changes: Any) -> dict[str, Any]:
+        return self._send("PATCH", "/config", changes)
+
+    def singular_values(self, q: Sequence[Any], mappings: Sequence[Any] | None = None,
+                        type: str = "joint", robot: str | None = None) -> dict[str, Any]:
+        return self._send("POST", "/analysis/singular-values", _Routes.analysis(q, mappings, type, robot))
+
+    def start(self) -> dict[str, Any]:
+        return self._send("POST", "/control/start")
+
+    def stop(self) -> dict[str, Any]:
+        return self._send("POST", "/control/stop")
+
+    def hold(self, on: bool = True) -> dict[str, Any]:
+        return self._send("POST", "/control/hold", {"hold": on})
+
+    def zero_sensor(self) -> dict[str, Any]:
+        return self._send("POST", "/control/zero-sensor")
+
+    def set_target(self, position: Sequence[float], orientation: Sequence[float] | None = None) -> dict[str, Any]:
+        return self._send("PUT", "/control/target", _Routes.target(position, orientation))
+
+    def set_wrench(self, wrench: Sequence[float], frame: str = "base", seq: int | None = None) -> dict[str, Any]:
+        return self._send("PUT", "/control/wrench", _Routes.wrench(wrench, frame, seq))
+
+    @contextmanager
+    def control_stream(self, decimation: int | None = None, msgpack_encoding: bool = False,
+                       path: str = "/ws/control") -> Iterator[Stream]:
+        """A WebSocket session: send wrenches (and targets), receive state messages."""
+        url = self.base_url.replace("http", "ws", 1) + path
+        if decimation is not None:
+            url += f"?decimation={decimation}"
+        with connect(url, subprotocols=["msgpack"] if msgpack_encoding else None,  # type: ignore[list-item]
+                     max_size=2**20) as ws:
+            yield Stream(ws, msgpack_encoding)
+
+    def state_stream(self, decimation: int | None = None, msgpack_encoding: bool = False):
+        return self.control_stream(decimation, msgpack_encoding, path="/ws/state")
+
+
+class Stream:
+    """One WebSocket session (JSON text or MessagePack binary frames)."""
+
+    def __init__(self, ws: ClientConnection, binary: bool) -> None:
+        self.ws, self.binary, self.seq = ws, binary, 0
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.ws.send(msgpack.packb(message) if self.binary else json.dumps(message))
+
+    def send_wrench(self, wrench: Sequence[float], frame: str = "base") -> int:
+        self.seq += 1
+        self.send(_Routes.wrench(wrench, frame, self.seq))
+        return self.seq
+
+    def recv(self, timeout: float | None = 5.0) -> dict[str, Any]:
+        raw = self.ws.recv(timeout=timeout)
+        return msgpack.unpackb(raw) if isinstance(raw, bytes) else json.loads(raw)
+
+
+class AsyncClient:
+    """Asynchronous REST client (httpx.AsyncClient); same methods as :class:`Client`."""
+
+    def __init__(self, base_url: str = "http://127.0.0.1:8000", timeout: float = 10.0) -> None:
+        self.http = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.http.aclose()
+
+    async def _req(self, method: str, path: str, body: Any = None) -> Any:
+        return _check(await self.http.request(method, path, json=body))
+
+    async def health(self) -> dict[str, Any]:
+        return await self._req("GET", "/health")
+
+    async def state(self) -> dict[str, Any]:
+        return await self._req("GET", "/state")
+
+    async def stats(self) -> dict[str, Any]:
+        return await self._req("GET", "/stats")
+
+    async def config(self) -> dict[str, Any]:
+        return await self._req("GET", "/config")
+
+    async def patch_config(self, **changes: Any) -> dict[str, Any]:
+        return await self._req("PATCH", "/config", changes)
+
+    async def singular_values(self, q: Sequence[Any], mappings: Sequence[Any] | None = None,
+                              type: str = "joint", robot: str | None = None) -> dict[str, Any]:
+        return await self._req("POST", "/analysis/singular-values", _Routes.analysis(q, mappings, type, robot))
+
+    async def start(self) -> dict[str, Any]:
+        return await self._req("POST", "/control/start")
+
+    async def stop(self) -> dict[str, Any]:
+        return await self._req("POST", "/control/stop")
+
+    async def hold(self, on: bool = True) -> dict[str, Any]:
+        return await self._req("POST", "/control/hold", {"hold": on})
+
+    async def set_wrench(self, wrench: Sequence[float], frame: str = "base", seq: int | None = None) -> dict[str, Any]:
+        return await self._req("PUT", "/control/wrench", _Routes.wrench(wrench, frame, seq))
+
+    async def set_target(self, position: Sequence[float], orientation: Sequence[float] | None = None) -> dict[str, Any]:
+        return await self._req("PUT", "/control/target", _Routes.target(position, orientation))
+
+    @asynccontextmanager
+    async def control_stream(self, decimation: int | None = None, msgpack_encoding: bool = False,
+                             path: str = "/ws/control"):
+        url = str(self.http.base_url).rstrip("/").replace("http", "ws", 1) + path
+        if decimation is not None:
+            url += f"?decimation={decimation}"
+        async with aconnect(url, subprotocols=["msgpack"] if msgpack_encoding else None,  # type: ignore[list-item]
+                            max_size=2**20) as ws:
+            yield AsyncStream(ws, msgpack_encoding)
+
+
+class AsyncStream:
+    """Async counterpart of :class:`Stream`."""
+
+    def __init__(self, ws: AsyncConnection, binary: bool) -> None:
+        self.ws, self.binary, self.seq = ws, binary, 0
+
+    async def send_wrench(self, wrench: Sequence[float], frame: str = "base") -> int:
+        self.seq += 1
+        msg = _Routes.wrench(wrench, frame, self.seq)
+        await self.ws.send(msgpack.packb(msg) if self.binary else json.dumps(msg))
+        return self.seq
+
+    async def recv(self) -> dict[str, Any]:
+        raw = await self.ws.recv()
+        return msgpack.unpackb(raw) if isinstance(raw, bytes) else json.loads(raw)

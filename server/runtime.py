@@ -1,0 +1,126 @@
+"""Runtime: the robot, its driver and the control loop, built from and updated by settings."""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from typing import Any
+
+import numpy as np
+
+from fdcontrol import RobotModel, make_mapping
+from fdcontrol.control import ControlLaw, ForceTerm, MotionTerm, WrenchFilter
+from fdcontrol.drivers import RobotDriver, SimulatedRobot
+from fdcontrol.integrators import make_integrator
+from fdcontrol.loop import ControlLoop
+from fdcontrol.safety import SafetyLimits
+from fdcontrol.solvers import make_solver
+
+from .settings import NEEDS_STOP, ControlParams, Settings
+
+# a pose where the UR10 is well conditioned, so the simulated arm starts somewhere useful
+HOME = {
+    "ur10": [0.3, -1.2, 1.6, -1.9, -1.4, 0.2],
+    "panda": [0.0, -0.4, 0.0, -2.0, 0.0, 1.6, 0.8],
+    "planar2": [0.5, 1.0],
+}
+
+
+class ConflictError(RuntimeError):
+    """A change that needs the loop stopped (HTTP 409)."""
+
+
+def load_driver(spec: str, robot: RobotModel, dt: float, options: dict[str, Any]) -> RobotDriver:
+    """'simulated' or an import path 'package.module:Class' called as Class(robot=, dt=, **options)."""
+    if spec == "simulated":
+        opts = {"q0": HOME.get(robot.name), **options}
+        return SimulatedRobot(robot, dt=dt, **opts)
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise ValueError(f"driver must be 'simulated' or 'package.module:Class', got {spec!r}")
+    cls = getattr(importlib.import_module(module), name)
+    driver = cls(robot=robot, dt=dt, **options)
+    if not isinstance(driver, RobotDriver):
+        raise TypeError(f"{spec} does not implement fdcontrol.drivers.RobotDriver")
+    return driver
+
+
+def build_solver(robot: RobotModel, p: ControlParams):
+    mapping = make_mapping(p.mapping, robot, gamma=p.gamma, alpha=p.alpha, gamma_max=p.gamma_max,
+                           algorithm=p.algorithm)
+    return make_solver(mapping, make_integrator(p.integrator), decay=p.decay,
+                       substeps=p.substeps, coriolis=p.coriolis)
+
+
+def build_law(p: ControlParams) -> ControlLaw:
+    return ControlLaw(
+        mode=p.mode, frame=p.frame,
+        force=ForceTerm(gain=np.array(p.force_gain), target=np.array(p.force_target)),
+        motion=MotionTerm(stiffness=np.array(p.stiffness), damping=np.array(p.damping)),
+    )
+
+
+def build_limits(robot: RobotModel, p: ControlParams) -> SafetyLimits:
+    return SafetyLimits.from_robot(robot, velocity_scale=p.velocity_scale,
+                                   max_acceleration=p.max_joint_acceleration,
+                                   max_linear_speed=p.max_linear_speed,
+                                   max_angular_speed=p.max_angular_speed)
+
+
+def build_filter(p: ControlParams, old: WrenchFilter | None = None) -> WrenchFilter:
+    f = WrenchFilter(tool_mass=p.tool_mass, tool_com=np.array(p.tool_com),
+                     deadband_force=p.deadband_force, deadband_torque=p.deadband_torque,
+                     cutoff=p.filter_cutoff)
+    if old is not None:
+        f.bias = old.bias
+    return f
+
+
+class Runtime:
+    """Owns the loop; configuration changes build new parts and swap them in by reference."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.params = ControlParams.model_validate(settings.model_dump(include=set(ControlParams.model_fields)))
+        self._lock = threading.Lock()  # serialises reconfiguration, never taken by the loop
+        self.loop = self._build(self.params)
+
+    def _build(self, p: ControlParams) -> ControlLoop:
+        robot = RobotModel.resolve(p.robot, p.base, p.tip)
+        driver = load_driver(p.driver, robot, 1.0 / p.rate, p.driver_options)
+        return ControlLoop(robot, driver, build_solver(robot, p), law=build_law(p),
+                           limits=build_limits(robot, p), wrench_filter=build_filter(p),
+                           rate=p.rate, command_timeout=p.command_timeout, max_force=p.max_force,
+                           max_torque=p.max_torque, realtime=self.settings.realtime)
+
+    @property
+    def robot(self) -> RobotModel:
+        return self.loop.robot
+
+    def update(self, changes: dict[str, Any]) -> ControlParams:
+        """Validate and apply a partial update; structural changes need the loop stopped."""
+        with self._lock:
+            new = ControlParams.model_validate({**self.params.model_dump(), **changes})
+            structural = {k for k in changes if k in NEEDS_STOP and getattr(new, k) != getattr(self.params, k)}
+            if structural and self.loop.running:
+                raise ConflictError(f"changing {', '.join(sorted(structural))} needs the loop stopped "
+                                    "(POST /control/stop first)")
+            if structural:
+                old = self.loop
+                self.loop = self._build(new)
+                old.driver.close()
+            else:
+                loop = self.loop
+                # build outside the loop, then swap references: the loop sees old or new, never half
+                loop.solver = build_solver(loop.robot, new)
+                loop.law = build_law(new)
+                loop.limits = build_limits(loop.robot, new)
+                loop.filter = build_filter(new, loop.filter)
+                loop.command_timeout = new.command_timeout
+                loop.max_force, loop.max_torque = new.max_force, new.max_torque
+            self.params = new
+            return new
+
+    def close(self) -> None:
+        self.loop.stop()
+        self.loop.driver.close()

@@ -1,0 +1,153 @@
+"""Request and response models of the REST and WebSocket API."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .settings import MappingName
+
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+Vector = list[Finite]
+Wrench = Annotated[list[Finite], Field(min_length=6, max_length=6,
+                                       description="[fx, fy, fz, tx, ty, tz] in N and N·m")]
+
+
+class Health(BaseModel):
+    status: Literal["ok", "fault"]
+    loop_running: bool
+    last_cycle_age_s: float | None
+    cycles: int
+    fault: str | None
+
+
+class Joint(BaseModel):
+    name: str
+    lower: float
+    upper: float
+    max_velocity: float
+
+
+class RobotInfo(BaseModel):
+    name: str
+    dof: int
+    base: str
+    tip: str
+    joints: list[Joint]
+
+
+class State(BaseModel):
+    t: float
+    cycle: int
+    q: Vector
+    qd: Vector
+    q_ref: Vector
+    qd_ref: Vector
+    tip_pose: list[Vector] = Field(description="4×4 tip in base")
+    wrench: Vector = Field(description="control signal f_c, base frame")
+    f_measured: Vector
+    mode: str
+    running: bool
+    holding: bool
+    watchdog: Literal["idle", "ok", "tripped"]
+    seq_ack: int
+    fault: str | None
+    sigma_min_j: float = Field(description="σmin of the Jacobian (singularity telemetry)")
+    limits_active: dict[str, bool]
+
+
+class Stats(BaseModel):
+    rate: float
+    cycles: int
+    overruns: int
+    window: int
+    compute_p50_us: float
+    compute_p99_us: float
+    compute_max_us: float
+    period_error_p50_us: float
+    period_error_p99_us: float
+    period_error_max_us: float
+    ws_clients: int
+    ws_dropped: int
+
+
+class MappingSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: MappingName
+    gamma: float = Field(1e3, gt=0, le=1e8, allow_inf_nan=False)
+    alpha: float = Field(0.1, gt=0, le=10, allow_inf_nan=False)
+    gamma_max: float = Field(math.pi / 4, gt=0, le=10, allow_inf_nan=False)
+    algorithm: Literal["cholesky", "aba"] = "cholesky"
+
+
+class AnalysisRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    q: Vector | list[Vector] = Field(description="one configuration or a batch")
+    mappings: list[MappingName | MappingSpec] = Field(
+        default_factory=lambda: ["ji", "jt", "dls", "sdls", "fd"], min_length=1, max_length=20)
+    type: Literal["joint", "cartesian"] = "joint"
+    robot: str | None = Field(None, description="shipped robot name; default: the loaded one")
+
+    @model_validator(mode="after")
+    def _nonempty(self) -> AnalysisRequest:
+        if isinstance(self.q, list) and len(self.q) == 0:
+            raise ValueError("q must hold at least one configuration")
+        return self
+
+
+class MappingAnalysis(BaseModel):
+    mapping: str
+    params: dict[str, float | str]
+    singular_values: Vector
+    sigma_min: float
+    sigma_max: float
+    condition: float | None = Field(description="κ = σmax/σmin; null when singular")
+    singular: bool
+    manipulability: float
+
+
+class AnalysisPoint(BaseModel):
+    q: Vector
+    manipulability_j: float = Field(description="Yoshikawa √det(J Jᵀ) of the robot")
+    results: list[MappingAnalysis]
+
+
+class AnalysisResponse(BaseModel):
+    robot: str
+    type: str
+    points: list[AnalysisPoint]
+
+
+class Target(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    position: Annotated[list[Finite], Field(min_length=3, max_length=3)]
+    orientation: Annotated[list[Finite], Field(min_length=4, max_length=4)] | None = Field(
+        None, description="unit quaternion [x, y, z, w] in the base frame; default: keep current")
+
+
+class WrenchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    wrench: Wrench
+    frame: Literal["base", "tool"] = "base"
+    seq: int | None = None
+
+
+class HoldIn(BaseModel):
+    hold: bool = True
+
+
+class Ack(BaseModel):
+    ok: bool = True
+    running: bool
+    holding: bool
+    detail: str | None = None
+
+
+class Error(BaseModel):
+    detail: str

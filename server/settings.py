@@ -1,0 +1,108 @@
+"""Service settings: one pydantic model, from defaults < YAML file < environment < CLI flags.
+
+Environment variables are the field names upper-cased with the prefix ``FDCONTROL_``
+(e.g. ``FDCONTROL_GAMMA=500``, ``FDCONTROL_STIFFNESS='[200,200,200,50,50,50]'``);
+``FDCONTROL_CONFIG`` names a YAML file with the same keys.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MappingName = Literal["fd", "ji", "jt", "dls", "sdls"]
+Vec6 = Annotated[list[Annotated[float, Field(ge=0, le=1e5, allow_inf_nan=False)]],
+                 Field(min_length=6, max_length=6)]
+
+#: fields that change the loop's structure: only while it is stopped (else HTTP 409)
+NEEDS_STOP = frozenset({"robot", "base", "tip", "rate", "driver", "driver_options"})
+
+
+class ControlParams(BaseModel):
+    """Everything PATCH /config may change. Bounds are physical sanity limits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    robot: str = "ur10"
+    base: str | None = None
+    tip: str | None = None
+    mapping: MappingName = "fd"
+    gamma: float = Field(1e3, gt=0, le=1e8, allow_inf_nan=False, description="FD mass dominance γ")
+    alpha: float = Field(0.1, gt=0, le=10, allow_inf_nan=False, description="DLS damping α")
+    gamma_max: float = Field(0.785398, gt=0, le=10, description="SDLS clamp γ_max (rad)")
+    algorithm: Literal["cholesky", "aba"] = "cholesky"
+    integrator: Literal["euler", "rk4", "bs32"] = "euler"
+    substeps: int = Field(1, ge=1, le=64)
+    coriolis: bool = True
+    decay: float = Field(10.0, gt=0, le=1000, allow_inf_nan=False, description="velocity decay c (1/s)")
+    rate: float = Field(500.0, ge=10, le=2000, description="control loop rate (Hz)")
+    command_timeout: float = Field(0.1, ge=0.005, le=10, description="watchdog timeout (s)")
+    mode: Literal["admittance", "force", "motion", "compliance"] = "admittance"
+    frame: Literal["base", "tool"] = "base"
+    stiffness: Vec6 = Field(default_factory=lambda: [200.0] * 3 + [50.0] * 3)
+    damping: Vec6 = Field(default_factory=lambda: [10.0] * 3 + [5.0] * 3)
+    force_gain: Vec6 = Field(default_factory=lambda: [1.0] * 6)
+    force_target: list[Annotated[float, Field(allow_inf_nan=False)]] = Field(
+        default_factory=lambda: [0.0] * 6, min_length=6, max_length=6)
+    velocity_scale: float = Field(0.5, gt=0, le=1, description="fraction of URDF velocity limits")
+    max_joint_acceleration: float = Field(4.0, gt=0, le=50, description="rad/s²")
+    max_linear_speed: float = Field(0.5, gt=0, le=3, description="m/s at the tip")
+    max_angular_speed: float = Field(1.5, gt=0, le=10, description="rad/s at the tip")
+    max_force: float = Field(500.0, gt=0, le=1e4, description="accepted |F| of an input wrench (N)")
+    max_torque: float = Field(50.0, gt=0, le=1e3, description="accepted |τ| of an input wrench (N·m)")
+    tool_mass: float = Field(0.0, ge=0, le=100)
+    tool_com: list[float] = Field(default_factory=lambda: [0.0, 0.0, 0.0], min_length=3, max_length=3)
+    deadband_force: float = Field(0.0, ge=0, le=100)
+    deadband_torque: float = Field(0.0, ge=0, le=10)
+    filter_cutoff: float = Field(0.0, ge=0, le=1000, description="low-pass on the sensor (Hz, 0 off)")
+    driver: str = Field("simulated", description="'simulated' or 'package.module:Class'")
+    driver_options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("robot")
+    @classmethod
+    def _robot_known(cls, v: str) -> str:
+        from fdcontrol.robot import SHIPPED
+
+        if v not in SHIPPED and not v.endswith(".urdf"):
+            raise ValueError(f"unknown robot {v!r}; shipped robots: {', '.join(SHIPPED)} or a .urdf path")
+        return v
+
+
+class Settings(ControlParams, BaseSettings):
+    """Service settings = control parameters + process options."""
+
+    model_config = SettingsConfigDict(env_prefix="FDCONTROL_", extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    autostart: bool | None = Field(None, description="start the loop at startup (default: "
+                                   "only on the simulated robot)")
+    realtime: bool = Field(False, description="try SCHED_FIFO for the loop thread")
+    state_decimation: int = Field(10, ge=1, le=10000, description="default WS decimation")
+    max_batch: int = Field(10_000, ge=1, le=1_000_000)
+    switch_interval: float = Field(2e-4, gt=0, le=0.01, description="sys.setswitchinterval (s)")
+
+
+def load_settings(config: str | None = None, **overrides: Any) -> Settings:
+    """Defaults < YAML (`config` or $FDCONTROL_CONFIG) < environment < `overrides`."""
+    path = config or os.environ.get("FDCONTROL_CONFIG")
+    data: dict[str, Any] = {}
+    if path:
+        p = Path(path)
+        if not p.is_file():
+            raise ValueError(f"config file not found: {p}")
+        data = yaml.safe_load(p.read_text()) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"config file {p} must hold a mapping of settings")
+    env = Settings()  # environment over defaults
+    merged = {**data, **{k: getattr(env, k) for k in env.model_fields_set},
+              **{k: v for k, v in overrides.items() if v is not None}}
+    return Settings.model_validate(merged)
+
+
+__all__ = ["NEEDS_STOP", "ControlParams", "Settings", "ValidationError", "load_settings"]

@@ -1,0 +1,268 @@
+"""End-to-end: the real service (uvicorn subprocess on loopback) with real HTTP/WS clients."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import threading
+import time
+
+import httpx
+import numpy as np
+import pytest
+from websockets.sync.client import connect
+
+from fdcontrol import JacobianInverse, RobotModel, analyze
+from fdcontrol.client import AsyncClient, Client, ServiceError
+
+from .service import Service
+
+
+@pytest.fixture(scope="module")
+def service():
+    svc = Service(env={"FDCONTROL_MAX_BATCH": "200"})
+    yield svc
+    svc.stop()
+
+
+@pytest.fixture
+def client(service):
+    with Client(service.url) as c:
+        c.patch_config(mapping="fd", mode="admittance")
+        c.hold(False)
+        yield c
+
+
+def drain(stream, seconds=0.0):
+    """Read whatever arrived (non-blocking after the first `seconds`)."""
+    out = []
+    try:
+        while True:
+            out.append(stream.recv(timeout=seconds))
+            seconds = 0.001
+    except TimeoutError:
+        return out
+
+
+def collect(stream, seconds=0.3):
+    """Everything that arrives within `seconds` (and whatever was buffered before)."""
+    t_end, out = time.monotonic() + seconds, []
+    while time.monotonic() < t_end:
+        try:
+            out.append(stream.recv(timeout=max(0.001, t_end - time.monotonic())))
+        except TimeoutError:
+            break
+    return out
+
+
+def latest(stream, seconds=0.3):
+    return collect(stream, seconds)[-1]
+
+
+def test_stream_a_wrench_moves_the_arm_then_it_holds(client):
+    client.start()
+    p0 = np.array(client.state()["tip_pose"])[:3, 3]
+    got = []
+    with client.control_stream(decimation=5) as s:
+        t_end = time.monotonic() + 1.0
+        while time.monotonic() < t_end:
+            s.send_wrench([8.0, 0, 0, 0, 0, 0])
+            got += drain(s, 0.01)
+        acked = [m["seq_ack"] for m in got]
+        assert max(acked) > 50 and acked == sorted(acked)
+        moved = np.array(got[-1]["tip_pose"])[:3, 3] - p0
+        print("moved", moved)
+        assert moved[0] > 0.1 and np.linalg.norm(moved[1:]) < 0.05 * moved[0]
+        time.sleep(0.6)  # stream goes quiet: watchdog
+        last = latest(s)
+        assert last["watchdog"] == "tripped" and max(map(abs, last["qd_ref"])) == 0.0
+        a = np.array(client.state()["q"])
+        time.sleep(0.2)
+        np.testing.assert_allclose(np.array(client.state()["q"]), a, atol=1e-9)
+
+
+def test_references_arrive_at_the_requested_rate(client):
+    rate = client.config()["rate"]
+    with client.state_stream(decimation=10) as s:
+        s.recv()
+        t0 = time.monotonic()
+        n = 0
+        while time.monotonic() - t0 < 2.0:
+            s.recv()
+            n += 1
+    expected = 2.0 * rate / 10
+    print(f"received {n} messages in 2 s, expected {expected:.0f}")
+    assert abs(n - expected) < 0.15 * expected
+
+
+def test_msgpack_encoding_is_negotiated(client):
+    with client.state_stream(decimation=50, msgpack_encoding=True) as s:
+        assert s.ws.subprotocol == "msgpack"
+        m = s.recv()
+        assert isinstance(m["q"], list) and "tip_pose" in m
+        s.send({"wrench": [1, 0, 0, 0, 0, 0]})
+        assert any("read-only" in m.get("error", "") for m in collect(s, 0.5))
+
+
+@pytest.mark.parametrize("message,fragment", [
+    ("{not json", "malformed JSON"),
+    (json.dumps({"wrench": [1, 2, 3]}), "wrench"),
+    ('{"wrench": [NaN, 0, 0, 0, 0, 0]}', "finite"),
+    (json.dumps({"wrench": [0, 0, 0, 0, 0, 0], "frame": "world"}), "frame"),
+    (json.dumps({"wrench": [1e6, 0, 0, 0, 0, 0]}), "out of range"),
+    (json.dumps({"torque": 1}), "unknown keys"),
+    (json.dumps([1, 2]), "JSON object"),
+])
+def test_bad_websocket_messages_get_an_error_and_the_loop_keeps_going(client, service, message, fragment):
+    client.start()
+    with client.control_stream(decimation=50) as s:
+        s.send_wrench([2.0, 0, 0, 0, 0, 0])
+        before = client.state()["seq_ack"]
+        s.ws.send(message)
+        errors = [m for m in collect(s, 0.5) if "error" in m]
+        assert errors and fragment in errors[0]["error"], errors
+        st = client.state()
+        assert st["seq_ack"] == before and st["fault"] is None
+    h = client.health()
+    assert h["status"] == "ok" and h["loop_running"] and h["last_cycle_age_s"] < 0.1
+
+
+def test_rest_error_paths_and_the_service_stays_healthy(client, service):
+    http = httpx.Client(base_url=service.url)
+    cases = [
+        ("PUT", "/control/wrench", '{"wrench": [1, 2', 422),
+        ("PUT", "/control/wrench", json.dumps({"wrench": [1, 2, 3]}), 422),
+        ("PUT", "/control/wrench", '{"wrench": [NaN, 0, 0, 0, 0, 0]}', 422),
+        ("PATCH", "/config", json.dumps({"mapping": "foo"}), 422),
+        ("PATCH", "/config", json.dumps({"gamma": -1}), 422),
+        ("PATCH", "/config", json.dumps({"alpha": 1e9}), 422),
+        ("PATCH", "/config", json.dumps({"stiffness": [1, 2]}), 422),
+        ("PATCH", "/config", json.dumps({"warp": 9}), 422),
+        ("POST", "/analysis/singular-values", json.dumps({"q": [0, 0, 0]}), 422),
+        ("POST", "/analysis/singular-values", json.dumps({"q": [0] * 6, "robot": "ur5"}), 422),
+        ("POST", "/analysis/singular-values", json.dumps({"q": [[0.1] * 6] * 201}), 413),
+        ("PUT", "/control/target", json.dumps({"position": [0.5, 0, 0.5], "orientation": [0, 0, 0, 2]}), 422),
+    ]
+    for method, path, body, status in cases:
+        r = http.request(method, path, content=body, headers={"content-type": "application/json"})
+        assert r.status_code == status, (method, path, body, r.text)
+        assert r.json()["detail"]
+    r = http.patch("/config", json={"gamma": -1})
+    assert "gamma" in json.dumps(r.json()["detail"])
+    client.start()
+    with pytest.raises(ServiceError) as e:
+        client.patch_config(rate=1000)
+    assert e.value.status == 409 and "stopped" in e.value.detail
+    h = client.health()
+    assert h["status"] == "ok" and h["loop_running"]
+
+
+def test_config_changes_apply_at_run_time(client):
+    client.start()
+    assert client.patch_config(mapping="dls", alpha=0.05)["mapping"] == "dls"
+    cfg = client.config()
+    assert cfg["mapping"] == "dls" and cfg["alpha"] == 0.05
+    client.patch_config(mapping="fd", gamma=500)
+    assert client.config()["gamma"] == 500
+    client.stop()
+    assert client.patch_config(rate=250)["rate"] == 250
+    client.start()
+    time.sleep(0.4)
+    assert client.stats()["rate"] == 250
+    client.stop()
+    client.patch_config(rate=500)
+
+
+def test_singular_values_match_the_library(client):
+    robot = RobotModel.load("ur10")
+    qs = [[0.1, -1.2, 1.5, -0.3, 1.2, 0.4], [0.0] * 6]
+    out = client.singular_values(qs, ["ji", {"name": "fd", "gamma": 200}, "dls"], type="cartesian")
+    assert out["robot"] == "ur10" and len(out["points"]) == 2
+    ref = analyze(robot.jacobian(np.array(qs[0])) @ JacobianInverse(robot).joint_space(np.array(qs[0])))
+    np.testing.assert_allclose(out["points"][0]["results"][0]["singular_values"], ref.singular_values)
+    singular = out["points"][1]["results"]
+    assert all(r["singular"] and r["condition"] is None for r in singular)
+    panda = client.singular_values([0, -0.3, 0, -2, 0, 1.8, 0.7], ["fd"], robot="panda")
+    assert len(panda["points"][0]["results"][0]["singular_values"]) == 6
+
+
+def test_motion_mode_reaches_a_target(client):
+    client.start()
+    client.patch_config(mode="motion")
+    try:
+        p = np.array(client.state()["tip_pose"])[:3, 3]
+        client.set_target((p + [0.03, -0.02, 0.02]).tolist())
+        time.sleep(2.5)
+        reached = np.array(client.state()["tip_pose"])[:3, 3]
+        np.testing.assert_allclose(reached, p + [0.03, -0.02, 0.02], atol=2e-3)
+    finally:
+        client.patch_config(mode="admittance")
+
+
+def test_openapi_lists_every_route_with_a_response_model(service):
+    spec = httpx.get(service.url + "/openapi.json").json()
+    for path, ops in spec["paths"].items():
+        for method, op in ops.items():
+            content = op["responses"]["200"].get("content", {}).get("application/json", {})
+            assert content.get("schema"), f"{method.upper()} {path} has no response model"
+    assert {"/health", "/state", "/stats", "/config", "/analysis/singular-values"} <= set(spec["paths"])
+    assert httpx.get(service.url + "/docs").status_code == 200
+
+
+def test_many_monitors_do_not_cause_overruns_and_a_silent_reader_does_not_grow(client, service):
+    client.start()
+    time.sleep(0.5)
+    base0 = client.stats()
+    time.sleep(2.0)
+    base1 = client.stats()
+    stop = threading.Event()
+    counts = [0] * 20
+
+    def monitor(i):
+        with client.state_stream(decimation=10) as s:
+            while not stop.is_set():
+                s.recv()
+                counts[i] += 1
+
+    threads = [threading.Thread(target=monitor, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    rss0 = service.rss_kib()
+    silent = connect(service.url.replace("http", "ws") + "/ws/state?decimation=1")  # never reads
+    with client.control_stream(decimation=5) as s:
+        t0 = time.monotonic()
+        busy0 = client.stats()
+        while time.monotonic() - t0 < 2.0:
+            s.send_wrench([3 * math.sin(time.monotonic()), 0, 0, 0, 0, 0])
+            drain(s, 0.01)
+        busy1 = client.stats()
+    rss1 = service.rss_kib()
+    stop.set()
+    for t in threads:
+        t.join(5)
+    silent.close()
+    base_rate = (base1["overruns"] - base0["overruns"]) / max(1, base1["cycles"] - base0["cycles"])
+    busy_rate = (busy1["overruns"] - busy0["overruns"]) / max(1, busy1["cycles"] - busy0["cycles"])
+    print(f"overrun rate idle {base_rate:.4f}, with 21 clients {busy_rate:.4f}; "
+          f"period error p99 {busy1['period_error_p99_us']:.0f} µs; RSS {rss0} → {rss1} KiB; "
+          f"dropped {busy1['ws_dropped']}; monitor messages {sum(counts)}")
+    assert min(counts) > 50  # every monitor was served
+    assert busy_rate <= base_rate + 0.01
+    assert rss1 - rss0 < 20_000
+    assert busy1["ws_dropped"] > 0  # the silent reader's states were dropped, not queued
+
+
+def test_async_client(service):
+    async def go():
+        async with AsyncClient(service.url) as c:
+            assert (await c.health())["status"] == "ok"
+            async with c.control_stream(decimation=25) as s:
+                seq = await s.send_wrench([1.0, 0, 0, 0, 0, 0])
+                for _ in range(20):
+                    m = await s.recv()
+                    if m.get("seq_ack") == seq:
+                        return m
+        return None
+
+    assert asyncio.run(go()) is not None
