@@ -18,6 +18,7 @@ Activation is jump-free: q̇_state starts at zero and the first reference is the
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -274,13 +275,20 @@ class ControlLoop:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
-        js = self.driver.read()
-        self.driver.send(js.q, np.zeros(self.robot.dof))
         self.qd_ref = np.zeros(self.robot.dof)
-        self.state = replace(self.state, running=False, q=js.q, qd=js.qd, q_ref=js.q,
-                             qd_ref=self.qd_ref)
+        try:
+            js = self.driver.read()
+            self.driver.send(js.q, self.qd_ref)
+            self.state = replace(self.state, running=False, q=js.q, qd=js.qd, q_ref=js.q,
+                                 qd_ref=self.qd_ref)
+        except Exception as exc:  # a dead driver: still stop, and say why
+            self.state = replace(self.state, running=False, qd_ref=self.qd_ref,
+                                 fault=self.fault or f"{type(exc).__name__}: {exc}")
         if self.io is not None:
             self.io.publish(self, self.state)
+
+    def _on_exception(self, exc: Exception) -> None:
+        _hold_after(self, exc)
 
     def _run(self) -> None:
         if self.realtime:
@@ -292,9 +300,8 @@ class ControlLoop:
             err = start - next_t
             try:
                 self.step()
-            except Exception as exc:  # a bug must hold the robot, not kill the thread silently
-                self.fault = f"{type(exc).__name__}: {exc}"
-                self._hold_request = True
+            except Exception as exc:  # a failing driver or a bug holds the robot, loudly
+                self._on_exception(exc)
             end = clock()
             self.stats.record(end - start, err, period)
             next_t += period
@@ -305,6 +312,19 @@ class ControlLoop:
                 time.sleep(remaining)
             while clock() < next_t:  # busy-wait the last `spin` seconds: on time, CPU warm
                 pass
+
+
+def _hold_after(loop: ControlLoop, exc: Exception) -> None:
+    """Record the fault, command zero velocity if the driver still listens, publish."""
+    loop.fault = f"{type(exc).__name__}: {exc}"
+    loop._hold_request = True
+    loop.qd_ref = np.zeros(loop.robot.dof)
+    loop.qd_state = np.zeros(loop.robot.dof)
+    with contextlib.suppress(Exception):
+        loop.driver.send(None, loop.qd_ref)
+    loop.state = replace(loop.state, fault=loop.fault, holding=True, qd_ref=loop.qd_ref)
+    if loop.io is not None:
+        loop.io.publish(loop, loop.state)
 
 
 def _try_realtime() -> None:

@@ -82,7 +82,7 @@ class Settings(ControlParams, BaseSettings):
     port: int = Field(8000, ge=0, le=65535)
     autostart: bool | None = Field(None, description="start the loop at startup (default: "
                                    "only on the simulated robot)")
-    realtime: bool = Field(False, description="try SCHED_FIFO for the loop thread")
+    realtime: bool = Field(True, description="try SCHED_FIFO for the loop thread (ignored where not permitted)")
     state_decimation: int = Field(10, ge=1, le=10000, description="default WS decimation")
     max_batch: int = Field(10_000, ge=1, le=1_000_000)
     switch_interval: float = Field(2e-4, gt=0, le=0.01, description="sys.setswitchinterval (s)")

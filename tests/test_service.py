@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import threading
@@ -229,7 +230,8 @@ def test_many_monitors_do_not_cause_overruns_and_a_silent_reader_does_not_grow(c
     for t in threads:
         t.start()
     rss0 = service.rss_kib()
-    silent = connect(service.url.replace("http", "ws") + "/ws/state?decimation=1")  # never reads
+    stack = contextlib.ExitStack()
+    stack.enter_context(connect(service.url.replace("http", "ws") + "/ws/state?decimation=1"))  # never reads
     with client.control_stream(decimation=5) as s:
         t0 = time.monotonic()
         busy0 = client.stats()
@@ -241,7 +243,7 @@ def test_many_monitors_do_not_cause_overruns_and_a_silent_reader_does_not_grow(c
     stop.set()
     for t in threads:
         t.join(5)
-    silent.close()
+    stack.close()
     base_rate = (base1["overruns"] - base0["overruns"]) / max(1, base1["cycles"] - base0["cycles"])
     busy_rate = (busy1["overruns"] - busy0["overruns"]) / max(1, busy1["cycles"] - busy0["cycles"])
     print(f"overrun rate idle {base_rate:.4f}, with 21 clients {busy_rate:.4f}; "

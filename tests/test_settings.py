@@ -1,0 +1,66 @@
+"""Settings layering, the Dockerfile's honesty and the serve command's bad-input path."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from server.settings import load_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_yaml_then_env_then_flags(tmp_path, monkeypatch):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("robot: panda\ngamma: 200\nrate: 250\nstiffness: [1, 2, 3, 4, 5, 6]\n")
+    s = load_settings(str(cfg))
+    assert (s.robot, s.gamma, s.rate, s.stiffness) == ("panda", 200, 250, [1, 2, 3, 4, 5, 6])
+    monkeypatch.setenv("FDCONTROL_GAMMA", "300")
+    monkeypatch.setenv("FDCONTROL_STIFFNESS", "[9, 9, 9, 9, 9, 9]")
+    s = load_settings(str(cfg))
+    assert s.gamma == 300 and s.stiffness == [9] * 6 and s.rate == 250
+    assert load_settings(str(cfg), gamma=400.0).gamma == 400
+    monkeypatch.setenv("FDCONTROL_CONFIG", str(cfg))
+    assert load_settings().robot == "panda"
+
+
+@pytest.mark.parametrize("text,field", [
+    ("gamma: -1\n", "gamma"), ("robot: ur5\n", "robot"), ("rate: 1e6\n", "rate"),
+    ("mapping: svd\n", "mapping"), ("unknown_key: 1\n", "unknown_key"),
+])
+def test_invalid_settings_name_the_field(tmp_path, text, field):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text)
+    with pytest.raises(ValidationError, match=field):
+        load_settings(str(cfg))
+
+
+def test_serve_with_bad_config_exits_2(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("gamma: 0\n")
+    p = subprocess.run([sys.executable, "-m", "fdcontrol.cli", "serve", "--config", str(cfg)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "gamma" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "fdcontrol.cli", "serve", "--config", str(tmp_path / "no.yaml")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "not found" in p.stderr
+
+
+def test_dockerfile_is_honest():
+    """Every path the Dockerfile copies exists; it runs the same entrypoint the tests run."""
+    text = (ROOT / "Dockerfile").read_text()
+    for line in re.findall(r"^COPY (.+)$", text, flags=re.M):
+        for src in line.split()[:-1]:
+            assert (ROOT / src).exists(), f"Dockerfile copies missing {src}"
+    assert 'CMD ["fdcontrol", "serve"]' in text and "HEALTHCHECK" in text and "USER fdcontrol" in text
+    assert "EXPOSE 8000" in text
+    compose = (ROOT / "compose.yaml").read_text()
+    assert "network_mode: host" in compose
+    for src in re.findall(r"- \./([^:\s]+):", compose):
+        assert (ROOT / src).exists()
+    assert load_settings(str(ROOT / "examples" / "config.yaml")).driver.endswith("UdpBridgeDriver")
