@@ -42,6 +42,20 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_experiments(args: argparse.Namespace) -> int:
+    from .experiments import EXPERIMENTS, run
+
+    names = args.names or ["all"]
+    for n in names:
+        if n != "all" and n not in EXPERIMENTS:
+            raise ModelError(f"unknown experiment {n!r}; expected all or one of {', '.join(EXPERIMENTS)}")
+    if args.samples is not None and args.samples < 2:
+        raise ModelError("--samples must be >= 2")
+    run(names, RobotModel.resolve(args.robot), args.out, args.seed, args.quick, args.samples,
+        progress=not args.no_progress)
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from server.main import run  # the service lives in server/
 
@@ -62,6 +76,16 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--type", default="joint", choices=("joint", "cartesian"))
     a.add_argument("--json", action="store_true", help="print one JSON object")
     a.set_defaults(func=cmd_analyze)
+    e = sub.add_parser("experiments", help="reproduce the seed paper's experiments (PNG, JSON, markdown)")
+    e.add_argument("names", nargs="*", help="all | decoupling | conditioning | singular-path | "
+                   "singular-sweep | timing")
+    e.add_argument("--robot", default="ur10")
+    e.add_argument("--samples", type=int, default=None, help="override every sample count")
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--out", default="out/experiments")
+    e.add_argument("--quick", action="store_true", help="reduced sample counts (< 1 min)")
+    e.add_argument("--no-progress", action="store_true")
+    e.set_defaults(func=cmd_experiments)
     s = sub.add_parser("serve", help="run the control service (REST + WebSocket)")
     s.add_argument("--config", default=None, help="YAML file with the service settings")
     for flag, kind in (("robot", str), ("mapping", str), ("gamma", float), ("alpha", float),
