@@ -181,6 +181,14 @@ class RobotModel:
         Rt = self._R_base.T
         return np.vstack((Rt @ J[:3], Rt @ J[3:]))
 
+    def joint_origins(self, q: np.ndarray) -> np.ndarray:
+        """Positions of the chain's joint frame origins and then the tip, in the base frame ((N+1)×3)."""
+        q = self.check_q(q)
+        pin.forwardKinematics(self.model, self.data, q)
+        tip = self._tip_in_base()[:3, 3]
+        pts = [self._oMb.actInv(self.data.oMi[j]).translation for j in range(1, self.model.njoints)]
+        return np.vstack([*pts, tip])
+
     def manipulability(self, q: np.ndarray) -> float:
         """Yoshikawa manipulability w = √det(J Jᵀ) (product of J's singular values)."""
         return float(np.prod(np.linalg.svd(self.jacobian(q), compute_uv=False)))

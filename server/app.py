@@ -13,9 +13,11 @@ import contextlib
 import json
 import math
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Optional
 
 import msgpack
@@ -23,9 +25,10 @@ import numpy as np
 from fastapi import Body, FastAPI, HTTPException, Query, Request, WebSocket, WebSocketDisconnect
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
 from pydantic import ConfigDict, ValidationError, create_model
 
-from fdcontrol import ModelError, RobotModel, analyze, make_mapping
+from fdcontrol import ForwardDynamics, ModelError, RobotModel, VirtualModel, analyze, make_mapping
 from fdcontrol.loop import InputError, LoopState
 from fdcontrol.robot import SHIPPED
 
@@ -33,6 +36,8 @@ from . import schemas
 from .settings import ControlParams, Settings
 from .worker import LoopWorker, WorkerError
 
+STATIC = Path(__file__).resolve().parent / "static"  # the dashboard, shipped as plain files
+ANALYSIS_LOCK = threading.Lock()
 MSGPACK = "msgpack"  # WebSocket subprotocol that switches the stream to binary MessagePack
 
 ConfigPatch = create_model(  # every ControlParams field, optional, for PATCH /config
@@ -59,13 +64,16 @@ class Hub:
         self.dropped = 0
         self._cache: dict[str, tuple[int, str | bytes]] = {}
 
-    def encode(self, s: LoopState, encoding: str) -> str | bytes:
-        hit = self._cache.get(encoding)
+    def encode(self, s: LoopState, encoding: str, robot: RobotModel | None = None) -> str | bytes:
+        key = encoding + ("+frames" if robot is not None else "")
+        hit = self._cache.get(key)
         if hit is not None and hit[0] == s.cycle:
             return hit[1]
         d = state_dict(s)
+        if robot is not None and robot.dof == len(s.q):
+            d["frames"] = robot.joint_origins(s.q).tolist()
         msg: str | bytes = msgpack.packb(d) if encoding == MSGPACK else json.dumps(d)
-        self._cache[encoding] = (s.cycle, msg)
+        self._cache[key] = (s.cycle, msg)
         return msg
 
 
@@ -184,9 +192,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if len(qs) > settings.max_batch:
             raise HTTPException(413, f"batch of {len(qs)} configurations exceeds max_batch = "
                                      f"{settings.max_batch}")
+        with ANALYSIS_LOCK:  # the cached models' pinocchio Data are not thread-safe
+            return _analysis(robot, qs, req)
+
+    def _analysis(robot: RobotModel, qs: list, req: schemas.AnalysisRequest) -> dict[str, Any]:
         specs = [schemas.MappingSpec(name=m) if isinstance(m, str) else m for m in req.mappings]
         maps = [make_mapping(s.name, robot, gamma=s.gamma, alpha=s.alpha, gamma_max=s.gamma_max,
                              algorithm=s.algorithm) for s in specs]
+        fd = [m for m in maps if isinstance(m, ForwardDynamics)]
+        vm = fd[0].virtual if fd else VirtualModel(robot, 1e3)
         points = []
         for q in qs:
             qv = robot.check_q(np.asarray(q, dtype=float))
@@ -195,7 +209,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 M = m.joint_space(qv) if req.type == "joint" else m.cartesian(qv)
                 a = analyze(M).as_dict()
                 results.append({"mapping": m.name, "params": m.params(), **_json_safe(a)})
-            points.append({"q": qv.tolist(), "manipulability_j": robot.manipulability(qv),
+            sj = np.linalg.svd(robot.jacobian(qv), compute_uv=False)
+            kh = analyze(vm.inertia(qv)).condition
+            points.append({"q": qv.tolist(), "manipulability_j": float(np.prod(sj)),
+                           "sigma_min_j": float(sj[-1]), "kappa_h": kh if math.isfinite(kh) else None,
                            "results": results})
         return {"robot": robot.name, "type": req.type, "points": points}
 
@@ -237,27 +254,32 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return ack()
 
     # ------------------------------------------------------------------ websockets
-    async def stream(ws: WebSocket, encoding: str, decimation: int) -> None:
-        """Send the newest state every `decimation` cycles on an absolute schedule."""
+    async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = False) -> None:
+        """Send the newest state every `decimation` cycles on an absolute schedule.
+
+        ``frames``: add the joint origins ("frames", (N+1)×3, base frame) for drawing the arm.
+        """
+        p = worker().params  # its own model: pinocchio's Data must not be shared across threads
+        robot = RobotModel.resolve(p["robot"], p["base"], p["tip"]) if frames else None
         interval = decimation / worker().params["rate"]
-        next_t = time.monotonic()
-        last = -1
+        last, sent_at = -1, 0.0
         while True:
             s, _ = worker().state()
-            if s.cycle != last:
+            if s.cycle != last or time.monotonic() - sent_at > 0.5:  # a heartbeat while stopped
+                sent_at = time.monotonic()
                 if last >= 0 and s.cycle - last > decimation:
                     hub.dropped += (s.cycle - last) // decimation - 1
                 last = s.cycle
-                msg = hub.encode(s, encoding)
+                msg = hub.encode(s, encoding, robot)
                 if isinstance(msg, bytes):
                     await ws.send_bytes(msg)
                 else:
                     await ws.send_text(msg)
-            next_t += interval
+            # wake on a grid shared by every client with this decimation, so they all read the
+            # same state and it is encoded once (Hub cache); a slow client skips grid points
             now = time.monotonic()
-            if now > next_t + interval:  # fell behind (slow client): skip, never queue
-                next_t = now
-            await asyncio.sleep(max(0.0, next_t - now))
+            next_t = (math.floor(now / interval) + 1) * interval
+            await asyncio.sleep(next_t - now)
 
     async def accept(ws: WebSocket) -> str:
         enc = MSGPACK if MSGPACK in ws.scope.get("subprotocols", []) else "json"
@@ -276,11 +298,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             return msgpack.unpackb(raw["bytes"])
         return json.loads(raw.get("text") or "")
 
-    async def serve_socket(ws: WebSocket, decimation: int | None, control: bool) -> None:
+    async def serve_socket(ws: WebSocket, decimation: int | None, control: bool, frames: bool = False) -> None:
         encoding = await accept(ws)
         hub.clients += 1
         dec = decimation or settings.state_decimation
-        sender = asyncio.create_task(stream(ws, encoding, dec))
+        sender = asyncio.create_task(stream(ws, encoding, dec, frames))
         try:
             while True:
                 raw = await ws.receive()
@@ -307,8 +329,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await serve_socket(ws, decimation, control=True)
 
     @app.websocket("/ws/state")
-    async def ws_state(ws: WebSocket, decimation: int | None = Query(None, ge=1, le=10000)) -> None:
-        await serve_socket(ws, decimation, control=False)
+    async def ws_state(ws: WebSocket, decimation: int | None = Query(None, ge=1, le=10000),
+                       frames: bool = False) -> None:
+        await serve_socket(ws, decimation, control=False, frames=frames)
+
+    app.mount("/", StaticFiles(directory=STATIC, html=True), name="dashboard")
 
     return app
 

@@ -113,6 +113,9 @@ class MappingAnalysis(BaseModel):
 class AnalysisPoint(BaseModel):
     q: Vector
     manipulability_j: float = Field(description="Yoshikawa √det(J Jᵀ) of the robot")
+    sigma_min_j: float = Field(description="σmin of the Jacobian")
+    kappa_h: float | None = Field(description="κ(H) of the virtual model at the first FD mapping's γ "
+                                  "(or γ = 1e3); null when singular")
     results: list[MappingAnalysis]
 
 

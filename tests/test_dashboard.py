@@ -1,0 +1,90 @@
+"""The dashboard in a real headless browser (Debian's chromium driven by Playwright) against a real server."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .service import ROOT, Service
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+try:
+    from playwright.sync_api import sync_playwright
+except ImportError:  # pragma: no cover - the test extra installs it
+    sync_playwright = None
+
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None or sync_playwright is None,
+    reason="needs Debian's chromium (apt-get install chromium; .ci/run installs it) and playwright",
+)
+ARTIFACTS = ROOT / "artifacts"
+FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def service():
+    svc = Service()
+    yield svc
+    svc.stop()
+
+
+def test_dashboard_start_push_and_switch_mapping(service, tmp_path):
+    http = httpx.Client(base_url=service.url)
+    http.post("/control/stop")
+    before = http.get("/stats").json()
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 1400})
+        external = []
+        page.on("request", lambda r: external.append(r.url) if not r.url.startswith(service.url.replace(
+            "http", "ws")) and not r.url.startswith(service.url) else None)
+        page.goto(service.url + "/")
+        page.wait_for_function("window.dashboard.received > 3 && window.dashboard.config !== null")
+        assert page.evaluate("window.dashboard.state.running") is False
+
+        page.click("#btn-start")
+        page.wait_for_function("window.dashboard.state.running === true")
+        q0 = page.evaluate("window.dashboard.state.q_ref")
+        tip0 = page.evaluate("window.dashboard.frames[window.dashboard.frames.length - 1]")
+        plot0 = page.evaluate("document.getElementById('plot-q').toDataURL()")
+
+        box = page.locator("#pad").bounding_box()
+        cx, cy = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+        page.mouse.move(cx, cy)
+        page.mouse.down()
+        for i in range(10):  # push towards +x, holding for about a second
+            page.mouse.move(cx + box["width"] * 0.45, cy - i, steps=2)
+            page.wait_for_timeout(100)
+        page.mouse.up()
+        page.wait_for_timeout(400)
+
+        q1 = page.evaluate("window.dashboard.state.q_ref")
+        tip1 = page.evaluate("window.dashboard.frames[window.dashboard.frames.length - 1]")
+        plot1 = page.evaluate("document.getElementById('plot-q').toDataURL()")
+        assert max(abs(a - b) for a, b in zip(q0, q1, strict=True)) > 0.02
+        assert tip1[0] - tip0[0] > 0.02  # the stick figure's tip moved along +x
+        assert plot1 != plot0
+        page.wait_for_function("window.dashboard.sigma !== null")
+
+        page.select_option("#mapping", "dls")
+        page.fill("#alpha", "0.05")
+        page.click("#btn-apply")
+        page.wait_for_function("document.getElementById('config-msg').textContent.startsWith('applied')")
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+        browser.close()
+    after = http.get("/stats").json()
+    cycles = after["cycles"] - before["cycles"]
+    overruns = after["overruns"] - before["overruns"]
+    print(f"with the page open: {overruns} overruns in {cycles} cycles, period error p99 "
+          f"{after['period_error_p99_us']:.0f} µs")
+    assert cycles > 500 and overruns <= 0.05 * cycles  # the page does not starve the loop
+    cfg = http.get("/config").json()
+    assert cfg["mapping"] == "dls" and cfg["alpha"] == 0.05
+    assert not external, f"the page reached beyond the service: {external[:3]}"
+    assert Path(ARTIFACTS / "dashboard.png").stat().st_size > 10_000
