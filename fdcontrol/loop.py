@@ -66,6 +66,7 @@ class LoopState:
     fault: str | None
     sigma_min_j: float
     limits_active: dict[str, bool] = field(default_factory=dict)
+    kappa_h: float = math.nan  # κ(H) of the FD solver's virtual model (nan for other solvers)
 
 
 class Stats:
@@ -242,18 +243,23 @@ class ControlLoop:
         self.qd_state = qd_ref.copy()
         self.cycle += 1
         self.last_cycle_at = now
-        s = np.linalg.svd(J, compute_uv=False)[-1] if self.cycle % 10 == 1 else self.state.sigma_min_j
+        if self.cycle % 10 == 1:  # singularity telemetry, decimated: ~30 µs every 10th cycle
+            s = float(np.linalg.svd(J, compute_uv=False)[-1])
+            vm = getattr(self.solver, "virtual", None)
+            kh = float(np.linalg.cond(vm.inertia(q))) if vm is not None else math.nan
+        else:
+            s, kh = self.state.sigma_min_j, self.state.kappa_h
         self.state = self._publish(js.t, q, js.qd, q_ref, qd_ref, pose, fc, f_meas, watchdog,
-                                   float(s), holding, cmd.seq if cmd else 0)
+                                   s, holding, cmd.seq if cmd else 0, kh)
         if self.io is not None:
             self.io.publish(self, self.state)
         return self.state
 
     def _publish(self, t, q, qd, q_ref, qd_ref, pose, fc, f_meas, watchdog, sigma,
-                 holding: bool = False, seq: int = 0) -> LoopState:
+                 holding: bool = False, seq: int = 0, kappa_h: float = math.nan) -> LoopState:
         return LoopState(t, self.cycle, q, qd, q_ref, qd_ref, pose, fc, f_meas, self.law.mode,
                          self.running, holding, watchdog, seq, self.fault, sigma,
-                         dict(self.limits.active))
+                         dict(self.limits.active), kappa_h)
 
     # ------------------------------------------------------------------ thread
     @property

@@ -19,7 +19,7 @@ from typing import Protocol
 import numpy as np
 
 from .robot import ModelError, RobotModel
-from .virtual import Algorithm, VirtualModel
+from .virtual import Algorithm, VirtualModel, check_gamma
 
 MAPPING_NAMES: tuple[str, ...] = ("ji", "jt", "dls", "sdls", "fd")
 
@@ -178,8 +178,9 @@ class ForwardDynamics(Mapping):
     def __init__(self, robot: RobotModel, gamma: float = 1e3,
                  algorithm: Algorithm = "cholesky") -> None:
         super().__init__(robot)
-        if algorithm not in ("cholesky", "aba"):
-            raise ModelError(f"unknown algorithm {algorithm!r}; expected 'cholesky' or 'aba'")
+        if algorithm not in ("cholesky", "aba", "qr"):
+            raise ModelError(f"unknown algorithm {algorithm!r}; expected 'cholesky', 'aba' or 'qr'")
+        check_gamma(gamma, algorithm)
         self.virtual = VirtualModel(robot, gamma)
         self.algorithm: Algorithm = algorithm
 

@@ -18,19 +18,32 @@ from typing import Literal
 
 import numpy as np
 import pinocchio as pin
+import scipy.linalg
 
 from .robot import ModelError, RobotModel
 from .spatial import cross
 
-Algorithm = Literal["cholesky", "aba"]
-ALGORITHMS: tuple[str, ...] = ("cholesky", "aba")
+Algorithm = Literal["cholesky", "aba", "qr"]
+ALGORITHMS: tuple[str, ...] = ("cholesky", "aba", "qr")
 
 
-def check_gamma(gamma: float) -> float:
-    """γ must be a finite number > 0."""
+#: Largest γ per algorithm whose q̈ stays within 1e-6 (relative) of a 50-digit reference at
+#: random, near-singular (σmin(J) down to 4e-9) and exactly singular UR10 configurations,
+#: with a 10× margin below the measured limit for Cholesky and ABA
+#: (`fdcontrol experiments numerics`, docs/experiments/numerics/summary.md).
+GAMMA_MAX: dict[str, float] = {"cholesky": 1e9, "aba": 1e10, "qr": 1e12}
+
+
+def check_gamma(gamma: float, algorithm: str = "qr") -> float:
+    """γ must be finite, > 0 and ≤ GAMMA_MAX[algorithm]."""
     g = float(gamma)
     if not math.isfinite(g) or g <= 0.0:
         raise ModelError(f"gamma must be finite and > 0, got {gamma!r}")
+    limit = GAMMA_MAX.get(algorithm, max(GAMMA_MAX.values()))
+    if g > limit:
+        raise ModelError(f"gamma = {g:g} exceeds the accurate range of the {algorithm} algorithm "
+                         f"(≤ {limit:g}; q̈ would lose more than 1e-6 relative accuracy near "
+                         "singularities); use algorithm='qr' (≤ 1e12) or a smaller gamma")
     return g
 
 
@@ -88,7 +101,8 @@ class VirtualModel:
         """Seed eq. 10 as a matrix: H⁻¹(q) Jᵀ (N×6).
 
         ``cholesky``: H by CRBA, H⁻¹ from its Cholesky factor. ``aba``: H⁻¹ by the
-        articulated-body recursion (pinocchio's computeMinverse) — never forms H.
+        articulated-body recursion (pinocchio's computeMinverse). ``qr``: the square-root form
+        R⁻¹ Qᵀ [I; 0] from the QR of [J; γ^(-1/2) A] — never forms H (see ``_qr``).
         """
         q = self.robot.check_q(q)
         if algorithm == "cholesky":
@@ -99,6 +113,9 @@ class VirtualModel:
             J = self.robot.jacobian(q)
             Minv = pin.computeMinverse(self.model, self.data, q)
             Minv = np.triu(Minv) + np.triu(Minv, 1).T
+        elif algorithm == "qr":
+            Q, R, J = self._qr(q)
+            return scipy.linalg.solve_triangular(R, Q[:6].T)  # x = R⁻¹ Qᵀ [I₆; 0]
         else:
             raise ModelError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
         return Minv @ J.T
@@ -127,7 +144,34 @@ class VirtualModel:
             return pin.cholesky.solve(self.model, self.data, rhs)
         if algorithm == "aba":
             return self._aba(q, v, t, f)
+        if algorithm == "qr":
+            Q, R, _ = self._qr(q)
+            x = scipy.linalg.solve_triangular(R, Q[:6].T @ f)
+            extra = t if (not self.gravity and v is self._zero) else (
+                t - pin.rnea(self.model, self.data, q, v, self._zero))
+            if np.any(extra):  # semi-normal equations for joint-space loads: R⁻¹ R⁻ᵀ τ
+                x = x + scipy.linalg.solve_triangular(
+                    R, scipy.linalg.solve_triangular(R, extra, trans="T"))
+            return x
         raise ModelError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
+
+    def link_jacobians(self, q: np.ndarray) -> np.ndarray:
+        """A = [J_b1; …; J_b(N−1)]: body Jacobians of the light links at their joint origins,
+        so that H_l = AᵀA and H = JᵀJ + AᵀA/γ (6(N−1)×N)."""
+        pin.computeJointJacobians(self.model, self.data, q)
+        return np.vstack([pin.getJointJacobian(self.model, self.data, j, pin.LOCAL)
+                          for j in range(1, self.model.njoints) if j != self.tip_joint])
+
+    def _qr(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Square-root form (issue 7): QR of K = [J; γ^(-1/2) A], KᵀK = H — H is never formed.
+
+        q̈ = argmin ‖J x − f‖² + γ⁻¹‖A x‖² = R⁻¹ Qᵀ [f; 0].
+        """
+        A = self.link_jacobians(q)
+        J = self.robot._to_base(pin.getFrameJacobian(self.model, self.data, self.tip_id,
+                                                     pin.LOCAL_WORLD_ALIGNED))
+        Q, R = np.linalg.qr(np.vstack((J, A / np.sqrt(self.gamma))))
+        return Q, R, J
 
     def _aba(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray, f: np.ndarray) -> np.ndarray:
         """ABA with f as an external force on the tip body (pinocchio wants it in joint frame)."""

@@ -53,6 +53,7 @@ def state_dict(s: LoopState) -> dict[str, Any]:
         "wrench": s.wrench.tolist(), "f_measured": s.f_measured.tolist(), "mode": s.mode,
         "running": s.running, "holding": s.holding, "watchdog": s.watchdog, "fault": s.fault,
         "sigma_min_j": s.sigma_min_j, "limits_active": s.limits_active,
+        "kappa_h": s.kappa_h if math.isfinite(s.kappa_h) else None,
     }
 
 

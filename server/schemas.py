@@ -55,7 +55,8 @@ class State(BaseModel):
     seq_ack: int
     fault: str | None
     sigma_min_j: float = Field(description="σmin of the Jacobian (singularity telemetry)")
-    limits_active: dict[str, bool]
+    kappa_h: float | None = Field(description="κ(H) of the FD virtual model; null for other mappings")
+    limits_active: dict[str, bool] = Field(description="which safety limits shaped the last reference")
 
 
 class Stats(BaseModel):
@@ -77,10 +78,10 @@ class MappingSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: MappingName
-    gamma: float = Field(1e3, gt=0, le=1e8, allow_inf_nan=False)
+    gamma: float = Field(1e3, gt=0, le=1e12, allow_inf_nan=False)
     alpha: float = Field(0.1, gt=0, le=10, allow_inf_nan=False)
     gamma_max: float = Field(math.pi / 4, gt=0, le=10, allow_inf_nan=False)
-    algorithm: Literal["cholesky", "aba"] = "cholesky"
+    algorithm: Literal["cholesky", "aba", "qr"] = "cholesky"
 
 
 class AnalysisRequest(BaseModel):

@@ -32,10 +32,11 @@ class ControlParams(BaseModel):
     base: str | None = None
     tip: str | None = None
     mapping: MappingName = "fd"
-    gamma: float = Field(1e3, gt=0, le=1e8, allow_inf_nan=False, description="FD mass dominance γ")
+    gamma: float = Field(1e3, gt=0, le=1e12, allow_inf_nan=False,
+                         description="FD mass dominance γ (per-algorithm bound: fdcontrol.virtual.GAMMA_MAX)")
     alpha: float = Field(0.1, gt=0, le=10, allow_inf_nan=False, description="DLS damping α")
     gamma_max: float = Field(0.785398, gt=0, le=10, description="SDLS clamp γ_max (rad)")
-    algorithm: Literal["cholesky", "aba"] = "cholesky"
+    algorithm: Literal["cholesky", "aba", "qr"] = "cholesky"
     integrator: Literal["euler", "rk4", "bs32"] = "euler"
     substeps: int = Field(1, ge=1, le=64)
     coriolis: bool = True

@@ -47,7 +47,8 @@ IN_SIZE = 10
 _OUT_FIELDS = [("version", 1), ("t", 1), ("cycle", 1), ("dof", 1), ("q", MAX_DOF), ("qd", MAX_DOF),
                ("q_ref", MAX_DOF), ("qd_ref", MAX_DOF), ("pose", 16), ("wrench", 6),
                ("f_measured", 6), ("sigma", 1), ("running", 1), ("holding", 1), ("watchdog", 1),
-               ("seq_ack", 1), ("mode", 1), ("last_cycle_at", 1), ("limits", 4), ("has_fault", 1)]
+               ("seq_ack", 1), ("mode", 1), ("last_cycle_at", 1), ("limits", 4), ("has_fault", 1),
+               ("kappa_h", 1)]
 OUT = {}
 _o = 0
 for _name, _n in _OUT_FIELDS:
@@ -114,6 +115,7 @@ class Channel:
         o[OUT["last_cycle_at"]] = last_cycle_at
         o[OUT["limits"]] = [bool(s.limits_active.get(k)) for k in LIMIT_KEYS]
         o[OUT["has_fault"]] = s.fault is not None
+        o[OUT["kappa_h"]] = s.kappa_h
         if s.fault is not None:
             raw = s.fault.encode()[: FAULT_BYTES - 1]
             self.fault[: len(raw)] = np.frombuffer(raw, dtype=np.uint8)
@@ -147,7 +149,7 @@ class Channel:
             o[OUT["f_measured"]].copy(), MODES[int(o[OUT["mode"]][0])], bool(o[OUT["running"]][0]),
             bool(o[OUT["holding"]][0]), WATCHDOG[int(o[OUT["watchdog"]][0])],  # type: ignore[arg-type]
             int(o[OUT["seq_ack"]][0]), fault, float(o[OUT["sigma"]][0]),
-            {k: bool(x) for k, x in zip(LIMIT_KEYS, lim, strict=True)})
+            {k: bool(x) for k, x in zip(LIMIT_KEYS, lim, strict=True)}, float(o[OUT["kappa_h"]][0]))
         return state, float(o[OUT["last_cycle_at"]][0])
 
     def close(self, unlink: bool = False) -> None:

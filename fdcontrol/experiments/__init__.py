@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..robot import RobotModel
-from . import conditioning, decoupling, singular_path, singular_sweep, timing
+from . import conditioning, decoupling, numerics, singular_path, singular_sweep, timing
 from .common import Context
 
 EXPERIMENTS = {
@@ -16,6 +16,7 @@ EXPERIMENTS = {
     "singular-path": singular_path.run,
     "singular-sweep": singular_sweep.run,
     "timing": timing.run,
+    "numerics": numerics.run,  # issue 7's accuracy study (not in the paper)
 }
 
 
