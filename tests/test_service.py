@@ -117,8 +117,12 @@ def test_msgpack_encoding_is_negotiated(client):
 def test_bad_websocket_messages_get_an_error_and_the_loop_keeps_going(client, service, message, fragment):
     client.start()
     with client.control_stream(decimation=50) as s:
-        s.send_wrench([2.0, 0, 0, 0, 0, 0])
+        seq = s.send_wrench([2.0, 0, 0, 0, 0, 0])
+        deadline = time.monotonic() + 2.0
+        while client.state()["seq_ack"] != seq and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the loop has taken the valid message
         before = client.state()["seq_ack"]
+        assert before == seq
         s.ws.send(message)
         errors = [m for m in collect(s, 0.5) if "error" in m]
         assert errors and fragment in errors[0]["error"], errors
