@@ -257,9 +257,11 @@ class ControlLoop:
 
     def _publish(self, t, q, qd, q_ref, qd_ref, pose, fc, f_meas, watchdog, sigma,
                  holding: bool = False, seq: int = 0, kappa_h: float = math.nan) -> LoopState:
+        active = dict(self.limits.active)
+        c = getattr(self.solver, "constraints", None)
+        active["virtual_joint_limit"] = bool(c is not None and c.active.any())
         return LoopState(t, self.cycle, q, qd, q_ref, qd_ref, pose, fc, f_meas, self.law.mode,
-                         self.running, holding, watchdog, seq, self.fault, sigma,
-                         dict(self.limits.active), kappa_h)
+                         self.running, holding, watchdog, seq, self.fault, sigma, active, kappa_h)
 
     # ------------------------------------------------------------------ thread
     @property

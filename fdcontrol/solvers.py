@@ -23,10 +23,11 @@ the FZI controller's hidden per-cycle 0.9 velocity decay with a rate-independent
 from __future__ import annotations
 
 import math
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 
+from .constraints import JointLimitConstraints, clamp
 from .integrators import Integrator, SemiImplicitEuler
 from .mappings import (
     DampedLeastSquares,
@@ -88,13 +89,39 @@ class ForwardDynamicsSolver(_AccelerationSolver):
 
     def __init__(self, mapping: ForwardDynamics, integrator: Integrator | None = None,
                  decay: float = DEFAULT_DECAY, joint_damping: float | np.ndarray = 0.0,
-                 substeps: int = 1, coriolis: bool = True) -> None:
+                 substeps: int = 1, coriolis: bool = True,
+                 joint_limits: Literal["constraints", "clamp", "none"] = "constraints") -> None:
         super().__init__(mapping, integrator, decay, joint_damping, substeps)
         self.virtual = VirtualModel(mapping.robot, mapping.gamma, coriolis=coriolis)
+        lim = mapping.robot.limits
+        self.joint_limits = joint_limits
+        self.constraints = JointLimitConstraints(lim.lower, lim.upper)
 
     def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray) -> np.ndarray:
         tau = -self.joint_damping * qd
+        if self.joint_limits == "constraints":
+            up, lo = self.constraints.at_limit(q)
+            if up.any() or lo.any():  # H q̈ = b − cHq̇ with the pushing joints locked (seed 001)
+                H, b = self.virtual.equation(q, wrench, qd, tau)
+                return self.constraints.solve(H, b - self.decay * (H @ qd), q, qd)
+            self.constraints.active[:] = False
         return self.virtual.acceleration(q, wrench, qd, tau, self.mapping.algorithm) - self.decay * qd
+
+    def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """Integrate; after each sub-step project onto the active limits (seed 002) or clamp."""
+        def a(qq: np.ndarray, vv: np.ndarray) -> np.ndarray:
+            return self.accel(qq, vv, wrench)
+
+        h = dt / self.substeps
+        c = self.constraints
+        for _ in range(self.substeps):
+            q, qd = self.integrator.step(a, q, qd, h)
+            if self.joint_limits == "constraints":
+                q, qd = c.project(q, qd)
+            elif self.joint_limits == "clamp":
+                q, qd = clamp(q, qd, c.lower, c.upper)
+        return q, qd
 
 
 class TransposeSolver(_AccelerationSolver):
@@ -128,10 +155,11 @@ class VelocitySolver:
 
 def make_solver(mapping: Mapping, integrator: Integrator | None = None, *,
                 decay: float = DEFAULT_DECAY, joint_damping: float | np.ndarray = 0.0,
-                substeps: int = 1, coriolis: bool = True) -> Solver:
+                substeps: int = 1, coriolis: bool = True,
+                joint_limits: Literal["constraints", "clamp", "none"] = "constraints") -> Solver:
     """The solver that drives `mapping` the way the seed paper compares them."""
     if isinstance(mapping, ForwardDynamics):
-        return ForwardDynamicsSolver(mapping, integrator, decay, joint_damping, substeps, coriolis)
+        return ForwardDynamicsSolver(mapping, integrator, decay, joint_damping, substeps, coriolis, joint_limits)
     if isinstance(mapping, JacobianTranspose):
         return TransposeSolver(mapping, integrator, decay, joint_damping, substeps)
     if isinstance(mapping, JacobianInverse | DampedLeastSquares | SelectivelyDampedLeastSquares):

@@ -173,6 +173,18 @@ class VirtualModel:
         Q, R = np.linalg.qr(np.vstack((J, A / np.sqrt(self.gamma))))
         return Q, R, J
 
+    def equation(self, q: np.ndarray, wrench: np.ndarray, qd: np.ndarray | None = None,
+                 tau: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(H, b) of seed eq. 9 written as H q̈ = b, b = τ + Jᵀ f − C(q, q̇) − G(q)."""
+        q = self.robot.check_q(q)
+        v = self._zero if (qd is None or not self.coriolis) else np.asarray(qd, dtype=float)
+        J = self._crba_and_jacobian(q)
+        H = np.triu(self.data.M) + np.triu(self.data.M, 1).T
+        b = J.T @ np.asarray(wrench, dtype=float) + (self._zero if tau is None else tau)
+        if self.gravity or v is not self._zero:
+            b = b - pin.rnea(self.model, self.data, q, v, self._zero)
+        return H, b
+
     def _aba(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray, f: np.ndarray) -> np.ndarray:
         """ABA with f as an external force on the tip body (pinocchio wants it in joint frame)."""
         pin.forwardKinematics(self.model, self.data, q)

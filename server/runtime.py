@@ -49,7 +49,7 @@ def build_solver(robot: RobotModel, p: ControlParams):
     mapping = make_mapping(p.mapping, robot, gamma=p.gamma, alpha=p.alpha, gamma_max=p.gamma_max,
                            algorithm=p.algorithm)
     return make_solver(mapping, make_integrator(p.integrator), decay=p.decay,
-                       substeps=p.substeps, coriolis=p.coriolis)
+                       substeps=p.substeps, coriolis=p.coriolis, joint_limits=p.joint_limits)
 
 
 def build_law(p: ControlParams) -> ControlLaw:

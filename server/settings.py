@@ -40,6 +40,8 @@ class ControlParams(BaseModel):
     integrator: Literal["euler", "rk4", "bs32"] = "euler"
     substeps: int = Field(1, ge=1, le=64)
     coriolis: bool = True
+    joint_limits: Literal["constraints", "clamp", "none"] = Field(
+        "constraints", description="FD virtual model at a joint limit: locked-joint dynamics, clamping, or none")
     decay: float = Field(10.0, gt=0, le=1000, allow_inf_nan=False, description="velocity decay c (1/s)")
     rate: float = Field(500.0, ge=10, le=2000, description="control loop rate (Hz)")
     command_timeout: float = Field(0.1, ge=0.005, le=10, description="watchdog timeout (s)")

@@ -36,7 +36,7 @@ from fdcontrol.loop import ControlLoop, LoopState, check_wrench
 MAX_DOF = 16
 MODES = ("admittance", "force", "motion", "compliance")
 WATCHDOG = ("idle", "ok", "tripped")
-LIMIT_KEYS = ("cartesian", "position", "velocity", "acceleration")
+LIMIT_KEYS = ("cartesian", "position", "velocity", "acceleration", "virtual_joint_limit")
 FAULT_BYTES = 512
 
 # input slot (float64): version, wrench[6], frame (0 base, 1 tool), seq, t
@@ -47,7 +47,7 @@ IN_SIZE = 10
 _OUT_FIELDS = [("version", 1), ("t", 1), ("cycle", 1), ("dof", 1), ("q", MAX_DOF), ("qd", MAX_DOF),
                ("q_ref", MAX_DOF), ("qd_ref", MAX_DOF), ("pose", 16), ("wrench", 6),
                ("f_measured", 6), ("sigma", 1), ("running", 1), ("holding", 1), ("watchdog", 1),
-               ("seq_ack", 1), ("mode", 1), ("last_cycle_at", 1), ("limits", 4), ("has_fault", 1),
+               ("seq_ack", 1), ("mode", 1), ("last_cycle_at", 1), ("limits", len(LIMIT_KEYS)), ("has_fault", 1),
                ("kappa_h", 1)]
 OUT = {}
 _o = 0

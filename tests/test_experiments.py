@@ -21,6 +21,8 @@ FILES = {
     "singular-sweep": "figs11-12_singular_sweep.png",
     "timing": "fig13_timing.png",
     "numerics": "numerics_error_vs_gamma.png",
+    "limits": "limits_constraints_vs_clamp.png",
+    "integrators": "integrators_error_vs_cpu.png",
 }
 
 
@@ -93,6 +95,15 @@ def test_numerics_study_claims(quick):
     assert max(w["random"]["cholesky-float32"]) > 1e3 * max(w["random"]["cholesky"])
     bound = r["largest_gamma_with_error_below_1e-6"]
     assert bound["qr"] >= bound["aba"] >= bound["cholesky"] >= 1e9
+
+
+def test_integrator_study_claims(quick):
+    r = load(quick, "integrators")["results"]
+    e = {k: {p["dt"]: p["error"] for p in r[k]} for k in ("euler", "rk4")}
+    assert e["euler"][0.004] / e["euler"][0.002] == pytest.approx(2, rel=0.15)  # first order
+    assert e["rk4"][0.004] / e["rk4"][0.002] == pytest.approx(16, rel=0.25)  # fourth order
+    bs = r["bs32"]
+    assert bs[-1]["error"] < bs[0]["error"] and all(p["max_substeps"] <= 64 for p in bs)
 
 
 def test_batched_matrices_match_the_library(ur10, rng):
