@@ -10,7 +10,7 @@ import numpy as np
 
 from fdcontrol import RobotModel, make_mapping
 from fdcontrol.control import ControlLaw, ForceTerm, MotionTerm, WrenchFilter
-from fdcontrol.drivers import RobotDriver, SimulatedRobot
+from fdcontrol.drivers import RobotDriver, SimulatedRobot, SimulatedSensor, SpringPlane
 from fdcontrol.integrators import make_integrator
 from fdcontrol.loop import ControlLoop
 from fdcontrol.safety import SafetyLimits
@@ -34,7 +34,11 @@ def load_driver(spec: str, robot: RobotModel, dt: float, options: dict[str, Any]
     """'simulated' or an import path 'package.module:Class' called as Class(robot=, dt=, **options)."""
     if spec == "simulated":
         opts = {"q0": HOME.get(robot.name), **options}
-        return SimulatedRobot(robot, dt=dt, **opts)
+        # a wrench sensor by default; driver_options.sensor = {"planes": [{"point": [...],
+        # "normal": [...], "stiffness": k}], "tool_mass": m, "tool_com": [...], "noise": σ}
+        sensor = dict(opts.pop("sensor", None) or {})
+        planes = [SpringPlane(**pl) for pl in sensor.pop("planes", [])]
+        return SimulatedRobot(robot, dt=dt, sensor=SimulatedSensor(planes=planes, **sensor), **opts)
     module, _, name = spec.partition(":")
     if not module or not name:
         raise ValueError(f"driver must be 'simulated' or 'package.module:Class', got {spec!r}")

@@ -301,3 +301,23 @@ def test_example_script_pushes_the_arm(service):
                         "--seconds", "1.5"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "tip Δ=" in p.stdout and "watchdog tripped" in p.stdout
+
+
+def test_force_mode_with_a_simulated_wall():
+    """A service whose simulated arm has a wall 2 cm ahead: force mode presses with 10 N."""
+    import os
+
+    p0 = RobotModel.load("ur10").pose(np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2]))[:3, 3]
+    opts = {"sensor": {"planes": [{"point": (p0 + [0.02, 0, 0]).tolist(), "normal": [1, 0, 0],
+                                   "stiffness": 2000.0}]}}
+    env = {"FDCONTROL_DRIVER_OPTIONS": json.dumps(opts), "FDCONTROL_MODE": "force",
+           "FDCONTROL_FORCE_GAIN": json.dumps([0.1] * 6), "FDCONTROL_FORCE_TARGET": "[10, 0, 0, 0, 0, 0]"}
+    svc = Service(env={**os.environ, **env})
+    try:
+        with Client(svc.url) as c:
+            assert c.zero_sensor()["ok"]
+            time.sleep(3.0)
+            st = c.state()
+            assert abs(st["f_measured"][0] - 10.0) < 0.5, st["f_measured"]
+    finally:
+        svc.stop()
