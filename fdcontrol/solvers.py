@@ -73,6 +73,10 @@ class _AccelerationSolver:
     def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def after_substep(self, q: np.ndarray, qd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Hook applied after each virtual sub-step (FD: joint-limit projection or clamping)."""
+        return q, qd
+
     def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float
              ) -> tuple[np.ndarray, np.ndarray]:
         def a(qq: np.ndarray, vv: np.ndarray) -> np.ndarray:
@@ -80,7 +84,7 @@ class _AccelerationSolver:
 
         h = dt / self.substeps
         for _ in range(self.substeps):
-            q, qd = self.integrator.step(a, q, qd, h)
+            q, qd = self.after_substep(*self.integrator.step(a, q, qd, h))
         return q, qd
 
 
@@ -107,20 +111,13 @@ class ForwardDynamicsSolver(_AccelerationSolver):
             self.constraints.active[:] = False
         return self.virtual.acceleration(q, wrench, qd, tau, self.mapping.algorithm) - self.decay * qd
 
-    def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float
-             ) -> tuple[np.ndarray, np.ndarray]:
-        """Integrate; after each sub-step project onto the active limits (seed 002) or clamp."""
-        def a(qq: np.ndarray, vv: np.ndarray) -> np.ndarray:
-            return self.accel(qq, vv, wrench)
-
-        h = dt / self.substeps
+    def after_substep(self, q: np.ndarray, qd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Project onto the active limits (seed 002), or clamp like the reference controller."""
         c = self.constraints
-        for _ in range(self.substeps):
-            q, qd = self.integrator.step(a, q, qd, h)
-            if self.joint_limits == "constraints":
-                q, qd = c.project(q, qd)
-            elif self.joint_limits == "clamp":
-                q, qd = clamp(q, qd, c.lower, c.upper)
+        if self.joint_limits == "constraints":
+            return c.project(q, qd)
+        if self.joint_limits == "clamp":
+            return clamp(q, qd, c.lower, c.upper)
         return q, qd
 
 
