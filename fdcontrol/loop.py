@@ -172,7 +172,11 @@ class ControlLoop:
                                 time.monotonic() if t is None else t)
 
     def set_target(self, pose: np.ndarray | None) -> None:
-        """Target pose (4×4, tip in base) for motion / compliance; None clears it."""
+        """Target pose (4×4, tip in base) for motion / compliance; None clears it.
+
+        A new target also drops the last streamed wrench: after a stream went quiet (watchdog
+        tripped, holding) a target sent on purpose moves the arm again.
+        """
         if pose is None:
             self._target = None
             return
@@ -183,12 +187,14 @@ class ControlLoop:
         if not np.allclose(R @ R.T, np.eye(3), atol=1e-6) or np.linalg.det(R) < 0:
             raise InputError("target rotation is not orthonormal")
         self._target = T.copy()
+        self._command = None  # a fresh target is fresh input: a stale wrench no longer holds the arm
 
     def hold(self, on: bool = True) -> None:
         """Decelerate to standstill within the acceleration limit and stay there."""
         self._hold_request = on
-        if not on:
+        if not on:  # an explicit release also drops a stale wrench (the watchdog re-arms on the next)
             self.fault = None
+            self._command = None
 
     def zero_sensor(self) -> None:
         """Request sensor bias zeroing on the next cycle."""

@@ -313,7 +313,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     msg = decode(raw, encoding)
                     if not control:
                         raise InputError("/ws/state is read-only; stream wrenches on /ws/control")
-                    _apply_message(worker(), msg)
+                    if isinstance(msg, dict) and "target" in msg:  # a pipe round-trip: off the event loop
+                        await asyncio.to_thread(_apply_message, worker(), msg)
+                    else:  # a wrench: one shared-memory write
+                        _apply_message(worker(), msg)
                 except (ValueError, InputError, ModelError, ValidationError, TypeError, WorkerError,
                         msgpack.UnpackException) as exc:
                     await send_error(ws, encoding, _message(exc))
@@ -355,7 +358,10 @@ def _apply_message(worker: LoopWorker, msg: Any) -> None:
     if unknown:
         raise InputError(f"unknown keys: {', '.join(sorted(unknown))}")
     if "target" in msg:
-        target = schemas.Target.model_validate(msg["target"])
+        try:
+            target = schemas.Target.model_validate(msg["target"])
+        except ValidationError as exc:
+            raise InputError(f"target.{_message(exc)}") from exc
         worker.call("target", _pose(target, worker.state()[0].tip_pose))
     if "wrench" in msg:
         w = schemas.WrenchIn.model_validate({k: msg[k] for k in ("wrench", "frame", "seq") if k in msg})

@@ -243,3 +243,20 @@ def test_sub_chain_robot_runs_in_the_loop(rng):
     loop, sim = make_loop(sub)
     run(loop, 0.2, wrench=[1.0, 0, 0, 0, 0, 0])
     assert np.all(np.isfinite(sim.q))
+
+
+def test_a_fresh_target_or_release_ends_a_watchdog_hold(ur10):
+    loop, sim = make_loop(ur10, law=ControlLaw(mode="motion"))
+    run(loop, 0.1, wrench=[5.0, 0, 0, 0, 0, 0])
+    t = loop._command.t
+    assert loop.step(now=t + 0.5).watchdog == "tripped"
+    target = ur10.pose(sim.q)
+    target[:3, 3] += [0.0, 0.02, 0.0]
+    loop.set_target(target)
+    states = [loop.step(now=t + 0.5 + i * DT) for i in range(1500)]
+    assert states[-1].watchdog == "idle" and not states[-1].holding
+    np.testing.assert_allclose(ur10.pose(sim.q)[:3, 3], target[:3, 3], atol=1e-3)
+    loop.set_wrench([1.0, 0, 0, 0, 0, 0])
+    assert loop.step(now=loop._command.t + 1.0).watchdog == "tripped"
+    loop.hold(False)
+    assert loop.step(now=loop._command.t + 1.0 if loop._command else 0.0).watchdog == "idle"

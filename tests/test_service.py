@@ -321,3 +321,19 @@ def test_force_mode_with_a_simulated_wall():
             assert abs(st["f_measured"][0] - 10.0) < 0.5, st["f_measured"]
     finally:
         svc.stop()
+
+
+def test_target_over_the_websocket(client):
+    client.start()
+    client.patch_config(mode="motion")
+    try:
+        p = np.array(client.state()["tip_pose"])[:3, 3]
+        goal = (p + [0.0, 0.02, -0.02]).tolist()
+        with client.control_stream(decimation=50) as s:
+            s.send({"target": {"position": goal}})
+            s.send({"target": {"position": [0, 0]}})  # malformed: an error, the first target stays
+            assert any("target" in m.get("error", "") for m in collect(s, 0.5))
+        time.sleep(2.0)
+        np.testing.assert_allclose(np.array(client.state()["tip_pose"])[:3, 3], goal, atol=2e-3)
+    finally:
+        client.patch_config(mode="admittance")
