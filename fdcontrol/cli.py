@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="run the control service (REST + WebSocket)")
     s.add_argument("--config", default=None, help="YAML file with the service settings")
     for flag, kind in (("robot", str), ("mapping", str), ("gamma", float), ("alpha", float),
-                       ("rate", float), ("host", str), ("port", int)):
+                       ("rate", float), ("host", str), ("port", int), ("driver", str)):
         s.add_argument(f"--{flag}", type=kind, default=None, help=f"override settings.{flag}")
     s.set_defaults(func=cmd_serve)
     return p

@@ -28,6 +28,14 @@ SHIPPED: dict[str, tuple[str, str, str]] = {
 }
 
 
+#: a well-conditioned start pose per shipped robot (rad), used by the simulators and examples
+HOME: dict[str, list[float]] = {
+    "ur10": [0.3, -1.2, 1.6, -1.9, -1.4, 0.2],
+    "panda": [0.0, -0.4, 0.0, -2.0, 0.0, 1.6, 0.8],
+    "planar2": [0.5, 1.0],
+}
+
+
 class ModelError(ValueError):
     """A robot description, frame name or joint vector that cannot be used."""
 

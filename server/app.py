@@ -101,7 +101,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         sys.setswitchinterval(settings.switch_interval)  # bound how long Python code holds the GIL
         worker = LoopWorker(settings)
         rt["w"] = worker
-        autostart = settings.driver == "simulated" if settings.autostart is None else settings.autostart
+        autostart = settings.autostart
+        if autostart is None:  # simulated arms start at once; a real arm waits for POST /control/start
+            from fdcontrol.drivers.registry import DRIVERS
+
+            autostart = settings.driver in DRIVERS and getattr(DRIVERS.get(settings.driver), "simulated", False)
         if autostart:
             worker.call("start")
         yield

@@ -10,7 +10,8 @@ import numpy as np
 
 from fdcontrol import RobotModel, make_mapping
 from fdcontrol.control import ControlLaw, ForceTerm, MotionTerm, WrenchFilter
-from fdcontrol.drivers import RobotDriver, SimulatedRobot, SimulatedSensor, SpringPlane
+from fdcontrol.drivers import RobotDriver
+from fdcontrol.drivers.registry import DRIVERS, build_driver
 from fdcontrol.integrators import make_integrator
 from fdcontrol.loop import ControlLoop
 from fdcontrol.safety import SafetyLimits
@@ -18,30 +19,20 @@ from fdcontrol.solvers import make_solver
 
 from .settings import NEEDS_STOP, ControlParams, Settings
 
-# a pose where the UR10 is well conditioned, so the simulated arm starts somewhere useful
-HOME = {
-    "ur10": [0.3, -1.2, 1.6, -1.9, -1.4, 0.2],
-    "panda": [0.0, -0.4, 0.0, -2.0, 0.0, 1.6, 0.8],
-    "planar2": [0.5, 1.0],
-}
-
 
 class ConflictError(RuntimeError):
     """A change that needs the loop stopped (HTTP 409)."""
 
 
 def load_driver(spec: str, robot: RobotModel, dt: float, options: dict[str, Any]) -> RobotDriver:
-    """'simulated' or an import path 'package.module:Class' called as Class(robot=, dt=, **options)."""
-    if spec == "simulated":
-        opts = {"q0": HOME.get(robot.name), **options}
-        # a wrench sensor by default; driver_options.sensor = {"planes": [{"point": [...],
-        # "normal": [...], "stiffness": k}], "tool_mass": m, "tool_com": [...], "noise": σ}
-        sensor = dict(opts.pop("sensor", None) or {})
-        planes = [SpringPlane(**pl) for pl in sensor.pop("planes", [])]
-        return SimulatedRobot(robot, dt=dt, sensor=SimulatedSensor(planes=planes, **sensor), **opts)
+    """A registered driver by name (``fdcontrol.drivers.registry.DRIVERS``), or — from startup
+    configuration only — an import path 'package.module:Class' called as Class(robot=, dt=, **options)."""
+    if spec in DRIVERS:
+        return build_driver(spec, robot, dt, options)
     module, _, name = spec.partition(":")
     if not module or not name:
-        raise ValueError(f"driver must be 'simulated' or 'package.module:Class', got {spec!r}")
+        raise ValueError(f"driver must be one of {', '.join(DRIVERS.names())} or 'package.module:Class', "
+                         f"got {spec!r}")
     cls = getattr(importlib.import_module(module), name)
     driver = cls(robot=robot, dt=dt, **options)
     if not isinstance(driver, RobotDriver):

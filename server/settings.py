@@ -63,7 +63,8 @@ class ControlParams(BaseModel):
     deadband_force: float = Field(0.0, ge=0, le=100)
     deadband_torque: float = Field(0.0, ge=0, le=10)
     filter_cutoff: float = Field(0.0, ge=0, le=1000, description="low-pass on the sensor (Hz, 0 off)")
-    driver: str = Field("simulated", description="'simulated' or 'package.module:Class'")
+    driver: str = Field("simulated", description="a registered driver (fdcontrol.drivers.registry.DRIVERS) "
+                        "or, at startup only, 'package.module:Class'")
     driver_options: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("robot")

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from ..robot import RobotModel
+from ..robot import HOME, RobotModel
 from ..spatial import cross
 from .base import JointState
 
@@ -73,6 +74,8 @@ class SimulatedSensor:
 class SimulatedRobot:
     """Velocity-actuated arm following q̇_ref through a first-order lag (see module doc)."""
 
+    simulated = True  # no hardware behind it: the service may start the loop by itself
+
     def __init__(self, robot: RobotModel, dt: float = 0.002, tau: float = 0.01,
                  q0: np.ndarray | None = None, sensor: SimulatedSensor | None = None) -> None:
         if not (dt > 0 and tau >= 0):
@@ -86,6 +89,16 @@ class SimulatedRobot:
         self.sensor = sensor
         self._lag = math.exp(-self.dt / self.tau) if self.tau > 0 else 0.0
         self.sent = 0
+
+    @classmethod
+    def from_options(cls, robot: RobotModel, dt: float, options: dict[str, Any]) -> SimulatedRobot:
+        """Built from settings: ``q0`` (default: the robot's home pose), ``tau`` and ``sensor``
+        = {"planes": [{"point": [...], "normal": [...], "stiffness": k}], "tool_mass": m,
+        "tool_com": [...], "noise": σ} (a wrench sensor is always fitted)."""
+        opts = {"q0": HOME.get(robot.name), **options}
+        sensor = dict(opts.pop("sensor", None) or {})
+        planes = [SpringPlane(**pl) for pl in sensor.pop("planes", [])]
+        return cls(robot, dt=dt, sensor=SimulatedSensor(planes=planes, **sensor), **opts)
 
     def read(self) -> JointState:
         return JointState(self.q.copy(), self.qd.copy(), self.t)

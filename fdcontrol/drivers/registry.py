@@ -1,0 +1,28 @@
+"""The drivers fdcontrol can run, by name (``driver:`` in the settings, ``--driver`` on the CLI).
+
+A driver is one class implementing :class:`~fdcontrol.drivers.base.RobotDriver`, built as
+``Class.from_options(robot, dt, options)`` when it defines that classmethod, else
+``Class(robot=robot, dt=dt, **options)``. Drivers with optional dependencies register lazily.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..registry import Registry
+from ..robot import RobotModel
+from .base import RobotDriver
+
+DRIVERS: Registry[RobotDriver] = Registry("driver")
+DRIVERS.register_lazy("simulated", "fdcontrol.drivers.simulated:SimulatedRobot")
+DRIVERS.register_lazy("udp", "fdcontrol.drivers.udp:UdpBridgeDriver")
+
+
+def build_driver(name: str, robot: RobotModel, dt: float, options: dict[str, Any]) -> RobotDriver:
+    """Construct the driver registered as `name` (see the module doc)."""
+    cls = DRIVERS.get(name)
+    factory = getattr(cls, "from_options", None)
+    driver = factory(robot, dt, dict(options)) if factory is not None else cls(robot=robot, dt=dt, **options)
+    if not isinstance(driver, RobotDriver):
+        raise TypeError(f"driver {name!r} does not implement fdcontrol.drivers.RobotDriver")
+    return driver
