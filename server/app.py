@@ -101,6 +101,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         sys.setswitchinterval(settings.switch_interval)  # bound how long Python code holds the GIL
         worker = LoopWorker(settings)
         rt["w"] = worker
+        app.state.worker, app.state.settings = worker, settings  # for routers in server/routers/
         autostart = settings.autostart
         if autostart is None:  # simulated arms start at once; a real arm waits for POST /control/start
             from fdcontrol.drivers.registry import DRIVERS
