@@ -1,0 +1,91 @@
+"""The tiny base of a joint-velocity limit and the per-cycle pipeline that composes limits.
+
+A limit shapes a desired joint velocity q̇ (rad/s, a list of floats, changed in place) at the
+measured q. Limits run in a fixed order; each may narrow two per-joint boxes held by the
+:class:`Cycle`:
+
+* the *envelope* [lo, hi] — where a joint should be (the braking curve of the position limit);
+  the acceleration limit keeps each joint inside it as far as a·dt allows;
+* the *hard box* [hard_lo, hard_hi] — what the reference may never leave (position and
+  velocity limits). :func:`run` clamps to it last, so it wins over everything before it.
+
+Why plain float lists and no numpy: for N ≈ 6–7 joints a Python loop over floats is several
+times faster than a chain of small numpy calls (benchmarks/bench_cycle.py prints both).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+
+INF = float("inf")
+
+
+class Cycle:
+    """The inputs of one cycle as float lists, and the boxes the limits narrow."""
+
+    __slots__ = ("J", "dt", "hard_hi", "hard_lo", "hi", "lo", "n", "prev", "q")
+
+    def __init__(self, q: np.ndarray, qd_prev: np.ndarray, J: np.ndarray | None, dt: float) -> None:
+        self.q: list[float] = q.tolist()
+        self.prev: list[float] = qd_prev.tolist()
+        self.J = J
+        self.dt = float(dt)
+        self.n = n = len(self.q)
+        self.lo, self.hi = [-INF] * n, [INF] * n
+        self.hard_lo, self.hard_hi = [-INF] * n, [INF] * n
+
+
+class Limit(ABC):
+    """One limit on the joint-velocity reference; registered by name in :data:`LIMITS`."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def validate(self) -> None:
+        """Raise ValueError on parameters the limit cannot work with."""
+
+    @abstractmethod
+    def apply(self, c: Cycle, qd: list[float]) -> bool:
+        """Shape ``qd`` in place (and narrow ``c``'s boxes); return whether the limit acted."""
+
+    def limit(self, q: np.ndarray, qd: np.ndarray, qd_prev: np.ndarray, J: np.ndarray | None,
+              dt: float) -> np.ndarray:
+        """This limit alone, followed by its own hard box: the limited q̇ as an array."""
+        return run((self,), q, qd, qd_prev, J, dt)
+
+
+def run(limits: Sequence[Limit], q: np.ndarray, qd: np.ndarray, qd_prev: np.ndarray,
+        J: np.ndarray | None, dt: float, active: dict[str, bool] | None = None) -> np.ndarray:
+    """Apply ``limits`` in order, then the hard box; record which acted in ``active``."""
+    c = Cycle(q, qd_prev, J, dt)
+    out = qd.tolist()
+    for lim in limits:
+        hit = lim.apply(c, out)
+        if active is not None:
+            active[lim.name] = hit
+    lo, hi = c.hard_lo, c.hard_hi
+    for j in range(c.n):
+        x = out[j]
+        if x > hi[j]:
+            out[j] = hi[j]
+        elif x < lo[j]:
+            out[j] = lo[j]
+    return np.array(out)
+
+
+def per_joint(value: float | np.ndarray | Sequence[float], n: int, name: str) -> np.ndarray:
+    """``value`` broadcast to a float64 vector of length n (a copy)."""
+    arr = np.asarray(value, dtype=float)
+    try:
+        return np.broadcast_to(arr, (n,)).copy()
+    except ValueError:
+        raise ValueError(f"{name} must be a scalar or have {n} entries, got shape {arr.shape}") from None
+
+
+def check_positive(arr: np.ndarray, name: str) -> None:
+    if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise ValueError(f"{name} must be finite and > 0 for every joint")

@@ -1,0 +1,88 @@
+"""Joint position limits as a braking envelope, with jerk-free recovery from beyond a limit."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .base import Cycle, Limit, check_positive
+
+BRAKING_MARGIN = 0.5  # brake along √(2·0.5·a·d): room for the discrete envelope and a lagging robot
+
+
+@dataclass
+class PositionEnvelope(Limit):
+    """q̇_j kept inside the braking envelope of joint j's position limits (rad, rad/s, rad/s²).
+
+    Inside the limits, with d_u = upper − q and d_l = q − lower (rad):
+
+        −min(√(2 m a d_l), d_l/dt) ≤ q̇_j ≤ min(√(2 m a d_u), d_u/dt)
+
+    A joint moving at v with deceleration a stops within v²/(2a), so v ≤ √(2 a d) lets it stop
+    before the limit (the viability bound of Del Prete, "Joint position and velocity bounds in
+    discrete-time acceleration/torque control of robot manipulators", IEEE RA-L 3(1) 2018,
+    eq. 9); the margin m = ``margin`` < 1 leaves room for the discrete steps and for a robot
+    that lags its reference, and the d/dt term keeps q + q̇ dt inside within one step.
+
+    Beyond a limit (d_u < 0, mirrored below) the joint is driven back at up to
+    ``recovery``·v_max: the envelope is [−min(recovery·v_max, −d_u/dt), 0], the desired
+    velocity is set to its inner end, and the acceleration limit ramps towards it — a joint that
+    starts beyond a limit is never snapped back (no velocity step at activation).
+
+    Hard box (never left): q + q̇ dt ∈ [lower, upper] inside; beyond the upper limit q̇ ≤ 0 and
+    q + q̇ dt ≥ lower (mirrored below) — the reference never moves further out.
+    """
+
+    lower: np.ndarray
+    upper: np.ndarray
+    max_acceleration: np.ndarray  # rad/s², the deceleration the envelope assumes
+    max_velocity: np.ndarray  # rad/s, scales the recovery speed
+    recovery: float = 0.1  # fraction of max_velocity used to move back inside a limit
+    margin: float = BRAKING_MARGIN
+
+    name = "position"
+
+    def validate(self) -> None:
+        if np.any(~(self.lower <= self.upper)):
+            raise ValueError("lower position limits must be <= upper ones")
+        check_positive(self.max_acceleration, "max_acceleration")
+        check_positive(self.max_velocity, "max_velocity")
+        if not 0 < self.recovery <= 1:
+            raise ValueError("recovery_speed must be in (0, 1]")
+        if not 0 < self.margin <= 1:
+            raise ValueError("braking margin must be in (0, 1]")
+
+    def apply(self, c: Cycle, qd: list[float]) -> bool:
+        dt, q = c.dt, c.q
+        lower, upper = self.lower.tolist(), self.upper.tolist()
+        amax, vmax = self.max_acceleration.tolist(), self.max_velocity.tolist()
+        m2, back = 2.0 * self.margin, self.recovery
+        lo, hi, hard_lo, hard_hi = c.lo, c.hi, c.hard_lo, c.hard_hi
+        hit = False
+        for j in range(c.n):
+            du, dl = upper[j] - q[j], q[j] - lower[j]
+            if du < 0:  # above the upper limit: come back down, never further up
+                a, b = -min(back * vmax[j], -du / dt), 0.0
+                target = a
+                hl, hh = -dl / dt, 0.0
+            elif dl < 0:  # below the lower limit
+                a, b = 0.0, min(back * vmax[j], -dl / dt)
+                target = b
+                hl, hh = 0.0, du / dt
+            else:
+                brake = m2 * amax[j]
+                a, b = -min(math.sqrt(brake * dl), dl / dt), min(math.sqrt(brake * du), du / dt)
+                target = None
+                hl, hh = -dl / dt, du / dt
+            x = qd[j]
+            if target is not None:
+                hit = True
+                qd[j] = target
+            elif x > b or x < a:
+                hit = True
+                qd[j] = b if x > b else a
+            lo[j], hi[j] = max(lo[j], a), min(hi[j], b)
+            hard_lo[j], hard_hi[j] = max(hard_lo[j], hl), min(hard_hi[j], hh)
+        return hit
