@@ -1,0 +1,268 @@
+"""Each limit alone (property tests), their composition in SafetyLimits, and the loop.
+
+The oracles are written here from the equations in the docstrings (braking distance v²/2a,
+uniform scaling, a·dt per cycle), not taken from the code under test.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+
+from fdcontrol.limits import (
+    LIMITS,
+    CartesianSpeed,
+    JointAcceleration,
+    JointVelocity,
+    Limit,
+    PositionEnvelope,
+)
+from fdcontrol.safety import SafetyLimits
+
+EPS = 1e-9
+PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+finite = st.floats(-50.0, 50.0, allow_nan=False, allow_infinity=False)
+positive = st.floats(0.05, 20.0)
+dts = st.sampled_from([1e-3, 2e-3, 4e-3, 1e-2])
+
+
+@st.composite
+def joints(draw, n=None):
+    """A random joint set: limits, v_max, a_max and a measured q inside or beyond a limit."""
+    n = draw(st.integers(1, 7)) if n is None else n
+    lower = np.array(draw(st.lists(st.floats(-3.0, 0.0), min_size=n, max_size=n)))
+    width = np.array(draw(st.lists(st.floats(0.01, 4.0), min_size=n, max_size=n)))
+    upper = lower + width
+    # where in the range: <0 below the lower limit, >1 beyond the upper one
+    frac = np.array(draw(st.lists(st.floats(-0.3, 1.3), min_size=n, max_size=n)))
+    q = lower + frac * width
+    vmax = np.array(draw(st.lists(st.floats(0.1, 3.0), min_size=n, max_size=n)))
+    amax = np.array(draw(st.lists(st.floats(0.5, 20.0), min_size=n, max_size=n)))
+    return {"n": n, "lower": lower, "upper": upper, "q": q, "vmax": vmax, "amax": amax}
+
+
+def vec(draw, n, lo=-5.0, hi=5.0):
+    return np.array(draw(st.lists(st.floats(lo, hi), min_size=n, max_size=n)))
+
+
+def parallel(a: np.ndarray, b: np.ndarray) -> bool:
+    """a = s·b with s ∈ [0, 1] (same direction, not longer)."""
+    nb = np.linalg.norm(b)
+    if nb == 0:
+        return bool(np.linalg.norm(a) <= EPS)
+    s = float(a @ b) / nb**2
+    return -EPS <= s <= 1 + EPS and np.allclose(a, s * b, atol=1e-9 * (1 + nb))
+
+
+# ------------------------------------------------------------------------- registry
+def test_every_limit_is_registered_by_its_name():
+    assert set(LIMITS.names()) == {"cartesian", "position", "velocity", "acceleration"}
+    for name in LIMITS:
+        cls = LIMITS.get(name)
+        assert issubclass(cls, Limit) and cls.name == name
+        assert cls.__doc__ and ("≤" in cls.__doc__)  # the equation is stated
+
+
+# ------------------------------------------------------------------------- position alone
+@PROPS
+@given(joints(), st.data(), dts)
+def test_position_envelope_alone(j, data, dt):
+    qd = vec(data.draw, j["n"], -10, 10)
+    lim = PositionEnvelope(j["lower"], j["upper"], j["amax"], j["vmax"], recovery=0.1)
+    out = lim.limit(j["q"], qd, np.zeros(j["n"]), None, dt)
+    q, lo, up = j["q"], j["lower"], j["upper"]
+    inside = (q >= lo) & (q <= up)
+    nxt = q + out * dt
+    # inside: the next reference position stays inside, and the speed towards a limit is
+    # one that can still stop before it at a_max (braking distance v²/2a ≤ d)
+    assert np.all(nxt[inside] <= up[inside] + EPS) and np.all(nxt[inside] >= lo[inside] - EPS)
+    towards_up = np.clip(out, 0, None)
+    towards_lo = np.clip(-out, 0, None)
+    assert np.all((towards_up**2 / (2 * j["amax"]) <= (up - q) + EPS)[inside])
+    assert np.all((towards_lo**2 / (2 * j["amax"]) <= (q - lo) + EPS)[inside])
+    # beyond: back towards the limit at up to the recovery speed, never past it, never out
+    above, below = q > up, q < lo
+    back = 0.1 * j["vmax"]
+    assert np.all(out[above] <= 0) and np.all(out[above] >= -back[above] - EPS)
+    assert np.all(nxt[above] >= up[above] - EPS)
+    assert np.all(out[below] >= 0) and np.all(out[below] <= back[below] + EPS)
+    assert np.all(nxt[below] <= lo[below] + EPS)
+    # a joint already within its envelope is left alone
+    free = inside & (np.abs(qd) < 1e-3) & (np.minimum(up - q, q - lo) > 1e-3)
+    np.testing.assert_array_equal(out[free], qd[free])
+
+
+def test_position_envelope_stops_a_joint_driven_into_its_limit():
+    """Closed form: driven at v_max straight at the limit, the joint stops at it, within a·dt."""
+    dt, a = 0.002, 4.0
+    lim = SafetyLimits(np.array([-1.0]), np.array([1.0]), np.array([1.0]), np.array([a]))
+    q, prev = np.array([0.0]), np.array([0.0])
+    for _ in range(5000):
+        out = lim.apply(q, np.array([5.0]), prev, np.zeros((6, 1)), dt)
+        assert abs(out[0] - prev[0]) <= a * dt + EPS
+        q, prev = q + out * dt, out
+        assert q[0] <= 1.0 + EPS
+    assert q[0] > 1.0 - 1e-3 and abs(prev[0]) < 1e-2  # it got there and stopped
+
+
+# ------------------------------------------------------------------------- velocity alone
+@PROPS
+@given(joints(), st.data())
+def test_velocity_alone_scales_uniformly_within_the_limit(j, data):
+    qd = vec(data.draw, j["n"], -10, 10)
+    out = JointVelocity(j["vmax"]).limit(j["q"], qd, np.zeros(j["n"]), None, 0.002)
+    assert np.all(np.abs(out) <= j["vmax"] * (1 + EPS))
+    assert parallel(out, qd)
+    if np.all(np.abs(qd) <= j["vmax"]):
+        np.testing.assert_array_equal(out, qd)
+
+
+# ------------------------------------------------------------------------- acceleration alone
+@PROPS
+@given(joints(), st.data(), dts)
+def test_acceleration_alone_bounds_the_step_and_keeps_its_direction(j, data, dt):
+    qd, prev = vec(data.draw, j["n"], -10, 10), vec(data.draw, j["n"], -3, 3)
+    out = JointAcceleration(j["amax"]).limit(j["q"], qd, prev, None, dt)
+    assert np.all(np.abs(out - prev) <= j["amax"] * dt * (1 + EPS) + EPS)
+    assert parallel(out - prev, qd - prev)
+
+
+# ------------------------------------------------------------------------- Cartesian alone
+@PROPS
+@given(st.integers(1, 7), st.data(), positive, positive)
+def test_cartesian_alone_bounds_the_tip_speed(n, data, vlin, vang):
+    J = np.array(data.draw(st.lists(st.floats(-2, 2), min_size=6 * n, max_size=6 * n))).reshape(6, n)
+    qd = vec(data.draw, n, -10, 10)
+    out = CartesianSpeed(vlin, vang).limit(np.zeros(n), qd, np.zeros(n), J, 0.002)
+    tw = J @ out
+    assert np.linalg.norm(tw[:3]) <= vlin * (1 + 1e-9) + EPS
+    assert np.linalg.norm(tw[3:]) <= vang * (1 + 1e-9) + EPS
+    assert parallel(out, qd)
+    t0 = J @ qd
+    if np.linalg.norm(t0[:3]) <= vlin and np.linalg.norm(t0[3:]) <= vang:
+        np.testing.assert_array_equal(out, qd)
+
+
+def test_cartesian_needs_a_jacobian():
+    with pytest.raises(ValueError, match="Jacobian"):
+        CartesianSpeed().limit(np.zeros(2), np.ones(2), np.zeros(2), None, 0.002)
+
+
+# ------------------------------------------------------------------------- composition
+def safety(j, recovery=0.1) -> SafetyLimits:
+    return SafetyLimits(j["lower"], j["upper"], j["vmax"], j["amax"], max_linear_speed=1e9,
+                        max_angular_speed=1e9, recovery_speed=recovery)
+
+
+@PROPS
+@given(joints(), st.data(), dts)
+def test_composition_keeps_limits_and_steps_except_where_documented(j, data, dt):
+    """References within position/velocity limits; a step > a·dt only in the documented cases."""
+    n, q, lo, up, vmax, amax = j["n"], j["q"], j["lower"], j["upper"], j["vmax"], j["amax"]
+    qd = vec(data.draw, n, -10, 10)
+    prev = np.clip(vec(data.draw, n, -3, 3), -vmax, vmax)
+    lim = safety(j)
+    out = lim.apply(q, qd, prev, np.zeros((6, n)), dt)
+    assert set(lim.active) == {"cartesian", "position", "velocity", "acceleration"}
+    nxt = q + out * dt
+    inside = (q >= lo) & (q <= up)
+    assert np.all(nxt[inside] <= up[inside] + EPS) and np.all(nxt[inside] >= lo[inside] - EPS)
+    assert np.all(out[q > up] <= 0) and np.all(out[q < lo] >= 0)
+    assert np.all(np.abs(out) <= vmax + EPS)
+    step = amax * dt
+    big = np.abs(out - prev) > step + 1e-9
+    # the documented exceptions (fdcontrol/safety.py), written out independently
+    cannot_stop = inside & ((prev - step > (up - q) / dt) | (prev + step < -(q - lo) / dt))
+    pushed_out = ((q > up) & (prev > step)) | ((q < lo) & (prev < -step))
+    assert np.all(~big | cannot_stop | pushed_out), (out - prev, step)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(joints(), st.data(), st.sampled_from([1e-3, 2e-3]), st.sampled_from([0.0, 0.01]))
+def test_random_starts_beyond_limits_never_step_more_than_a_dt(j, data, dt, tau):
+    """Activation anywhere (beyond limits too), random desired q̇ every cycle, a robot that
+    tracks exactly (tau = 0) or lags its reference by a first-order τ = 10 ms."""
+    n, lo, up, vmax, amax = j["n"], j["lower"], j["upper"], j["vmax"], j["amax"]
+    lim = safety(j, recovery=data.draw(st.floats(0.05, 1.0)))
+    step = amax * dt
+    q, prev, qd_meas = j["q"].copy(), np.zeros(n), np.zeros(n)
+    rng = np.random.default_rng(data.draw(st.lists(st.integers(0, 2**31), min_size=1, max_size=4)))
+    lagged = 0
+    for k in range(400):
+        if k % 40 == 0:
+            desired = rng.uniform(-2, 2, n) * vmax * 3
+        out = lim.apply(q, desired, prev, np.zeros((6, n)), dt)
+        info = (k, j, q, prev, out, dt, tau)
+        big = np.abs(out - prev) > step + 1e-9
+        if tau == 0:
+            assert not big.any(), info
+        else:  # a lagging robot runs ahead of a braking reference: the documented exceptions only
+            inside = (q >= lo) & (q <= up)
+            cannot_stop = inside & ((prev - step > (up - q) / dt) | (prev + step < -(q - lo) / dt))
+            pushed_out = ((q > up) & (prev > step)) | ((q < lo) & (prev < -step))
+            assert np.all(~big | cannot_stop | pushed_out), info
+            lagged += int(big.any())
+        assert np.all(np.abs(out) <= vmax + EPS)
+        q_ref = q + out * dt
+        # inside: stays inside; beyond: never further out than measured
+        inside = (q >= lo) & (q <= up)
+        assert np.all(q_ref[inside] <= up[inside] + EPS) and np.all(q_ref[inside] >= lo[inside] - EPS), info
+        assert np.all(out[q > up] <= 0) and np.all(out[q < lo] >= 0), info
+        if tau == 0:
+            q = q_ref
+        else:  # first-order velocity tracking q̈ = (q̇_ref − q̇)/τ
+            qd_meas += dt / tau * (out - qd_meas)
+            q = q + qd_meas * dt
+        prev = out
+    if tau == 0:  # whatever started beyond a limit has moved back towards it
+        d0 = np.maximum(j["q"] - up, lo - j["q"])
+        d1 = np.maximum(q - up, lo - q)
+        assert np.all((d1 < d0)[d0 > 0]), (j, q)
+    note(f"cycles where a lagging robot forced a step > a·dt: {lagged}")
+
+
+def test_activation_beyond_a_limit_ramps_instead_of_stepping(ur10):
+    """Issue 12: the reference used to step 0 → −0.105 rad/s in one cycle (13× a·dt)."""
+    from fdcontrol import make_mapping
+    from fdcontrol.drivers import SimulatedRobot
+    from fdcontrol.loop import ControlLoop
+    from fdcontrol.solvers import make_solver
+
+    q0, dt = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2]), 0.002
+    lim = SafetyLimits.from_robot(ur10)
+    lim.upper[1] = q0[1] - 0.05
+    loop = ControlLoop(ur10, SimulatedRobot(ur10, dt=dt, q0=q0), make_solver(make_mapping("fd", ur10)),
+                       limits=lim, rate=1 / dt)
+    prev, speeds = np.zeros(6), []
+    for i in range(500):
+        s = loop.step(now=i * dt)
+        assert np.all(np.abs(s.qd_ref - prev) <= lim.max_acceleration * dt + 1e-12), i
+        prev = s.qd_ref
+        speeds.append(s.qd_ref[1])
+    back = lim.recovery_speed * lim.max_velocity[1]
+    assert back > 10 * lim.max_acceleration[1] * dt  # the old one-cycle step would fail above
+    assert min(speeds) == pytest.approx(-back)  # it does reach the recovery speed
+    assert loop.state.q[1] < q0[1] - 0.01
+
+
+# ------------------------------------------------------------------------- the public API
+def test_safety_limits_fields_validate_and_share_one_source(ur10):
+    lim = SafetyLimits.from_robot(ur10, velocity_scale=0.25, max_acceleration=2.0, max_linear_speed=0.3)
+    np.testing.assert_allclose(lim.max_velocity, 0.25 * ur10.limits.velocity)
+    np.testing.assert_allclose(lim.max_acceleration, np.full(6, 2.0))
+    assert lim.max_linear_speed == 0.3 and lim.max_angular_speed == 1.5 and lim.recovery_speed == 0.1
+    lim.upper[0] = 0.1  # in place, as tests and callers do
+    assert lim.position.upper[0] == 0.1
+    lim.max_acceleration = 3.0
+    assert lim.acceleration.max_acceleration[2] == 3.0 and lim.position.max_acceleration[2] == 3.0
+    for bad in ({"max_acceleration": -1.0}, {"max_linear_speed": math.inf}, {"recovery_speed": 0.0},
+                {"max_angular_speed": 0.0}):
+        with pytest.raises(ValueError):
+            SafetyLimits.from_robot(ur10, **bad)
+    with pytest.raises(ValueError, match="max_velocity"):
+        SafetyLimits.from_robot(ur10, velocity_scale=0.0)
