@@ -16,20 +16,20 @@ desired joint velocity q̇_d (rad/s) at the measured q:
    uniformly so |Δq̇_j| ≤ a_j dt; then each joint is put back inside its braking envelope as
    far as ±a_j dt around q̇_prev allows, because the uniform scaling, dominated by another
    joint, may under-brake a joint that approaches a limit.
-5. The hard box, per joint, last: |q̇_j| ≤ v_max,j and q + q̇ dt ∈ [lower, upper]; for a joint
-   beyond a limit, no motion further out. The references never exceed position or velocity
-   limits.
+5. The hard box, per joint, last: |q̇_j| ≤ v_max,j and −max(d_l,j, 0)/dt ≤ q̇_j ≤ max(d_u,j, 0)/dt
+   (d_u = upper − q, d_l = q − lower): inside, q + q̇ dt ∈ [lower, upper]; beyond a limit, no
+   motion further out. The references never exceed position or velocity limits.
 
-Position wins over acceleration exactly where both cannot hold in this cycle, i.e. the hard
-box moves q̇_j by more than a_j dt from q̇_prev,j only when
+Position (or velocity) wins over acceleration exactly where both cannot hold in this cycle:
+the hard box moves q̇_j by more than a_j dt from q̇_prev,j only when
 
-* inside the limits: q̇_prev,j − a_j dt > d_u/dt (or q̇_prev,j + a_j dt < −d_l/dt) — the joint
-  cannot stop before the limit even braking at a_j for one cycle. The envelope (margin 0.5 on
-  the braking distance) prevents this while the measured q follows the reference; it can
-  happen when the measured state runs ahead of the reference (overshoot of a real drive);
-* beyond a limit: q̇_prev,j points further out by more than a_j dt (the joint was pushed
-  across the limit while moving out);
-* velocity: |q̇_prev,j| > v_max,j + a_j dt, i.e. ``max_velocity`` was lowered at run time.
+* q̇_prev,j − a_j dt > max(d_u, 0)/dt (or q̇_prev,j + a_j dt < −max(d_l, 0)/dt): even braking
+  at a_j for one cycle, the joint would pass the limit (or, beyond it, keep moving out).
+  The envelope (margin 0.5 on the braking distance) prevents this while the measured q
+  follows the reference; it happens when the measured state runs ahead of the reference — a
+  robot lagging its velocity reference keeps moving while the reference brakes (property
+  test: first-order lag τ = 10 ms) — or when a joint is pushed across a limit while moving out;
+* |q̇_prev,j| > v_max,j + a_j dt, i.e. ``max_velocity`` was lowered at run time.
 
 A joint that starts beyond a limit with q̇_prev = 0 (activation) never steps by more than
 a_j dt. tests/test_limits.py checks these statements with property tests.

@@ -31,8 +31,8 @@ class PositionEnvelope(Limit):
     velocity is set to its inner end, and the acceleration limit ramps towards it — a joint that
     starts beyond a limit is never snapped back (no velocity step at activation).
 
-    Hard box (never left): q + q̇ dt ∈ [lower, upper] inside; beyond the upper limit q̇ ≤ 0 and
-    q + q̇ dt ≥ lower (mirrored below) — the reference never moves further out.
+    Hard box (never left): −max(d_l, 0)/dt ≤ q̇_j ≤ max(d_u, 0)/dt, i.e. q + q̇ dt ∈ [lower, upper]
+    inside, and beyond a limit no motion further out (nor past the opposite limit).
     """
 
     lower: np.ndarray
@@ -66,16 +66,13 @@ class PositionEnvelope(Limit):
             if du < 0:  # above the upper limit: come back down, never further up
                 a, b = -min(back * vmax[j], -du / dt), 0.0
                 target = a
-                hl, hh = -dl / dt, 0.0
             elif dl < 0:  # below the lower limit
                 a, b = 0.0, min(back * vmax[j], -dl / dt)
                 target = b
-                hl, hh = 0.0, du / dt
             else:
                 brake = m2 * amax[j]
                 a, b = -min(math.sqrt(brake * dl), dl / dt), min(math.sqrt(brake * du), du / dt)
                 target = None
-                hl, hh = -dl / dt, du / dt
             x = qd[j]
             if target is not None:
                 hit = True
@@ -84,5 +81,6 @@ class PositionEnvelope(Limit):
                 hit = True
                 qd[j] = b if x > b else a
             lo[j], hi[j] = max(lo[j], a), min(hi[j], b)
-            hard_lo[j], hard_hi[j] = max(hard_lo[j], hl), min(hard_hi[j], hh)
+            hard_lo[j] = max(hard_lo[j], -max(dl, 0.0) / dt)
+            hard_hi[j] = min(hard_hi[j], max(du, 0.0) / dt)
         return hit
