@@ -1,0 +1,112 @@
+"""Configuration against independent computations: RobotModel, finite differences, the
+closed form H = JᵀJ + AᵀA/γ (seed 004 eq. 14), pinocchio's ABA and the QR algorithm."""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from fdcontrol import RobotModel
+from fdcontrol.configuration import Configuration
+from fdcontrol.robot import URDF_DIR, ModelError
+from fdcontrol.virtual import VirtualModel
+
+
+@pytest.fixture(scope="module")
+def tilted():
+    """A chain whose base frame is not the world: UR10 from the shoulder (base rotated and offset)."""
+    return RobotModel.from_urdf(URDF_DIR / "ur10.urdf", "upper_arm_link", "tool0")
+
+
+@pytest.fixture(params=["ur10", "panda", "planar2", "tilted"])
+def robot(request):
+    return request.getfixturevalue(request.param)
+
+
+def test_pose_and_jacobian_match_the_robot_model(robot, rng):
+    conf = Configuration(robot)
+    for _ in range(5):
+        q = robot.random_q(rng)
+        conf.update(q)
+        np.testing.assert_allclose(conf.pose, robot.pose(q), atol=1e-12)
+        np.testing.assert_allclose(conf.jacobian, robot.jacobian(q), atol=1e-12)
+        np.testing.assert_allclose(conf.position, robot.pose(q)[:3, 3], atol=1e-12)
+
+
+def test_tilted_base_is_really_tilted(tilted):
+    conf = Configuration(tilted)
+    assert not np.allclose(conf.base_placement.rotation, np.eye(3))
+    assert np.any(conf.base_placement.translation)
+
+
+def test_jacobian_is_the_derivative_of_the_pose(robot, rng):
+    """Central differences of g(q) (seed eq. 2): v = ∂p/∂q, ω from log(R(q+h) R(q−h)ᵀ)/2h."""
+    conf = Configuration(robot, robot.random_q(rng))
+    h = 1e-6
+    for i in range(robot.dof):
+        e = np.zeros(robot.dof)
+        e[i] = h
+        Tp, Tm = robot.pose(conf.q + e), robot.pose(conf.q - e)
+        v = (Tp[:3, 3] - Tm[:3, 3]) / (2 * h)
+        w = pin.log3(Tp[:3, :3] @ Tm[:3, :3].T) / (2 * h)
+        np.testing.assert_allclose(conf.jacobian[:, i], np.r_[v, w], atol=1e-7)
+    qd = rng.normal(size=robot.dof)
+    np.testing.assert_allclose(conf.twist(qd), conf.jacobian @ qd)
+
+
+@pytest.mark.parametrize("gamma", [1.0, 1e3, 1e6])
+def test_inertia_is_the_closed_form_and_inverts(robot, rng, gamma):
+    vm = VirtualModel(robot, gamma)
+    conf = Configuration(robot, virtual=vm)
+    for _ in range(3):
+        q = robot.random_q(rng)
+        conf.update(q)
+        J, A = robot.jacobian(q), vm.link_jacobians(q)
+        H = J.T @ J + A.T @ A / gamma  # seed 004 eq. 14, no CRBA involved
+        np.testing.assert_allclose(conf.inertia, H, rtol=1e-9, atol=1e-12 * np.abs(H).max())
+        np.testing.assert_allclose(conf.inertia_inverse @ conf.inertia, np.eye(robot.dof), atol=1e-6)
+        np.testing.assert_allclose(conf.pose, robot.pose(q), atol=1e-12)
+        np.testing.assert_allclose(conf.jacobian, J, atol=1e-12)
+
+
+def test_acceleration_matches_qr_and_aba(robot, rng):
+    vm = VirtualModel(robot, 1e3, coriolis=True)
+    conf = Configuration(robot, robot.random_q(rng), virtual=vm)
+    f = rng.normal(size=6) * [10, 10, 10, 1, 1, 1]
+    qd, tau = rng.normal(size=robot.dof), rng.normal(size=robot.dof)
+    a_qr = vm.acceleration(conf.q, f, algorithm="qr")
+    np.testing.assert_allclose(conf.acceleration(f), a_qr, rtol=1e-7, atol=1e-9)
+    a_aba = vm.acceleration(conf.q, f, qd, tau, algorithm="aba")
+    got = conf.acceleration(f, tau, conf.bias(qd))
+    np.testing.assert_allclose(got, a_aba, rtol=1e-7, atol=1e-9)
+    # the stored quantities survive the RNEA call
+    np.testing.assert_allclose(conf.jacobian, robot.jacobian(conf.q), atol=1e-12)
+
+
+def test_telemetry_is_lazy_and_refreshed_by_update(ur10, rng):
+    vm = VirtualModel(ur10, 1e3)
+    conf = Configuration(ur10, ur10.random_q(rng), virtual=vm)
+    assert conf._sv is None and conf._kappa is None  # nothing computed until asked
+    q1 = conf.q
+    sv = np.linalg.svd(ur10.jacobian(q1), compute_uv=False)
+    assert conf.sigma_min == pytest.approx(sv[-1], rel=1e-12)
+    assert conf.manipulability == pytest.approx(ur10.manipulability(q1), rel=1e-10)
+    assert conf.kappa_h == pytest.approx(np.linalg.cond(vm.inertia(q1)), rel=1e-8)
+    q2 = ur10.random_q(rng)
+    conf.update(q2)
+    assert conf.sigma_min == pytest.approx(np.linalg.svd(ur10.jacobian(q2), compute_uv=False)[-1], rel=1e-12)
+    assert conf.kappa_h == pytest.approx(np.linalg.cond(vm.inertia(q2)), rel=1e-8)
+
+
+def test_errors_name_the_problem(ur10, panda):
+    conf = Configuration(ur10)
+    with pytest.raises(ModelError, match="virtual"):
+        conf.acceleration(np.zeros(6))
+    assert np.isnan(conf.kappa_h)
+    with pytest.raises(ModelError, match="6 entries"):
+        conf.update(np.zeros(7))
+    with pytest.raises(ModelError, match="NaN"):
+        conf.update(np.full(6, np.nan))
+    with pytest.raises(ModelError, match="another robot"):
+        Configuration(ur10, virtual=VirtualModel(panda))
