@@ -1,0 +1,291 @@
+"""The loop state, declared once: every field with its kind, shape, description and unit.
+
+:class:`LoopState` is the immutable state one control cycle publishes. Its fields carry their
+declaration in ``dataclasses.field(metadata=...)``; everything else is derived from it:
+
+* :class:`SharedLayout` — the float64 slots of the shared-memory state slot (for up to
+  ``max_dof`` joints; the fault text as bytes inside the same block, so one seqlock covers it),
+* :func:`to_dict` / :func:`from_dict` (and the JSON / MessagePack helpers) — the wire encoding,
+* :func:`state_model` — the pydantic model for the OpenAPI schema,
+* :func:`describe` — a Markdown table of the fields for the documentation.
+
+Shape rules are tuples of ints and the symbol ``"dof"`` (the robot's joint count).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, fields
+from typing import Annotated, Any, Literal
+
+import msgpack
+import numpy as np
+
+from .control import MODES
+from .limits import LIMITS
+
+WATCHDOG: tuple[str, ...] = ("idle", "ok", "tripped")
+#: the keys of ``limits_active``: every registered limit, then the solver's virtual joint limit
+LIMIT_KEYS: tuple[str, ...] = (*LIMITS.names(), "virtual_joint_limit")
+
+Shape = tuple[int | str, ...]
+
+
+def _decl(kind: str, description: str, unit: str = "", shape: Shape = (), choices: tuple[str, ...] = (),
+          nullable: bool = False) -> dict[str, Any]:
+    return {"kind": kind, "description": description, "unit": unit, "shape": shape, "choices": choices,
+            "nullable": nullable}
+
+
+def scalar(kind: Literal["float", "int", "bool"], description: str, unit: str = "",
+           nullable: bool = False) -> dict[str, Any]:
+    """A number or flag; ``nullable`` floats encode NaN as null."""
+    return _decl(kind, description, unit, nullable=nullable)
+
+
+def array(shape: Shape, description: str, unit: str = "") -> dict[str, Any]:
+    """A float64 array of the given shape rule."""
+    return _decl("array", description, unit, shape)
+
+
+def choice(choices: tuple[str, ...], description: str) -> dict[str, Any]:
+    """One of a fixed set of names (stored by index in shared memory)."""
+    return _decl("choice", description, choices=choices)
+
+
+def text(description: str) -> dict[str, Any]:
+    """Free text or None."""
+    return _decl("text", description, nullable=True)
+
+
+def flags(keys: tuple[str, ...], description: str) -> dict[str, Any]:
+    """A dict name → bool over fixed keys."""
+    return _decl("flags", description, choices=keys)
+
+
+@dataclass(frozen=True)
+class LoopState:
+    """What one control cycle publishes (base frame; SI units as declared per field)."""
+
+    t: float = field(metadata=scalar("float", "time of the joint measurement (driver clock)", "s"))
+    cycle: int = field(metadata=scalar("int", "cycles since the loop started"))
+    q: np.ndarray = field(metadata=array(("dof",), "measured joint positions", "rad"))
+    qd: np.ndarray = field(metadata=array(("dof",), "measured joint velocities", "rad/s"))
+    q_ref: np.ndarray = field(metadata=array(("dof",), "joint position reference sent to the driver", "rad"))
+    qd_ref: np.ndarray = field(metadata=array(("dof",), "joint velocity reference sent to the driver", "rad/s"))
+    tip_pose: np.ndarray = field(metadata=array((4, 4), "tip pose in the base frame, homogeneous 4×4", "m"))
+    wrench: np.ndarray = field(metadata=array((6,), "control signal f_c [F; τ] to the solver, base frame", "N, N·m"))
+    f_measured: np.ndarray = field(metadata=array((6,), "filtered measured wrench [F; τ], base frame", "N, N·m"))
+    mode: str = field(metadata=choice(MODES, "control law mode"))
+    running: bool = field(metadata=scalar("bool", "the fixed-rate loop is running"))
+    holding: bool = field(metadata=scalar("bool", "braking to / holding standstill (hold, watchdog or fault)"))
+    watchdog: str = field(metadata=choice(WATCHDOG, "streamed-wrench watchdog: idle, ok or tripped"))
+    seq_ack: int = field(metadata=scalar("int", "sequence number of the last streamed wrench used"))
+    fault: str | None = field(metadata=text("why the loop holds after a fault; null when none"))
+    sigma_min_j: float = field(metadata=scalar("float", "σmin of the Jacobian (singularity telemetry)"))
+    limits_active: dict[str, bool] = field(
+        default_factory=dict, metadata=flags(LIMIT_KEYS, "which safety limits shaped the last reference"))
+    kappa_h: float = field(
+        default=math.nan, metadata=scalar("float", "κ(H) of the FD virtual model; null otherwise", nullable=True))
+
+
+FIELDS = fields(LoopState)
+
+
+def shape_of(f: Any, dof: int) -> tuple[int, ...]:
+    """A field's concrete shape for ``dof`` joints."""
+    return tuple(dof if s == "dof" else int(s) for s in f.metadata["shape"])
+
+
+# ---------------------------------------------------------------------- shared memory
+class SharedLayout:
+    """Float64 slots of every field for up to ``max_dof`` joints, and named ``extra`` slots.
+
+    Slot 0 holds the joint count. Arrays take their maximal size; choices an index; flags one
+    slot per key; text a length (−1 for None) then ``text_bytes`` bytes (UTF-8, truncated).
+    The caller owns the seqlock around :meth:`pack` / :meth:`unpack`.
+    """
+
+    def __init__(self, max_dof: int = 16, text_bytes: int = 512, extra: tuple[str, ...] = ()) -> None:
+        self.max_dof, self.text_bytes = max_dof, text_bytes
+        self.slots: dict[str, slice] = {}
+        o = 1  # slot 0: dof
+        for f in FIELDS:
+            kind = f.metadata["kind"]
+            if kind == "array":
+                n = int(np.prod(shape_of(f, max_dof)))
+            elif kind == "flags":
+                n = len(f.metadata["choices"])
+            elif kind == "text":
+                n = 1 + -(-text_bytes // 8)
+            else:
+                n = 1
+            self.slots[f.name] = slice(o, o + n)
+            o += n
+        for name in extra:
+            self.slots[name] = slice(o, o + 1)
+            o += 1
+        self.size = o
+        self.nbytes = 8 * o
+        self._plan = [(f.name, f.metadata["kind"], self.slots[f.name], f.metadata["choices"]) for f in FIELDS]
+
+    def empty(self) -> np.ndarray:
+        return np.zeros(self.size)
+
+    def pack(self, s: LoopState, out: np.ndarray, **extra: float) -> None:
+        """Write ``s`` (and the ``extra`` slots) into ``out`` (float64, length ``size``)."""
+        dof = len(s.q)
+        if dof > self.max_dof:
+            raise ValueError(f"{dof} joints exceed the layout's max_dof = {self.max_dof}")
+        out[0] = dof
+        for name, kind, sl, choices in self._plan:
+            v = getattr(s, name)
+            if kind == "array":
+                flat = np.ravel(v)
+                out[sl.start:sl.start + flat.size] = flat
+            elif kind == "choice":
+                if v not in choices:
+                    raise ValueError(f"{name} = {v!r} is not one of {', '.join(choices)}")
+                out[sl.start] = choices.index(v)
+            elif kind == "flags":
+                out[sl] = [bool(v.get(k)) for k in choices]
+            elif kind == "text":
+                if v is None:
+                    out[sl.start] = -1
+                else:
+                    raw = v.encode()[: self.text_bytes]
+                    out[sl.start] = len(raw)
+                    out[sl.start + 1:sl.stop].view(np.uint8)[: len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+            else:
+                out[sl.start] = v
+        for name, value in extra.items():
+            out[self.slots[name].start] = value
+
+    def unpack(self, arr: np.ndarray) -> tuple[LoopState, dict[str, float]]:
+        """Read a state written by :meth:`pack` (from a consistent copy) and the extra slots."""
+        dof = int(arr[0])
+        values: dict[str, Any] = {}
+        for f in FIELDS:
+            name, kind, sl, choices = f.name, f.metadata["kind"], self.slots[f.name], f.metadata["choices"]
+            if kind == "array":
+                shape = shape_of(f, dof)
+                values[name] = arr[sl.start:sl.start + int(np.prod(shape))].reshape(shape).copy()
+            elif kind == "choice":
+                values[name] = choices[int(arr[sl.start])]
+            elif kind == "flags":
+                values[name] = {k: bool(x) for k, x in zip(choices, arr[sl], strict=True)}
+            elif kind == "text":
+                n = int(arr[sl.start])
+                values[name] = None if n < 0 else bytes(arr[sl.start + 1:sl.stop].view(np.uint8)[:n]).decode(
+                    errors="ignore")
+            elif kind == "int":
+                values[name] = int(arr[sl.start])
+            elif kind == "bool":
+                values[name] = bool(arr[sl.start])
+            else:
+                values[name] = float(arr[sl.start])
+        fixed = {f.name for f in FIELDS}
+        extra = {k: float(arr[sl.start]) for k, sl in self.slots.items() if k not in fixed}
+        return LoopState(**values), extra
+
+
+# ---------------------------------------------------------------------- wire encoding
+def to_dict(s: LoopState) -> dict[str, Any]:
+    """JSON- and MessagePack-ready dict: arrays as (nested) lists, NaN of nullable floats as None."""
+    d: dict[str, Any] = {}
+    for f in FIELDS:
+        v = getattr(s, f.name)
+        kind = f.metadata["kind"]
+        if kind == "array":
+            d[f.name] = np.asarray(v).tolist()
+        elif kind == "flags":
+            d[f.name] = {k: bool(x) for k, x in v.items()}
+        elif kind == "float":
+            d[f.name] = None if (f.metadata["nullable"] and not math.isfinite(v)) else float(v)
+        elif kind == "int":
+            d[f.name] = int(v)
+        elif kind == "bool":
+            d[f.name] = bool(v)
+        else:
+            d[f.name] = v
+    return d
+
+
+def from_dict(d: dict[str, Any]) -> LoopState:
+    """Inverse of :func:`to_dict`."""
+    values: dict[str, Any] = {}
+    for f in FIELDS:
+        v = d[f.name]
+        kind = f.metadata["kind"]
+        if kind == "array":
+            v = np.asarray(v, dtype=float)
+        elif kind == "float":
+            v = math.nan if v is None else float(v)
+        elif kind == "flags":
+            v = dict(v)
+        values[f.name] = v
+    return LoopState(**values)
+
+
+def to_json(s: LoopState) -> str:
+    return json.dumps(to_dict(s))
+
+
+def from_json(raw: str | bytes) -> LoopState:
+    return from_dict(json.loads(raw))
+
+
+def to_msgpack(s: LoopState) -> bytes:
+    return msgpack.packb(to_dict(s))
+
+
+def from_msgpack(raw: bytes) -> LoopState:
+    return from_dict(msgpack.unpackb(raw))
+
+
+# ---------------------------------------------------------------------- OpenAPI
+def _annotation(f: Any) -> Any:
+    from pydantic import Field
+
+    finite = Annotated[float, Field(allow_inf_nan=False)]
+    kind, meta = f.metadata["kind"], f.metadata
+    if kind == "array":
+        t: Any = finite
+        for _ in meta["shape"]:
+            t = list[t]
+        return t
+    if kind == "choice":
+        return Literal[meta["choices"]]
+    if kind == "text":
+        return str | None
+    if kind == "flags":
+        return dict[str, bool]
+    base = {"float": float, "int": int, "bool": bool}[kind]
+    return base | None if meta["nullable"] else base
+
+
+def state_model(name: str = "State") -> Any:
+    """The pydantic model of the encoded state (field descriptions carry the units)."""
+    from pydantic import Field, create_model
+
+    spec: dict[str, Any] = {}
+    for f in FIELDS:
+        meta = f.metadata
+        desc = meta["description"] + (f" ({meta['unit']})" if meta["unit"] else "")
+        if meta["kind"] == "flags":
+            desc += f"; keys: {', '.join(meta['choices'])}"
+        spec[f.name] = (_annotation(f), Field(description=desc))
+    return create_model(name, **spec)
+
+
+def describe() -> str:
+    """The fields as a Markdown table (name, kind, shape, unit, description)."""
+    rows = ["| field | kind | shape | unit | description |", "|---|---|---|---|---|"]
+    for f in FIELDS:
+        m = f.metadata
+        shape = "×".join(str(s) for s in m["shape"]) or "scalar"
+        kind = m["kind"] + (f" ({' / '.join(m['choices'])})" if m["choices"] else "")
+        rows.append(f"| `{f.name}` | {kind} | {shape} | {m['unit']} | {m['description']} |")
+    return "\n".join(rows)
+
