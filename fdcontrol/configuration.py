@@ -8,10 +8,10 @@ from it instead of running forward kinematics again.
   with a :class:`~fdcontrol.virtual.VirtualModel`, the composite rigid body algorithm with the
   WORLD convention, which fills the Jacobians in the same pass, then the Cholesky factor of H
   and H⁻¹ (pinocchio's sparse LDLᵀ).
-* Cheap results are stored at once: ``pose`` (4×4, tip in base), ``jacobian`` (6×N, rows
-  [v; ω] in the base frame, seed eq. 3), ``inertia`` H(q) and ``inertia_inverse`` H⁻¹(q).
-* Costly telemetry is computed when first asked for, then cached until the next update:
-  ``singular_values`` of J, ``sigma_min``, ``kappa_h`` = κ(H).
+* Results the cycle needs are stored at once: ``pose`` (4×4, tip in base), ``jacobian`` (6×N,
+  rows [v; ω] in the base frame, seed eq. 3) and ``inertia_inverse`` H⁻¹(q).
+* The rest is computed when first asked for, then cached until the next update: ``inertia``
+  H(q), ``singular_values`` of J, ``sigma_min``, ``kappa_h`` = κ(H).
 
 Units: rad, m, s; H in the virtual model's kg·m² (seed 004, eqs. 13–14).
 """
@@ -45,6 +45,7 @@ class Configuration:
         R = self.base_placement.rotation
         self._Rt = None if np.array_equal(R, np.eye(3)) else R.T.copy()
         self._identity_base = self._Rt is None and not np.any(self.base_placement.translation)
+        self._lower = np.tril_indices(self.model.nv, -1)
         self.update(pin.neutral(robot.model) if q is None else q)
 
     # ---------------------------------------------------------------- the once-per-cycle pass
@@ -54,8 +55,6 @@ class Configuration:
         m, d = self.model, self.data
         if self.virtual is not None:
             pin.crba(m, d, q, pin.Convention.WORLD)  # also fills d.J and d.oMi
-            M = d.M
-            self.inertia = np.triu(M) + np.triu(M, 1).T
             pin.cholesky.decompose(m, d)
             self.inertia_inverse = pin.cholesky.computeMinv(m, d)
         else:
@@ -66,6 +65,7 @@ class Configuration:
         self.q = q
         self._sv: np.ndarray | None = None
         self._kappa: float | None = None
+        self._H: np.ndarray | None = None
         return self
 
     # ---------------------------------------------------------------- frames
@@ -94,6 +94,17 @@ class Configuration:
         return self.jacobian @ qd
 
     # ---------------------------------------------------------------- dynamics (virtual model)
+    @property
+    def inertia(self) -> np.ndarray:
+        """H(q), the virtual joint-space inertia (N×N, symmetric; CRBA fills its upper triangle)."""
+        self._need_virtual()
+        if self._H is None:
+            H = self.data.M.copy()
+            low = self._lower
+            H[low] = H.T[low]
+            self._H = H
+        return self._H
+
     def _need_virtual(self) -> VirtualModel:
         if self.virtual is None:
             raise ModelError("this configuration has no virtual model (pass virtual=...)")

@@ -55,7 +55,9 @@ class PositionEnvelope(Limit):
             raise ValueError("braking margin must be in (0, 1]")
 
     def apply(self, c: Cycle, qd: list[float]) -> bool:
-        dt, q = c.dt, c.q
+        # plain comparisons instead of min()/max(): this runs for every joint every cycle
+        dt, q, sqrt = c.dt, c.q, math.sqrt
+        inv_dt = 1.0 / dt
         lower, upper = self.lower.tolist(), self.upper.tolist()
         amax, vmax = self.max_acceleration.tolist(), self.max_velocity.tolist()
         m2, back = 2.0 * self.margin, self.recovery
@@ -63,24 +65,36 @@ class PositionEnvelope(Limit):
         hit = False
         for j in range(c.n):
             du, dl = upper[j] - q[j], q[j] - lower[j]
-            if du < 0:  # above the upper limit: come back down, never further up
-                a, b = -min(back * vmax[j], -du / dt), 0.0
-                target = a
+            if du < 0:  # above the upper limit: come back down (never further up), ramped by a·dt
+                r = back * vmax[j]
+                a = -r if r < -du * inv_dt else du * inv_dt
+                b = 0.0
+                qd[j], hit = a, True
+                du = 0.0
             elif dl < 0:  # below the lower limit
-                a, b = 0.0, min(back * vmax[j], -dl / dt)
-                target = b
+                r = back * vmax[j]
+                a, b = 0.0, (r if r < -dl * inv_dt else -dl * inv_dt)
+                qd[j], hit = b, True
+                dl = 0.0
             else:
                 brake = m2 * amax[j]
-                a, b = -min(math.sqrt(brake * dl), dl / dt), min(math.sqrt(brake * du), du / dt)
-                target = None
-            x = qd[j]
-            if target is not None:
-                hit = True
-                qd[j] = target
-            elif x > b or x < a:
-                hit = True
-                qd[j] = b if x > b else a
-            lo[j], hi[j] = max(lo[j], a), min(hi[j], b)
-            hard_lo[j] = max(hard_lo[j], -max(dl, 0.0) / dt)
-            hard_hi[j] = min(hard_hi[j], max(du, 0.0) / dt)
+                b, a = sqrt(brake * du), sqrt(brake * dl)
+                if du * inv_dt < b:
+                    b = du * inv_dt
+                a = -(dl * inv_dt) if dl * inv_dt < a else -a
+                x = qd[j]
+                if x > b:
+                    qd[j], hit = b, True
+                elif x < a:
+                    qd[j], hit = a, True
+            if a > lo[j]:
+                lo[j] = a
+            if b < hi[j]:
+                hi[j] = b
+            h = -dl * inv_dt  # hard box: −max(d_l, 0)/dt ≤ q̇ ≤ max(d_u, 0)/dt
+            if h > hard_lo[j]:
+                hard_lo[j] = h
+            h = du * inv_dt
+            if h < hard_hi[j]:
+                hard_hi[j] = h
         return hit
