@@ -7,7 +7,9 @@ Per robot, per call (µs, p50 and p99), interleaved in rounds so that machine lo
 * ``core``  — the lean FD core: CRBA (WORLD convention, fills the joint Jacobians), the frame
   Jacobian, pinocchio's Cholesky, q̈ = H⁻¹Jᵀf − c q̇ and one semi-implicit Euler step;
 * ``loop``  — ``ControlLoop.step``: FD solver (Coriolis, joint-limit constraints), kinematic
-  ``SimulatedRobot``, a live streamed wrench, safety limits, decimated telemetry;
+  ``SimulatedRobot`` (its read + send are in the cycle), a wrench applied, safety limits,
+  decimated telemetry; ``set_wrench`` — what a fresh streamed wrench adds per cycle;
+  ``sim_driver`` — the simulator's read + send alone;
 * ``proto`` — the same cycle written as issue 14 intends: one :class:`Configuration` update
   (pose, J, H, H⁻¹ in one pass) shared by the law, the FD step, the limits and the telemetry
   (checked here to give the same references as ``loop``);
@@ -143,6 +145,11 @@ def stream(loop: ControlLoop, now: float) -> None:
     loop.set_wrench(WRENCH * math.cos(now), t=now)
 
 
+def hold_wrench(loop: ControlLoop) -> None:
+    """One wrench that never goes stale (arrival time far ahead): the cycle without input cost."""
+    loop.set_wrench(WRENCH, t=1e12)
+
+
 def check_equivalent(robot: RobotModel, cycles: int = 300) -> float:
     """Max |q̇_ref(loop) − q̇_ref(proto)| over a run from the same start and inputs."""
     a, b = make_loop(robot), make_loop(robot)
@@ -173,19 +180,12 @@ def bench(robot: RobotModel, cycles: int, rounds: int) -> dict[str, np.ndarray]:
     lim_np = numpy_limits(lim)
     J = robot.jacobian(q)
     qd_des, prev = np.full(robot.dof, 0.3), np.zeros(robot.dof)
-    clock = {"t": 0.0}
-
-    def loop_call() -> None:
-        clock["t"] += DT
-        stream(loop, clock["t"])
-        loop.step(now=clock["t"])
-
-    def proto_call() -> None:
-        clock["t"] += DT
-        stream(ploop, clock["t"])
-        proto.step(clock["t"])
-
-    calls = {"core": lambda: core(q, qd, WRENCH), "loop": loop_call, "proto": proto_call,
+    hold_wrench(loop)
+    hold_wrench(ploop)
+    drv = SimulatedRobot(robot, dt=DT, q0=q)
+    calls = {"core": lambda: core(q, qd, WRENCH), "loop": lambda: loop.step(now=0.0),
+             "proto": lambda: proto.step(0.0), "set_wrench": lambda: loop.set_wrench(WRENCH, t=1e12),
+             "sim_driver": lambda: drv.send(drv.read().q, qd),
              "limits": lambda: lim.apply(q, qd_des, prev, J, DT),
              "limits_np": lambda: lim_np(q, qd_des, prev, J, DT)}
     for fn in calls.values():  # warm up

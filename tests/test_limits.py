@@ -20,6 +20,7 @@ from fdcontrol.limits import (
     JointVelocity,
     Limit,
     PositionEnvelope,
+    braking_steps,
 )
 from fdcontrol.safety import SafetyLimits
 
@@ -66,6 +67,32 @@ def test_every_limit_is_registered_by_its_name():
         cls = LIMITS.get(name)
         assert issubclass(cls, Limit) and cls.name == name
         assert cls.__doc__ and ("≤" in cls.__doc__)  # the equation is stated
+
+
+def test_safety_limits_compose_every_registered_limit(ur10):
+    lim = SafetyLimits.from_robot(ur10)
+    assert [type(x) for x in lim.limits] == [LIMITS.get(n) for n in ("cartesian", "position", "velocity",
+                                                                      "acceleration")]
+    assert {x.name for x in lim.limits} == set(LIMITS.names())
+
+
+@PROPS
+@given(joints(), st.data(), dts)
+def test_braking_stops_within_the_acceleration_limit(j, data, dt):
+    qd = vec(data.draw, j["n"], -3, 3)
+    refs = list(braking_steps(qd, j["amax"], dt))
+    prev = qd
+    for r in refs:
+        assert np.all(np.abs(r - prev) <= j["amax"] * dt * (1 + 1e-12))
+        assert parallel(r, qd)
+        prev = r
+    if np.any(qd):
+        assert np.array_equal(refs[-1], np.zeros(j["n"]))
+        # no faster than possible, no slower than needed: within one cycle of max |q̇_j|/(a_j dt)
+        x = float(np.max(np.abs(qd) / (j["amax"] * dt)))
+        assert x * (1 - 1e-12) <= len(refs) < x + 1
+    else:
+        assert refs == []
 
 
 # ------------------------------------------------------------------------- position alone

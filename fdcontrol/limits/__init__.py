@@ -7,6 +7,7 @@ the order cartesian → position → velocity → acceleration, then the hard bo
 from ..registry import Registry
 from .acceleration import JointAcceleration
 from .base import Cycle, Limit, run
+from .braking import braking_steps
 from .cartesian import CartesianSpeed
 from .position import BRAKING_MARGIN, PositionEnvelope
 from .velocity import JointVelocity
@@ -16,4 +17,4 @@ for _cls in (CartesianSpeed, PositionEnvelope, JointVelocity, JointAcceleration)
     LIMITS.register(_cls.name)(_cls)
 
 __all__ = ["BRAKING_MARGIN", "LIMITS", "CartesianSpeed", "Cycle", "JointAcceleration", "JointVelocity",
-           "Limit", "PositionEnvelope", "run"]
+           "Limit", "PositionEnvelope", "braking_steps", "run"]
