@@ -14,7 +14,10 @@ Per robot, per call (µs, p50 and p99), interleaved in rounds so that machine lo
   (pose, J, H, H⁻¹ in one pass) shared by the law, the FD step, the limits and the telemetry
   (checked here to give the same references as ``loop``);
 * ``limits`` — ``SafetyLimits.apply`` alone, and ``limits_np`` — the same four limits written
-  with numpy calls (the alternative the plain-float code is measured against).
+  with numpy calls (the alternative the plain-float code is measured against);
+* ``shm_today`` / ``shm_derived`` — publishing a state into shared memory with server/worker.py's
+  hand-written writer and with fdcontrol.state's derived layout; ``dict_derived`` — the
+  JSON/MessagePack dict.
 
 Ratios loop/core and proto/core are printed for p50 and p99. Not a test: numbers depend on
 the machine and its load.
@@ -163,6 +166,34 @@ def check_equivalent(robot: RobotModel, cycles: int = 300) -> float:
     return worst
 
 
+def publish_calls(loop: ControlLoop) -> dict:
+    """Publishing a state: today's hand-written shared-memory writer vs the derived layout."""
+    from fdcontrol import state as st
+
+    calls = {}
+    try:
+        from server.worker import Channel
+    except ImportError:  # the service is not installed: skip today's writer
+        Channel = None
+    layout = st.SharedLayout(extra=("last_cycle_at",))
+    buf, shm = layout.empty(), layout.empty()
+    s = st.LoopState(**{f.name: getattr(loop.state, f.name) for f in st.FIELDS})
+
+    def pack() -> None:
+        layout.pack(s, buf, last_cycle_at=1.0)
+        shm[1:] = buf[1:]  # the seqlock's copy into shared memory
+
+    calls["shm_derived"] = pack
+    calls["dict_derived"] = lambda: st.to_dict(s)
+    if Channel is not None:
+        ch = Channel()
+        import atexit
+
+        atexit.register(ch.close, unlink=True)
+        calls["shm_today"] = lambda: ch.write_state(loop.state, 1.0)
+    return calls
+
+
 def timed(fn, n: int) -> list[float]:
     clock, out = time.perf_counter_ns, []
     for _ in range(n):
@@ -188,6 +219,7 @@ def bench(robot: RobotModel, cycles: int, rounds: int) -> dict[str, np.ndarray]:
              "sim_driver": lambda: drv.send(drv.read().q, qd),
              "limits": lambda: lim.apply(q, qd_des, prev, J, DT),
              "limits_np": lambda: lim_np(q, qd_des, prev, J, DT)}
+    calls.update(publish_calls(loop))
     for fn in calls.values():  # warm up
         timed(fn, 200)
     samples: dict[str, list[float]] = {k: [] for k in calls}

@@ -102,16 +102,18 @@ def shape_of(f: Any, dof: int) -> tuple[int, ...]:
 class SharedLayout:
     """Float64 slots of every field for up to ``max_dof`` joints, and named ``extra`` slots.
 
-    Slot 0 holds the joint count. Arrays take their maximal size; choices an index; flags one
-    slot per key; text a length (−1 for None) then ``text_bytes`` bytes (UTF-8, truncated).
-    The caller owns the seqlock around :meth:`pack` / :meth:`unpack`.
+    Slot 0 holds the joint count, then every scalar (choices as an index) in one run, then the
+    arrays at their maximal size, the flags (one slot per key) and the texts (a length, −1 for
+    None, then ``text_bytes`` bytes of UTF-8, truncated). The caller owns the seqlock around
+    :meth:`pack` / :meth:`unpack`.
     """
 
     def __init__(self, max_dof: int = 16, text_bytes: int = 512, extra: tuple[str, ...] = ()) -> None:
         self.max_dof, self.text_bytes = max_dof, text_bytes
         self.slots: dict[str, slice] = {}
+        order = {"float": 0, "int": 0, "bool": 0, "choice": 0, "array": 1, "flags": 2, "text": 3}
         o = 1  # slot 0: dof
-        for f in FIELDS:
+        for f in sorted(FIELDS, key=lambda f: order[f.metadata["kind"]]):
             kind = f.metadata["kind"]
             if kind == "array":
                 n = int(np.prod(shape_of(f, max_dof)))
@@ -128,7 +130,14 @@ class SharedLayout:
             o += 1
         self.size = o
         self.nbytes = 8 * o
-        self._plan = [(f.name, f.metadata["kind"], self.slots[f.name], f.metadata["choices"]) for f in FIELDS]
+        by_kind = {k: [f for f in FIELDS if f.metadata["kind"] == k] for k in order}
+        self._scalars = [f.name for f in FIELDS if order[f.metadata["kind"]] == 0]
+        self._scalars.sort(key=lambda n: self.slots[n].start)
+        self._choices = {f.name: {c: i for i, c in enumerate(f.metadata["choices"])} for f in by_kind["choice"]}
+        self._arrays = [(f.name, self.slots[f.name].start) for f in by_kind["array"]]
+        self._flags = [(f.name, self.slots[f.name], f.metadata["choices"]) for f in by_kind["flags"]]
+        self._texts = [(f.name, self.slots[f.name]) for f in by_kind["text"]]
+        self._scalar_run = slice(1, 1 + len(self._scalars))
 
     def empty(self) -> np.ndarray:
         return np.zeros(self.size)
@@ -139,26 +148,30 @@ class SharedLayout:
         if dof > self.max_dof:
             raise ValueError(f"{dof} joints exceed the layout's max_dof = {self.max_dof}")
         out[0] = dof
-        for name, kind, sl, choices in self._plan:
+        row = []
+        for name in self._scalars:
             v = getattr(s, name)
-            if kind == "array":
-                flat = np.ravel(v)
-                out[sl.start:sl.start + flat.size] = flat
-            elif kind == "choice":
-                if v not in choices:
-                    raise ValueError(f"{name} = {v!r} is not one of {', '.join(choices)}")
-                out[sl.start] = choices.index(v)
-            elif kind == "flags":
-                out[sl] = [bool(v.get(k)) for k in choices]
-            elif kind == "text":
-                if v is None:
-                    out[sl.start] = -1
-                else:
-                    raw = v.encode()[: self.text_bytes]
-                    out[sl.start] = len(raw)
-                    out[sl.start + 1:sl.stop].view(np.uint8)[: len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+            codes = self._choices.get(name)
+            if codes is not None:
+                if v not in codes:
+                    raise ValueError(f"{name} = {v!r} is not one of {', '.join(codes)}")
+                v = codes[v]
+            row.append(v)
+        out[self._scalar_run] = row
+        for name, start in self._arrays:
+            v = getattr(s, name)
+            out[start:start + v.size] = v.reshape(-1)
+        for name, sl, keys in self._flags:
+            v = getattr(s, name)
+            out[sl] = [bool(v.get(k)) for k in keys]
+        for name, sl in self._texts:
+            v = getattr(s, name)
+            if v is None:
+                out[sl.start] = -1
             else:
-                out[sl.start] = v
+                raw = v.encode()[: self.text_bytes]
+                out[sl.start] = len(raw)
+                out[sl.start + 1:sl.stop].view(np.uint8)[: len(raw)] = np.frombuffer(raw, dtype=np.uint8)
         for name, value in extra.items():
             out[self.slots[name].start] = value
 
