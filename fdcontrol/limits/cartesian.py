@@ -13,7 +13,7 @@ class CartesianSpeed(Limit):
     """‖v‖ ≤ v_max (m/s) and ‖ω‖ ≤ ω_max (rad/s) for the tip twist [v; ω] = J q̇ (seed eq. 3).
 
     q̇ is scaled by s = min(1, v_max/‖v‖, ω_max/‖ω‖); the twist scales with it, so its direction
-    is kept (the tool speed limit of ISO 10218-1:2011 §5.6.3 / ISO/TS 15066, enforced by
+    is kept (the tool speed limit of ISO 10218-1 / ISO/TS 15066, enforced by
     uniform scaling as in Dahl & Nielsen 1990). J is 6×N in the base frame, rows [v; ω].
     No hard box: the limits applied after it only slow the joints further, except the
     acceleration limit, which may keep a faster twist for the cycles it needs to brake.

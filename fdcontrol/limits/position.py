@@ -21,15 +21,15 @@ class PositionEnvelope(Limit):
         −min(√(2 m a d_l), d_l/dt) ≤ q̇_j ≤ min(√(2 m a d_u), d_u/dt)
 
     A joint moving at v with deceleration a stops within v²/(2a), so v ≤ √(2 a d) lets it stop
-    before the limit (the viability bound of Del Prete, "Joint position and velocity bounds in
-    discrete-time acceleration/torque control of robot manipulators", IEEE RA-L 3(1) 2018,
-    eq. 9); the margin m = ``margin`` < 1 leaves room for the discrete steps and for a robot
-    that lags its reference, and the d/dt term keeps q + q̇ dt inside within one step.
+    before the limit (the viable velocities of Del Prete, "Joint position and velocity bounds
+    in discrete-time acceleration/torque control of robot manipulators", IEEE RA-L 3(1) 2018);
+    the margin m = ``margin`` < 1 leaves room for the discrete steps and for a robot that
+    lags its reference, and the d/dt term keeps q + q̇ dt inside within one step.
 
     Beyond a limit (d_u < 0, mirrored below) the joint is driven back at up to
     ``recovery``·v_max: the envelope is [−min(recovery·v_max, −d_u/dt), 0], the desired
-    velocity is set to its inner end, and the acceleration limit ramps towards it — a joint that
-    starts beyond a limit is never snapped back (no velocity step at activation).
+    velocity is set to its lower end, and the acceleration limit ramps towards it — a joint
+    that starts beyond a limit is never snapped back (no velocity step at activation).
 
     Hard box (never left): −max(d_l, 0)/dt ≤ q̇_j ≤ max(d_u, 0)/dt, i.e. q + q̇ dt ∈ [lower, upper]
     inside, and beyond a limit no motion further out (nor past the opposite limit).
