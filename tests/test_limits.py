@@ -294,3 +294,29 @@ def test_safety_limits_fields_validate_and_share_one_source(ur10):
             SafetyLimits.from_robot(ur10, **bad)
     with pytest.raises(ValueError, match="max_velocity"):
         SafetyLimits.from_robot(ur10, velocity_scale=0.0)
+
+
+def test_cartesian_speed_limit_in_the_loop(ur10):
+    """A large push: the tip speed of the references stays at the Cartesian limit (the
+    acceleration limit only interpolates between twists that respect it, up to the change of
+    J within one cycle), and the limit reports itself active."""
+    from fdcontrol import make_mapping
+    from fdcontrol.drivers import SimulatedRobot
+    from fdcontrol.loop import ControlLoop
+    from fdcontrol.solvers import make_solver
+
+    q0, dt = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2]), 0.002
+    lim = SafetyLimits.from_robot(ur10, velocity_scale=1.0, max_acceleration=20.0, max_linear_speed=0.1,
+                                  max_angular_speed=0.3)
+    loop = ControlLoop(ur10, SimulatedRobot(ur10, dt=dt, q0=q0), make_solver(make_mapping("fd", ur10)),
+                       limits=lim, rate=1 / dt)
+    v, w, seen = [], [], False
+    for i in range(400):
+        loop.set_wrench([300.0, 0, 0, 0, 0, 10.0], t=i * dt)
+        s = loop.step(now=i * dt)
+        tw = ur10.jacobian(s.q) @ s.qd_ref
+        v.append(np.linalg.norm(tw[:3]))
+        w.append(np.linalg.norm(tw[3:]))
+        seen |= s.limits_active["cartesian"]
+    assert seen and max(v) > 0.09  # it did push against the limit
+    assert max(v) <= 0.1 * 1.01 and max(w) <= 0.3 * 1.01
