@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from fdcontrol import ForwardDynamics, RobotModel, VirtualModel
 from fdcontrol.constraints import (
@@ -38,14 +39,32 @@ def test_projection_puts_the_state_on_the_limit():
     np.testing.assert_array_equal(qd, [0.0, 0.2, 0.0])
 
 
-def test_active_set_locks_only_pushing_joints_and_releases():
+def test_active_set_locks_only_pushing_joints_releases_and_re_adds():
     H = np.diag([1.0, 2.0])
     c = JointLimitConstraints(lower=np.array([-1.0, -1.0]), upper=np.array([1.0, 1.0]))
-    q = np.array([1.0, 0.0])
-    a = c.solve(H, np.array([3.0, 4.0]), q, np.zeros(2))  # pushes joint 0 up into its limit: locked
-    assert c.active.tolist() == [True, False] and a.tolist() == [0.0, 2.0]
-    a = c.solve(H, np.array([-3.0, 4.0]), q, np.zeros(2))  # pulls it back inside: released
-    assert not c.active.any() and a.tolist() == [-3.0, 2.0]
+    q, qd = np.array([1.0, 0.0]), np.zeros(2)
+
+    def decide(b, q=q, qd=qd):
+        locked = c.decide(q, qd, lambda lk: locked_acceleration(H, b, lk), H, b)
+        return locked, locked_acceleration(H, b, locked)
+
+    locked, a = decide(np.array([3.0, 4.0]))  # pushes joint 0 up into its limit: locked
+    assert locked.tolist() == [True, False] and a == pytest.approx([0.0, 2.0], rel=1e-14)
+    locked, a = decide(np.array([-3.0, 4.0]))  # pulls it back inside: released
+    assert not locked.any() and a == pytest.approx([-3.0, 2.0], rel=1e-14)
+    # moving back inside at the start: not locked at first, re-added because q̈ points outward
+    H2 = np.array([[2.0, 1.0], [1.0, 2.0]])
+    b = np.array([1.0, 0.0])
+    locked = c.decide(q, np.array([0.0, 0.0]), lambda lk: locked_acceleration(H2, b, lk), H2, b)
+    assert locked.tolist() == [True, False]
+    # both at upper limits, coupled: both locked, λ = −b; joint 1's λ = 0.5 > 0 would pull it onto its
+    # limit → released; with 0 locked, x₁ = −0.25 (inward) and λ₀ = −1.25 ≤ 0 → 0 stays locked
+    q2 = np.array([1.0, 1.0])
+    b2 = np.array([1.0, -0.5])
+    locked = c.decide(q2, np.zeros(2), lambda lk: locked_acceleration(H2, b2, lk), H2, b2)
+    x = locked_acceleration(H2, b2, locked)
+    lam = H2 @ x - b2
+    assert locked.tolist() == [True, False] and x[1] < 0 and lam[0] <= 0
 
 
 def test_solver_keeps_the_virtual_model_on_its_limit(ur10):

@@ -98,13 +98,16 @@ def test_sdls_matches_ji_for_small_errors_and_is_bounded(ur10, rng):
 
 
 def test_sdls_linear_map_agrees_with_solve_per_singular_direction(ur10, rng):
-    """For e = u_i (unit), solve() without hitting the final clamp equals joint_space @ e."""
-    sdls = SelectivelyDampedLeastSquares(ur10, gamma_max=10.0)
+    """For e' = u_i (unit, scaled coordinates), solve() without the final and target clamps equals
+    joint_space @ e, e = S⁻¹ u_i."""
+    sdls = SelectivelyDampedLeastSquares(ur10, gamma_max=10.0, length=0.4, max_error=10.0)
     q = nonsingular_q(ur10, rng, 0.2)
-    U = np.linalg.svd(ur10.jacobian(q))[0]
+    S = np.array([1, 1, 1, 0.4, 0.4, 0.4])
+    U = np.linalg.svd(ur10.jacobian(q) * S[:, None])[0]
     M = sdls.joint_space(q)
     for i in range(6):
-        np.testing.assert_allclose(sdls.solve(q, U[:, i]), M @ U[:, i], atol=1e-10)
+        e = U[:, i] / S
+        np.testing.assert_allclose(sdls.solve(q, e), M @ e, atol=1e-10)
 
 
 def test_analyze_against_numpy(ur10, rng):

@@ -1,0 +1,28 @@
+"""Cartesian → joint mappings compared in seed 004 (Fig. 5), one module each, by name.
+
+Every module of this package is imported here, so a mapping is added by one file with one
+registered class (see ``base``); ``MAPPING_NAMES``, the service settings, the API schema and
+the CLI choices are read from ``MAPPINGS``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from .base import MAPPINGS, Analysis, Mapping, MappingProtocol, analyze, check_positive, make_mapping
+from .dls import DampedLeastSquares
+from .fd import ForwardDynamics
+from .ji import JacobianInverse
+from .jt import JacobianTranspose
+from .sdls import SelectivelyDampedLeastSquares
+
+for _m in pkgutil.iter_modules(__path__):  # further mapping files register on import
+    importlib.import_module(f"{__name__}.{_m.name}")
+
+#: registered mapping names, in registration order
+MAPPING_NAMES: tuple[str, ...] = MAPPINGS.names()
+
+__all__ = ["MAPPINGS", "MAPPING_NAMES", "Analysis", "DampedLeastSquares", "ForwardDynamics", "JacobianInverse",
+           "JacobianTranspose", "Mapping", "MappingProtocol", "SelectivelyDampedLeastSquares", "analyze",
+           "check_positive", "make_mapping"]
