@@ -227,3 +227,84 @@ def test_sdls_in_the_loop_is_rate_independent(ur10):
     assert moved > 0.05
     assert dev < 2e-3
     assert dev_old > 5 * dev
+
+
+def test_every_registered_mapping_is_selectable_through_settings_api_and_cli():
+    """Settings, PATCH /config (real service), and the CLI accept every name in the registry."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    from fdcontrol.client import Client
+    from fdcontrol.mappings import MAPPINGS
+    from server.settings import ControlParams
+
+    from .service import Service
+
+    names = MAPPINGS.names()
+    assert set(names) >= {"ji", "jt", "dls", "sdls", "fd"}
+    for name in names:
+        assert ControlParams(mapping=name).mapping == name
+        p = subprocess.run([sys.executable, "-m", "fdcontrol.cli", "analyze", "--q=0.1,-1.2,1.5,-0.3,1.2,0.4",
+                            "--mapping", name, "--json"], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert list(json.loads(p.stdout)["mappings"]) == [name]
+    svc = Service()
+    try:
+        c = Client(svc.url)
+        for name in names:
+            assert c.patch_config(mapping=name)["mapping"] == name
+            cycle = c.state()["cycle"]
+            deadline = time.monotonic() + 5
+            while c.state()["cycle"] < cycle + 20 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            s = c.state()
+            assert s["cycle"] >= cycle + 20 and s["fault"] is None, (name, s["fault"])
+    finally:
+        svc.stop()
+
+
+def test_adding_a_mapping_is_one_file(tmp_path):
+    """A copy of the package with one more file in fdcontrol/mappings/: the settings, the API schema and
+    the CLI offer it, make_mapping builds it and make_solver drives it — no other change."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    for d in ("fdcontrol", "server", "urdf"):
+        shutil.copytree(root / d, tmp_path / d, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "fdcontrol" / "mappings" / "scaled_jt.py").write_text('''
+"""Twice the Jacobian transpose (a test mapping)."""
+from .base import MAPPINGS, Mapping
+
+
+@MAPPINGS.register("scaled_jt")
+class ScaledTranspose(Mapping):
+    solver = "transpose"
+
+    def joint_space(self, q):
+        return 2.0 * self.robot.jacobian(q).T
+''')
+    code = """
+import numpy as np
+from fdcontrol import RobotModel, make_mapping
+from fdcontrol.cli import build_parser
+from fdcontrol.solvers import make_solver
+from server.schemas import MappingSpec
+from server.settings import ControlParams
+r = RobotModel.load("ur10")
+m = make_mapping("scaled_jt", r, gamma=5.0)
+q = np.array([0.1, -1.2, 1.5, -0.3, 1.2, 0.4])
+assert np.allclose(m.joint_space(q), 2 * r.jacobian(q).T)
+make_solver(m).step(q, np.zeros(6), np.ones(6), 0.002)
+assert ControlParams(mapping="scaled_jt").mapping == "scaled_jt"
+assert MappingSpec(name="scaled_jt").name == "scaled_jt"
+build_parser().parse_args(["analyze", "--q=0,0,0,0,0,0", "--mapping", "scaled_jt"])
+print("ok")
+"""
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)})
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr
