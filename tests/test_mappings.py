@@ -261,6 +261,8 @@ def test_every_registered_mapping_is_selectable_through_settings_api_and_cli():
                 time.sleep(0.02)
             s = c.state()
             assert s["cycle"] >= cycle + 20 and s["fault"] is None, (name, s["fault"])
+        assert c.stats()["integrator_nonconverged"] == 0  # visible in /stats (fixed-step Euler: never)
+        assert c.patch_config(telemetry_decimation=1)["telemetry_decimation"] == 1
     finally:
         svc.stop()
 
