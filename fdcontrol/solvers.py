@@ -68,7 +68,8 @@ class _AccelerationSolver:
         self.substeps = int(substeps)
         self.last_converged = True
 
-    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None) -> np.ndarray:
+    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None = None
+              ) -> np.ndarray:
         raise NotImplementedError
 
     def before_substep(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None
@@ -133,7 +134,8 @@ class ForwardDynamicsSolver(_AccelerationSolver):
             t = t - pin.rnea(vm.model, vm.data, q, qd, self._zero)
         return t
 
-    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None) -> np.ndarray:
+    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None = None
+              ) -> np.ndarray:
         t = self.joint_load(q, qd, tau)
         locked = self._locked
         if locked is None or not locked.any():
@@ -183,7 +185,8 @@ class ForwardDynamicsSolver(_AccelerationSolver):
 class TransposeSolver(_AccelerationSolver):
     """Wolovich & Elliott (seed eq. 6, K = I): q̈ = Jᵀ f + τ − D q̇ − c q̇ (unit joint inertia)."""
 
-    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None) -> np.ndarray:
+    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None = None
+              ) -> np.ndarray:
         a = self.mapping.robot.jacobian(q).T @ wrench - (self.joint_damping + self.decay) * qd
         return a if tau is None else a + tau
 
