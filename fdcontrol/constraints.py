@@ -127,6 +127,30 @@ class LockedABA:
         return qdd
 
 
+class LockedDynamics:
+    """x = H_FF⁻¹(J_Fᵀ f + τ_F), x_locked = 0 (seed 001 eq. 7) on a ``VirtualModel`` by `algorithm`.
+
+    ``cholesky``: Cholesky of the free block of H (CRBA); ``qr``: ``locked_qr``; ``aba``:
+    ``LockedABA``. Each meets the accuracy of its unconstrained form (GAMMA_MAX, tests).
+    """
+
+    def __init__(self, virtual, algorithm: str) -> None:  # virtual: fdcontrol.virtual.VirtualModel
+        self.virtual, self.algorithm = virtual, algorithm
+        data = virtual.model.createData()
+        pin.framesForwardKinematics(virtual.model, data, pin.neutral(virtual.model))
+        R_base = data.oMf[virtual.robot.base_id].rotation.copy()
+        self._aba = LockedABA(virtual.model, virtual.robot.tip, R_base) if algorithm == "aba" else None
+
+    def __call__(self, q: np.ndarray, wrench: np.ndarray, tau: np.ndarray, locked: np.ndarray) -> np.ndarray:
+        vm = self.virtual
+        if self.algorithm == "qr":
+            return locked_qr(vm.robot.jacobian(q), vm.link_jacobians(q), vm.gamma, wrench, tau, locked)
+        if self._aba is not None:
+            return self._aba(q, wrench, tau, locked)
+        H, b = vm.equation(q, wrench, None, tau)
+        return locked_acceleration(H, b, locked)
+
+
 @dataclass
 class JointLimitConstraints:
     """Active-set joint limits for the virtual model. ``tol`` (rad) counts as "at the limit"."""

@@ -30,7 +30,7 @@ from typing import Literal, Protocol
 import numpy as np
 import pinocchio as pin
 
-from .constraints import JointLimitConstraints, LockedABA, clamp, inset_limits, locked_acceleration, locked_qr
+from .constraints import JointLimitConstraints, LockedDynamics, clamp, inset_limits
 from .integrators import Integrator, SemiImplicitEuler
 from .mappings import ForwardDynamics, Mapping
 
@@ -120,9 +120,7 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         self.constraints = JointLimitConstraints(*inset_limits(lim.lower, lim.upper, limit_inset))
         self._locked: np.ndarray | None = None  # the active set of the current sub-step
         self._zero = np.zeros(vm.dof)
-        data = vm.model.createData()
-        pin.framesForwardKinematics(vm.model, data, pin.neutral(vm.model))
-        self._aba = LockedABA(vm.model, mapping.robot.tip, data.oMf[mapping.robot.base_id].rotation.copy())
+        self.locked_solve = LockedDynamics(vm, self.algorithm)  # (q, f, τ, locked) → x, by the algorithm
 
     def joint_load(self, q: np.ndarray, qd: np.ndarray, tau: np.ndarray | None) -> np.ndarray:
         """τ − D q̇ − C(q, q̇) q̇ (N·m): every joint-space load on the virtual model."""
@@ -141,16 +139,6 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         if locked is None or not locked.any():
             return self.virtual.acceleration(q, wrench, None, t, self.algorithm) - self.decay * qd
         return self.locked_solve(q, wrench, t, locked) - self.decay * np.where(locked, 0.0, qd)
-
-    def locked_solve(self, q: np.ndarray, wrench: np.ndarray, t: np.ndarray, locked: np.ndarray) -> np.ndarray:
-        """x = H_FF⁻¹(J_Fᵀ f + τ_F), x_locked = 0, by the mapping's algorithm (seed 001 eq. 7)."""
-        vm = self.virtual
-        if self.algorithm == "qr":
-            return locked_qr(vm.robot.jacobian(q), vm.link_jacobians(q), vm.gamma, wrench, t, locked)
-        if self.algorithm == "aba":
-            return self._aba(q, wrench, t, locked)
-        H, b = vm.equation(q, wrench, None, t)
-        return locked_acceleration(H, b, locked)
 
     def before_substep(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None
                        ) -> tuple[np.ndarray, np.ndarray]:
