@@ -166,9 +166,15 @@ class JointLimitConstraints:
         if np.any(self.lower > self.upper):
             raise ValueError("virtual joint limits: lower > upper")
         self.active = np.zeros(len(self.lower), dtype=bool)
+        self._inner = (self.lower + self.tol, self.upper - self.tol)
 
     def at_limit(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return q >= self.upper - self.tol, q <= self.lower + self.tol
+
+    def inside(self, q: np.ndarray) -> bool:
+        """Every joint strictly away from its limits (the common case, checked first and cheaply)."""
+        lo, up = self._inner
+        return bool((q < up).all() and (q > lo).all())
 
     def decide(self, q: np.ndarray, qd: np.ndarray, solve: Callable[[np.ndarray], np.ndarray],
                H: np.ndarray, b: np.ndarray, decay: float = 0.0) -> np.ndarray:
@@ -205,6 +211,8 @@ class JointLimitConstraints:
 
     def project(self, q: np.ndarray, qd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Seed 002: back onto the constraint manifold — q_j = limit, no outward q̇_j at a limit."""
+        if not self.active.any() and self.inside(q):
+            return q, qd
         q = np.clip(q, self.lower, self.upper)
         up, lo = self.at_limit(q)
         out = (up & (qd > 0)) | (lo & (qd < 0)) | self.active

@@ -120,11 +120,12 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         self.constraints = JointLimitConstraints(*inset_limits(lim.lower, lim.upper, limit_inset))
         self._locked: np.ndarray | None = None  # the active set of the current sub-step
         self._zero = np.zeros(vm.dof)
+        self._damped = bool(np.any(self.joint_damping))
         self.locked_solve = LockedDynamics(vm, self.algorithm)  # (q, f, τ, locked) → x, by the algorithm
 
     def joint_load(self, q: np.ndarray, qd: np.ndarray, tau: np.ndarray | None) -> np.ndarray:
         """τ − D q̇ − C(q, q̇) q̇ (N·m): every joint-space load on the virtual model."""
-        t = -self.joint_damping * qd
+        t = -self.joint_damping * qd if self._damped else self._zero
         if tau is not None:
             t = t + tau
         if self.coriolis and np.any(qd):
@@ -147,11 +148,10 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         if self.joint_limits != "constraints":
             return q, qd
         c = self.constraints
-        q = np.clip(q, c.lower, c.upper)
-        up, lo = c.at_limit(q)
-        if not (up.any() or lo.any()):
+        if c.inside(q):
             c.active[:] = False
             return q, qd
+        q = np.clip(q, c.lower, c.upper)
         t = self.joint_load(q, qd, tau)
         H, b = self.virtual.equation(q, wrench, None, t)
         locked = c.decide(q, qd, lambda lk: self.locked_solve(q, wrench, t, lk), H, b, self.decay)
