@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 
@@ -46,7 +47,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     names = MAPPING_NAMES if args.mapping == "all" else (args.mapping,)
     out: dict[str, dict[str, object]] = {}
     for name in names:
-        m = make_mapping(name, robot, gamma=args.gamma, alpha=args.alpha)
+        m = make_mapping(name, robot, gamma=args.gamma, alpha=args.alpha, algorithm=args.algorithm,
+                         gamma_max=args.gamma_max, length=args.sdls_length, max_error=args.sdls_max_error)
         matrix = m.joint_space(q) if args.type == "joint" else m.cartesian(q)
         out[name] = {"params": m.params(), **analyze(matrix).as_dict()}
     if args.json:
@@ -96,12 +98,16 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--mapping", default="all", choices=(*MAPPING_NAMES, "all"))
     a.add_argument("--gamma", type=float, default=1e3, help="FD mass dominance γ (> 0)")
     a.add_argument("--alpha", type=float, default=0.1, help="DLS damping α (> 0)")
+    a.add_argument("--algorithm", default="cholesky", choices=("cholesky", "aba", "qr"), help="FD algorithm")
+    a.add_argument("--gamma-max", type=float, default=math.pi / 4, help="SDLS clamp γ_max (rad)")
+    a.add_argument("--sdls-length", type=float, default=0.5, help="SDLS characteristic length L (m)")
+    a.add_argument("--sdls-max-error", type=float, default=0.1, help="SDLS target clamp D_max (m)")
     a.add_argument("--type", default="joint", choices=("joint", "cartesian"))
     a.add_argument("--json", action="store_true", help="print one JSON object (shape below)")
     a.set_defaults(func=cmd_analyze)
     e = sub.add_parser("experiments", help="reproduce the seed paper's experiments (PNG, JSON, markdown)")
     e.add_argument("names", nargs="*", help="all | decoupling | conditioning | singular-path | "
-                   "singular-sweep | timing")
+                   "singular-sweep | timing | numerics | limits | integrators | sdls-rate")
     e.add_argument("--robot", default="ur10")
     e.add_argument("--samples", type=int, default=None, help="override every sample count")
     e.add_argument("--seed", type=int, default=0)
