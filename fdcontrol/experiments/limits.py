@@ -20,6 +20,7 @@ between tip velocity and force, and the tip displacement across the force direct
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -73,7 +74,7 @@ def simulate(robot: RobotModel, method: str, seconds: float = 1.5, reverse_at: f
 
 
 def simulate_loop(robot: RobotModel, method: str, seconds: float = 1.5, reverse_at: float = 1.0,
-                  coriolis: bool = True, inset: np.ndarray | None = None) -> dict:
+                  coriolis: bool = True, inset: np.ndarray | None = None, driver: Any = None) -> dict:
     """The whole loop on the simulated arm; `method` "constraints", "clamp" or "none" (envelope only).
 
     Records per cycle what an independent check of the constrained dynamics needs: measured q,
@@ -82,7 +83,8 @@ def simulate_loop(robot: RobotModel, method: str, seconds: float = 1.5, reverse_
     inset = loop_inset(robot) if inset is None else inset
     solver = ForwardDynamicsSolver(ForwardDynamics(robot, 1e3), coriolis=coriolis,
                                    joint_limits=method, limit_inset=inset)  # type: ignore[arg-type]
-    loop = ControlLoop(robot, SimulatedRobot(robot, dt=DT, q0=Q0), solver, rate=1 / DT)
+    driver = SimulatedRobot(robot, dt=DT, q0=Q0) if driver is None else driver
+    loop = ControlLoop(robot, driver, solver, rate=1 / DT)
     n = round(seconds / DT)
     rec: dict[str, list] = {k: [] for k in ("q", "qd_state", "wrench", "q_ref", "qd_ref", "tip", "locked",
                                             "safety_active")}
@@ -132,6 +134,25 @@ def envelope_metrics(r: dict, t: np.ndarray, reverse_at: float, near: np.ndarray
     return metrics({**r, "at_limit": near}, t, reverse_at)
 
 
+def physics_runs(robot: RobotModel, t: np.ndarray) -> dict:
+    """The loop on a registered "mujoco" driver (physics), when one is installed; else {}."""
+    from ..drivers.registry import DRIVERS, build_driver
+
+    if "mujoco" not in DRIVERS:
+        return {}
+    out = {}
+    for m in ("constraints", "clamp"):
+        try:
+            drv = build_driver("mujoco", robot, DT, {"q0": Q0.tolist()})
+        except Exception as exc:  # an optional part: report why it did not run, never fail the study
+            return {"mujoco": {"skipped": f"{type(exc).__name__}: {exc}"}}
+        try:
+            out[f"{m} (MuJoCo)"] = metrics(simulate_loop(robot, m, driver=drv), t, 1.0)
+        finally:
+            drv.close()
+    return out
+
+
 def run(ctx: Context) -> dict:
     ur10 = ctx.robot if ctx.robot.name == "ur10" else RobotModel.load("ur10")
     robot, side = limited_robot(ur10)
@@ -147,6 +168,9 @@ def run(ctx: Context) -> dict:
     slim = (lrobot.limits.upper if side > 0 else lrobot.limits.lower)[JOINT]
     lres["envelope only"] = envelope_metrics(ln, t, 1.0, (ln["q"][:, JOINT] - slim) * side >= -1e-3)
     envelope_cycles = {m: int(sum(a.get("position", False) for a in r["safety_active"])) for m, r in loops.items()}
+    physics = physics_runs(lrobot, t)
+    if physics:
+        lres.update(physics)
     fig, ax = plt.subplots(2, 2, figsize=(12, 8))
     for m, r in runs.items():
         ax[0, 0].plot(t, r["q"][:, JOINT], label=m)
@@ -173,7 +197,7 @@ def run(ctx: Context) -> dict:
 
     def rows(rr: dict) -> list:
         return [[m, r["mean_cos_tip_velocity_force"], r["along_force_m"], r["across_force_m"], r["reached_limit_s"],
-                 r["left_limit_s"]] for m, r in rr.items()]
+                 r["left_limit_s"]] for m, r in rr.items() if "skipped" not in r]
 
     data = {"virtual": res, "loop": lres, "loop_inset_rad": inset, "loop_envelope_active_cycles": envelope_cycles,
             "t": t, "q_joint": {m: r["q"][:, JOINT] for m, r in runs.items()},
@@ -191,7 +215,9 @@ from the safety limit; "envelope only": no virtual limits, the safety envelope b
 and holds it at the safety limit, where it is measured):
 
 {table(hdr, rows(lres))}
-Cycles in which the safety position envelope acted: {envelope_cycles}.
+Cycles in which the safety position envelope acted: {envelope_cycles}. On the MuJoCo arm:
+{"not run (no 'mujoco' driver registered)" if not physics else physics.get("mujoco", {}).get(
+    "skipped", "rows marked (MuJoCo)")}.
 
 Constraints (seed 001 eq. 7 with the active set, projection of seed 002) let the other
 joints respond as the locked mechanism would; clamping leaves them the motion computed for a
