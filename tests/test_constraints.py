@@ -23,6 +23,7 @@ from fdcontrol.experiments.limits import (
     simulate,
     simulate_loop,
 )
+from fdcontrol.safety import SafetyLimits
 from fdcontrol.solvers import ForwardDynamicsSolver
 
 
@@ -150,6 +151,8 @@ def test_closed_loop_virtual_limit_acts_first_with_the_constrained_dynamics(ur10
     assert checked > 200
     overshoot = np.max((r["q_ref"][:, JOINT] - vlim) * side)
     print(f"checked {checked} locked cycles; reference beyond the virtual limit by at most {overshoot:.4f} rad")
+    safety = SafetyLimits.from_robot(robot)  # the loop's defaults
+    assert overshoot <= safety.max_velocity[JOINT] ** 2 / (2 * safety.max_acceleration[JOINT])  # stopping distance
     t = np.arange(len(locked)) * DT
     m = {"constraints": metrics(r, t, 1.0)}
     m["clamp"] = metrics(simulate_loop(robot, "clamp", coriolis=False), t, 1.0)
