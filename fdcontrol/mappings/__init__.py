@@ -20,8 +20,11 @@ from .sdls import SelectivelyDampedLeastSquares
 for _m in pkgutil.iter_modules(__path__):  # further mapping files register on import
     importlib.import_module(f"{__name__}.{_m.name}")
 
-#: registered mapping names, in registration order
-MAPPING_NAMES: tuple[str, ...] = MAPPINGS.names()
+_PAPER_ORDER = ("ji", "jt", "dls", "sdls", "fd")  # seed 004's order; further mappings follow by name
+
+#: registered mapping names
+MAPPING_NAMES: tuple[str, ...] = tuple(sorted(
+    MAPPINGS.names(), key=lambda n: (_PAPER_ORDER.index(n) if n in _PAPER_ORDER else len(_PAPER_ORDER), n)))
 
 __all__ = ["MAPPINGS", "MAPPING_NAMES", "Analysis", "DampedLeastSquares", "ForwardDynamics", "JacobianInverse",
            "JacobianTranspose", "Mapping", "MappingProtocol", "SelectivelyDampedLeastSquares", "analyze",
