@@ -1,9 +1,11 @@
-"""Command line: ``fdcontrol analyze | serve``."""
+"""Command line: ``fdcontrol analyze | experiments | serve``."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 import sys
 
 import numpy as np
@@ -11,21 +13,42 @@ import numpy as np
 from .mappings import MAPPING_NAMES, analyze, make_mapping
 from .robot import ModelError, RobotModel
 
+ANALYZE_JSON = """--json prints one object:
+  {"robot": str, "q": [N floats], "type": "joint" | "cartesian", "manipulability_J": float,
+   "mappings": {<mapping name>: {"params": {...}, "singular_values": [...], "sigma_min": float,
+                                 "sigma_max": float, "condition": float | null, "singular": bool,
+                                 "manipulability": float}}}
+Joint values starting with a minus: --q=-1.2,0.3,... or --q -1.2 0.3 ... (or --q -1.2,0.3,...)."""
+
+_NUMBER_LIST = re.compile(r"^-[\d.][\d.eE+\-]*([,\s][\d.eE+\-]*)*$")
+
 
 def _floats(text: str) -> list[float]:
     try:
-        return [float(x) for x in text.split(",") if x.strip() != ""]
+        return [float(x) for x in re.split(r"[,\s]+", text.strip()) if x != ""]
     except ValueError as exc:
         raise ModelError(f"cannot parse {text!r} as comma-separated numbers") from exc
 
 
+def _attach_negative_values(argv: list[str]) -> list[str]:
+    """``--q -1.2,0.3`` → ``--q=-1.2,0.3``: argparse would read the negative list as an option."""
+    out: list[str] = []
+    for tok in argv:
+        if out and out[-1] == "--q" and _NUMBER_LIST.match(tok) and "," in tok:
+            out[-1] = f"--q={tok}"
+        else:
+            out.append(tok)
+    return out
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     robot = RobotModel.resolve(args.robot, args.base, args.tip)
-    q = robot.check_q(_floats(args.q))
+    q = robot.check_q(_floats(" ".join(args.q)))
     names = MAPPING_NAMES if args.mapping == "all" else (args.mapping,)
     out: dict[str, dict[str, object]] = {}
     for name in names:
-        m = make_mapping(name, robot, gamma=args.gamma, alpha=args.alpha)
+        m = make_mapping(name, robot, gamma=args.gamma, alpha=args.alpha, algorithm=args.algorithm,
+                         gamma_max=args.gamma_max, length=args.sdls_length, max_error=args.sdls_max_error)
         matrix = m.joint_space(q) if args.type == "joint" else m.cartesian(q)
         out[name] = {"params": m.params(), **analyze(matrix).as_dict()}
     if args.json:
@@ -65,20 +88,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fdcontrol", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
-    a = sub.add_parser("analyze", help="singular values of the mappings at one configuration")
+    a = sub.add_parser("analyze", help="singular values of the mappings at one configuration",
+                       epilog=ANALYZE_JSON, formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("--robot", default="ur10", help="ur10 | panda | planar2 | path/to.urdf")
     a.add_argument("--base", default=None, help="base frame (required for a URDF path)")
     a.add_argument("--tip", default=None, help="tip frame (required for a URDF path)")
-    a.add_argument("--q", required=True, help="joint positions, comma separated (rad)")
+    a.add_argument("--q", required=True, nargs="+", metavar="Q",
+                   help="joint positions (rad), comma or space separated; see below for negative values")
     a.add_argument("--mapping", default="all", choices=(*MAPPING_NAMES, "all"))
     a.add_argument("--gamma", type=float, default=1e3, help="FD mass dominance γ (> 0)")
     a.add_argument("--alpha", type=float, default=0.1, help="DLS damping α (> 0)")
+    a.add_argument("--algorithm", default="cholesky", choices=("cholesky", "aba", "qr"), help="FD algorithm")
+    a.add_argument("--gamma-max", type=float, default=math.pi / 4, help="SDLS clamp γ_max (rad)")
+    a.add_argument("--sdls-length", type=float, default=0.5, help="SDLS characteristic length L (m)")
+    a.add_argument("--sdls-max-error", type=float, default=0.1, help="SDLS target clamp D_max (m)")
     a.add_argument("--type", default="joint", choices=("joint", "cartesian"))
-    a.add_argument("--json", action="store_true", help="print one JSON object")
+    a.add_argument("--json", action="store_true", help="print one JSON object (shape below)")
     a.set_defaults(func=cmd_analyze)
     e = sub.add_parser("experiments", help="reproduce the seed paper's experiments (PNG, JSON, markdown)")
     e.add_argument("names", nargs="*", help="all | decoupling | conditioning | singular-path | "
-                   "singular-sweep | timing")
+                   "singular-sweep | timing | numerics | limits | integrators | sdls-rate")
     e.add_argument("--robot", default="ur10")
     e.add_argument("--samples", type=int, default=None, help="override every sample count")
     e.add_argument("--seed", type=int, default=0)
@@ -96,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_attach_negative_values(sys.argv[1:] if argv is None else list(argv)))
     try:
         return int(args.func(args))
     except ModelError as exc:

@@ -76,6 +76,7 @@ class Stats:
         self.compute = np.zeros(n)
         self.period_error = np.zeros(n)
         self.n, self.count, self.overruns = n, 0, 0
+        self.integrator_nonconverged = 0  # cycles whose adaptive integrator ran out of sub-steps
 
     def record(self, compute: float, period_error: float, period: float) -> None:
         i = self.count % self.n
@@ -93,7 +94,8 @@ class Stats:
                 "compute_p50_us": pct(c, 50) * 1e6, "compute_p99_us": pct(c, 99) * 1e6,
                 "compute_max_us": float(c.max() * 1e6) if k else 0.0,
                 "period_error_p50_us": pct(e, 50) * 1e6, "period_error_p99_us": pct(e, 99) * 1e6,
-                "period_error_max_us": float(e.max() * 1e6) if k else 0.0}
+                "period_error_max_us": float(e.max() * 1e6) if k else 0.0,
+                "integrator_nonconverged": self.integrator_nonconverged}
 
 
 class InputError(ValueError):
@@ -128,7 +130,8 @@ class ControlLoop:
                  law: ControlLaw | None = None, limits: SafetyLimits | None = None,
                  wrench_filter: WrenchFilter | None = None, rate: float = 500.0,
                  command_timeout: float = 0.1, max_force: float = 500.0,
-                 max_torque: float = 50.0, realtime: bool = False, spin: float = 0.0) -> None:
+                 max_torque: float = 50.0, realtime: bool = False, spin: float = 0.0,
+                 telemetry_decimation: int = 10) -> None:
         if not (math.isfinite(rate) and 1.0 <= rate <= 5000.0):
             raise ValueError("rate must be within [1, 5000] Hz")
         if not (math.isfinite(command_timeout) and command_timeout > 0):
@@ -142,6 +145,9 @@ class ControlLoop:
         self.max_force, self.max_torque = float(max_force), float(max_torque)
         self.realtime = realtime
         self.spin = float(spin)
+        if int(telemetry_decimation) < 1:
+            raise ValueError("telemetry_decimation must be >= 1")
+        self.telemetry_decimation = int(telemetry_decimation)  # σmin(J), κ(H) every n-th cycle (~30 µs)
         self.stats = Stats()
         self._command: Command | None = None
         self._target: np.ndarray | None = None
@@ -235,6 +241,8 @@ class ControlLoop:
             qd_des = np.zeros(self.robot.dof)
         else:
             _, qd_des = self.solver.step(q, self.qd_state, fc, dt)
+            if not getattr(self.solver, "last_converged", True):
+                self.stats.integrator_nonconverged += 1
             if not (finite(qd_des) and finite(fc)):
                 self.fault = f"non-finite value in the model at cycle {self.cycle}; holding"
                 holding, qd_des = True, np.zeros(self.robot.dof)
@@ -249,7 +257,7 @@ class ControlLoop:
         self.qd_state = qd_ref.copy()
         self.cycle += 1
         self.last_cycle_at = now
-        if self.cycle % 10 == 1:  # singularity telemetry, decimated: ~30 µs every 10th cycle
+        if (self.cycle - 1) % self.telemetry_decimation == 0:  # singularity telemetry, decimated
             s = float(np.linalg.svd(J, compute_uv=False)[-1])
             vm = getattr(self.solver, "virtual", None)
             kh = float(np.linalg.cond(vm.inertia(q))) if vm is not None else math.nan

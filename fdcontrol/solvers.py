@@ -1,16 +1,18 @@
 """Mapping-driven solvers: one control cycle from a Cartesian control signal to joint references.
 
-Every solver has ``step(q_measured, qd_state, wrench, dt) -> (q_ref, qd_ref)``; q̇ is the
-virtual velocity carried across cycles (the caller feeds back the limited q̇_ref).
+Every solver has ``step(q_measured, qd_state, wrench, dt, tau=None) -> (q_ref, qd_ref)``; q̇
+is the virtual velocity carried across cycles (the caller feeds back the limited q̇_ref), and
+``tau`` an optional extra joint torque in the virtual model (N·m; acceleration solvers only).
+The solver family of a mapping is its ``solver`` attribute, looked up in ``SOLVERS``.
 
-* ``ForwardDynamicsSolver`` — seed eq. 10 with damping:  q̈ = H⁻¹ (Jᵀ f − D q̇ − C q̇) − c q̇,
+* ``ForwardDynamicsSolver`` — seed eq. 10 with damping:  q̈ = H⁻¹ (Jᵀ f + τ − D q̇ − C q̇) − c q̇,
   integrated by any integrator in ``substeps`` virtual sub-steps. The Coriolis and
   centrifugal terms C(q, q̇)q̇ are kept by default: eq. 10 drops them for a system at rest,
   but the loop carries q̇ across cycles, and without them a joint velocity set up in one
   configuration keeps being applied as the arm moves — the tip curves away from the
   pushed direction ("drift on unforced axes"). Measured on the simulated UR10 pushed along
   +x for 0.5 s: lateral/forward 5.5 % without C, 0.6 % with it.
-* ``TransposeSolver`` — Wolovich & Elliott (seed eq. 6):  q̈ = Jᵀ f − D q̇ − c q̇.
+* ``TransposeSolver`` — Wolovich & Elliott (seed eq. 6):  q̈ = Jᵀ f + τ − D q̇ − c q̇.
 * ``VelocitySolver`` — velocity-resolved J⁻¹ / DLS / SDLS:  q̇ = M(q) f / c (f read as a
   twist: the same steady-state admittance 1/c as the acceleration solvers).
 
@@ -26,27 +28,21 @@ import math
 from typing import Literal, Protocol
 
 import numpy as np
+import pinocchio as pin
 
-from .constraints import JointLimitConstraints, clamp
+from .constraints import JointLimitConstraints, LockedDynamics, clamp, inset_limits
 from .integrators import Integrator, SemiImplicitEuler
-from .mappings import (
-    DampedLeastSquares,
-    ForwardDynamics,
-    JacobianInverse,
-    JacobianTranspose,
-    Mapping,
-    SelectivelyDampedLeastSquares,
-)
-from .virtual import VirtualModel
+from .mappings import ForwardDynamics, Mapping
 
 DEFAULT_DECAY = 10.0  # 1/s: time constant 0.1 s; 10 N on the 1 kg tip → 1 m/s steady state
+JointLimitMode = Literal["constraints", "clamp", "none"]
 
 
 class Solver(Protocol):
     mapping: Mapping
 
-    def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float
-             ) -> tuple[np.ndarray, np.ndarray]: ...
+    def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
+             tau: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 def _check_damping(decay: float, joint_damping: float | np.ndarray, dof: int) -> tuple[float, np.ndarray]:
@@ -59,7 +55,8 @@ def _check_damping(decay: float, joint_damping: float | np.ndarray, dof: int) ->
 
 
 class _AccelerationSolver:
-    """Shared integration for solvers that produce q̈."""
+    """Shared integration for solvers that produce q̈. ``last_converged``: every sub-step met
+    the integrator's error tolerance (always True for fixed-step integrators)."""
 
     def __init__(self, mapping: Mapping, integrator: Integrator | None, decay: float,
                  joint_damping: float | np.ndarray, substeps: int) -> None:
@@ -69,50 +66,102 @@ class _AccelerationSolver:
         if substeps < 1:
             raise ValueError("substeps must be >= 1")
         self.substeps = int(substeps)
+        self.last_converged = True
 
-    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray) -> np.ndarray:
+    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None = None
+              ) -> np.ndarray:
         raise NotImplementedError
 
-    def after_substep(self, q: np.ndarray, qd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Hook applied after each virtual sub-step (FD: joint-limit projection or clamping)."""
+    def before_substep(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """Hook before each virtual sub-step (FD: decide the active set, project onto it)."""
         return q, qd
 
-    def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float
-             ) -> tuple[np.ndarray, np.ndarray]:
+    def after_substep(self, q: np.ndarray, qd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Hook after each virtual sub-step (FD: joint-limit projection or clamping)."""
+        return q, qd
+
+    def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
+             tau: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         def a(qq: np.ndarray, vv: np.ndarray) -> np.ndarray:
-            return self.accel(qq, vv, wrench)
+            return self.accel(qq, vv, wrench, tau)
 
         h = dt / self.substeps
+        converged = True
         for _ in range(self.substeps):
+            q, qd = self.before_substep(q, qd, wrench, tau)
             q, qd = self.after_substep(*self.integrator.step(a, q, qd, h))
+            converged &= bool(getattr(self.integrator, "last_converged", True))
+        self.last_converged = converged
         return q, qd
 
 
 class ForwardDynamicsSolver(_AccelerationSolver):
-    """Seed eq. 10 with damping: q̈ = H⁻¹(Jᵀf − D q̇) − c q̇ on the virtual model."""
+    """Seed eq. 10 with damping: q̈ = H⁻¹(Jᵀf + τ − D q̇ − C q̇) − c q̇ on the mapping's virtual model.
+
+    Joint limits (``joint_limits``): "constraints" — locked-joint dynamics by the mapping's FD
+    algorithm with the active set decided once per sub-step (``fdcontrol.constraints``);
+    "clamp" — the reference controller's clamping; "none". ``limit_inset`` (rad, per joint or
+    scalar) moves the virtual limits inside the robot's, so that in the loop they act before
+    the safety envelope does (``fdcontrol.constraints.braking_inset``).
+    """
 
     def __init__(self, mapping: ForwardDynamics, integrator: Integrator | None = None,
                  decay: float = DEFAULT_DECAY, joint_damping: float | np.ndarray = 0.0,
-                 substeps: int = 1, coriolis: bool = True,
-                 joint_limits: Literal["constraints", "clamp", "none"] = "constraints") -> None:
+                 substeps: int = 1, coriolis: bool = True, joint_limits: JointLimitMode = "constraints",
+                 limit_inset: float | np.ndarray = 0.0) -> None:
         super().__init__(mapping, integrator, decay, joint_damping, substeps)
-        self.virtual = VirtualModel(mapping.robot, mapping.gamma, coriolis=coriolis)
+        if joint_limits not in ("constraints", "clamp", "none"):
+            raise ValueError(f"joint_limits must be 'constraints', 'clamp' or 'none', got {joint_limits!r}")
+        self.virtual = vm = mapping.virtual  # one virtual model per solver: the mapping's
+        self.algorithm = mapping.algorithm
+        self.coriolis, self.joint_limits = coriolis, joint_limits
         lim = mapping.robot.limits
-        self.joint_limits = joint_limits
-        self.constraints = JointLimitConstraints(lim.lower, lim.upper)
+        self.constraints = JointLimitConstraints(*inset_limits(lim.lower, lim.upper, limit_inset))
+        self._locked: np.ndarray | None = None  # the active set of the current sub-step
+        self._zero = np.zeros(vm.dof)
+        self._damped = bool(np.any(self.joint_damping))
+        self.locked_solve = LockedDynamics(vm, self.algorithm)  # (q, f, τ, locked) → x, by the algorithm
 
-    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray) -> np.ndarray:
-        tau = -self.joint_damping * qd
-        if self.joint_limits == "constraints":
-            up, lo = self.constraints.at_limit(q)
-            if up.any() or lo.any():  # H q̈ = b − cHq̇ with the pushing joints locked (seed 001)
-                H, b = self.virtual.equation(q, wrench, qd, tau)
-                return self.constraints.solve(H, b - self.decay * (H @ qd), q, qd)
-            self.constraints.active[:] = False
-        return self.virtual.acceleration(q, wrench, qd, tau, self.mapping.algorithm) - self.decay * qd
+    def joint_load(self, q: np.ndarray, qd: np.ndarray, tau: np.ndarray | None) -> np.ndarray:
+        """τ − D q̇ − C(q, q̇) q̇ (N·m): every joint-space load on the virtual model."""
+        t = -self.joint_damping * qd if self._damped else self._zero
+        if tau is not None:
+            t = t + tau
+        if self.coriolis and np.any(qd):
+            vm = self.virtual
+            t = t - pin.rnea(vm.model, vm.data, q, qd, self._zero)
+        return t
+
+    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None = None
+              ) -> np.ndarray:
+        t = self.joint_load(q, qd, tau)
+        locked = self._locked
+        if locked is None or not locked.any():
+            return self.virtual.acceleration(q, wrench, None, t, self.algorithm) - self.decay * qd
+        return self.locked_solve(q, wrench, t, locked) - self.decay * np.where(locked, 0.0, qd)
+
+    def before_substep(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """Project onto the limits, decide the active set for this sub-step, zero locked q̇."""
+        self._locked = None
+        if self.joint_limits != "constraints":
+            return q, qd
+        c = self.constraints
+        if c.inside(q):
+            c.active[:] = False
+            return q, qd
+        q = np.clip(q, c.lower, c.upper)
+        t = self.joint_load(q, qd, tau)
+        H, b = self.virtual.equation(q, wrench, None, t)
+        locked = c.decide(q, qd, lambda lk: self.locked_solve(q, wrench, t, lk), H, b, self.decay)
+        self._locked = locked
+        if locked.any():
+            qd = np.where(locked, 0.0, qd)
+        return q, qd
 
     def after_substep(self, q: np.ndarray, qd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Project onto the active limits (seed 002), or clamp like the reference controller."""
+        """Project onto the limits (seed 002), or clamp like the reference controller."""
         c = self.constraints
         if self.joint_limits == "constraints":
             return c.project(q, qd)
@@ -122,16 +171,21 @@ class ForwardDynamicsSolver(_AccelerationSolver):
 
 
 class TransposeSolver(_AccelerationSolver):
-    """Wolovich & Elliott (seed eq. 6, K = I): q̈ = Jᵀ f − D q̇ − c q̇ (unit joint inertia)."""
+    """Wolovich & Elliott (seed eq. 6, K = I): q̈ = Jᵀ f + τ − D q̇ − c q̇ (unit joint inertia)."""
 
-    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray) -> np.ndarray:
-        return self.mapping.robot.jacobian(q).T @ wrench - (self.joint_damping + self.decay) * qd
+    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None = None
+              ) -> np.ndarray:
+        a = self.mapping.robot.jacobian(q).T @ wrench - (self.joint_damping + self.decay) * qd
+        return a if tau is None else a + tau
 
 
 class VelocitySolver:
     """Velocity-resolved: q̇ = M(q) f / c and q⁺ = q + dt q̇, for J⁻¹, DLS and SDLS.
 
-    SDLS uses Buss & Kim's full nonlinear step on the Cartesian displacement f·dt/c.
+    SDLS runs Buss & Kim's full nonlinear step on the Cartesian displacement the admittance
+    asks for over its time constant 1/c, e = ẋ/c with ẋ = f/c, and returns q̇ = Δθ·c: its
+    clamps bound the joint change over 1/c (|q̇_j| ≤ γ_max·c), the same at every loop rate
+    (the algorithm is positively homogeneous, so this is its per-second form).
     """
 
     def __init__(self, mapping: Mapping, decay: float = DEFAULT_DECAY) -> None:
@@ -139,26 +193,37 @@ class VelocitySolver:
         if not math.isfinite(decay) or decay <= 0:
             raise ValueError("decay (the twist scale 1/c) must be finite and > 0")
         self.decay = float(decay)
+        self.last_converged = True
 
-    def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float
-             ) -> tuple[np.ndarray, np.ndarray]:
+    def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
+             tau: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        if tau is not None:
+            raise ValueError("a joint torque needs an acceleration-resolved mapping (fd, jt)")
         twist = wrench / self.decay
-        if isinstance(self.mapping, SelectivelyDampedLeastSquares):
-            v = self.mapping.solve(q, twist * dt) / dt
+        solve = getattr(self.mapping, "solve", None)
+        if solve is not None:
+            v = solve(q, twist / self.decay) * self.decay
         else:
             v = self.mapping.joint_space(q) @ twist
         return q + dt * v, v
 
 
+#: solver family (a mapping's ``solver`` attribute) → builder
+SOLVERS = {"forward_dynamics": ForwardDynamicsSolver, "transpose": TransposeSolver, "velocity": VelocitySolver}
+
+
 def make_solver(mapping: Mapping, integrator: Integrator | None = None, *,
                 decay: float = DEFAULT_DECAY, joint_damping: float | np.ndarray = 0.0,
-                substeps: int = 1, coriolis: bool = True,
-                joint_limits: Literal["constraints", "clamp", "none"] = "constraints") -> Solver:
-    """The solver that drives `mapping` the way the seed paper compares them."""
-    if isinstance(mapping, ForwardDynamics):
-        return ForwardDynamicsSolver(mapping, integrator, decay, joint_damping, substeps, coriolis, joint_limits)
-    if isinstance(mapping, JacobianTranspose):
+                substeps: int = 1, coriolis: bool = True, joint_limits: JointLimitMode = "constraints",
+                limit_inset: float | np.ndarray = 0.0) -> Solver:
+    """The solver that drives `mapping` the way the seed paper compares them (by ``mapping.solver``)."""
+    kind = getattr(mapping, "solver", None)
+    if kind == "forward_dynamics":
+        return ForwardDynamicsSolver(mapping, integrator, decay, joint_damping, substeps, coriolis,  # type: ignore[arg-type]
+                                     joint_limits, limit_inset)
+    if kind == "transpose":
         return TransposeSolver(mapping, integrator, decay, joint_damping, substeps)
-    if isinstance(mapping, JacobianInverse | DampedLeastSquares | SelectivelyDampedLeastSquares):
+    if kind == "velocity":
         return VelocitySolver(mapping, decay)
-    raise ValueError(f"no solver for mapping {mapping!r}")
+    raise ValueError(f"no solver for mapping {mapping!r} (solver family {kind!r}; "
+                     f"expected one of {', '.join(SOLVERS)})")

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from fdcontrol import RobotModel, make_mapping
+from fdcontrol.constraints import braking_inset
 from fdcontrol.control import ControlLaw, ForceTerm, MotionTerm, WrenchFilter
 from fdcontrol.drivers import RobotDriver
 from fdcontrol.drivers.registry import DRIVERS, build_driver
@@ -42,9 +43,12 @@ def load_driver(spec: str, robot: RobotModel, dt: float, options: dict[str, Any]
 
 def build_solver(robot: RobotModel, p: ControlParams):
     mapping = make_mapping(p.mapping, robot, gamma=p.gamma, alpha=p.alpha, gamma_max=p.gamma_max,
-                           algorithm=p.algorithm)
+                           algorithm=p.algorithm, length=p.sdls_length, max_error=p.sdls_max_error)
+    # virtual limits inside the safety envelope's braking distance: they act first (docs/numerics.md)
+    inset = braking_inset(p.velocity_scale * robot.limits.velocity, p.max_joint_acceleration)
     return make_solver(mapping, make_integrator(p.integrator), decay=p.decay,
-                       substeps=p.substeps, coriolis=p.coriolis, joint_limits=p.joint_limits)
+                       substeps=p.substeps, coriolis=p.coriolis, joint_limits=p.joint_limits,
+                       limit_inset=inset)
 
 
 def build_law(p: ControlParams) -> ControlLaw:
@@ -86,7 +90,8 @@ class Runtime:
         return ControlLoop(robot, driver, build_solver(robot, p), law=build_law(p),
                            limits=build_limits(robot, p), wrench_filter=build_filter(p),
                            rate=p.rate, command_timeout=p.command_timeout, max_force=p.max_force,
-                           max_torque=p.max_torque, realtime=self.settings.realtime)
+                           max_torque=p.max_torque, realtime=self.settings.realtime,
+                           telemetry_decimation=p.telemetry_decimation)
 
     @property
     def robot(self) -> RobotModel:
@@ -112,6 +117,7 @@ class Runtime:
                 loop.limits = build_limits(loop.robot, new)
                 loop.filter = build_filter(new, loop.filter)
                 loop.command_timeout = new.command_timeout
+                loop.telemetry_decimation = new.telemetry_decimation
                 loop.max_force, loop.max_torque = new.max_force, new.max_torque
             self.params = new
             return new

@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from fdcontrol.mappings import MAPPING_NAMES
+
 from .settings import MappingName
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
@@ -70,6 +72,7 @@ class Stats(BaseModel):
     period_error_p50_us: float
     period_error_p99_us: float
     period_error_max_us: float
+    integrator_nonconverged: int = Field(description="cycles whose adaptive integrator hit max_substeps")
     ws_clients: int
     ws_dropped: int
 
@@ -81,6 +84,8 @@ class MappingSpec(BaseModel):
     gamma: float = Field(1e3, gt=0, le=1e12, allow_inf_nan=False)
     alpha: float = Field(0.1, gt=0, le=10, allow_inf_nan=False)
     gamma_max: float = Field(math.pi / 4, gt=0, le=10, allow_inf_nan=False)
+    length: float = Field(0.5, gt=0, le=10, allow_inf_nan=False, description="SDLS characteristic length (m)")
+    max_error: float = Field(0.1, gt=0, le=10, allow_inf_nan=False, description="SDLS target clamp (m)")
     algorithm: Literal["cholesky", "aba", "qr"] = "cholesky"
 
 
@@ -89,7 +94,7 @@ class AnalysisRequest(BaseModel):
 
     q: Vector | list[Vector] = Field(description="one configuration or a batch")
     mappings: list[MappingName | MappingSpec] = Field(
-        default_factory=lambda: ["ji", "jt", "dls", "sdls", "fd"], min_length=1, max_length=20)
+        default_factory=lambda: list(MAPPING_NAMES), min_length=1, max_length=20)
     type: Literal["joint", "cartesian"] = "joint"
     robot: str | None = Field(None, description="shipped robot name; default: the loaded one")
 

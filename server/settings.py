@@ -15,7 +15,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-MappingName = Literal["fd", "ji", "jt", "dls", "sdls"]
+from fdcontrol.mappings import MAPPING_NAMES
+
+MappingName = Literal[MAPPING_NAMES]  # type: ignore[valid-type]  # the registered mappings
 Vec6 = Annotated[list[Annotated[float, Field(ge=0, le=1e5, allow_inf_nan=False)]],
                  Field(min_length=6, max_length=6)]
 
@@ -36,6 +38,8 @@ class ControlParams(BaseModel):
                          description="FD mass dominance γ (per-algorithm bound: fdcontrol.virtual.GAMMA_MAX)")
     alpha: float = Field(0.1, gt=0, le=10, allow_inf_nan=False, description="DLS damping α")
     gamma_max: float = Field(0.785398, gt=0, le=10, description="SDLS clamp γ_max (rad)")
+    sdls_length: float = Field(0.5, gt=0, le=10, description="SDLS characteristic length L (m): rotations weigh L·rad")
+    sdls_max_error: float = Field(0.1, gt=0, le=10, description="SDLS target clamp D_max (m)")
     algorithm: Literal["cholesky", "aba", "qr"] = "cholesky"
     integrator: Literal["euler", "rk4", "bs32"] = "euler"
     substeps: int = Field(1, ge=1, le=64)
@@ -45,6 +49,7 @@ class ControlParams(BaseModel):
     decay: float = Field(10.0, gt=0, le=1000, allow_inf_nan=False, description="velocity decay c (1/s)")
     rate: float = Field(500.0, ge=10, le=2000, description="control loop rate (Hz)")
     command_timeout: float = Field(0.1, ge=0.005, le=10, description="watchdog timeout (s)")
+    telemetry_decimation: int = Field(10, ge=1, le=10000, description="σmin(J) and κ(H) every n-th cycle")
     mode: Literal["admittance", "force", "motion", "compliance"] = "admittance"
     frame: Literal["base", "tool"] = "base"
     stiffness: Vec6 = Field(default_factory=lambda: [200.0] * 3 + [50.0] * 3)

@@ -23,7 +23,7 @@ def test_analyze_json_matches_library():
             "--type", "cartesian", "--json")
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
-    assert set(out["mappings"]) == {"ji", "jt", "dls", "sdls", "fd"}
+    assert set(out["mappings"]) == {"ji", "jt", "dls", "sdls", "fd"}  # the shipped mappings
     qv = np.array([float(x) for x in q.split(",")])
     ref = analyze(ForwardDynamics(RobotModel.load("ur10"), 500).cartesian(qv))
     np.testing.assert_allclose(out["mappings"]["fd"]["singular_values"], ref.singular_values)
@@ -50,3 +50,34 @@ def test_analyze_bad_input_exits_2_with_one_line(args, message):
     p = run("analyze", *args)
     assert p.returncode == 2
     assert message in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+Q_NEG = [-1.2, 0.3, 1.5, -0.3, 1.2, 0.4]
+
+
+@pytest.mark.parametrize("form", [
+    ("--q=-1.2,0.3,1.5,-0.3,1.2,0.4",),
+    ("--q", "-1.2,0.3,1.5,-0.3,1.2,0.4"),
+    ("--q", "-1.2", "0.3", "1.5", "-0.3", "1.2", "0.4"),
+])
+def test_analyze_accepts_q_starting_with_a_negative_value(form):
+    p = run("analyze", "--robot", "ur10", *form, "--mapping", "ji", "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["q"] == Q_NEG
+
+
+def test_analyze_json_shape_is_the_documented_one():
+    from fdcontrol.cli import ANALYZE_JSON
+    from fdcontrol.mappings import MAPPING_NAMES
+
+    p = run("analyze", "--robot", "ur10", "--q=-1.2,0.3,1.5,-0.3,1.2,0.4", "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert set(out) == {"robot", "q", "type", "manipulability_J", "mappings"}
+    assert set(out["mappings"]) == set(MAPPING_NAMES)
+    for r in out["mappings"].values():
+        assert set(r) == {"params", "singular_values", "sigma_min", "sigma_max", "condition", "singular",
+                          "manipulability"}
+    for key in (*out, *next(iter(out["mappings"].values()))):  # the help text names every key
+        assert f'"{key}"' in ANALYZE_JSON
+    assert '"mappings": {<mapping name>' in run("analyze", "--help").stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from fdcontrol import ForwardDynamics, RobotModel, VirtualModel
 from fdcontrol.constraints import (
@@ -11,7 +12,18 @@ from fdcontrol.constraints import (
     locked_acceleration,
     locked_acceleration_eq8,
 )
-from fdcontrol.experiments.limits import FORCE, JOINT, Q0, limited_robot, metrics, simulate
+from fdcontrol.experiments.limits import (
+    DT,
+    FORCE,
+    JOINT,
+    Q0,
+    limited_robot,
+    loop_inset,
+    metrics,
+    simulate,
+    simulate_loop,
+)
+from fdcontrol.safety import SafetyLimits
 from fdcontrol.solvers import ForwardDynamicsSolver
 
 
@@ -38,14 +50,32 @@ def test_projection_puts_the_state_on_the_limit():
     np.testing.assert_array_equal(qd, [0.0, 0.2, 0.0])
 
 
-def test_active_set_locks_only_pushing_joints_and_releases():
+def test_active_set_locks_only_pushing_joints_releases_and_re_adds():
     H = np.diag([1.0, 2.0])
     c = JointLimitConstraints(lower=np.array([-1.0, -1.0]), upper=np.array([1.0, 1.0]))
-    q = np.array([1.0, 0.0])
-    a = c.solve(H, np.array([3.0, 4.0]), q, np.zeros(2))  # pushes joint 0 up into its limit: locked
-    assert c.active.tolist() == [True, False] and a.tolist() == [0.0, 2.0]
-    a = c.solve(H, np.array([-3.0, 4.0]), q, np.zeros(2))  # pulls it back inside: released
-    assert not c.active.any() and a.tolist() == [-3.0, 2.0]
+    q, qd = np.array([1.0, 0.0]), np.zeros(2)
+
+    def decide(b, q=q, qd=qd):
+        locked = c.decide(q, qd, lambda lk: locked_acceleration(H, b, lk), H, b)
+        return locked, locked_acceleration(H, b, locked)
+
+    locked, a = decide(np.array([3.0, 4.0]))  # pushes joint 0 up into its limit: locked
+    assert locked.tolist() == [True, False] and a == pytest.approx([0.0, 2.0], rel=1e-14)
+    locked, a = decide(np.array([-3.0, 4.0]))  # pulls it back inside: released
+    assert not locked.any() and a == pytest.approx([-3.0, 2.0], rel=1e-14)
+    # moving back inside at the start: not locked at first, re-added because q̈ points outward
+    H2 = np.array([[2.0, 1.0], [1.0, 2.0]])
+    b = np.array([1.0, 0.0])
+    locked = c.decide(q, np.array([0.0, 0.0]), lambda lk: locked_acceleration(H2, b, lk), H2, b)
+    assert locked.tolist() == [True, False]
+    # both at upper limits, coupled: both locked, λ = −b; joint 1's λ = 0.5 > 0 would pull it onto its
+    # limit → released; with 0 locked, x₁ = −0.25 (inward) and λ₀ = −1.25 ≤ 0 → 0 stays locked
+    q2 = np.array([1.0, 1.0])
+    b2 = np.array([1.0, -0.5])
+    locked = c.decide(q2, np.zeros(2), lambda lk: locked_acceleration(H2, b2, lk), H2, b2)
+    x = locked_acceleration(H2, b2, locked)
+    lam = H2 @ x - b2
+    assert locked.tolist() == [True, False] and x[1] < 0 and lam[0] <= 0
 
 
 def test_solver_keeps_the_virtual_model_on_its_limit(ur10):
@@ -88,3 +118,48 @@ def test_loop_reports_the_active_virtual_constraint(ur10):
         bound = robot.limits.upper[JOINT] if side > 0 else robot.limits.lower[JOINT]
         assert (s.q_ref[JOINT] - bound) * side <= 1e-12  # never past the limit
     assert seen
+
+
+def test_closed_loop_virtual_limit_acts_first_with_the_constrained_dynamics(ur10):
+    """The loop on the simulated arm: the virtual limit (inset by the braking distance) engages before
+    the safety envelope, the locked joint's reference stays put, the other joints follow seed 001
+    eq. 8 computed here from H = JᵀJ + AᵀA/γ (not the solver's CRBA/Cholesky), and the tip follows
+    the force better than with clamping or with the safety envelope alone."""
+    inset = loop_inset(ur10)
+    robot, side = limited_robot(ur10, float(inset[JOINT]))
+    r = simulate_loop(robot, "constraints", coriolis=False)
+    vlim = (r["virtual_upper"] if side > 0 else r["virtual_lower"])[JOINT]
+    slim = (robot.limits.upper if side > 0 else robot.limits.lower)[JOINT]
+    assert not any(a["position"] for a in r["safety_active"])  # the envelope never had to brake
+    assert np.all((r["q_ref"][:, JOINT] - slim) * side < -0.5 * inset[JOINT])  # far from the safety limit
+    locked = r["locked"][:, JOINT]
+    assert locked.sum() > 300
+    vm = VirtualModel(robot, 1e3)
+    checked = 0
+    for i in np.flatnonzero(locked):
+        if any(r["safety_active"][i].values()):
+            continue  # a safety limit shaped this reference (the impact transient)
+        q = np.clip(r["q"][i], r["virtual_lower"], r["virtual_upper"])
+        J, A = robot.jacobian(q), vm.link_jacobians(q)
+        Hinv = np.linalg.inv(J.T @ J + A.T @ A / 1e3)
+        v = np.where(r["locked"][i], 0.0, r["qd_state"][i])
+        lk = r["locked"][i]
+        expected = v + DT * (locked_acceleration_eq8(Hinv, J.T @ r["wrench"][i], lk) - 10.0 * v)
+        np.testing.assert_allclose(r["qd_ref"][i], expected, rtol=1e-7, atol=1e-10)
+        assert r["qd_ref"][i][JOINT] == 0.0 and r["q_ref"][i][JOINT] == r["q"][i][JOINT]
+        checked += 1
+    assert checked > 200
+    overshoot = np.max((r["q_ref"][:, JOINT] - vlim) * side)
+    print(f"checked {checked} locked cycles; reference beyond the virtual limit by at most {overshoot:.4f} rad")
+    safety = SafetyLimits.from_robot(robot)  # the loop's defaults
+    assert overshoot <= safety.max_velocity[JOINT] ** 2 / (2 * safety.max_acceleration[JOINT])  # stopping distance
+    t = np.arange(len(locked)) * DT
+    m = {"constraints": metrics(r, t, 1.0)}
+    m["clamp"] = metrics(simulate_loop(robot, "clamp", coriolis=False), t, 1.0)
+    env = simulate_loop(robot, "none", coriolis=False)
+    env["at_limit"] = (env["q"][:, JOINT] - slim) * side >= -1e-3  # stopped by the envelope at the safety limit
+    m["envelope only"] = metrics(env, t, 1.0)
+    cos = {k: v["mean_cos_tip_velocity_force"] for k, v in m.items()}
+    print(cos)
+    assert cos["constraints"] > 0.55 and cos["constraints"] > cos["clamp"] + 0.3
+    assert cos["constraints"] > cos["envelope only"] + 0.15

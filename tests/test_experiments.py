@@ -84,7 +84,7 @@ def test_singular_sweep_reaches_singularities(quick):
 
 def test_timing_lists_every_method(quick):
     r = load(quick, "timing")
-    assert set(r["median_us"]) == {"JT", "JI", "DLS", "SDLS", "FD (CRBA+Cholesky)", "FD (ABA)"}
+    assert set(r["median_us"]) == {"JT", "JI", "DLS", "SDLS", "FD (CRBA+Cholesky)", "FD (ABA)", "FD (QR)"}
     assert r["ratio_to_dls"]["DLS"] == 1.0
 
 

@@ -61,3 +61,32 @@ def test_make_integrator():
     assert make_integrator("rk4").name == "rk4"
     with pytest.raises(ValueError, match="unknown integrator"):
         make_integrator("leapfrog")
+
+
+def test_loop_counts_integrator_non_convergence_and_decimates_telemetry(ur10):
+    """An adaptive integrator that runs out of sub-steps is counted in the loop statistics; the σmin(J)
+    telemetry is computed on cycles 1, 1 + n, 1 + 2n, … for telemetry_decimation n."""
+    from fdcontrol import make_mapping
+    from fdcontrol.drivers import SimulatedRobot
+    from fdcontrol.loop import ControlLoop
+    from fdcontrol.solvers import make_solver
+
+    q0 = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2])
+    tight = make_solver(make_mapping("fd", ur10), BogackiShampine(rtol=1e-14, atol=1e-16, max_substeps=2))
+    loop = ControlLoop(ur10, SimulatedRobot(ur10, q0=q0), tight, telemetry_decimation=3)
+    sigmas = []
+    for i in range(10):
+        loop.set_wrench([10.0, 0, 0, 0, 0, 0], t=i * 0.002)
+        sigmas.append(loop.step(now=i * 0.002).sigma_min_j)
+    summary = loop.stats.summary()
+    assert summary["integrator_nonconverged"] >= 8  # every cycle with motion misses 1e-14
+    changed = [i for i in range(1, 10) if sigmas[i] != sigmas[i - 1]]
+    assert changed == [3, 6, 9]  # cycles 4, 7, 10 (1-based) recompute it
+    loose = make_solver(make_mapping("fd", ur10), BogackiShampine(rtol=1e-3, atol=1e-3))
+    loop = ControlLoop(ur10, SimulatedRobot(ur10, q0=q0), loose)
+    for i in range(10):
+        loop.set_wrench([10.0, 0, 0, 0, 0, 0], t=i * 0.002)
+        loop.step(now=i * 0.002)
+    assert loop.stats.summary()["integrator_nonconverged"] == 0
+    with pytest.raises(ValueError, match="telemetry_decimation"):
+        ControlLoop(ur10, SimulatedRobot(ur10, q0=q0), loose, telemetry_decimation=0)

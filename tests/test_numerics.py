@@ -89,3 +89,64 @@ def test_sub_chain_qr(rng):
     vm = VirtualModel(sub, 100.0)
     q, f = sub.random_q(rng), rng.normal(size=6)
     np.testing.assert_allclose(vm.acceleration(q, f, algorithm="qr"), vm.acceleration(q, f), rtol=1e-9)
+
+
+def locked_reference(J: np.ndarray, A: np.ndarray, gamma: float, f: np.ndarray, locked: np.ndarray) -> np.ndarray:
+    """Seed 001 eq. 7 in 50 digits: H_FF x_F = J_Fᵀ f with H_FF = J_FᵀJ_F + A_FᵀA_F/γ, x_locked = 0."""
+    free = ~locked
+    x = np.zeros(J.shape[1])
+    x[free] = reference(J[:, free], A[:, free], gamma, f)
+    return x
+
+
+@pytest.mark.parametrize("algorithm", ["cholesky", "aba", "qr"])
+def test_constrained_fd_meets_the_reference_up_to_the_bound(ur10, rng, algorithm):
+    """At a limit, the locked-joint q̈ of each algorithm (its own exact form) vs 50 digits, γ = GAMMA_MAX."""
+    from fdcontrol.solvers import ForwardDynamicsSolver
+
+    gamma = GAMMA_MAX[algorithm]
+    solver = ForwardDynamicsSolver(ForwardDynamics(ur10, gamma, algorithm), coriolis=False)
+    vm = solver.virtual
+    worst, zero = 0.0, np.zeros(6)
+    for q in [ur10.random_q(rng) for _ in range(3)] + NEAR_SINGULAR + [np.zeros(6)]:
+        for lock in ([0], [1], [2], [3], [4], [5], [1, 4]):
+            locked = np.zeros(6, dtype=bool)
+            locked[lock] = True
+            f = rng.normal(size=6)
+            x = locked_reference(ur10.jacobian(q), vm.link_jacobians(q), gamma, f, locked)
+            y = solver.locked_solve(q, f, zero, locked)
+            assert np.all(y[locked] == 0.0)
+            worst = max(worst, np.linalg.norm(y - x) / np.linalg.norm(x))
+    print(f"constrained {algorithm} at γ = {gamma:g}: worst relative error {worst:.2e}")
+    assert worst < 1e-6
+
+
+@pytest.mark.parametrize("algorithm", ["cholesky", "aba", "qr"])
+def test_constrained_step_uses_the_selected_algorithm(ur10, rng, algorithm):
+    """A joint sitting on its limit, pushed outward: one Euler step gives q̇ = dt · x_locked with the
+    joint locked, and joint-space loads (τ) enter as in H_FF x = J_Fᵀf + τ_F."""
+    import copy
+
+    from fdcontrol.solvers import ForwardDynamicsSolver
+
+    q = np.array([0.3, -1.2, 1.6, -1.9, 1e-3, 0.2])
+    f, tau = rng.normal(size=6), rng.normal(size=6)
+    robot = copy.copy(ur10)
+    robot.model = ur10.model.copy()
+    robot.data = robot.model.createData()
+    x_free = VirtualModel(ur10, 1e3).acceleration(q, f, tau=tau)
+    j = 1
+    if x_free[j] > 0:
+        robot.model.upperPositionLimit[j] = q[j]
+    else:
+        robot.model.lowerPositionLimit[j] = q[j]
+    s = ForwardDynamicsSolver(ForwardDynamics(robot, 1e3, algorithm), coriolis=False, decay=0.0)
+    _, qd = s.step(q, np.zeros(6), f, 0.01, tau=tau)
+    locked = np.zeros(6, dtype=bool)
+    locked[j] = True
+    H = VirtualModel(ur10, 1e3).inertia(q)
+    b = ur10.jacobian(q).T @ f + tau
+    expected = np.zeros(6)
+    expected[~locked] = np.linalg.solve(H[np.ix_(~locked, ~locked)], b[~locked])
+    assert s.constraints.active[j] and qd[j] == 0.0
+    np.testing.assert_allclose(qd, 0.01 * expected, rtol=1e-9, atol=1e-12)

@@ -7,6 +7,10 @@ Each float64 method computes the same model its own way (Cholesky forms H by CRB
 never forms H; QR factors [J; γ^(-1/2) A]); Cholesky is also run in float32.
 Configurations: random (q ~ U[−π, π]), near-singular (wrist: q5 = 10^-k, σmin(J) from
 about 1e-2 to 1e-8) and exactly singular (q = 0).
+
+Constrained (a joint at its limit, seed 001 eq. 7): each single joint locked in turn, the
+locked-joint q̈ of each algorithm (``fdcontrol.constraints.LockedDynamics``) against the same
+reference with the locked columns dropped.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import matplotlib.pyplot as plt
 import mpmath
 import numpy as np
 
+from ..constraints import LockedDynamics
 from ..virtual import VirtualModel
 from .batch import uniform_q
 from .common import Context, save, table, write_results
@@ -75,6 +80,7 @@ def run(ctx: Context) -> dict:
                             e = np.inf
                     err[cls][m][i, g_i] = e if np.isfinite(e) else np.inf
     worst = {cls: {m: np.max(v, axis=0) for m, v in d.items()} for cls, d in err.items()}
+    locked_worst = constrained(ctx, configs, rng)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4), sharey=True)
     for ax, cls in zip(axes, configs, strict=True):
         for m in METHODS:
@@ -88,8 +94,12 @@ def run(ctx: Context) -> dict:
     save(fig, folder / "numerics_error_vs_gamma.png")
     bound = {m: float(max([g for g_i, g in enumerate(GAMMAS)
                            if all(worst[c][m][g_i] < 1e-6 for c in configs)] or [0.0])) for m in METHODS}
+    locked_bound = {m: float(max([g for g_i, g in enumerate(GAMMAS) if v[g_i] < 1e-6] or [0.0]))
+                    for m, v in locked_worst.items()}
     res = {"gamma": GAMMAS, "sigma_min_J": sigma, "worst_error": worst, "error": err,
-           "largest_gamma_with_error_below_1e-6": bound}
+           "largest_gamma_with_error_below_1e-6": bound, "constrained_worst_error": locked_worst,
+           "constrained_largest_gamma_with_error_below_1e-6": locked_bound}
+    lrows = [[m, *[float(v[g_i]) for g_i in (3, 6, 9, 10, 12)]] for m, v in locked_worst.items()]
     rows = [[m, *[float(worst[c][m][g_i]) for c in configs for g_i in (3, 6, 9, 12)]] for m in METHODS]
     hdr = ["method"] + [f"{c} γ=1e{k}" for c in configs for k in (3, 6, 9, 12)]
     write_results(folder, res, f"""# Numerics: accuracy of q̈ vs γ — {ctx.robot.name}
@@ -101,5 +111,37 @@ Worst relative error:
 
 {table(hdr, rows)}
 Largest γ of the grid with every worst error < 1e-6: {bound}.
+
+Constrained (one joint locked, each in turn; worst over all configurations):
+
+{table(["method", "γ=1e3", "γ=1e6", "γ=1e9", "γ=1e10", "γ=1e12"], lrows)}
+Largest γ of the grid with every worst constrained error < 1e-6: {locked_bound}.
 """)
     return res
+
+
+def constrained(ctx: Context, configs: dict[str, list[np.ndarray]], rng: np.random.Generator) -> dict:
+    """Worst relative error of the locked-joint q̈ per algorithm and γ (each single joint locked)."""
+    robot = ctx.robot
+    qs = [q for qs in configs.values() for q in qs[:3]] + configs["near-singular"][3:]
+    out = {m: np.zeros(len(GAMMAS)) for m in ("cholesky", "aba", "qr")}
+    zero = np.zeros(robot.dof)
+    for g_i, gamma in enumerate(GAMMAS):
+        vm = VirtualModel(robot, gamma)
+        solvers = {m: LockedDynamics(vm, m) for m in out}
+        for q in qs:
+            J, A = robot.jacobian(q), vm.link_jacobians(q)
+            for j in range(robot.dof):
+                locked = np.zeros(robot.dof, dtype=bool)
+                locked[j] = True
+                f = rng.normal(size=6)
+                x = np.zeros(robot.dof)
+                x[~locked] = reference(J[:, ~locked], A[:, ~locked], gamma, f)
+                for m, solve in solvers.items():
+                    with np.errstate(all="ignore"):
+                        try:
+                            e = float(np.linalg.norm(solve(q, f, zero, locked) - x) / np.linalg.norm(x))
+                        except (np.linalg.LinAlgError, ValueError):
+                            e = np.inf
+                    out[m][g_i] = max(out[m][g_i], e if np.isfinite(e) else np.inf)
+    return out

@@ -23,13 +23,15 @@ def methods(robot: RobotModel) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
     jt, ji, dls = (make_mapping(n, robot) for n in ("jt", "ji", "dls"))
     sdls = make_mapping("sdls", robot)
     fd_c, fd_a = make_mapping("fd", robot), make_mapping("fd", robot, algorithm="aba")
+    fd_q = make_mapping("fd", robot, algorithm="qr")
     return {
         "JT": lambda q: jt.joint_space(q) @ f,
         "JI": lambda q: ji.joint_space(q) @ f,
         "DLS": lambda q: dls.joint_space(q) @ f,
-        "SDLS": lambda q: sdls.solve(q, f),  # type: ignore[attr-defined]
+        "SDLS": lambda q: sdls.solve(q, f),  # type: ignore[attr-defined]  # all three clamps
         "FD (CRBA+Cholesky)": lambda q: fd_c.virtual.acceleration(q, f),  # type: ignore[attr-defined]
         "FD (ABA)": lambda q: fd_a.virtual.acceleration(q, f, algorithm="aba"),  # type: ignore[attr-defined]
+        "FD (QR)": lambda q: fd_q.virtual.acceleration(q, f, algorithm="qr"),  # type: ignore[attr-defined]
     }
 
 

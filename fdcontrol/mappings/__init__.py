@@ -1,0 +1,31 @@
+"""Cartesian → joint mappings compared in seed 004 (Fig. 5), one module each, by name.
+
+Every module of this package is imported here, so a mapping is added by one file with one
+registered class (see ``base``); ``MAPPING_NAMES``, the service settings, the API schema and
+the CLI choices are read from ``MAPPINGS``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from .base import MAPPINGS, Analysis, Mapping, MappingProtocol, analyze, check_positive, make_mapping
+from .dls import DampedLeastSquares
+from .fd import ForwardDynamics
+from .ji import JacobianInverse
+from .jt import JacobianTranspose
+from .sdls import SelectivelyDampedLeastSquares
+
+for _m in pkgutil.iter_modules(__path__):  # further mapping files register on import
+    importlib.import_module(f"{__name__}.{_m.name}")
+
+_PAPER_ORDER = ("ji", "jt", "dls", "sdls", "fd")  # seed 004's order; further mappings follow by name
+
+#: registered mapping names
+MAPPING_NAMES: tuple[str, ...] = tuple(sorted(
+    MAPPINGS.names(), key=lambda n: (_PAPER_ORDER.index(n) if n in _PAPER_ORDER else len(_PAPER_ORDER), n)))
+
+__all__ = ["MAPPINGS", "MAPPING_NAMES", "Analysis", "DampedLeastSquares", "ForwardDynamics", "JacobianInverse",
+           "JacobianTranspose", "Mapping", "MappingProtocol", "SelectivelyDampedLeastSquares", "analyze",
+           "check_positive", "make_mapping"]

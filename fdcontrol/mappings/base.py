@@ -1,0 +1,124 @@
+"""The mapping base, its registry, and the SVD analysis of seed 004 Fig. 5.
+
+Every mapping has the same small interface:
+
+* ``joint_space(q)`` — M(q), N×6, type (a) of Fig. 5: joint quantity = M · Cartesian quantity;
+* ``cartesian(q)`` — J(q) M(q), 6×6, type (b): how a Cartesian input reappears in Cartesian
+  space (the identity is ideal decoupling).
+
+A mapping is one class in one file of this package, registered with
+``@MAPPINGS.register("name")``; its ``__init__(robot, **params)`` keywords are the parameters
+``make_mapping`` forwards (others are ignored), and ``solver`` names the solver family that
+drives it in the loop (``fdcontrol.solvers.SOLVERS``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..registry import Registry, UnknownName
+from ..robot import ModelError, RobotModel
+
+
+class MappingProtocol(Protocol):
+    name: str
+    robot: RobotModel
+
+    def joint_space(self, q: np.ndarray) -> np.ndarray: ...
+
+    def cartesian(self, q: np.ndarray) -> np.ndarray: ...
+
+
+class Mapping:
+    """Base class: subclasses implement ``joint_space``; ``cartesian`` is J · joint_space."""
+
+    name = "mapping"
+    #: solver family in ``fdcontrol.solvers.SOLVERS``: "velocity", "transpose" or "forward_dynamics"
+    solver = "velocity"
+
+    def __init__(self, robot: RobotModel) -> None:
+        self.robot = robot
+
+    def joint_space(self, q: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def cartesian(self, q: np.ndarray) -> np.ndarray:
+        """Type (b) of Fig. 5: J(q) M(q), 6×6."""
+        return self.robot.jacobian(q) @ self.joint_space(q)
+
+    def params(self) -> dict[str, float | str]:
+        return {}
+
+    def __repr__(self) -> str:
+        p = ", ".join(f"{k}={v}" for k, v in self.params().items())
+        return f"{type(self).__name__}({p})"
+
+
+MAPPINGS: Registry[Mapping] = Registry("mapping")
+
+
+def check_positive(name: str, value: float) -> float:
+    v = float(value)
+    if not math.isfinite(v) or v <= 0.0:
+        raise ModelError(f"{name} must be finite and > 0, got {value!r}")
+    return v
+
+
+def make_mapping(name: str, robot: RobotModel, **params: Any) -> Mapping:
+    """Build the mapping registered as `name`; keywords it does not take are ignored.
+
+    One call for every mapping (``gamma``, ``alpha``, ``gamma_max``, ``algorithm``, …) so that
+    settings and requests can hold the union of all mappings' parameters.
+    """
+    try:
+        cls = MAPPINGS.get(name)
+    except UnknownName as exc:
+        raise ModelError(str(exc)) from exc
+    accepted = inspect.signature(cls.__init__).parameters
+    return cls(robot, **{k: v for k, v in params.items() if k in accepted and k != "robot"})
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """SVD summary of a mapping matrix (seed eq. 1, M = U Σ Vᵀ)."""
+
+    singular_values: np.ndarray
+    sigma_min: float
+    sigma_max: float
+    condition: float  # κ = σmax/σmin, inf when numerically singular
+    manipulability: float  # Π σ_i = √det(M Mᵀ) for a wide M (Yoshikawa for M = J)
+
+    @property
+    def singular(self) -> bool:
+        return math.isinf(self.condition)
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-safe: κ = inf becomes None with ``singular: true``."""
+        return {
+            "singular_values": self.singular_values.tolist(),
+            "sigma_min": self.sigma_min,
+            "sigma_max": self.sigma_max,
+            "condition": None if self.singular else self.condition,
+            "singular": self.singular,
+            "manipulability": self.manipulability,
+        }
+
+
+def analyze(matrix: np.ndarray) -> Analysis:
+    """Singular values (descending), σmin, σmax, κ and manipulability of `matrix`.
+
+    κ is infinite when σmin ≤ σmax · max(m, n) · ε (numpy's rank tolerance).
+    """
+    M = np.asarray(matrix, dtype=float)
+    if M.ndim != 2 or not np.all(np.isfinite(M)):
+        raise ModelError("analyze needs a finite 2-D matrix")
+    s = np.linalg.svd(M, compute_uv=False)
+    smax, smin = float(s[0]), float(s[-1])
+    tol = smax * max(M.shape) * np.finfo(float).eps
+    kappa = math.inf if smin <= tol else smax / smin
+    return Analysis(s, smin, smax, kappa, float(np.prod(s)))

@@ -1,0 +1,28 @@
+"""Damped least squares (seed 004 eq. 8)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..robot import RobotModel
+from .base import MAPPINGS, Mapping, check_positive
+
+
+@MAPPINGS.register("dls")
+class DampedLeastSquares(Mapping):
+    """Seed eq. 8: q̇ = (JᵀJ + α² I)⁻¹ Jᵀ ẋ (Wampler 1986, Nakamura & Hanafusa 1986)."""
+
+    name = "dls"
+    solver = "velocity"
+
+    def __init__(self, robot: RobotModel, alpha: float = 0.1) -> None:
+        super().__init__(robot)
+        self.alpha = check_positive("alpha", alpha)
+
+    def joint_space(self, q: np.ndarray) -> np.ndarray:
+        J = self.robot.jacobian(q)
+        A = J.T @ J + self.alpha**2 * np.eye(J.shape[1])
+        return np.linalg.solve(A, J.T)
+
+    def params(self) -> dict[str, float | str]:
+        return {"alpha": self.alpha}

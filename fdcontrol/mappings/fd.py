@@ -1,0 +1,38 @@
+"""Forward dynamics of the virtual model (seed 004 eq. 10, 13–14)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..robot import ModelError, RobotModel
+from ..virtual import ALGORITHMS, Algorithm, VirtualModel, check_gamma
+from .base import MAPPINGS, Mapping
+
+
+@MAPPINGS.register("fd")
+class ForwardDynamics(Mapping):
+    """Seed eq. 10: q̈ = H⁻¹(q) Jᵀ f on the γ-conditioned virtual model (eq. 13–14).
+
+    The mapping owns the solver's one ``VirtualModel``.
+    """
+
+    name = "fd"
+    solver = "forward_dynamics"
+
+    def __init__(self, robot: RobotModel, gamma: float = 1e3, algorithm: Algorithm = "cholesky") -> None:
+        super().__init__(robot)
+        if algorithm not in ALGORITHMS:
+            raise ModelError(f"unknown algorithm {algorithm!r}; expected 'cholesky', 'aba' or 'qr'")
+        check_gamma(gamma, algorithm)
+        self.virtual = VirtualModel(robot, gamma)
+        self.algorithm: Algorithm = algorithm
+
+    @property
+    def gamma(self) -> float:
+        return self.virtual.gamma
+
+    def joint_space(self, q: np.ndarray) -> np.ndarray:
+        return self.virtual.joint_space(q, self.algorithm)
+
+    def params(self) -> dict[str, float | str]:
+        return {"gamma": self.gamma, "algorithm": self.algorithm}

@@ -1,0 +1,18 @@
+"""Jacobian transpose (seed 004 eq. 5)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import MAPPINGS, Mapping
+
+
+@MAPPINGS.register("jt")
+class JacobianTranspose(Mapping):
+    """Seed eq. 5: τ = Jᵀ f (Wolovich & Elliott), driven as q̈ = Jᵀ f (unit joint inertia)."""
+
+    name = "jt"
+    solver = "transpose"
+
+    def joint_space(self, q: np.ndarray) -> np.ndarray:
+        return self.robot.jacobian(q).T
