@@ -142,6 +142,7 @@ class ControlLoop:
         self.max_force, self.max_torque = float(max_force), float(max_torque)
         self.realtime = realtime
         self.spin = float(spin)
+        self.max_tracking_error = 0.05  # rad, position interfaces only (see _position_reference)
         self.stats = Stats()
         self._command: Command | None = None
         self._target: np.ndarray | None = None
@@ -243,7 +244,7 @@ class ControlLoop:
             qd_ref = np.zeros(self.robot.dof)
         if not finite(qd_ref):  # never send a NaN
             self.fault, holding, qd_ref = "non-finite reference; holding", True, np.zeros(self.robot.dof)
-        q_ref = q + dt * qd_ref
+        q_ref, holding = self._position_reference(q, qd_ref, dt, holding)
         self.driver.send(q_ref, qd_ref)
         self.qd_ref = qd_ref
         self.qd_state = qd_ref.copy()
@@ -260,6 +261,25 @@ class ControlLoop:
         if self.io is not None:
             self.io.publish(self, self.state)
         return self.state
+
+    def _position_reference(self, q: np.ndarray, qd_ref: np.ndarray, dt: float,
+                            holding: bool) -> tuple[np.ndarray, bool]:
+        """q_ref sent with q̇_ref. Velocity interfaces: q + dt q̇_ref. Position interfaces
+        (``driver.interface == "position"``) integrate the previous reference,
+        q_ref,k = q_ref,k−1 + dt q̇_ref (from q itself a servoed arm would sag under load);
+        when |q_ref − q|∞ exceeds ``max_tracking_error`` (rad) the reference re-anchors at the
+        measured q, the loop records a fault and holds."""
+        if getattr(self.driver, "interface", "velocity") != "position":
+            return q + dt * qd_ref, holding
+        prev = getattr(self, "_q_ref", None)
+        q_ref = q.copy() if self.cycle == 0 or prev is None else prev + dt * qd_ref
+        err = float(np.max(np.abs(q_ref - q)))
+        if err > self.max_tracking_error:
+            self.fault = f"position tracking error {err:.3g} rad > {self.max_tracking_error} rad; holding"
+            q_ref, holding = q.copy(), True
+            qd_ref[:] = 0.0
+        self._q_ref = q_ref
+        return q_ref, holding
 
     def _publish(self, t, q, qd, q_ref, qd_ref, pose, fc, f_meas, watchdog, sigma,
                  holding: bool = False, seq: int = 0, kappa_h: float = math.nan) -> LoopState:

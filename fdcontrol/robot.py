@@ -79,6 +79,7 @@ class RobotModel:
 
     def __init__(self, model: pin.Model, base: str, tip: str, name: str = "robot") -> None:
         self.name = name
+        self.source: Path | None = None  # the description file, when loaded from one
         self.model = model
         self.data = model.createData()
         self.base, self.tip = base, tip
@@ -104,7 +105,9 @@ class RobotModel:
             full = pin.buildModelFromUrdf(str(path))
         except Exception as exc:  # pinocchio raises RuntimeError/ValueError on bad XML
             raise ModelError(f"cannot parse URDF {path}: {exc}") from exc
-        return cls(_reduce(full, base, tip), base, tip, name or path.stem)
+        robot = cls(_reduce(full, base, tip), base, tip, name or path.stem)
+        robot.source = path
+        return robot
 
     @classmethod
     def from_mjcf(cls, path: str | Path, base: str, tip: str, name: str | None = None,
@@ -122,6 +125,7 @@ class RobotModel:
         except Exception as exc:
             raise ModelError(f"cannot parse MJCF {path}: {exc}") from exc
         robot = cls(_reduce(full, base, tip), base, tip, name or path.stem)
+        robot.source = path
         robot._set_velocity_limits(velocity_limits, path)
         return robot
 
