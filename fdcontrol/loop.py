@@ -267,17 +267,15 @@ class ControlLoop:
         """q_ref sent with q̇_ref. Velocity interfaces: q + dt q̇_ref. Position interfaces
         (``driver.interface == "position"``) integrate the previous reference,
         q_ref,k = q_ref,k−1 + dt q̇_ref (from q itself a servoed arm would sag under load);
-        when |q_ref − q|∞ exceeds ``max_tracking_error`` (rad) the reference re-anchors at the
-        measured q, the loop records a fault and holds."""
+        the tracking error is bounded: q_ref = q + clip(q_ref − q, ±``max_tracking_error``) (rad),
+        so an arm held back (contact, torque limit) is pushed with at most k_p·e_max per joint
+        and resumes from where it is, without a jump, when released."""
         if getattr(self.driver, "interface", "velocity") != "position":
             return q + dt * qd_ref, holding
         prev = getattr(self, "_q_ref", None)
         q_ref = q.copy() if self.cycle == 0 or prev is None else prev + dt * qd_ref
-        err = float(np.max(np.abs(q_ref - q)))
-        if err > self.max_tracking_error:
-            self.fault = f"position tracking error {err:.3g} rad > {self.max_tracking_error} rad; holding"
-            q_ref, holding = q.copy(), True
-            qd_ref[:] = 0.0
+        e = self.max_tracking_error
+        q_ref = q + np.clip(q_ref - q, -e, e)
         self._q_ref = q_ref
         return q_ref, holding
 

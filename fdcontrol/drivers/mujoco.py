@@ -187,12 +187,16 @@ class MujocoRobot:
             g.solimp = [0.99, 0.99, 0.001, 0.5, 2.0]
         for name, j in zip(self.robot.joint_names, joints, strict=True):
             lo, hi = j.range
-            iv = spec.add_actuator(name=f"{name}_intvel", target=name,
-                                   trntype=mujoco.mjtTrn.mjTRN_JOINT)
-            iv.dyntype = mujoco.mjtDyn.mjDYN_INTEGRATOR
+            iv = spec.add_actuator(name=f"{name}_{'intvel' if self.interface == 'velocity' else 'pos'}",
+                                   target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
             iv.gaintype, iv.biastype = mujoco.mjtGain.mjGAIN_FIXED, mujoco.mjtBias.mjBIAS_AFFINE
-            iv.actlimited = mujoco.mjtLimited.mjLIMITED_TRUE
-            iv.actrange = [lo, hi]
+            if self.interface == "velocity":  # activation = ∫ q̇_ref, limited to the joint range
+                iv.dyntype = mujoco.mjtDyn.mjDYN_INTEGRATOR
+                iv.actlimited = mujoco.mjtLimited.mjLIMITED_TRUE
+                iv.actrange = [lo, hi]
+            else:
+                iv.dyntype = mujoco.mjtDyn.mjDYN_NONE
+                iv.actlimited = mujoco.mjtLimited.mjLIMITED_FALSE
             for a, kind in ((iv, "int"), (spec.add_actuator(name=f"{name}_vel", target=name,
                                                            trntype=mujoco.mjtTrn.mjTRN_JOINT), "vel")):
                 a.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
@@ -250,8 +254,6 @@ class MujocoRobot:
             m.actuator_biasprm[2 * j][1] = -kp
             vel[0] = kv
             m.actuator_biasprm[2 * j + 1][2] = -kv
-        if self.interface == "position":  # the first actuator is a plain position servo
-            m.actuator_dyntype[0::2] = mujoco.mjtDyn.mjDYN_NONE
         self._base_id = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, self.robot.base)
         self._tip_id = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, self.robot.tip)
         self._tool_id = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "fd_tool")
@@ -295,11 +297,12 @@ class MujocoRobot:
                 if q_ref is None:
                     q_ref = self._q_ref_prev + (0.0 if qd_ref is None else self.dt * np.asarray(qd_ref))
                 q_ref = np.asarray(q_ref, dtype=float)
-                d.ctrl[0::2] = q_ref
-                d.ctrl[1::2] = (q_ref - self._q_ref_prev) / self.dt
-                self._q_ref_prev = q_ref.copy()
+                prev, self._q_ref_prev = self._q_ref_prev, q_ref.copy()
+                d.ctrl[1::2] = (q_ref - prev) / self.dt
             self._apply_push()
-            for _ in range(self.nsub):
+            for k in range(self.nsub):
+                if self.interface == "position":  # the servo interpolates linearly within the period
+                    d.ctrl[0::2] = prev + (k + 1) / self.nsub * (q_ref - prev)
                 mujoco.mj_step(self.model, d)
             mujoco.mj_rnePostConstraint(self.model, d)  # sensors and cfrc at the final state
             mujoco.mj_sensorAcc(self.model, d)
@@ -358,8 +361,8 @@ class MujocoRobot:
             for i in range(d.ncon):
                 c = d.contact[i]
                 mujoco.mj_contactForce(m, d, i, f6)
-                F = c.frame.reshape(3, 3).T @ f6[:3]  # force of geom2 on geom1? see sign below
-                # mj_contactForce gives the force geom1 exerts on geom2 in the contact frame
-                total += -F if c.geom2 in tool_geoms else F
+                # the contact frame's normal points from geom1 to geom2; f6 acts on geom2
+                F = c.frame.reshape(3, 3).T @ f6[:3]
+                total += F if c.geom2 in tool_geoms else -F
             Rb, _ = self._base_pose()
             return Rb.T @ total
