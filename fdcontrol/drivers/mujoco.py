@@ -21,7 +21,7 @@ machine precision) and completed with ``mujoco.MjSpec``:
 * a 6-axis force–torque sensor at the flange (MuJoCo ``force`` / ``torque`` sensors on a site
   at the tip origin), read in the convention ``sensor_sign`` of :mod:`fdcontrol.sensing`;
 * ``objects`` = [{"name", "kind": "box", "position": [m], "quaternion": [x, y, z, w],
-  "size": [full lengths, m], "stiffness": N/m, "damping": N·s/m}] in the robot's base frame;
+  "size": [full lengths, m], "stiffness", "damping"}] (see EnvObject) in the robot's base frame;
   contact is tool ↔ objects only (the arm has no collision geometry);
 * ``set_push(w)``: a wrench [F; τ] (N, N·m) in the base frame acting on the tool at the tip
   origin — the simulated hand.
@@ -65,15 +65,19 @@ class Tool:
 
 @dataclass(frozen=True)
 class EnvObject:
-    """A box in the robot's base frame with contact stiffness (N/m) and damping (N·s/m)."""
+    """A box in the robot's base frame. ``stiffness`` and ``damping`` are MuJoCo's direct
+    contact parameters solref = (−stiffness, −damping): the contact's reference acceleration
+    a_ref = −damping·v − stiffness·penetration (1/s², 1/s), so the force per metre scales with
+    the arm's effective mass at the contact (100, 20 give a compliant surface, ~2–5 mm at 10 N
+    on the shipped arms; 5000, 50 a hard one)."""
 
     name: str
     position: tuple[float, float, float]
     size: tuple[float, float, float]  # full lengths (m)
     quaternion: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 1.0)  # x, y, z, w
     kind: str = "box"
-    stiffness: float = 5000.0
-    damping: float = 50.0
+    stiffness: float = 100.0
+    damping: float = 20.0
 
     def __post_init__(self) -> None:
         if self.kind != "box":
@@ -84,7 +88,7 @@ class EnvObject:
         if not all(math.isfinite(float(v)) for v in vals) or min(self.size) <= 0:
             raise ModelError(f"object {self.name!r}: finite values and positive sizes required")
         if not (0 < self.stiffness <= 1e7 and 0 <= self.damping <= 1e5):
-            raise ModelError(f"object {self.name!r}: stiffness in (0, 1e7] N/m, damping in [0, 1e5] N·s/m")
+            raise ModelError(f"object {self.name!r}: stiffness in (0, 1e7], damping in [0, 1e5]")
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "position": list(self.position),

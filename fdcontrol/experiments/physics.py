@@ -32,7 +32,7 @@ from .common import Context, table, write_results
 
 DT = 0.002
 TOOL = Tool(mass=0.8, com=(0.01, -0.005, 0.06), length=0.12, radius=0.02)
-PUSH, GUIDE_S = 3.0, 0.5
+PUSH, GUIDE_S = 3.0, 1.0
 PRESS_N, PRESS_GAIN, GAP = 10.0, 0.02, 0.02
 MAPPINGS = ("fd", "dls", "jt", "ji")
 
@@ -83,14 +83,14 @@ def hand_guiding(robot: RobotModel, mapping: str = "fd", mode: str = "velocity")
             "fault": r.loop.fault or still.loop.fault}
 
 
-def press_rig(robot: RobotModel, mapping: str = "fd", mode: str = "velocity", gain: float = PRESS_GAIN,
+def press_rig(robot: RobotModel, mapping: str = "fd", mode: str = "velocity", gain: float | None = None,
               gap: float = GAP) -> Rig:
     """Tool end `gap` above a table (top under the end sphere), pressing with 10 N down."""
     probe = MujocoRobot(robot, dt=DT, tool=TOOL)
     end = probe.tool_end()
     top = end[2] - TOOL.radius - gap
-    tbl = EnvObject("table", (end[0], end[1], top - 0.05), (0.6, 0.6, 0.1))
-    law = force_law(np.array([0, 0, -PRESS_N, 0, 0, 0]), gain)
+    tbl = EnvObject("table", (end[0], end[1], top - 0.05), (0.6, 0.6, 0.1), stiffness=100.0, damping=20.0)
+    law = force_law(np.array([0, 0, -PRESS_N, 0, 0, 0]), PRESS_GAIN if gain is None else gain)
     return rig(robot, mapping, mode, law=law, objects=[tbl])
 
 

@@ -1,0 +1,128 @@
+"""The MuJoCo arm (real physics nobody here wrote): kinematics, the physical sensor, hand
+guiding, force control on a table and the stretched singularity — ur10 and panda, both servo
+modes. Ground truth for contact is MuJoCo's own contact force, not the code under test."""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+import pytest
+
+from fdcontrol.drivers.mujoco import EnvObject, MujocoRobot, Tool
+from fdcontrol.experiments import physics as P
+from fdcontrol.robot import HOME, RobotModel
+
+ROBOTS = ("ur10", "panda")
+MODES = ("velocity", "position")
+
+
+@pytest.fixture(scope="module", params=ROBOTS)
+def robot(request) -> RobotModel:
+    return RobotModel.load(request.param)
+
+
+def test_kinematics_match_pinocchio_to_machine_precision(robot):
+    drv = MujocoRobot(robot, tool=P.TOOL)
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        q = robot.random_q(rng)
+        drv.data.qpos[:] = q
+        mujoco.mj_kinematics(drv.model, drv.data)
+        T = robot.pose(q)
+        assert np.abs(drv.data.xpos[drv._tip_id] - T[:3, 3]).max() < 1e-12
+        assert np.abs(drv.data.xmat[drv._tip_id].reshape(3, 3) - T[:3, :3]).max() < 1e-12
+
+
+def test_servo_has_torque_limits_and_gravity_compensation_in_actuators(robot):
+    drv = MujocoRobot(robot)
+    m = drv.model
+    np.testing.assert_allclose(m.jnt_actfrcrange[:, 1], robot.model.effortLimit)
+    assert np.all(m.jnt_actgravcomp == 1) and np.all(m.body_gravcomp[1:] == 1)
+    assert np.all(m.dof_damping == 0)
+
+
+@pytest.mark.parametrize("sign", ["robot_on_tool", "tool_on_robot"])
+def test_at_rest_in_three_orientations_f_measured_is_zero(robot, sign):
+    """0.8 kg tool with an off-axis centre of mass; the filter knows mass and CoM only."""
+    q0 = np.array(HOME[robot.name])
+    for dq in ([0, 0, 0], [0.9, -0.7, 1.2], [-1.1, 0.6, -0.8]):
+        q = q0.copy()
+        q[-3:] += dq
+        r = P.rig(robot, law=P.force_law(gain=0.0), q0=q, sign=sign)
+        s = P.advance(r, 0.2)[-1]
+        W = r.drv.read_wrench()
+        assert np.linalg.norm(W[:3]) == pytest.approx(9.81 * P.TOOL.mass, rel=1e-3)  # it does see the weight
+        assert np.linalg.norm(s.f_measured[:3]) < 0.3
+        assert np.linalg.norm(s.f_measured[3:]) < 0.03
+
+
+@pytest.mark.parametrize("push", [[10.0, 0, 0], [0, -6.0, 8.0]])
+def test_a_10N_push_reads_back_as_minus_the_push(robot, push):
+    """f_measured = tool on environment: a hand pushing the tool with F reads −F (at the tip origin)."""
+    r = P.rig(robot, law=P.force_law(gain=0.0))  # f_c = 0: the servo holds still against the hand
+    w = np.array([*push, 0, 0, 0])
+    s = P.advance(r, 0.3, push=w)[-1]
+    np.testing.assert_allclose(s.f_measured[:3], -w[:3], atol=0.02 * 10)
+    assert np.linalg.norm(s.f_measured[:3] + w[:3]) < 0.02 * np.linalg.norm(w[:3])
+    assert np.linalg.norm(s.f_measured[3:]) < 0.03  # applied at the tip origin: no moment there
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_hand_guiding_follows_the_push_and_stays_still_without_one(robot, mode):
+    g = P.hand_guiding(robot, "fd", mode)
+    print(robot.name, mode, g)
+    assert g["fault"] is None
+    assert g["along_m"] > 0.1  # moves along the push (+x)
+    assert g["drift"] < 0.01
+    assert g["still_max_mm"] < 1.0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_force_control_presses_10N_on_a_table(robot, mode):
+    f = P.force_press(robot, "fd", mode, seconds=3.0)
+    print(robot.name, mode, f)
+    assert f["settle_s"] is not None and f["settle_s"] < 2.5
+    assert abs(f["final_N"] - 10.0) < 0.2 and abs(f["final_measured_N"] - 10.0) < 0.2
+    assert f["contact_lost_after_settling"] == 0
+    assert f["peak_N"] <= 15.0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_stretched_singularity_under_200N_stays_within_limits(robot, mode):
+    s = P.singular_stretch(robot, "fd", mode)
+    print(robot.name, mode, s)
+    assert s["finite"] and s["fault"] is None
+    assert s["ref_speed_over_limit"] <= 1.0 + 1e-9
+    assert s["ref_acc_over_limit"] <= 1.0 + 1e-9
+    assert s["position_violation_rad"] == 0.0
+
+
+def test_push_environment_and_bad_options():
+    robot = RobotModel.load("ur10")
+    drv = MujocoRobot.from_options(robot, 0.002, {"tool": {"mass": 0.5, "com": [0, 0, 0.05]},
+                                                  "objects": [{"name": "wall", "position": [1, 0, 0.5],
+                                                               "size": [0.1, 2, 1]}]})
+    env = drv.environment()
+    assert [o["name"] for o in env["objects"]] == ["wall", "table"]
+    assert env["objects"][0]["size"] == [0.1, 2, 1]
+    drv.set_push([1, 2, 3, 0, 0, 0])
+    assert drv.environment()["push"] == [1, 2, 3, 0, 0, 0]
+    for bad in ([np.nan] * 6, [1, 2, 3], [1000, 0, 0, 0, 0, 0]):
+        with pytest.raises(ValueError):
+            drv.set_push(bad)
+    with pytest.raises(ValueError):
+        MujocoRobot(robot, mode="torque")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        EnvObject("x", (0, 0, 0), (1, -1, 1))
+    with pytest.raises(ValueError):
+        Tool(mass=-1)
+    with pytest.raises(ValueError):
+        MujocoRobot(robot, sensor_sign="up")
+
+
+def test_physics_is_deterministic():
+    robot = RobotModel.load("panda")
+    a, b = (P.rig(robot, law=P.force_law()) for _ in range(2))
+    sa = P.advance(a, 0.2, push=np.array([2.0, 1, 0, 0, 0, 0]))[-1]
+    sb = P.advance(b, 0.2, push=np.array([2.0, 1, 0, 0, 0, 0]))[-1]
+    np.testing.assert_array_equal(sa.q, sb.q)
