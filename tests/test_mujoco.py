@@ -126,3 +126,34 @@ def test_physics_is_deterministic():
     sa = P.advance(a, 0.2, push=np.array([2.0, 1, 0, 0, 0, 0]))[-1]
     sb = P.advance(b, 0.2, push=np.array([2.0, 1, 0, 0, 0, 0]))[-1]
     np.testing.assert_array_equal(sa.q, sb.q)
+
+
+def test_service_defaults_to_mujoco_with_environment_and_push_api():
+    """The real service (loop process + uvicorn on loopback) on the MuJoCo arm: a hand push set
+    over HTTP reads back in f_measured; bad pushes are refused with 422."""
+    import time
+
+    import httpx
+
+    from tests.service import Service
+
+    svc = Service()
+    try:
+        env = httpx.get(svc.url + "/environment", timeout=5).json()
+        assert env["push"] == [0.0] * 6
+        tbl = next(o for o in env["objects"] if o["name"] == "table")
+        assert tbl["kind"] == "box" and len(tbl["quaternion"]) == 4 and tbl["size"][2] > 0
+        r = httpx.put(svc.url + "/sim/push", json={"wrench": [10, 0, 0, 0, 0, 0]}, timeout=5)
+        assert r.status_code == 200 and r.json()["push"][0] == 10
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            f = httpx.get(svc.url + "/state", timeout=5).json()["f_measured"]
+            if abs(f[0] + 10) < 0.3:
+                break
+            time.sleep(0.1)
+        assert abs(f[0] + 10) < 0.3, f
+        for bad in ({"wrench": [1, 2]}, {"wrench": [1e4, 0, 0, 0, 0, 0]}, {"w": 1}):
+            assert httpx.put(svc.url + "/sim/push", json=bad, timeout=5).status_code == 422
+        assert httpx.delete(svc.url + "/sim/push", timeout=5).json()["push"] == [0.0] * 6
+    finally:
+        svc.stop()
