@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..robot import RobotModel
-from . import conditioning, decoupling, integrators, limits, numerics, singular_path, singular_sweep, timing
+from . import conditioning, decoupling, integrators, limits, numerics, physics, singular_path, singular_sweep, timing
 from .common import Context
 
 EXPERIMENTS = {
@@ -19,6 +19,7 @@ EXPERIMENTS = {
     "numerics": numerics.run,  # issue 7's accuracy study (not in the paper)
     "limits": limits.run,  # issue 7: joint limits as constraints vs clamping
     "integrators": integrators.run,  # issue 7: error vs CPU time
+    "physics": physics.run,  # issue 11: the mappings on the MuJoCo arm
 }
 
 
