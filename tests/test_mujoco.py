@@ -157,3 +157,28 @@ def test_service_defaults_to_mujoco_with_environment_and_push_api():
         assert httpx.delete(svc.url + "/sim/push", timeout=5).json()["push"] == [0.0] * 6
     finally:
         svc.stop()
+
+
+def test_kinematic_simulator_reads_the_same_physical_sensor_as_mujoco(robot):
+    """SimulatedSensor (kinematic sim) and MuJoCo's own force/torque sensors agree at rest."""
+    from fdcontrol.drivers.simulated import SimulatedSensor
+
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        q = np.array(HOME[robot.name]) + rng.uniform(-0.5, 0.5, robot.dof)
+        q = np.clip(q, robot.limits.lower + 0.05, robot.limits.upper - 0.05)
+        for sign in ("robot_on_tool", "tool_on_robot"):
+            drv = MujocoRobot(robot, q0=q, tool=P.TOOL, sensor_sign=sign)
+            sim = SimulatedSensor(tool_mass=P.TOOL.mass, tool_com=np.array(P.TOOL.com), sign=sign)
+            np.testing.assert_allclose(drv.read_wrench(), sim.reading(robot.pose(q)), atol=1e-9)
+
+
+def test_default_table_lies_under_the_tool_without_contact():
+    for name in ROBOTS:
+        drv = MujocoRobot.from_options(RobotModel.load(name), 0.002, {})
+        tbl = drv.environment()["objects"][0]
+        end = drv.tool_end()
+        top = tbl["position"][2] + tbl["size"][2] / 2
+        assert np.allclose(tbl["position"][:2], end[:2]) and end[2] - drv.tool.radius - top == pytest.approx(0.05)
+        drv.send(None, np.zeros(drv.dof))
+        assert drv.data.ncon == 0

@@ -45,6 +45,7 @@ from ..sensing import check_sign
 from .base import JointState
 
 Interface = Literal["velocity", "position"]
+TABLE_GAP = 0.05  # m between the tool's end and the default table
 
 
 @dataclass(frozen=True)
@@ -144,15 +145,20 @@ class MujocoRobot:
     @classmethod
     def from_options(cls, robot: RobotModel, dt: float, options: dict[str, Any]) -> MujocoRobot:
         """From settings: ``mode``, ``q0``, ``timestep``, ``bandwidth``, ``armature``,
-        ``sensor_sign``, ``tool`` {mass, com, length, radius}, ``objects`` [{…}] or
-        ``table`` {height, center, stiffness, damping} (a table is added by default: top 0.1 m
-        below the tool's end at q0 is not assumed — give ``table: null`` for none)."""
+        ``sensor_sign``, ``tool`` {mass, com, length, radius}, ``objects`` [{…}] and ``table``
+        {height, center, stiffness, damping} (base frame). By default a table lies under the
+        tool, its top ``TABLE_GAP`` below the tool's end at q0; ``table: null`` for none."""
         opts = dict(options)
         tool = Tool(**{k: tuple(v) if isinstance(v, list) else v for k, v in (opts.pop("tool", None) or {}).items()})
         objs = [EnvObject(**{k: tuple(v) if isinstance(v, list) else v for k, v in o.items()})
                 for o in opts.pop("objects", None) or []]
-        tbl = opts.pop("table", {"height": 0.0})
+        tbl = opts.pop("table", "auto")
+        if tbl == "auto":
+            end = cls(robot, dt=dt, tool=tool, objects=[], **opts).tool_end()
+            tbl = {"height": float(end[2]) - tool.radius - TABLE_GAP, "center": (float(end[0]), float(end[1]))}
         if tbl is not None:
+            if not isinstance(tbl, dict):
+                raise ModelError("table must be a mapping {height, center, stiffness, damping} or null")
             objs.append(table(**{k: tuple(v) if isinstance(v, list) else v for k, v in tbl.items()}))
         return cls(robot, dt=dt, tool=tool, objects=objs, **opts)
 
@@ -302,7 +308,9 @@ class MujocoRobot:
                     q_ref = self._q_ref_prev + (0.0 if qd_ref is None else self.dt * np.asarray(qd_ref))
                 q_ref = np.asarray(q_ref, dtype=float)
                 prev, self._q_ref_prev = self._q_ref_prev, q_ref.copy()
-                d.ctrl[1::2] = (q_ref - prev) / self.dt
+                # the servo's velocity feed-forward: the reference's slope, within the URDF limits
+                v = self.robot.limits.velocity
+                d.ctrl[1::2] = np.clip((q_ref - prev) / self.dt, -v, v)
             self._apply_push()
             for k in range(self.nsub):
                 if self.interface == "position":  # the servo interpolates linearly within the period
