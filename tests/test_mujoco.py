@@ -182,3 +182,25 @@ def test_default_table_lies_under_the_tool_without_contact():
         assert np.allclose(tbl["position"][:2], end[:2]) and end[2] - drv.tool.radius - top == pytest.approx(0.05)
         drv.send(None, np.zeros(drv.dof))
         assert drv.data.ncon == 0
+
+
+def test_position_servo_blocked_by_a_wall_keeps_a_bounded_tracking_error():
+    """A position-servoed arm driven into a hard wall: q_ref stays within max_tracking_error of
+    q (no wind-up), nothing faults, and a stop request (send(None, 0)) holds the arm."""
+    robot = RobotModel.load("ur10")
+    end = MujocoRobot(robot, tool=P.TOOL).tool_end()
+    wall = EnvObject("wall", (end[0] + P.TOOL.radius + 0.01 + 0.05, end[1], end[2]), (0.1, 0.5, 0.5),
+                     stiffness=5000.0, damping=50.0)
+    r = P.rig(robot, mode="position", law=P.ControlLaw(mode="admittance"), objects=[wall])
+    errs = []
+    for i in range(500):
+        r.loop.set_wrench([60.0, 0, 0, 0, 0, 0], t=i * P.DT)
+        s = r.loop.step(now=i * P.DT)
+        errs.append(np.max(np.abs(s.q_ref - s.q)))
+    print("max tracking error", max(errs), "contact", r.drv.contact_force())
+    assert r.drv.contact_force()[0] < -1.0  # pressing on the wall (wall pushes back along −x)
+    assert max(errs) <= r.loop.max_tracking_error + 1e-12 and r.loop.fault is None
+    q = r.drv.read().q
+    for _ in range(100):
+        r.drv.send(None, np.zeros(robot.dof))
+    assert np.max(np.abs(r.drv.read().q - q)) < r.loop.max_tracking_error
