@@ -165,6 +165,12 @@ ratios to the safety limits (velocity 0.5 × URDF, acceleration 4 rad/s²).
 
 {table(["robot", "servo", "mapping", "drift %", "still (mm)", "settle (s)", "peak (N)", "final (N)",
         "max |q̇_ref|/limit", "max |q̈_ref|/limit", "pos. violation (rad)"], rows)}
+"settle" None: never stayed within ±0.2 N of 10 N in 3 s. A ratio of exactly 1.000 means the
+safety limit was active and held. DLS and J⁻¹ map the sensed wrench straight to a velocity
+(no virtual mass): in force mode the tool's own inertia, sensed at the flange, closes a
+high-gain loop that chatters from round-off up to a ~0.4 N limit cycle, so the tip creeps
+("still" > 0) and the force does not settle; FD's virtual mass filters it. Jᵀ drifts far
+across the push (its metric is not the Cartesian one).
 """)
     return res
 
