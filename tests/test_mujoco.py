@@ -204,3 +204,31 @@ def test_position_servo_blocked_by_a_wall_keeps_a_bounded_tracking_error():
     for _ in range(100):
         r.drv.send(None, np.zeros(robot.dof))
     assert np.max(np.abs(r.drv.read().q - q)) < r.loop.max_tracking_error
+
+
+def test_bias_zeroing_on_the_mujoco_arm_holds_in_other_orientations():
+    """A sensor with an offset: zeroing at one pose (tool mass known) leaves f_measured ≈ 0 at
+    other poses — only if the gravity model and the sign are right."""
+    robot = RobotModel.load("panda")
+    bias = np.array([3.0, -2.0, 5.0, 0.2, -0.1, 0.3])
+    q0 = np.array(HOME["panda"])
+    r = P.rig(robot, law=P.force_law(gain=0.0), q0=q0)
+    r.drv.sensor_bias = bias
+    r.loop.zero_sensor()
+    P.advance(r, 0.05)
+    for dq in ([0.8, -0.6, 1.0], [-1.0, 0.5, -1.2]):
+        q = q0.copy()
+        q[-3:] += dq
+        r2 = P.rig(robot, law=P.force_law(gain=0.0), q0=q)
+        r2.drv.sensor_bias = bias
+        r2.loop.filter.bias = r.loop.filter.bias.copy()
+        s = P.advance(r2, 0.05)[-1]
+        assert np.linalg.norm(s.f_measured[:3]) < 0.05 and np.linalg.norm(s.f_measured[3:]) < 0.005
+
+
+def test_sensor_noise_is_seeded_with_the_configured_spread():
+    robot = RobotModel.load("ur10")
+    a, b = (MujocoRobot(robot, tool=P.TOOL, sensor_noise=0.5, seed=3) for _ in range(2))
+    np.testing.assert_array_equal(a.read_wrench(), b.read_wrench())
+    spread = np.std([a.read_wrench()[0] for _ in range(400)])
+    assert 0.4 < spread < 0.6

@@ -19,7 +19,8 @@ machine precision) and completed with ``mujoco.MjSpec``:
 * a tool body below the tip (flange) frame: ``tool`` = {"mass": kg, "com": [m] in the tip
   frame, "length": m, "radius": m}, a cylinder along the tip z axis ending in a sphere;
 * a 6-axis force–torque sensor at the flange (MuJoCo ``force`` / ``torque`` sensors on a site
-  at the tip origin), read in the convention ``sensor_sign`` of :mod:`fdcontrol.sensing`;
+  at the tip origin), read in the convention ``sensor_sign`` of :mod:`fdcontrol.sensing`, with
+  an offset ``sensor_bias`` [6] and white noise ``sensor_noise`` (σ in N and N·m);
 * ``objects`` = [{"name", "kind": "box", "position": [m], "quaternion": [x, y, z, w],
   "size": [full lengths, m], "stiffness", "damping"}] (see EnvObject) in the robot's base frame;
   contact is tool ↔ objects only (the arm has no collision geometry);
@@ -120,7 +121,8 @@ class MujocoRobot:
                  q0: np.ndarray | list[float] | None = None, timestep: float = 0.0005,
                  bandwidth: float = 20.0, armature: float = 0.05, tool: Tool | None = None,
                  objects: list[EnvObject] | None = None, sensor_sign: str = "robot_on_tool",
-                 urdf: str | None = None) -> None:
+                 sensor_bias: list[float] | np.ndarray | None = None, sensor_noise: float = 0.0,
+                 seed: int = 0, urdf: str | None = None) -> None:
         if mode not in ("velocity", "position"):
             raise ModelError(f"mode must be 'velocity' or 'position', got {mode!r}")
         if not (dt > 0 and 0 < timestep <= dt):
@@ -129,6 +131,12 @@ class MujocoRobot:
         self.interface: Interface = mode
         self.nsub = max(1, round(dt / timestep))
         self.sensor_sign, self._s = sensor_sign, check_sign(sensor_sign)
+        self.sensor_bias = np.zeros(6) if sensor_bias is None else np.asarray(sensor_bias, dtype=float)
+        if self.sensor_bias.shape != (6,) or not np.all(np.isfinite(self.sensor_bias)):
+            raise ModelError("sensor_bias must be 6 finite numbers (N, N·m)")
+        if not (0 <= sensor_noise <= 100):
+            raise ModelError("sensor_noise must be in [0, 100] (N, N·m standard deviation)")
+        self.sensor_noise, self._rng = float(sensor_noise), np.random.default_rng(seed)
         self.tool = tool or Tool()
         self.objects = list(objects or [])
         names = [o.name for o in self.objects]
@@ -289,11 +297,15 @@ class MujocoRobot:
             return JointState(self.data.qpos.copy(), self.data.qvel.copy(), self.t)
 
     def read_wrench(self) -> np.ndarray:
-        """[F; τ] at the flange, sensor (= tip) frame, in the ``sensor_sign`` convention."""
+        """[F; τ] at the flange, sensor (= tip) frame, in the ``sensor_sign`` convention, plus
+        ``sensor_bias`` and Gaussian ``sensor_noise`` (σ, seeded: deterministic)."""
         with self._lock:
             raw = self.data.sensordata[:6].copy()
         # MuJoCo's force/torque sensors report the parent-on-child wrench: robot_on_tool
-        return self._s * raw
+        w = self._s * raw + self.sensor_bias
+        if self.sensor_noise > 0:
+            w = w + self._rng.normal(scale=self.sensor_noise, size=6)
+        return w
 
     def send(self, q_ref: np.ndarray | None, qd_ref: np.ndarray | None) -> None:
         """Velocity mode: q̇_ref (None = stop). Position mode: q_ref (None = previous
