@@ -1,8 +1,8 @@
 """Control laws: the Cartesian control signal f_c of seed 004 Fig. 2, by composition.
 
 Sign convention for measured wrenches: ``f_measured`` is the wrench the robot's tool exerts
-ON the environment, at the tip origin (a wrench sensor's reading of the contact, minus the
-tool's own weight and the sensor bias). So a person pushing the tool towards +x gives
+ON the environment, at the tip origin (the sensor model of :mod:`fdcontrol.sensing`: the
+raw reading with its sign, the tool's weight and the bias compensated). So a person pushing the tool towards +x gives
 f_measured along −x, and pure force control with f_target = 0 (hand guiding) moves the
 tool towards +x; pressing on a wall with f_target = +10 N·n settles where the wall pushes
 back with 10 N.
@@ -13,19 +13,19 @@ the base frame; ``frame = "tool"`` makes per-axis gains act along the tool axes.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 import pinocchio as pin
 
-from .spatial import cross, rotate6
+from .sensing import GRAVITY as GRAVITY  # re-exported for compatibility
+from .sensing import WrenchFilter as WrenchFilter  # moved to fdcontrol.sensing; importable here too
+from .spatial import rotate6
 
 Frame = Literal["base", "tool"]
 Mode = Literal["admittance", "force", "motion", "compliance"]
 MODES: tuple[str, ...] = ("admittance", "force", "motion", "compliance")
-GRAVITY = np.array([0.0, 0.0, -9.81])
 
 
 def _vec6(x: float | list[float] | np.ndarray, name: str, nonneg: bool = True) -> np.ndarray:
@@ -60,59 +60,6 @@ def pose_error(pose: np.ndarray, target: np.ndarray, max_position: float, max_ro
     if n > max_rotation:
         dr *= max_rotation / n
     return np.concatenate((dp, dr))
-
-
-@dataclass
-class WrenchFilter:
-    """Conditioning of the measured (sensor) wrench, in order:
-
-    1. tool gravity compensation: subtract the tool's weight seen at the sensor,
-       w_g = [m Rᵀg; c × m Rᵀg] in the sensor (tool) frame (m = ``tool_mass``, c =
-       ``tool_com``, g = (0, 0, −9.81) in the base frame),
-    2. bias: subtract ``bias`` (set by :meth:`zero`),
-    3. deadband: force / torque norms below the thresholds read as zero, above shifted down
-       so the output stays continuous,
-    4. first-order low-pass y += (1 − e^(−2π f_c dt)) (x − y), ``cutoff`` in Hz (0 = off).
-
-    ``apply`` takes the raw reading in the tool frame and the tool rotation R (base ← tool),
-    and returns the filtered wrench in the base frame.
-    """
-
-    tool_mass: float = 0.0
-    tool_com: np.ndarray = field(default_factory=lambda: np.zeros(3))
-    deadband_force: float = 0.0
-    deadband_torque: float = 0.0
-    cutoff: float = 0.0
-    bias: np.ndarray = field(default_factory=lambda: np.zeros(6))
-    _state: np.ndarray | None = None
-
-    def gravity_wrench(self, R: np.ndarray) -> np.ndarray:
-        F = self.tool_mass * (R.T @ GRAVITY)
-        return np.concatenate((F, cross(self.tool_com, F)))
-
-    def zero(self, raw: np.ndarray, R: np.ndarray) -> None:
-        """Sensor bias zeroing: the current reading, less the tool's weight, becomes zero."""
-        self.bias = np.asarray(raw, dtype=float) - self.gravity_wrench(R)
-        self._state = None
-
-    def apply(self, raw: np.ndarray, R: np.ndarray, dt: float) -> np.ndarray:
-        w = np.asarray(raw, dtype=float) - self.gravity_wrench(R) - self.bias
-        w = np.concatenate((_deadband(w[:3], self.deadband_force),
-                            _deadband(w[3:], self.deadband_torque)))
-        w = rotate6(R, w)
-        if self.cutoff > 0:
-            if self._state is None:
-                self._state = w
-            else:
-                self._state = self._state + (1 - math.exp(-2 * math.pi * self.cutoff * dt)) * (
-                    w - self._state)
-            w = self._state
-        return w
-
-
-def _deadband(v: np.ndarray, d: float) -> np.ndarray:
-    n = float(np.linalg.norm(v))
-    return np.zeros(3) if n <= d else v * (1 - d / n)
 
 
 @dataclass

@@ -148,6 +148,7 @@ class ControlLoop:
         if int(telemetry_decimation) < 1:
             raise ValueError("telemetry_decimation must be >= 1")
         self.telemetry_decimation = int(telemetry_decimation)  # σmin(J), κ(H) every n-th cycle (~30 µs)
+        self.max_tracking_error = 0.05  # rad, position interfaces only (see _position_reference)
         self.stats = Stats()
         self._command: Command | None = None
         self._target: np.ndarray | None = None
@@ -251,7 +252,7 @@ class ControlLoop:
             qd_ref = np.zeros(self.robot.dof)
         if not finite(qd_ref):  # never send a NaN
             self.fault, holding, qd_ref = "non-finite reference; holding", True, np.zeros(self.robot.dof)
-        q_ref = q + dt * qd_ref
+        q_ref, holding = self._position_reference(q, qd_ref, dt, holding)
         self.driver.send(q_ref, qd_ref)
         self.qd_ref = qd_ref
         self.qd_state = qd_ref.copy()
@@ -268,6 +269,23 @@ class ControlLoop:
         if self.io is not None:
             self.io.publish(self, self.state)
         return self.state
+
+    def _position_reference(self, q: np.ndarray, qd_ref: np.ndarray, dt: float,
+                            holding: bool) -> tuple[np.ndarray, bool]:
+        """q_ref sent with q̇_ref. Velocity interfaces: q + dt q̇_ref. Position interfaces
+        (``driver.interface == "position"``) integrate the previous reference,
+        q_ref,k = q_ref,k−1 + dt q̇_ref (from q itself a servoed arm would sag under load);
+        the tracking error is bounded: q_ref = q + clip(q_ref − q, ±``max_tracking_error``) (rad),
+        so an arm held back (contact, torque limit) is pushed with at most k_p·e_max per joint
+        and resumes from where it is, without a jump, when released."""
+        if getattr(self.driver, "interface", "velocity") != "position":
+            return q + dt * qd_ref, holding
+        prev = getattr(self, "_q_ref", None)
+        q_ref = q.copy() if self.cycle == 0 or prev is None else prev + dt * qd_ref
+        e = self.max_tracking_error
+        q_ref = q + np.clip(q_ref - q, -e, e)
+        self._q_ref = q_ref
+        return q_ref, holding
 
     def _publish(self, t, q, qd, q_ref, qd_ref, pose, fc, f_meas, watchdog, sigma,
                  holding: bool = False, seq: int = 0, kappa_h: float = math.nan) -> LoopState:

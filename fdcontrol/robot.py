@@ -61,11 +61,25 @@ def _supports(model: pin.Model, frame: int) -> list[int]:
     return [j for j in model.supports[model.frames[frame].parentJoint] if j != 0]
 
 
+def _reduce(full: pin.Model, base: str, tip: str) -> pin.Model:
+    """`full` with every joint off the chain base → tip locked at its neutral value."""
+    base_id, tip_id = _frame_id(full, base), _frame_id(full, tip)
+    base_chain, tip_chain = _supports(full, base_id), _supports(full, tip_id)
+    if base_chain != tip_chain[: len(base_chain)]:
+        raise ModelError(f"frame {base!r} is not an ancestor of {tip!r}")
+    chain = tip_chain[len(base_chain):]
+    if not chain:
+        raise ModelError(f"no moving joint between {base!r} and {tip!r}")
+    lock = [j for j in range(1, full.njoints) if j not in chain]
+    return pin.buildReducedModel(full, lock, pin.neutral(full)) if lock else full
+
+
 class RobotModel:
     """The chain base → tip of a URDF with every joint off that chain locked at zero."""
 
     def __init__(self, model: pin.Model, base: str, tip: str, name: str = "robot") -> None:
         self.name = name
+        self.source: Path | None = None  # the description file, when loaded from one
         self.model = model
         self.data = model.createData()
         self.base, self.tip = base, tip
@@ -91,18 +105,43 @@ class RobotModel:
             full = pin.buildModelFromUrdf(str(path))
         except Exception as exc:  # pinocchio raises RuntimeError/ValueError on bad XML
             raise ModelError(f"cannot parse URDF {path}: {exc}") from exc
-        base_id, tip_id = _frame_id(full, base), _frame_id(full, tip)
-        base_chain, tip_chain = _supports(full, base_id), _supports(full, tip_id)
-        if base_chain != tip_chain[: len(base_chain)]:
-            raise ModelError(f"frame {base!r} is not an ancestor of {tip!r}")
-        chain = tip_chain[len(base_chain):]
-        if not chain:
-            raise ModelError(f"no moving joint between {base!r} and {tip!r}")
-        lock = [j for j in range(1, full.njoints) if j not in chain]
-        model = (
-            pin.buildReducedModel(full, lock, pin.neutral(full)) if lock else full
-        )
-        return cls(model, base, tip, name or path.stem)
+        robot = cls(_reduce(full, base, tip), base, tip, name or path.stem)
+        robot.source = path
+        return robot
+
+    @classmethod
+    def from_mjcf(cls, path: str | Path, base: str, tip: str, name: str | None = None,
+                  velocity_limits: float | list[float] | np.ndarray | None = None) -> RobotModel:
+        """Load an MJCF file (pinocchio's reader) and keep the chain base → tip.
+
+        MJCF has no joint velocity limits: ``velocity_limits`` (rad/s, one value or one per
+        chain joint) supplies them; without it a model lacking finite limits is a ModelError.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise ModelError(f"MJCF file not found: {path}")
+        try:
+            full = pin.buildModelFromMJCF(str(path))
+        except Exception as exc:
+            raise ModelError(f"cannot parse MJCF {path}: {exc}") from exc
+        robot = cls(_reduce(full, base, tip), base, tip, name or path.stem)
+        robot.source = path
+        robot._set_velocity_limits(velocity_limits, path)
+        return robot
+
+    def _set_velocity_limits(self, v: float | list[float] | np.ndarray | None, source: Path) -> None:
+        if v is not None:
+            try:
+                vel = np.broadcast_to(np.asarray(v, dtype=float), (self.dof,)).copy()
+            except ValueError as exc:
+                raise ModelError(f"velocity_limits must be one value or {self.dof} values (rad/s)") from exc
+            if not (np.all(np.isfinite(vel)) and np.all(vel > 0)):
+                raise ModelError("velocity_limits must be finite and > 0 (rad/s)")
+            self.model.velocityLimit = vel
+        vel = self.model.velocityLimit
+        if not (np.all(np.isfinite(vel)) and np.all(vel > 0) and np.all(vel < 1e10)):
+            raise ModelError(f"{source} has no finite joint velocity limits (MJCF has none): "
+                             "pass velocity_limits=[rad/s per joint]")
 
     @classmethod
     def load(cls, name: str) -> RobotModel:

@@ -69,6 +69,10 @@ class VirtualModel:
             else:  # light link: m_l at its joint origin
                 model.inertias[j] = pin.Inertia(m_e / self.gamma, np.zeros(3),
                                                 ip_e / self.gamma * np.eye(3))
+        # the virtual model is the γ masses only: no armature, rotor inertia, damping, friction
+        for name in ("armature", "rotorInertia", "damping", "friction"):
+            if hasattr(model, name):
+                setattr(model, name, np.zeros(model.nv))
         model.gravity = pin.Motion.Zero() if not gravity else pin.Motion(
             np.array([0.0, 0.0, -9.81]), np.zeros(3))
         self.model, self.data = model, model.createData()

@@ -33,6 +33,7 @@ from fdcontrol.loop import InputError, LoopState
 from fdcontrol.robot import SHIPPED
 
 from . import schemas
+from .routers import sim
 from .settings import ControlParams, Settings
 from .worker import LoopWorker, WorkerError
 
@@ -342,6 +343,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                        frames: bool = False) -> None:
         await serve_socket(ws, decimation, control=False, frames=frames)
 
+    app.include_router(sim.router)
     app.mount("/", StaticFiles(directory=STATIC, html=True), name="dashboard")
 
     return app

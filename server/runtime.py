@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import numpy as np
+import pinocchio as pin
 
 from fdcontrol import RobotModel, make_mapping
 from fdcontrol.constraints import braking_inset
@@ -66,10 +67,16 @@ def build_limits(robot: RobotModel, p: ControlParams) -> SafetyLimits:
                                    max_angular_speed=p.max_angular_speed)
 
 
-def build_filter(p: ControlParams, old: WrenchFilter | None = None) -> WrenchFilter:
-    f = WrenchFilter(tool_mass=p.tool_mass, tool_com=np.array(p.tool_com),
+def build_filter(p: ControlParams, old: WrenchFilter | None = None, driver: Any = None) -> WrenchFilter:
+    """The sensor model from the settings; tool_mass 0 on a simulated tool (a driver with a
+    ``tool``) means that tool's own payload, as a user would enter it on a real controller."""
+    tool = getattr(driver, "tool", None)
+    mass, com = (tool.mass, tool.com) if tool is not None and p.tool_mass == 0 else (p.tool_mass, p.tool_com)
+    f = WrenchFilter(tool_mass=mass, tool_com=np.array(com),
                      deadband_force=p.deadband_force, deadband_torque=p.deadband_torque,
-                     cutoff=p.filter_cutoff)
+                     cutoff=p.filter_cutoff, sign=p.sensor_sign,
+                     sensor_rotation=pin.rpy.rpyToMatrix(np.array(p.sensor_rpy, dtype=float)),
+                     sensor_position=np.array(p.sensor_position))
     if old is not None:
         f.bias = old.bias
     return f
@@ -88,7 +95,7 @@ class Runtime:
         robot = RobotModel.resolve(p.robot, p.base, p.tip)
         driver = load_driver(p.driver, robot, 1.0 / p.rate, p.driver_options)
         return ControlLoop(robot, driver, build_solver(robot, p), law=build_law(p),
-                           limits=build_limits(robot, p), wrench_filter=build_filter(p),
+                           limits=build_limits(robot, p), wrench_filter=build_filter(p, driver=driver),
                            rate=p.rate, command_timeout=p.command_timeout, max_force=p.max_force,
                            max_torque=p.max_torque, realtime=self.settings.realtime,
                            telemetry_decimation=p.telemetry_decimation)
@@ -115,7 +122,7 @@ class Runtime:
                 loop.solver = build_solver(loop.robot, new)
                 loop.law = build_law(new)
                 loop.limits = build_limits(loop.robot, new)
-                loop.filter = build_filter(new, loop.filter)
+                loop.filter = build_filter(new, loop.filter, loop.driver)
                 loop.command_timeout = new.command_timeout
                 loop.telemetry_decimation = new.telemetry_decimation
                 loop.max_force, loop.max_torque = new.max_force, new.max_torque

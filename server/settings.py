@@ -68,7 +68,15 @@ class ControlParams(BaseModel):
     deadband_force: float = Field(0.0, ge=0, le=100)
     deadband_torque: float = Field(0.0, ge=0, le=10)
     filter_cutoff: float = Field(0.0, ge=0, le=1000, description="low-pass on the sensor (Hz, 0 off)")
-    driver: str = Field("simulated", description="a registered driver (fdcontrol.drivers.registry.DRIVERS) "
+    sensor_sign: Literal["robot_on_tool", "tool_on_robot"] = Field(
+        "robot_on_tool", description="raw F/T reading convention (fdcontrol.sensing)")
+    sensor_position: list[Annotated[float, Field(ge=-2, le=2, allow_inf_nan=False)]] = Field(
+        default_factory=lambda: [0.0, 0.0, 0.0], min_length=3, max_length=3,
+        description="sensor origin in the tip frame (m)")
+    sensor_rpy: list[Annotated[float, Field(ge=-7, le=7, allow_inf_nan=False)]] = Field(
+        default_factory=lambda: [0.0, 0.0, 0.0], min_length=3, max_length=3,
+        description="sensor orientation in the tip frame, roll-pitch-yaw (rad)")
+    driver: str = Field("mujoco", description="a registered driver (fdcontrol.drivers.registry.DRIVERS) "
                         "or, at startup only, 'package.module:Class'")
     driver_options: dict[str, Any] = Field(default_factory=dict)
 

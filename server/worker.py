@@ -33,6 +33,8 @@ from pydantic import ValidationError
 
 from fdcontrol.loop import ControlLoop, LoopState, check_wrench
 
+from .routers.sim import sim_call
+
 MAX_DOF = 16
 MODES = ("admittance", "force", "motion", "compliance")
 WATCHDOG = ("idle", "ok", "tripped")
@@ -210,6 +212,7 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
         "target": lambda pose: runtime.loop.set_target(pose),
         "stats": lambda: runtime.loop.stats.summary(),
         "has_sensor": lambda: runtime.loop.driver.read_wrench() is not None,
+        "sim": lambda op, *a: sim_call(runtime.loop.driver, op, *a),  # server/routers/sim.py
     }
     while True:
         try:

@@ -69,14 +69,17 @@ def test_gravity_compensation_hand_derived():
     R = rot([1, 0, 0], np.pi / 2)
     # in the sensor frame gravity points along −y: F = (0, −19.62, 0), τ = c × F = (1.962, 0, 0)
     np.testing.assert_allclose(filt.gravity_wrench(R), [0, -19.62, 0, 1.962, 0, 0], atol=1e-12)
-    np.testing.assert_allclose(filt.apply(filt.gravity_wrench(R), R, 0.002), np.zeros(6), atol=1e-12)
+    # a sensor between flange and tool reads robot-on-tool = −weight at rest (fdcontrol.sensing)
+    np.testing.assert_allclose(filt.apply(-filt.gravity_wrench(R), R, 0.002), np.zeros(6), atol=1e-12)
+    assert np.linalg.norm(filt.apply(filt.gravity_wrench(R), R, 0.002)[:3]) == pytest.approx(2 * 19.62)
 
 
 def test_bias_zeroing_then_compensation_at_other_orientations(rng):
     filt = WrenchFilter(tool_mass=1.3, tool_com=np.array([0.01, -0.02, 0.08]))
     bias = rng.normal(size=6)
     def reading(R, contact=None):
-        return (np.zeros(6) if contact is None else contact) + filt.gravity_wrench(R) + bias
+        # physical reading (robot on tool): contact (tool on environment) − weight, plus bias
+        return (np.zeros(6) if contact is None else contact) - filt.gravity_wrench(R) + bias
 
     R0 = rot([0, 1, 0], 0.3)
     filt.zero(reading(R0), R0)

@@ -310,7 +310,7 @@ def test_force_mode_with_a_simulated_wall():
     p0 = RobotModel.load("ur10").pose(np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2]))[:3, 3]
     opts = {"sensor": {"planes": [{"point": (p0 + [0.02, 0, 0]).tolist(), "normal": [1, 0, 0],
                                    "stiffness": 2000.0}]}}
-    env = {"FDCONTROL_DRIVER_OPTIONS": json.dumps(opts), "FDCONTROL_MODE": "force",
+    env = {"FDCONTROL_DRIVER": "simulated", "FDCONTROL_DRIVER_OPTIONS": json.dumps(opts), "FDCONTROL_MODE": "force",
            "FDCONTROL_FORCE_GAIN": json.dumps([0.1] * 6), "FDCONTROL_FORCE_TARGET": "[10, 0, 0, 0, 0, 0]"}
     svc = Service(env={**os.environ, **env})
     try:

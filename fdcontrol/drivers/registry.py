@@ -16,6 +16,7 @@ from .base import RobotDriver
 DRIVERS: Registry[RobotDriver] = Registry("driver")
 DRIVERS.register_lazy("simulated", "fdcontrol.drivers.simulated:SimulatedRobot")
 DRIVERS.register_lazy("udp", "fdcontrol.drivers.udp:UdpBridgeDriver")
+DRIVERS.register_lazy("mujoco", "fdcontrol.drivers.mujoco:MujocoRobot")
 
 
 def build_driver(name: str, robot: RobotModel, dt: float, options: dict[str, Any]) -> RobotDriver:

@@ -18,10 +18,8 @@ from typing import Any
 import numpy as np
 
 from ..robot import HOME, RobotModel
-from ..spatial import cross
+from ..sensing import check_sign, physical_reading
 from .base import JointState
-
-GRAVITY = np.array([0.0, 0.0, -9.81])
 
 
 @dataclass
@@ -48,7 +46,13 @@ class SpringPlane:
 
 @dataclass
 class SimulatedSensor:
-    """A wrench sensor at the tip: contact wrench + tool weight + bias + noise, tool frame."""
+    """A flange sensor with a tool, read as a physical sensor (see :mod:`fdcontrol.sensing`).
+
+    The sensor frame is the tip frame. The spring planes push on the tool at the tip origin;
+    the reading is r = s (f − W) + bias + noise, with f = Σ plane forces (tool on environment),
+    W the tool's weight about the sensor origin and s the ``sign`` convention — the same
+    reading the MuJoCo driver's sensor produces.
+    """
 
     planes: list[SpringPlane] = field(default_factory=list)
     tool_mass: float = 0.0
@@ -56,16 +60,17 @@ class SimulatedSensor:
     bias: np.ndarray = field(default_factory=lambda: np.zeros(6))
     noise: float = 0.0
     seed: int = 0
+    sign: str = "robot_on_tool"
 
     def __post_init__(self) -> None:
         self._rng = np.random.default_rng(self.seed)
+        check_sign(self.sign)
 
     def reading(self, pose: np.ndarray) -> np.ndarray:
         R, p = pose[:3, :3], pose[:3, 3]
         F = sum((pl.force(p) for pl in self.planes), np.zeros(3))
-        W = self.tool_mass * (R.T @ GRAVITY)  # the tool's weight, in the sensor frame
-        w = np.concatenate((R.T @ F, np.zeros(3))) + np.concatenate((W, cross(self.tool_com, W)))
-        w = w + self.bias
+        contact = np.concatenate((R.T @ F, np.zeros(3)))
+        w = physical_reading(contact, self.tool_mass, self.tool_com, R, self.sign) + self.bias
         if self.noise > 0:
             w = w + self._rng.normal(scale=self.noise, size=6)
         return w
@@ -94,7 +99,7 @@ class SimulatedRobot:
     def from_options(cls, robot: RobotModel, dt: float, options: dict[str, Any]) -> SimulatedRobot:
         """Built from settings: ``q0`` (default: the robot's home pose), ``tau`` and ``sensor``
         = {"planes": [{"point": [...], "normal": [...], "stiffness": k}], "tool_mass": m,
-        "tool_com": [...], "noise": σ} (a wrench sensor is always fitted)."""
+        "tool_com": [...], "noise": σ, "sign": "robot_on_tool"} (a wrench sensor is always fitted)."""
         opts = {"q0": HOME.get(robot.name), **options}
         sensor = dict(opts.pop("sensor", None) or {})
         planes = [SpringPlane(**pl) for pl in sensor.pop("planes", [])]

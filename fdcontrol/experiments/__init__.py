@@ -13,6 +13,7 @@ from . import (
     integrators,
     limits,
     numerics,
+    physics,
     sdls_rate,
     singular_path,
     singular_sweep,
@@ -30,6 +31,7 @@ EXPERIMENTS = {
     "limits": limits.run,  # issue 7: joint limits as constraints vs clamping
     "integrators": integrators.run,  # issue 7: error vs CPU time
     "sdls-rate": sdls_rate.run,  # issue 17: SDLS in the loop is rate-independent
+    "physics": physics.run,  # issue 11: the mappings on the MuJoCo arm
 }
 
 
