@@ -150,6 +150,7 @@ class ControlLoop:
         self._thread: threading.Thread | None = None
         self._running = threading.Event()
         self.io: LoopIO | None = None
+        self.exchange = getattr(driver, "exchange", None)  # optional driver hook: its own inputs/outputs
         self.fault: str | None = None
         self.last_cycle_at = 0.0  # time.monotonic() of the last cycle, 0 before the first
         self._reset_state()
@@ -259,6 +260,8 @@ class ControlLoop:
                                    s, holding, cmd.seq if cmd else 0, kh)
         if self.io is not None:
             self.io.publish(self, self.state)
+        if self.exchange is not None:
+            self.exchange(self, self.state)
         return self.state
 
     def _publish(self, t, q, qd, q_ref, qd_ref, pose, fc, f_meas, watchdog, sigma,
@@ -300,6 +303,9 @@ class ControlLoop:
                                  fault=self.fault or f"{type(exc).__name__}: {exc}")
         if self.io is not None:
             self.io.publish(self, self.state)
+        if self.exchange is not None:
+            with contextlib.suppress(Exception):
+                self.exchange(self, self.state)
 
     def _on_exception(self, exc: Exception) -> None:
         _hold_after(self, exc)
@@ -339,6 +345,9 @@ def _hold_after(loop: ControlLoop, exc: Exception) -> None:
     loop.state = replace(loop.state, fault=loop.fault, holding=True, qd_ref=loop.qd_ref)
     if loop.io is not None:
         loop.io.publish(loop, loop.state)
+    if loop.exchange is not None:
+        with contextlib.suppress(Exception):
+            loop.exchange(loop, loop.state)
 
 
 def _try_realtime() -> None:

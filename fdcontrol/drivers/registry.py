@@ -16,6 +16,8 @@ from .base import RobotDriver
 DRIVERS: Registry[RobotDriver] = Registry("driver")
 DRIVERS.register_lazy("simulated", "fdcontrol.drivers.simulated:SimulatedRobot")
 DRIVERS.register_lazy("udp", "fdcontrol.drivers.udp:UdpBridgeDriver")
+DRIVERS.register_lazy("ros2", "fdcontrol.drivers.ros2:Ros2Driver")
+DRIVERS.register_lazy("ur_rtde", "fdcontrol.drivers.ur_rtde:UrRtdeDriver")
 
 
 def build_driver(name: str, robot: RobotModel, dt: float, options: dict[str, Any]) -> RobotDriver:
