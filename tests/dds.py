@@ -18,7 +18,7 @@ LOOPBACK_URI = (
 )
 
 
-def test_domain() -> int:
+def dds_domain() -> int:
     """A domain id per test process (0..232 are valid): avoids cross-talk between parallel runs."""
     return 100 + os.getpid() % 100
 
