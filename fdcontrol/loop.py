@@ -217,6 +217,8 @@ class ControlLoop:
         q = js.q
         pose, J = self.robot.kinematics(q)
         R = pose[:3, :3]
+        if self._zero_request and hasattr(self.driver, "zero_sensor"):
+            self.driver.zero_sensor()  # a sensor that zeroes itself (UR's zeroFtSensor), in the loop thread
         raw = self.driver.read_wrench()
         if raw is not None and self._zero_request:
             self.filter.zero(raw, R)
