@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from fdcontrol.robot import HOME, RobotModel
-from tests.dds import dds_domain, loopback_env
+from tests.dds import dds_domain, loopback_env, pin_loopback
 from tests.service import ROOT, Service
 
+pin_loopback()  # this process joins the DDS domain too (in-process tests): loopback only
 DOMAIN = dds_domain()
 
 
@@ -106,3 +107,108 @@ def test_killing_the_peer_faults_into_hold_within_the_timeout(ur10):
         if svc is not None:
             svc.stop()
         peer.kill()
+
+
+class Side:
+    """This process's own DDS participant, as a ROS tool (RViz, a teleop node) would be."""
+
+    def __init__(self, interface: str = "velocity") -> None:
+        from cyclonedds.core import Policy
+        from cyclonedds.domain import DomainParticipant
+        from cyclonedds.pub import DataWriter
+        from cyclonedds.qos import Qos
+        from cyclonedds.sub import DataReader
+        from cyclonedds.topic import Topic
+
+        from fdcontrol.drivers import ros2_msgs as m
+
+        self.m = m
+        self.dp = DomainParticipant(DOMAIN)
+        qos = Qos(Policy.Reliability.Reliable(max_blocking_time=0), Policy.History.KeepLast(1000))
+        self.cmd = DataReader(self.dp, Topic(self.dp, f"rt/forward_{interface}_controller/commands",
+                                             m.Float64MultiArray), qos=qos)
+        self.pose = DataReader(self.dp, Topic(self.dp, "rt/current_pose", m.PoseStamped), qos=qos)
+        self.state = DataReader(self.dp, Topic(self.dp, "rt/fdcontrol/state", m.String), qos=qos)
+        self.target = DataWriter(self.dp, Topic(self.dp, "rt/target_wrench", m.WrenchStamped), qos=qos)
+
+    def take(self, reader) -> list:
+        from cyclonedds.internal import InvalidSample
+
+        return [s for s in reader.take(N=1000) if not isinstance(s, InvalidSample)]
+
+    def push(self, f: list[float], frame: str = "base_link") -> None:
+        m = self.m
+        self.target.write(m.WrenchStamped(m.Header(m.Time(), frame), m.Wrench(m.Vector3(*f[:3]), m.Vector3(*f[3:]))))
+
+
+def in_process_loop(robot: RobotModel, **opts):
+    from fdcontrol.drivers.ros2 import Ros2Driver
+    from fdcontrol.loop import ControlLoop
+    from fdcontrol.mappings import make_mapping
+    from fdcontrol.solvers import make_solver
+
+    drv = Ros2Driver(robot, 0.002, domain_id=DOMAIN, connect_timeout=20, **opts)
+    return drv, ControlLoop(robot, drv, make_solver(make_mapping("fd", robot)), rate=500, command_timeout=0.1)
+
+
+def test_target_wrench_in_current_pose_and_state_out_stale_hold_and_zero_after_stop(ur10):
+    side = Side()
+    peer = start_peer("velocity", HOME["ur10"], np.zeros(6))
+    drv = None
+    try:
+        drv, loop = in_process_loop(ur10, publish_every=5)
+        loop.start()
+        p0 = loop.state.tip_pose[:3, 3].copy()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 1.5:  # a teleop node streams target_wrench at 50 Hz
+            side.push([0.0, 0.0, 20.0, 0.0, 0.0, 0.0])
+            time.sleep(0.02)
+        d = loop.state.tip_pose[:3, 3] - p0
+        assert d[2] > 0.02 and abs(d[2]) > 3 * max(abs(d[0]), abs(d[1])), f"moved {d}, expected along +z"
+        assert loop.state.watchdog in ("ok", "tripped") and loop.state.seq_ack > 10
+        poses = side.take(side.pose)
+        assert len(poses) > 20 and poses[-1].header.frame_id == ur10.base
+        last = poses[-1].pose.position
+        np.testing.assert_allclose([last.x, last.y, last.z], loop.state.tip_pose[:3, 3], atol=0.01)
+        states = [json.loads(s.data) for s in side.take(side.state)]
+        assert states and states[-1]["running"] and states[-1]["mode"] == "admittance"
+        # a wrench in a frame fdcontrol does not know is refused, not applied
+        side.push([0.0, 0.0, 20.0, 0.0, 0.0, 0.0], frame="camera_link")
+        time.sleep(0.1)
+        assert "camera_link" in drv.rejected["target_wrench"]
+        # the peer dies: the loop holds within the timeout (+ one cycle; margin for a shared VM)
+        peer.kill()
+        peer.wait(5)
+        t_kill = time.monotonic()
+        while loop.state.fault is None and time.monotonic() - t_kill < 2.0:
+            time.sleep(0.001)
+        held_after = time.monotonic() - t_kill
+        assert loop.state.holding and "joint_states" in loop.state.fault
+        assert held_after < 0.1 + 0.1, f"held after {held_after:.3f} s"
+        side.take(side.cmd)
+        loop.stop()
+        time.sleep(0.2)
+        after = side.take(side.cmd)
+        assert all(list(c.data) == [0.0] * 6 for c in after), "after stop only zero velocities"
+    finally:
+        if drv is not None:
+            drv.close()
+        peer.kill()
+        peer.wait(5)
+
+
+def test_wrench_in_another_frame_faults(ur10):
+    peer = start_peer("velocity", HOME["ur10"], np.zeros(6))
+    drv = None
+    try:
+        drv, _ = in_process_loop(ur10, sensor_frame="ft_sensor_link")
+        deadline = time.monotonic() + 5
+        with pytest.raises(ValueError, match="'tool0' is not the sensor frame 'ft_sensor_link'"):
+            while time.monotonic() < deadline:
+                drv.read_wrench()
+                time.sleep(0.01)
+    finally:
+        if drv is not None:
+            drv.close()
+        peer.kill()
+        peer.wait(5)
