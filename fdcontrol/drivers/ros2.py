@@ -141,6 +141,7 @@ class Ros2Driver:
         self._received = self._wrench_received = 0.0
         self.rejected: dict[str, str] = {}  # last rejection reason per input topic
         self._last_q: np.ndarray | None = None
+        self._exchanges = 0
         deadline = time.monotonic() + float(connect_timeout)
         while self._state is None and time.monotonic() < deadline:
             self._take_joint_states()
@@ -235,7 +236,8 @@ class Ros2Driver:
     def exchange(self, loop: Any, state: Any) -> None:
         """Once per cycle (the loop calls it): streamed inputs in, pose and state out."""
         self._take_targets(loop)
-        if state.cycle % self.publish_every == 0 or not state.running:
+        self._exchanges += 1  # counted here, not by state.cycle: a faulted loop repeats a cycle number
+        if self._exchanges % self.publish_every == 0 or not state.running:
             self._publish_state(state)
 
     def _take_targets(self, loop: Any) -> None:
