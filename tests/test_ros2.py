@@ -212,3 +212,28 @@ def test_wrench_in_another_frame_faults(ur10):
             drv.close()
         peer.kill()
         peer.wait(5)
+
+
+def test_commands_follow_the_controllers_joint_order(ur10):
+    side = Side("position")
+    peer = start_peer("velocity", HOME["ur10"], np.zeros(6))  # publishes joint_states only for this test
+    drv = None
+    try:
+        order = list(reversed(ur10.joint_names))
+        drv, loop = in_process_loop(ur10, interface="position", controller_joints=order)
+        side.take(side.cmd)
+        st = loop.step()
+        deadline = time.monotonic() + 5
+        cmds: list = []
+        while not cmds and time.monotonic() < deadline:
+            cmds = side.take(side.cmd)
+            time.sleep(0.01)
+        assert cmds, "no command on forward_position_controller/commands"
+        c = cmds[-1]
+        np.testing.assert_allclose(c.data, st.q_ref[::-1], atol=0)
+        assert c.layout.dim[0].size == 6 and c.layout.dim[0].label == "joints"
+    finally:
+        if drv is not None:
+            drv.close()
+        peer.kill()
+        peer.wait(5)
