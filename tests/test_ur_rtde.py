@@ -256,3 +256,19 @@ def test_stale_rtde_state_faults(ur10):
 def test_factories_are_not_settings(ur10):
     with pytest.raises(ValueError, match="Python API"):
         build_driver("ur_rtde", ur10, 0.002, {"host": "x", "control_factory": "os:system"})
+
+
+def test_restart_after_the_watchdog_ended_the_script_reuploads_it(ur10):
+    drv, ctl, _rx, log = make(ur10, watchdog_frequency=10.0)
+    loop = loop_for(ur10, drv)
+    loop._running.set()
+    loop.step()
+    ctl.running = False  # idle longer than 1/10 s: the robot's watchdog ended the control script
+    loop.set_wrench([50.0, 0, 0, 0, 0, 0])
+    log.clear()
+    loop.step()
+    names = [n for n, _ in log]
+    assert names[:4] == ["reuploadScript", "setWatchdog", "speedJ", "kickWatchdog"]
+    log.clear()
+    loop.step()
+    assert "reuploadScript" not in [n for n, _ in log]
