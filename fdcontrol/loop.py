@@ -157,6 +157,7 @@ class ControlLoop:
         self._thread: threading.Thread | None = None
         self._running = threading.Event()
         self.io: LoopIO | None = None
+        self.exchange = getattr(driver, "exchange", None)  # optional driver hook: its own inputs/outputs
         self.fault: str | None = None
         self.last_cycle_at = 0.0  # time.monotonic() of the last cycle, 0 before the first
         self._reset_state()
@@ -223,6 +224,8 @@ class ControlLoop:
         q = js.q
         pose, J = self.robot.kinematics(q)
         R = pose[:3, :3]
+        if self._zero_request and hasattr(self.driver, "zero_sensor"):
+            self.driver.zero_sensor()  # a sensor that zeroes itself (UR's zeroFtSensor), in the loop thread
         raw = self.driver.read_wrench()
         if raw is not None and self._zero_request:
             self.filter.zero(raw, R)
@@ -268,6 +271,8 @@ class ControlLoop:
                                    s, holding, cmd.seq if cmd else 0, kh)
         if self.io is not None:
             self.io.publish(self, self.state)
+        if self.exchange is not None:
+            self.exchange(self, self.state)
         return self.state
 
     def _position_reference(self, q: np.ndarray, qd_ref: np.ndarray, dt: float,
@@ -326,6 +331,9 @@ class ControlLoop:
                                  fault=self.fault or f"{type(exc).__name__}: {exc}")
         if self.io is not None:
             self.io.publish(self, self.state)
+        if self.exchange is not None:
+            with contextlib.suppress(Exception):
+                self.exchange(self, self.state)
 
     def _on_exception(self, exc: Exception) -> None:
         _hold_after(self, exc)
@@ -365,6 +373,9 @@ def _hold_after(loop: ControlLoop, exc: Exception) -> None:
     loop.state = replace(loop.state, fault=loop.fault, holding=True, qd_ref=loop.qd_ref)
     if loop.io is not None:
         loop.io.publish(loop, loop.state)
+    if loop.exchange is not None:
+        with contextlib.suppress(Exception):
+            loop.exchange(loop, loop.state)
 
 
 def _try_realtime() -> None:

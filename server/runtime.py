@@ -114,8 +114,12 @@ class Runtime:
                                     "(POST /control/stop first)")
             if structural:
                 old = self.loop
-                self.loop = self._build(new)
-                old.driver.close()
+                old.driver.close()  # first: a new driver may need the same socket or device
+                try:
+                    self.loop = self._build(new)
+                except Exception:
+                    self.loop = self._build(self.params)
+                    raise
             else:
                 loop = self.loop
                 # build outside the loop, then swap references: the loop sees old or new, never half

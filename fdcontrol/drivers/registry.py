@@ -17,6 +17,8 @@ DRIVERS: Registry[RobotDriver] = Registry("driver")
 DRIVERS.register_lazy("simulated", "fdcontrol.drivers.simulated:SimulatedRobot")
 DRIVERS.register_lazy("udp", "fdcontrol.drivers.udp:UdpBridgeDriver")
 DRIVERS.register_lazy("mujoco", "fdcontrol.drivers.mujoco:MujocoRobot")
+DRIVERS.register_lazy("ros2", "fdcontrol.drivers.ros2:Ros2Driver")
+DRIVERS.register_lazy("ur_rtde", "fdcontrol.drivers.ur_rtde:UrRtdeDriver")
 
 
 def build_driver(name: str, robot: RobotModel, dt: float, options: dict[str, Any]) -> RobotDriver:

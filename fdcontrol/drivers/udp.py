@@ -42,18 +42,21 @@ class UdpBridgeDriver:
         deadline = time.monotonic() + connect_timeout
         self.sock.settimeout(0.05)
         while self._state is None and time.monotonic() < deadline:
-            self._drain()
+            self._drain(first_only=True)
         if self._state is None:
             self.sock.close()
-            raise StaleStateError(f"no joint state on udp://{listen} within {connect_timeout} s")
+            raise StaleStateError(f"no joint state on udp://{listen} within {connect_timeout} s "
+                                  "(driver_options.connect_timeout)")
         self.sock.setblocking(False)
+        self._drain()  # anything queued behind the first datagram: the newest wins
 
-    def _drain(self) -> None:
+    def _drain(self, first_only: bool = False) -> None:
+        """Receive every queued datagram and keep the newest valid state (latest wins)."""
         n = 2 + 2 * self.dof
         while True:
             try:
                 data, peer = self.sock.recvfrom(65536)
-            except (BlockingIOError, TimeoutError):
+            except (BlockingIOError, TimeoutError, InterruptedError):
                 return
             msg = np.frombuffer(data, dtype="<f8")
             if msg.shape != (n,) or not np.all(np.isfinite(msg)):
@@ -61,7 +64,7 @@ class UdpBridgeDriver:
             self.peer = peer
             self._state = JointState(msg[2:2 + self.dof].copy(), msg[2 + self.dof:].copy(), float(msg[1]))
             self._received = time.monotonic()
-            if self.sock.gettimeout() is not None:
+            if first_only:
                 return
 
     def read(self) -> JointState:

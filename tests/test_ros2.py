@@ -1,0 +1,239 @@
+"""ROS 2 bridge: a separate process plays ros2_control over DDS on loopback; the real service
+runs `fdcontrol serve --driver ros2` against it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+from fdcontrol.robot import HOME, RobotModel
+from tests.dds import dds_domain, loopback_env, pin_loopback
+from tests.service import ROOT, Service
+
+pin_loopback()  # this process joins the DDS domain too (in-process tests): loopback only
+DOMAIN = dds_domain()
+
+
+def start_peer(interface: str, q0: list[float], wrench_tool: np.ndarray, seconds: float = 60) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tests.ros2_peer", str(DOMAIN), interface, json.dumps(q0),
+                             json.dumps(list(map(float, wrench_tool))), str(seconds)],
+                            cwd=ROOT, env={**os.environ, **loopback_env()}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def serve(interface: str, mode: str = "force", **extra) -> Service:
+    opts = {"domain_id": DOMAIN, "interface": interface, "connect_timeout": 20, **extra}
+    env = {**loopback_env(), "FDCONTROL_DRIVER_OPTIONS": json.dumps(opts), "FDCONTROL_MODE": mode}
+    return Service("--driver", "ros2", "--robot", "ur10", env=env)
+
+
+def wait_for(pred, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def state(svc: Service) -> dict:
+    return httpx.get(svc.url + "/state", timeout=5).json()
+
+
+@pytest.fixture(scope="module")
+def ur10() -> RobotModel:
+    return RobotModel.load("ur10")
+
+
+def push_in_tool_frame(robot: RobotModel, q0: list[float], f_base: np.ndarray) -> np.ndarray:
+    """A ROS sensor reading (environment on the tool, tool0 frame) of a push f_base (base frame)."""
+    R = robot.pose(np.array(q0))[:3, :3]
+    return np.concatenate((R.T @ f_base, np.zeros(3)))
+
+
+@pytest.mark.parametrize("interface", ["velocity", "position"])
+def test_pushed_sensor_moves_the_arm_along_the_push(ur10, interface):
+    q0 = HOME["ur10"]
+    push = np.array([15.0, 0.0, 0.0])  # a hand pushes the tool towards +x (base)
+    peer = start_peer(interface, q0, push_in_tool_frame(ur10, q0, push))
+    svc = None
+    try:
+        svc = serve(interface)
+        s0 = state(svc)
+        assert np.allclose(s0["q"], q0, atol=0.05), "joint_states shuffled by name must map onto the model order"
+        r = httpx.post(svc.url + "/control/start", timeout=5)
+        assert r.status_code == 200, r.text
+        p0 = np.array(s0["tip_pose"])[:3, 3]
+        def moved():
+            p = np.array(state(svc)["tip_pose"])[:3, 3]
+            return (p,) if abs(p[0] - p0[0]) > 0.02 else None
+        (p,) = wait_for(moved, 20, "the tip to move")
+        d = p - p0
+        assert d[0] > 0.02 and abs(d[0]) > 3 * max(abs(d[1]), abs(d[2])), f"moved {d}, expected along +x"
+        st = state(svc)
+        assert st["fault"] is None and not st["holding"]
+    finally:
+        if svc is not None:
+            svc.stop()
+        peer.kill()
+        peer.wait(5)
+
+
+def test_killing_the_peer_faults_into_hold_within_the_timeout(ur10):
+    q0 = HOME["ur10"]
+    peer = start_peer("velocity", q0, np.zeros(6))
+    svc = None
+    try:
+        svc = serve("velocity", mode="admittance")
+        assert httpx.post(svc.url + "/control/start", timeout=5).status_code == 200
+        wait_for(lambda: state(svc)["running"], 5, "running")
+        peer.kill()
+        peer.wait(5)
+        t_kill = time.monotonic()
+        st = wait_for(lambda: (s := state(svc))["holding"] and s["fault"] and s, 5, "the hold")
+        elapsed = time.monotonic() - t_kill
+        assert "joint_states" in st["fault"]
+        assert elapsed < 2.0, f"hold after {elapsed:.2f} s"  # 0.1 s timeout + HTTP polling on a busy VM
+        assert st["qd_ref"] == [0.0] * 6
+    finally:
+        if svc is not None:
+            svc.stop()
+        peer.kill()
+
+
+class Side:
+    """This process's own DDS participant, as a ROS tool (RViz, a teleop node) would be."""
+
+    def __init__(self, interface: str = "velocity") -> None:
+        from cyclonedds.core import Policy
+        from cyclonedds.domain import DomainParticipant
+        from cyclonedds.pub import DataWriter
+        from cyclonedds.qos import Qos
+        from cyclonedds.sub import DataReader
+        from cyclonedds.topic import Topic
+
+        from fdcontrol.drivers import ros2_msgs as m
+
+        self.m = m
+        self.dp = DomainParticipant(DOMAIN)
+        qos = Qos(Policy.Reliability.Reliable(max_blocking_time=0), Policy.History.KeepLast(1000))
+        self.cmd = DataReader(self.dp, Topic(self.dp, f"rt/forward_{interface}_controller/commands",
+                                             m.Float64MultiArray), qos=qos)
+        self.pose = DataReader(self.dp, Topic(self.dp, "rt/current_pose", m.PoseStamped), qos=qos)
+        self.state = DataReader(self.dp, Topic(self.dp, "rt/fdcontrol/state", m.String), qos=qos)
+        self.target = DataWriter(self.dp, Topic(self.dp, "rt/target_wrench", m.WrenchStamped), qos=qos)
+
+    def take(self, reader) -> list:
+        from cyclonedds.internal import InvalidSample
+
+        return [s for s in reader.take(N=1000) if not isinstance(s, InvalidSample)]
+
+    def push(self, f: list[float], frame: str = "base_link") -> None:
+        m = self.m
+        self.target.write(m.WrenchStamped(m.Header(m.Time(), frame), m.Wrench(m.Vector3(*f[:3]), m.Vector3(*f[3:]))))
+
+
+def in_process_loop(robot: RobotModel, **opts):
+    from fdcontrol.drivers.ros2 import Ros2Driver
+    from fdcontrol.loop import ControlLoop
+    from fdcontrol.mappings import make_mapping
+    from fdcontrol.solvers import make_solver
+
+    drv = Ros2Driver(robot, 0.002, domain_id=DOMAIN, connect_timeout=20, **opts)
+    return drv, ControlLoop(robot, drv, make_solver(make_mapping("fd", robot)), rate=500, command_timeout=0.1)
+
+
+def test_target_wrench_in_current_pose_and_state_out_stale_hold_and_zero_after_stop(ur10):
+    side = Side()
+    peer = start_peer("velocity", HOME["ur10"], np.zeros(6))
+    drv = None
+    try:
+        drv, loop = in_process_loop(ur10, publish_every=5)
+        loop.start()
+        p0 = loop.state.tip_pose[:3, 3].copy()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 1.5:  # a teleop node streams target_wrench at 50 Hz
+            side.push([0.0, 0.0, 20.0, 0.0, 0.0, 0.0])
+            time.sleep(0.02)
+        d = loop.state.tip_pose[:3, 3] - p0
+        assert d[2] > 0.02 and abs(d[2]) > 3 * max(abs(d[0]), abs(d[1])), f"moved {d}, expected along +z"
+        assert loop.state.watchdog in ("ok", "tripped") and loop.state.seq_ack > 10
+        poses = side.take(side.pose)
+        assert len(poses) > 20 and poses[-1].header.frame_id == ur10.base
+        last = poses[-1].pose.position
+        np.testing.assert_allclose([last.x, last.y, last.z], loop.state.tip_pose[:3, 3], atol=0.01)
+        states = [json.loads(s.data) for s in side.take(side.state)]
+        assert states and states[-1]["running"] and states[-1]["mode"] == "admittance"
+        # a wrench in a frame fdcontrol does not know is refused, not applied
+        side.push([0.0, 0.0, 20.0, 0.0, 0.0, 0.0], frame="camera_link")
+        time.sleep(0.1)
+        assert "camera_link" in drv.rejected["target_wrench"]
+        # the peer dies: the loop holds within the timeout (+ one cycle; margin for a shared VM)
+        peer.kill()
+        peer.wait(5)
+        t_kill = time.monotonic()
+        while loop.state.fault is None and time.monotonic() - t_kill < 2.0:
+            time.sleep(0.001)
+        held_after = time.monotonic() - t_kill
+        assert loop.state.holding and "joint_states" in loop.state.fault
+        assert held_after < 0.1 + 0.1, f"held after {held_after:.3f} s"
+        side.take(side.cmd)
+        loop.stop()
+        time.sleep(0.2)
+        after = side.take(side.cmd)
+        assert all(list(c.data) == [0.0] * 6 for c in after), "after stop only zero velocities"
+    finally:
+        if drv is not None:
+            drv.close()
+        peer.kill()
+        peer.wait(5)
+
+
+def test_wrench_in_another_frame_faults(ur10):
+    peer = start_peer("velocity", HOME["ur10"], np.zeros(6))
+    drv = None
+    try:
+        drv, _ = in_process_loop(ur10, sensor_frame="ft_sensor_link")
+        deadline = time.monotonic() + 5
+        with pytest.raises(ValueError, match="'tool0' is not the sensor frame 'ft_sensor_link'"):
+            while time.monotonic() < deadline:
+                drv.read_wrench()
+                time.sleep(0.01)
+    finally:
+        if drv is not None:
+            drv.close()
+        peer.kill()
+        peer.wait(5)
+
+
+def test_commands_follow_the_controllers_joint_order(ur10):
+    side = Side("position")
+    peer = start_peer("velocity", HOME["ur10"], np.zeros(6))  # publishes joint_states only for this test
+    drv = None
+    try:
+        order = list(reversed(ur10.joint_names))
+        drv, loop = in_process_loop(ur10, interface="position", controller_joints=order)
+        side.take(side.cmd)
+        st = loop.step()
+        deadline = time.monotonic() + 5
+        cmds: list = []
+        while not cmds and time.monotonic() < deadline:
+            cmds = side.take(side.cmd)
+            time.sleep(0.01)
+        assert cmds, "no command on forward_position_controller/commands"
+        c = cmds[-1]
+        np.testing.assert_allclose(c.data, st.q_ref[::-1], atol=0)
+        assert c.layout.dim[0].size == 6 and c.layout.dim[0].label == "joints"
+    finally:
+        if drv is not None:
+            drv.close()
+        peer.kill()
+        peer.wait(5)

@@ -1,0 +1,89 @@
+"""UDP bridge: latest wins, silence detected within the timeout, rebuild on PATCH /config."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+from fdcontrol.drivers.udp import StaleStateError, UdpBridgeDriver
+from fdcontrol.robot import HOME, RobotModel
+from tests.service import Service, free_port
+
+
+def state_datagram(seq: int, q: np.ndarray) -> bytes:
+    return np.concatenate(([seq, time.monotonic()], q, np.zeros(len(q)))).astype("<f8").tobytes()
+
+
+@pytest.fixture(scope="module")
+def ur10() -> RobotModel:
+    return RobotModel.load("ur10")
+
+
+def test_ten_queued_datagrams_the_newest_wins(ur10):
+    port = free_port()
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    q0 = np.array(HOME["ur10"])
+    sender = threading.Timer(0.05, lambda: tx.sendto(state_datagram(0, q0), ("127.0.0.1", port)))
+    sender.start()
+    drv = UdpBridgeDriver(ur10, listen=f"127.0.0.1:{port}", timeout=0.1, connect_timeout=5)
+    try:
+        for k in range(1, 11):  # ten states queue up while the loop is busy
+            tx.sendto(state_datagram(k, q0 + 0.001 * k), ("127.0.0.1", port))
+        time.sleep(0.02)
+        js = drv.read()
+        np.testing.assert_allclose(js.q, q0 + 0.010, atol=1e-12)  # the 10th, not the 1st
+        t_last = time.monotonic()
+        with pytest.raises(StaleStateError):
+            while time.monotonic() - t_last < 1.0:  # silence: stale within the timeout (+ one poll)
+                drv.read()
+                time.sleep(0.002)
+        assert time.monotonic() - t_last < 0.1 + 0.05
+    finally:
+        drv.close()
+        tx.close()
+
+
+def test_udp_connect_timeout_is_one_line(ur10):
+    with pytest.raises(StaleStateError) as e:
+        UdpBridgeDriver(ur10, listen="127.0.0.1:0", connect_timeout=0.2)
+    assert "\n" not in str(e.value) and "connect_timeout" in str(e.value)
+
+
+def test_patch_rate_rebuilds_the_udp_driver_on_the_same_port():
+    port = free_port()
+    stop = threading.Event()
+    q0 = np.array(HOME["ur10"])
+
+    def robot():  # a separate 'driver' streaming its state at 250 Hz
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        k = 0
+        while not stop.is_set() and k < 20000:
+            k += 1
+            s.sendto(state_datagram(k, q0), ("127.0.0.1", port))
+            time.sleep(0.004)
+        s.close()
+
+    t = threading.Thread(target=robot, daemon=True)
+    t.start()
+    svc = None
+    try:
+        opts = {"listen": f"127.0.0.1:{port}", "connect_timeout": 10}
+        svc = Service("--driver", "udp", "--robot", "ur10", env={"FDCONTROL_DRIVER_OPTIONS": json.dumps(opts)})
+        r = httpx.patch(svc.url + "/config", json={"rate": 250.0}, timeout=20)
+        assert r.status_code == 200, r.text
+        assert httpx.get(svc.url + "/config", timeout=5).json()["rate"] == 250.0
+        assert httpx.post(svc.url + "/control/start", timeout=5).status_code == 200
+        time.sleep(0.3)
+        st = httpx.get(svc.url + "/state", timeout=5).json()
+        assert st["running"] and st["fault"] is None
+    finally:
+        stop.set()
+        if svc is not None:
+            svc.stop()
+        t.join(5)
