@@ -70,17 +70,19 @@ class _AccelerationSolver:
             raise ValueError("substeps must be >= 1")
         self.substeps = int(substeps)
 
-    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray) -> np.ndarray:
+    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray,
+              tau: np.ndarray | None = None) -> np.ndarray:
         raise NotImplementedError
 
     def after_substep(self, q: np.ndarray, qd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Hook applied after each virtual sub-step (FD: joint-limit projection or clamping)."""
         return q, qd
 
-    def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float
-             ) -> tuple[np.ndarray, np.ndarray]:
+    def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
+             tau: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """`tau`: an extra joint load (N·m, e.g. null-space posture), held over the sub-steps."""
         def a(qq: np.ndarray, vv: np.ndarray) -> np.ndarray:
-            return self.accel(qq, vv, wrench)
+            return self.accel(qq, vv, wrench, tau)
 
         h = dt / self.substeps
         for _ in range(self.substeps):
@@ -101,8 +103,9 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         self.joint_limits = joint_limits
         self.constraints = JointLimitConstraints(lim.lower, lim.upper)
 
-    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray) -> np.ndarray:
-        tau = -self.joint_damping * qd
+    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray,
+              tau: np.ndarray | None = None) -> np.ndarray:
+        tau = -self.joint_damping * qd if tau is None else tau - self.joint_damping * qd
         if self.joint_limits == "constraints":
             up, lo = self.constraints.at_limit(q)
             if up.any() or lo.any():  # H q̈ = b − cHq̇ with the pushing joints locked (seed 001)
@@ -124,8 +127,10 @@ class ForwardDynamicsSolver(_AccelerationSolver):
 class TransposeSolver(_AccelerationSolver):
     """Wolovich & Elliott (seed eq. 6, K = I): q̈ = Jᵀ f − D q̇ − c q̇ (unit joint inertia)."""
 
-    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray) -> np.ndarray:
-        return self.mapping.robot.jacobian(q).T @ wrench - (self.joint_damping + self.decay) * qd
+    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray,
+              tau: np.ndarray | None = None) -> np.ndarray:
+        a = self.mapping.robot.jacobian(q).T @ wrench - (self.joint_damping + self.decay) * qd
+        return a if tau is None else a + tau
 
 
 class VelocitySolver:
