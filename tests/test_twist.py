@@ -207,4 +207,16 @@ def test_service_posture_and_link_loads_config(service):
             c.patch_config(link_loads=[{"link": "forearm_link", "margin": 0.05}])
         assert e.value.status == 422
         c.patch_config(link_loads=[])
-        assert c.state()["link_clearance"] is None or c.config()["link_loads"] == []
+        assert c.config()["link_loads"] == []
+        c.stop()  # the robot is structural: only while stopped
+        try:
+            c.patch_config(robot="panda")
+            c.start()
+            time.sleep(0.3)
+            s = c.state()
+            assert s["posture_distance"] is not None  # auto: on for the 7-DoF arm
+            assert s["fault"] is None and not s["holding"]
+        finally:
+            c.stop()
+            c.patch_config(robot="ur10")
+            c.start()
