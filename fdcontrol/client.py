@@ -11,7 +11,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
@@ -57,6 +58,10 @@ class _Routes:
     @staticmethod
     def wrench(wrench: Sequence[float], frame: str, seq: int | None) -> dict[str, Any]:
         return {"wrench": list(map(float, wrench)), "frame": frame, "seq": seq}
+
+    @staticmethod
+    def twist(twist: Sequence[float], frame: str, seq: int | None) -> dict[str, Any]:
+        return {"twist": list(map(float, twist)), "frame": frame, "seq": seq}
 
     @staticmethod
     def target(position: Sequence[float], orientation: Sequence[float] | None) -> dict[str, Any]:
@@ -125,6 +130,36 @@ class Client:
     def set_wrench(self, wrench: Sequence[float], frame: str = "base", seq: int | None = None) -> dict[str, Any]:
         return self._send("PUT", "/control/wrench", _Routes.wrench(wrench, frame, seq))
 
+    def set_twist(self, twist: Sequence[float], frame: str = "base", seq: int | None = None) -> dict[str, Any]:
+        """One commanded tip twist [v; ω] (m/s, rad/s); it holds for ``command_timeout`` only."""
+        return self._send("PUT", "/control/twist", _Routes.twist(twist, frame, seq))
+
+    def teleoperate(self, twist: Callable[[float], Sequence[float] | None], rate: float = 100.0,
+                    duration: float = 10.0, frame: str = "base",
+                    on_state: Callable[[dict[str, Any]], None] | None = None) -> int:
+        """Stream ``twist(t)`` (t in s since the start) over /ws/control at ``rate`` Hz until it
+        returns None or ``duration`` s have passed; ``on_state`` sees each state message.
+        Returns the number of twists sent. When the stream ends the service's watchdog holds
+        the arm after ``command_timeout``; a new stream moves it again.
+
+            c.teleoperate(lambda t: [0.05, 0, 0, 0, 0, 0] if t < 2 else None)
+        """
+        if not (0 < rate <= 2000 and 0 < duration < 86400):
+            raise ValueError("rate must be in (0, 2000] Hz and duration in (0, 86400) s")
+        period, sent = 1.0 / rate, 0
+        with self.control_stream() as s:
+            t0 = time.monotonic()
+            while (t := time.monotonic() - t0) < duration:
+                v = twist(t)
+                if v is None:
+                    break
+                s.send_twist(v, frame)
+                sent += 1
+                while on_state is not None and (msg := s.poll()) is not None:
+                    on_state(msg)
+                time.sleep(max(0.0, t0 + sent * period - time.monotonic()))
+        return sent
+
     @contextmanager
     def control_stream(self, decimation: int | None = None, msgpack_encoding: bool = False,
                        path: str = "/ws/control") -> Iterator[Stream]:
@@ -154,9 +189,22 @@ class Stream:
         self.send(_Routes.wrench(wrench, frame, self.seq))
         return self.seq
 
+    def send_twist(self, twist: Sequence[float], frame: str = "base") -> int:
+        """A commanded tip twist [v; ω] (m/s, rad/s) for teleoperation."""
+        self.seq += 1
+        self.send(_Routes.twist(twist, frame, self.seq))
+        return self.seq
+
     def recv(self, timeout: float | None = 5.0) -> dict[str, Any]:
         raw = self.ws.recv(timeout=timeout)
         return msgpack.unpackb(raw) if isinstance(raw, bytes) else json.loads(raw)
+
+    def poll(self) -> dict[str, Any] | None:
+        """The next waiting message, or None at once when there is none."""
+        try:
+            return self.recv(timeout=0)
+        except TimeoutError:
+            return None
 
 
 class AsyncClient:
@@ -205,6 +253,9 @@ class AsyncClient:
     async def set_wrench(self, wrench: Sequence[float], frame: str = "base", seq: int | None = None) -> dict[str, Any]:
         return await self._req("PUT", "/control/wrench", _Routes.wrench(wrench, frame, seq))
 
+    async def set_twist(self, twist: Sequence[float], frame: str = "base", seq: int | None = None) -> dict[str, Any]:
+        return await self._req("PUT", "/control/twist", _Routes.twist(twist, frame, seq))
+
     async def set_target(self, position: Sequence[float], orientation: Sequence[float] | None = None) -> dict[str, Any]:
         return await self._req("PUT", "/control/target", _Routes.target(position, orientation))
 
@@ -228,6 +279,12 @@ class AsyncStream:
     async def send_wrench(self, wrench: Sequence[float], frame: str = "base") -> int:
         self.seq += 1
         msg = _Routes.wrench(wrench, frame, self.seq)
+        await self.ws.send(msgpack.packb(msg) if self.binary else json.dumps(msg))
+        return self.seq
+
+    async def send_twist(self, twist: Sequence[float], frame: str = "base") -> int:
+        self.seq += 1
+        msg = _Routes.twist(twist, frame, self.seq)
         await self.ws.send(msgpack.packb(msg) if self.binary else json.dumps(msg))
         return self.seq
 

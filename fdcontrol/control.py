@@ -22,6 +22,7 @@ import pinocchio as pin
 from .sensing import GRAVITY as GRAVITY  # re-exported for compatibility
 from .sensing import WrenchFilter as WrenchFilter  # moved to fdcontrol.sensing; importable here too
 from .spatial import rotate6
+from .twist import TwistTerm
 
 Frame = Literal["base", "tool"]
 Mode = Literal["admittance", "force", "motion", "compliance"]
@@ -71,6 +72,7 @@ class ControlInput:
     f_measured: np.ndarray  # filtered sensor wrench (robot on environment), base frame
     f_applied: np.ndarray  # streamed external push, base frame
     target: np.ndarray | None  # 4×4 target pose for motion / compliance
+    twist_cmd: np.ndarray | None = None  # streamed tip twist [v; ω], base frame (teleoperation)
 
 
 @dataclass
@@ -109,12 +111,15 @@ class ControlLaw:
     * ``motion`` — motion PD + f_applied,
     * ``compliance`` — motion PD + force term + f_applied: at rest K_p e = −(f_applied +
       K_f(f_target − f_measured)), i.e. the displacement from the target is F/K per axis.
+
+    In every mode a live streamed twist adds the velocity-tracking term (fdcontrol.twist).
     """
 
     mode: Mode = "admittance"
     frame: Frame = "base"
     force: ForceTerm = field(default_factory=ForceTerm)
     motion: MotionTerm = field(default_factory=MotionTerm)
+    twist: TwistTerm = field(default_factory=TwistTerm)
 
     def __call__(self, x: ControlInput) -> np.ndarray:
         R = x.pose[:3, :3] if self.frame == "tool" else np.eye(3)
@@ -123,6 +128,8 @@ class ControlLaw:
             f += self.force(x, R)
         if self.mode in ("motion", "compliance"):
             f += self.motion(x, R)
+        if x.twist_cmd is not None:
+            f += self.twist(x.twist_cmd, x.twist, R)
         return f
 
     def set_gains(self, *, stiffness=None, damping=None, force_gain=None) -> None:

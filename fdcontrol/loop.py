@@ -6,9 +6,11 @@ lock on the hot path). Each cycle publishes an immutable :class:`LoopState`.
 Cycle (period dt = 1/rate):
 
 1. read the driver (q, q̇) and the wrench sensor; filter it (``WrenchFilter``),
-2. f_c = control law (mode) + the streamed wrench; the streamed wrench counts as zero and
-   the loop holds when it is older than ``command_timeout`` (watchdog),
-3. (q_ref, q̇) = solver.step(q, q̇_state, f_c, dt) in ``substeps`` virtual sub-steps,
+2. f_c = control law (mode) + the streamed wrench (+ the twist-tracking term for a streamed
+   twist); a streamed input counts as zero and the loop holds when it is older than
+   ``command_timeout`` (watchdog),
+3. (q_ref, q̇) = solver.step(q, q̇_state, f_c, dt, τ) in ``substeps`` virtual sub-steps, with
+   τ the null-space posture and link loads (fdcontrol.posture, fdcontrol.link_loads),
 4. q̇_ref = safety limits(q̇); q_ref = q + dt q̇_ref; q̇_state = q̇_ref (anti-windup),
 5. send; a non-finite value anywhere holds the robot and records a fault — it never
    reaches the driver.
@@ -30,17 +32,20 @@ import numpy as np
 
 from .control import ControlInput, ControlLaw, WrenchFilter
 from .drivers.base import RobotDriver
+from .link_loads import LinkLoads
+from .posture import PostureTask, joint_load
 from .robot import RobotModel
 from .safety import SafetyLimits
 from .solvers import Solver
 from .spatial import finite, rotate6
+from .twist import TwistError, check_twist
 
 STATS_WINDOW = 5000
 
 
 @dataclass(frozen=True)
 class Command:
-    """Latest streamed input: a wrench in the base frame, its sequence number, arrival time."""
+    """Latest streamed input: a wrench (or twist) in the base frame, its sequence number, arrival time."""
 
     wrench: np.ndarray
     seq: int
@@ -67,6 +72,8 @@ class LoopState:
     sigma_min_j: float
     limits_active: dict[str, bool] = field(default_factory=dict)
     kappa_h: float = math.nan  # κ(H) of the FD solver's virtual model (nan for other solvers)
+    posture_distance: float = math.nan  # ‖q − q_preferred‖ (rad) with a posture task, else nan
+    link_clearance: float = math.nan  # min over link loads of (distance − margin) (m), else nan
 
 
 class Stats:
@@ -131,7 +138,8 @@ class ControlLoop:
                  wrench_filter: WrenchFilter | None = None, rate: float = 500.0,
                  command_timeout: float = 0.1, max_force: float = 500.0,
                  max_torque: float = 50.0, realtime: bool = False, spin: float = 0.0,
-                 telemetry_decimation: int = 10) -> None:
+                 telemetry_decimation: int = 10, posture: PostureTask | None = None,
+                 link_loads: LinkLoads | None = None) -> None:
         if not (math.isfinite(rate) and 1.0 <= rate <= 5000.0):
             raise ValueError("rate must be within [1, 5000] Hz")
         if not (math.isfinite(command_timeout) and command_timeout > 0):
@@ -151,6 +159,8 @@ class ControlLoop:
         self.max_tracking_error = 0.05  # rad, position interfaces only (see _position_reference)
         self.stats = Stats()
         self._command: Command | None = None
+        self._twist: Command | None = None
+        self.posture, self.link_loads = posture, link_loads  # null-space loads (fdcontrol.posture)
         self._target: np.ndarray | None = None
         self._hold_request = False
         self._zero_request = False
@@ -178,6 +188,21 @@ class ControlLoop:
         last = self._command.seq if self._command else 0
         self._command = Command(w, last + 1 if seq is None else int(seq),
                                 time.monotonic() if t is None else t)
+        self._twist = _fresh(self._twist, self._command.t, self.command_timeout)
+
+    def set_twist(self, twist: np.ndarray | list[float], frame: str = "base",
+                  seq: int | None = None, t: float | None = None) -> None:
+        """Latest-wins commanded tip twist [v; ω] (m/s, rad/s) for the velocity-tracking term
+        (fdcontrol.twist); same watchdog as wrenches. A stale wrench stream is dropped."""
+        try:
+            v = check_twist(twist, frame)
+        except TwistError as exc:
+            raise InputError(str(exc)) from exc
+        if frame == "tool":
+            v = rotate6(self.state.tip_pose[:3, :3], v)
+        last = self._twist.seq if self._twist else 0
+        self._twist = Command(v, last + 1 if seq is None else int(seq), time.monotonic() if t is None else t)
+        self._command = _fresh(self._command, self._twist.t, self.command_timeout)
 
     def set_target(self, pose: np.ndarray | None) -> None:
         """Target pose (4×4, tip in base) for motion / compliance; None clears it.
@@ -196,6 +221,7 @@ class ControlLoop:
             raise InputError("target rotation is not orthonormal")
         self._target = T.copy()
         self._command = None  # a fresh target is fresh input: a stale wrench no longer holds the arm
+        self._twist = None
 
     def hold(self, on: bool = True) -> None:
         """Decelerate to standstill within the acceleration limit and stay there."""
@@ -203,6 +229,7 @@ class ControlLoop:
         if not on:  # an explicit release also drops a stale wrench (the watchdog re-arms on the next)
             self.fault = None
             self._command = None
+            self._twist = None
 
     def zero_sensor(self) -> None:
         """Request sensor bias zeroing on the next cycle."""
@@ -239,12 +266,21 @@ class ControlLoop:
                 watchdog = "tripped"
             else:
                 watchdog, f_applied = "ok", cmd.wrench
+        tw, v_cmd = self._twist, None
+        if tw is not None:
+            if now - tw.t > self.command_timeout:
+                watchdog = "tripped"
+            else:
+                watchdog, v_cmd = ("tripped" if watchdog == "tripped" else "ok"), tw.wrench
         holding = self._hold_request or watchdog == "tripped" or self.fault is not None
-        fc = self.law(ControlInput(pose, J @ js.qd, f_meas, f_applied, self._target))
+        fc = self.law(ControlInput(pose, J @ js.qd, f_meas, f_applied, self._target, v_cmd))
         if holding:
             qd_des = np.zeros(self.robot.dof)
         else:
-            _, qd_des = self.solver.step(q, self.qd_state, fc, dt)
+            vm = getattr(self.solver, "virtual", None)  # null-space loads need the FD virtual model
+            tau = joint_load(vm, q, self.qd_state, self.posture, self.link_loads) if vm is not None else None
+            _, qd_des = (self.solver.step(q, self.qd_state, fc, dt) if tau is None
+                         else self.solver.step(q, self.qd_state, fc, dt, tau))
             if not getattr(self.solver, "last_converged", True):
                 self.stats.integrator_nonconverged += 1
             if not (finite(qd_des) and finite(fc)):
@@ -267,8 +303,9 @@ class ControlLoop:
             kh = float(np.linalg.cond(vm.inertia(q))) if vm is not None else math.nan
         else:
             s, kh = self.state.sigma_min_j, self.state.kappa_h
+        last = max((c for c in (cmd, tw) if c is not None), key=lambda c: c.t, default=None)
         self.state = self._publish(js.t, q, js.qd, q_ref, qd_ref, pose, fc, f_meas, watchdog,
-                                   s, holding, cmd.seq if cmd else 0, kh)
+                                   s, holding, last.seq if last else 0, kh)
         if self.io is not None:
             self.io.publish(self, self.state)
         if self.exchange is not None:
@@ -297,8 +334,11 @@ class ControlLoop:
         active = dict(self.limits.active)
         c = getattr(self.solver, "constraints", None)
         active["virtual_joint_limit"] = bool(c is not None and c.active.any())
+        ll = self.link_loads
         return LoopState(t, self.cycle, q, qd, q_ref, qd_ref, pose, fc, f_meas, self.law.mode,
-                         self.running, holding, watchdog, seq, self.fault, sigma, active, kappa_h)
+                         self.running, holding, watchdog, seq, self.fault, sigma, active, kappa_h,
+                         self.posture.distance(q) if self.posture is not None else math.nan,
+                         ll.clearance() if ll is not None and ll.loads else math.nan)
 
     # ------------------------------------------------------------------ thread
     @property
@@ -360,6 +400,12 @@ class ControlLoop:
                 time.sleep(remaining)
             while clock() < next_t:  # busy-wait the last `spin` seconds: on time, CPU warm
                 pass
+
+
+def _fresh(c: Command | None, now: float, timeout: float) -> Command | None:
+    """`c` unless it went stale (older than `timeout` at `now`): switching from one input
+    stream to the other must not trip the watchdog on the one that was abandoned."""
+    return c if c is not None and now - c.t <= timeout else None
 
 
 def _hold_after(loop: ControlLoop, exc: Exception) -> None:

@@ -199,3 +199,23 @@ class VirtualModel:
         f_world = pin.Force(F, T + cross(p, F))  # moment about the world origin
         self._fext[self.tip_joint] = self.data.oMi[self.tip_joint].actInv(f_world)
         return pin.aba(self.model, self.data, q, v, tau, self._fext)
+
+    def acceleration_fext(self, q: np.ndarray, forces: list[tuple[int, np.ndarray, np.ndarray]],
+                          qd: np.ndarray | None = None, tau: np.ndarray | None = None) -> np.ndarray:
+        """Seed 004 §5.1: ABA with external forces on single links, q̈ = aba(q, q̇, τ, fext).
+
+        `forces` holds (frame id, p, F): a force F (N) applied at point p (m) of the frame's
+        parent body, both in the base frame (e.g. ``LinkLoads.spatial_forces``).
+        """
+        q = self.robot.check_q(q)
+        v = self._zero if (qd is None or not self.coriolis) else np.asarray(qd, dtype=float)
+        t = self._zero if tau is None else np.asarray(tau, dtype=float)
+        pin.forwardKinematics(self.model, self.data, q)
+        fext = [pin.Force.Zero() for _ in range(self.model.njoints)]
+        oMb, R = self.robot._oMb, self.robot._R_base
+        for fid, p, F in forces:
+            j = self.model.frames[fid].parentJoint
+            Fw = R @ np.asarray(F, dtype=float)
+            f_world = pin.Force(Fw, cross(oMb.act(np.asarray(p, dtype=float)), Fw))  # about the world origin
+            fext[j] = fext[j] + self.data.oMi[j].actInv(f_world)
+        return pin.aba(self.model, self.data, q, v, t, fext)

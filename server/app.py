@@ -34,6 +34,7 @@ from fdcontrol.robot import SHIPPED
 
 from . import schemas
 from .routers import sim
+from .routers import twist as twist_router
 from .settings import ControlParams, Settings
 from .worker import LoopWorker, WorkerError
 
@@ -55,6 +56,8 @@ def state_dict(s: LoopState) -> dict[str, Any]:
         "running": s.running, "holding": s.holding, "watchdog": s.watchdog, "fault": s.fault,
         "sigma_min_j": s.sigma_min_j, "limits_active": s.limits_active,
         "kappa_h": s.kappa_h if math.isfinite(s.kappa_h) else None,
+        "posture_distance": s.posture_distance if math.isfinite(s.posture_distance) else None,
+        "link_clearance": s.link_clearance if math.isfinite(s.link_clearance) else None,
     }
 
 
@@ -344,6 +347,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await serve_socket(ws, decimation, control=False, frames=frames)
 
     app.include_router(sim.router)
+    app.include_router(twist_router.router)
     app.mount("/", StaticFiles(directory=STATIC, html=True), name="dashboard")
 
     return app
@@ -358,10 +362,10 @@ def _message(exc: Exception) -> str:
 
 
 def _apply_message(worker: LoopWorker, msg: Any) -> None:
-    """{"wrench": [...], "frame": "base"|"tool", "seq": n, "target": {...}} — all optional."""
+    """{"wrench": [...] | "twist": [...], "frame": "base"|"tool", "seq": n, "target": {...}} — all optional."""
     if not isinstance(msg, dict):
         raise InputError("a message must be a JSON object")
-    unknown = set(msg) - {"wrench", "frame", "seq", "target"}
+    unknown = set(msg) - {"wrench", "twist", "frame", "seq", "target"}
     if unknown:
         raise InputError(f"unknown keys: {', '.join(sorted(unknown))}")
     if "target" in msg:
@@ -373,6 +377,9 @@ def _apply_message(worker: LoopWorker, msg: Any) -> None:
     if "wrench" in msg:
         w = schemas.WrenchIn.model_validate({k: msg[k] for k in ("wrench", "frame", "seq") if k in msg})
         worker.set_wrench(w.wrench, w.frame, w.seq)
+    if "twist" in msg:
+        v = twist_router.TwistIn.model_validate({k: msg[k] for k in ("twist", "frame", "seq") if k in msg})
+        worker.set_twist(v.twist, v.frame, v.seq)
 
 
 def _pose(target: schemas.Target, current: np.ndarray) -> np.ndarray:

@@ -15,9 +15,12 @@ from fdcontrol.control import ControlLaw, ForceTerm, MotionTerm, WrenchFilter
 from fdcontrol.drivers import RobotDriver
 from fdcontrol.drivers.registry import DRIVERS, build_driver
 from fdcontrol.integrators import make_integrator
+from fdcontrol.link_loads import LinkLoads, link_loads_from_config
 from fdcontrol.loop import ControlLoop
+from fdcontrol.posture import PostureTask
 from fdcontrol.safety import SafetyLimits
 from fdcontrol.solvers import make_solver
+from fdcontrol.twist import TwistTerm, admittance_damping
 
 from .settings import NEEDS_STOP, ControlParams, Settings
 
@@ -57,7 +60,24 @@ def build_law(p: ControlParams) -> ControlLaw:
         mode=p.mode, frame=p.frame,
         force=ForceTerm(gain=np.array(p.force_gain), target=np.array(p.force_target)),
         motion=MotionTerm(stiffness=np.array(p.stiffness), damping=np.array(p.damping)),
+        twist=TwistTerm(gain=np.array(p.twist_gain), feedforward=admittance_damping(p.decay)),
     )
+
+
+def build_posture(robot: RobotModel, p: ControlParams) -> PostureTask | None:
+    """The null-space posture task, or None (off, non-redundant on auto, or not the FD mapping)."""
+    on = p.posture == "on" or (p.posture == "auto" and robot.dof > 6)
+    if not on or p.mapping != "fd":
+        return None
+    return PostureTask(robot, p.posture_stiffness, p.posture_damping,
+                       None if p.posture_preferred is None else np.array(p.posture_preferred))
+
+
+def build_link_loads(robot: RobotModel, p: ControlParams) -> LinkLoads | None:
+    if not p.link_loads:
+        return None
+    return link_loads_from_config(robot, [s.model_dump(exclude_none=True) for s in p.link_loads],
+                                  p.link_load_mode)
 
 
 def build_limits(robot: RobotModel, p: ControlParams) -> SafetyLimits:
@@ -98,7 +118,8 @@ class Runtime:
                            limits=build_limits(robot, p), wrench_filter=build_filter(p, driver=driver),
                            rate=p.rate, command_timeout=p.command_timeout, max_force=p.max_force,
                            max_torque=p.max_torque, realtime=self.settings.realtime,
-                           telemetry_decimation=p.telemetry_decimation)
+                           telemetry_decimation=p.telemetry_decimation,
+                           posture=build_posture(robot, p), link_loads=build_link_loads(robot, p))
 
     @property
     def robot(self) -> RobotModel:
@@ -122,11 +143,13 @@ class Runtime:
                     raise
             else:
                 loop = self.loop
+                posture, link_loads = build_posture(loop.robot, new), build_link_loads(loop.robot, new)
                 # build outside the loop, then swap references: the loop sees old or new, never half
                 loop.solver = build_solver(loop.robot, new)
                 loop.law = build_law(new)
                 loop.limits = build_limits(loop.robot, new)
                 loop.filter = build_filter(new, loop.filter, loop.driver)
+                loop.posture, loop.link_loads = posture, link_loads
                 loop.command_timeout = new.command_timeout
                 loop.telemetry_decimation = new.telemetry_decimation
                 loop.max_force, loop.max_torque = new.max_force, new.max_torque

@@ -59,6 +59,9 @@ class State(BaseModel):
     sigma_min_j: float = Field(description="σmin of the Jacobian (singularity telemetry)")
     kappa_h: float | None = Field(description="κ(H) of the FD virtual model; null for other mappings")
     limits_active: dict[str, bool] = Field(description="which safety limits shaped the last reference")
+    posture_distance: float | None = Field(None, description="‖q − q_preferred‖ (rad); null without posture task")
+    link_clearance: float | None = Field(None, description="min over link loads of distance − margin (m); "
+                                         "< 0 inside a margin; null without link loads")
 
 
 class Stats(BaseModel):

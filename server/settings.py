@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from fdcontrol.mappings import MAPPING_NAMES
@@ -20,6 +20,44 @@ from fdcontrol.mappings import MAPPING_NAMES
 MappingName = Literal[MAPPING_NAMES]  # type: ignore[valid-type]  # the registered mappings
 Vec6 = Annotated[list[Annotated[float, Field(ge=0, le=1e5, allow_inf_nan=False)]],
                  Field(min_length=6, max_length=6)]
+
+Coord3 = Annotated[list[Annotated[float, Field(allow_inf_nan=False, ge=-100, le=100)]],
+                  Field(min_length=3, max_length=3)]
+
+
+class PlaneSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    point: Coord3 = Field(description="a point of the plane (m, base frame)")
+    normal: Coord3 = Field(description="normal towards the allowed side (base frame, normalised)")
+
+
+class SphereSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    center: Coord3 = Field(description="m, base frame")
+    radius: float = Field(ge=0, le=100, allow_inf_nan=False, description="m")
+
+
+class LinkLoadSpec(BaseModel):
+    """A repulsive spring–damper keeping a link frame's origin `margin` outside an obstacle
+    (fdcontrol.link_loads): F = k (margin − d) − b·(approach speed) inside the margin."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    link: str = Field(min_length=1, max_length=200, description="frame name of the robot description")
+    plane: PlaneSpec | None = None
+    sphere: SphereSpec | None = None
+    margin: float = Field(0.05, ge=0, le=2, allow_inf_nan=False, description="m")
+    stiffness: float = Field(100.0, ge=0, le=1e5, allow_inf_nan=False, description="N/m")
+    damping: float = Field(0.0, ge=0, le=1e4, allow_inf_nan=False, description="N·s/m, against approach")
+
+    @model_validator(mode="after")
+    def _one_obstacle(self) -> LinkLoadSpec:
+        if (self.plane is None) == (self.sphere is None):
+            raise ValueError("a link load needs exactly one of 'plane' or 'sphere'")
+        return self
+
 
 #: fields that change the loop's structure: only while it is stopped (else HTTP 409)
 NEEDS_STOP = frozenset({"robot", "base", "tip", "rate", "driver", "driver_options"})
@@ -79,6 +117,20 @@ class ControlParams(BaseModel):
     driver: str = Field("mujoco", description="a registered driver (fdcontrol.drivers.registry.DRIVERS) "
                         "or, at startup only, 'package.module:Class'")
     driver_options: dict[str, Any] = Field(default_factory=dict)
+    posture: Literal["auto", "on", "off"] = Field(
+        "auto", description="null-space posture task (fdcontrol.posture); auto: on for redundant arms "
+        "(more joints than 6) with the FD mapping")
+    posture_stiffness: float = Field(10.0, ge=0, le=1e4, allow_inf_nan=False,
+                                     description="K (1/s², = ω² of the posture spring, mass-normalised)")
+    posture_damping: float = Field(0.0, ge=0, le=1e3, allow_inf_nan=False,
+                                   description="D (1/s), added to the velocity decay c")
+    posture_preferred: list[Annotated[float, Field(allow_inf_nan=False)]] | None = Field(
+        None, max_length=64, description="preferred posture (rad); default: mid-range of the joint limits")
+    link_loads: list[LinkLoadSpec] = Field(default_factory=list, max_length=32)
+    link_load_mode: Literal["projected", "physical"] = Field(
+        "projected", description="projected: null space only (tip unaffected); physical: the tip yields too")
+    twist_gain: Vec6 = Field(default_factory=lambda: [50.0] * 3 + [5.0] * 3,
+                             description="twist tracking K_v (N·s/m ×3, N·m·s/rad ×3)")
 
     @field_validator("robot")
     @classmethod

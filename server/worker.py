@@ -9,6 +9,7 @@ Exchange, latest wins, no queue:
 
 * wrench in — a seqlock-protected slot in shared memory written by the API process
   (version, wrench, frame, seq, arrival time); the loop polls it at each cycle start;
+* twist in — a second slot of the same layout (version, twist, frame, seq, arrival time);
 * state out — a seqlock-protected slot rewritten by the loop every cycle;
 * everything rare (config, start/stop/hold, targets, statistics) — request/reply on a pipe.
 
@@ -31,7 +32,8 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from fdcontrol.loop import ControlLoop, LoopState, check_wrench
+from fdcontrol.loop import ControlLoop, InputError, LoopState, check_wrench
+from fdcontrol.twist import TwistError, check_twist
 
 from .routers.sim import sim_call
 
@@ -50,7 +52,7 @@ _OUT_FIELDS = [("version", 1), ("t", 1), ("cycle", 1), ("dof", 1), ("q", MAX_DOF
                ("q_ref", MAX_DOF), ("qd_ref", MAX_DOF), ("pose", 16), ("wrench", 6),
                ("f_measured", 6), ("sigma", 1), ("running", 1), ("holding", 1), ("watchdog", 1),
                ("seq_ack", 1), ("mode", 1), ("last_cycle_at", 1), ("limits", len(LIMIT_KEYS)), ("has_fault", 1),
-               ("kappa_h", 1)]
+               ("kappa_h", 1), ("posture_distance", 1), ("link_clearance", 1)]
 OUT = {}
 _o = 0
 for _name, _n in _OUT_FIELDS:
@@ -58,6 +60,8 @@ for _name, _n in _OUT_FIELDS:
     _o += _n
 OUT_SIZE = _o
 SHM_BYTES = 8 * (IN_SIZE + OUT_SIZE) + FAULT_BYTES
+TWIST_OFFSET = SHM_BYTES  # twist slot (float64): version, twist[6], frame, seq, t — the wrench slot's layout
+SHM_BYTES += 8 * IN_SIZE
 
 
 class Channel:
@@ -69,9 +73,11 @@ class Channel:
         self.inp = np.ndarray((IN_SIZE,), dtype=np.float64, buffer=buf, offset=0)
         self.out = np.ndarray((OUT_SIZE,), dtype=np.float64, buffer=buf, offset=8 * IN_SIZE)
         self.fault = np.ndarray((FAULT_BYTES,), dtype=np.uint8, buffer=buf, offset=8 * (IN_SIZE + OUT_SIZE))
+        self.twist = np.ndarray((IN_SIZE,), dtype=np.float64, buffer=buf, offset=TWIST_OFFSET)
         self._tmp = np.zeros(OUT_SIZE)
         if name is None:
             self.inp[:] = 0
+            self.twist[:] = 0
             self.out[:] = 0
 
     @property
@@ -93,6 +99,25 @@ class Channel:
             v1 = self.inp[0]
             data = self.inp.copy()
             if v1 % 2 == 0 and self.inp[0] == v1:
+                return (int(v1), data[1:7], "tool" if data[7] else "base", int(data[8]), float(data[9]))
+        return None
+
+    # ------------------------------------------------------------------ twist slot
+    def write_twist(self, v: np.ndarray, frame: str, seq: int, t: float) -> None:
+        """Seqlock write (the caller serialises writers: LoopWorker._twist_lock)."""
+        s = self.twist
+        ver = s[0]
+        s[0] = ver + 1
+        s[1:7] = v
+        s[7] = 1.0 if frame == "tool" else 0.0
+        s[8], s[9] = seq, t
+        s[0] = ver + 2
+
+    def read_twist(self) -> tuple[int, np.ndarray, str, int, float] | None:
+        for _ in range(100):
+            v1 = self.twist[0]
+            data = self.twist.copy()
+            if v1 % 2 == 0 and self.twist[0] == v1:
                 return (int(v1), data[1:7], "tool" if data[7] else "base", int(data[8]), float(data[9]))
         return None
 
@@ -118,6 +143,8 @@ class Channel:
         o[OUT["limits"]] = [bool(s.limits_active.get(k)) for k in LIMIT_KEYS]
         o[OUT["has_fault"]] = s.fault is not None
         o[OUT["kappa_h"]] = s.kappa_h
+        o[OUT["posture_distance"]] = s.posture_distance
+        o[OUT["link_clearance"]] = s.link_clearance
         if s.fault is not None:
             raw = s.fault.encode()[: FAULT_BYTES - 1]
             self.fault[: len(raw)] = np.frombuffer(raw, dtype=np.uint8)
@@ -151,12 +178,13 @@ class Channel:
             o[OUT["f_measured"]].copy(), MODES[int(o[OUT["mode"]][0])], bool(o[OUT["running"]][0]),
             bool(o[OUT["holding"]][0]), WATCHDOG[int(o[OUT["watchdog"]][0])],  # type: ignore[arg-type]
             int(o[OUT["seq_ack"]][0]), fault, float(o[OUT["sigma"]][0]),
-            {k: bool(x) for k, x in zip(LIMIT_KEYS, lim, strict=True)}, float(o[OUT["kappa_h"]][0]))
+            {k: bool(x) for k, x in zip(LIMIT_KEYS, lim, strict=True)}, float(o[OUT["kappa_h"]][0]),
+            float(o[OUT["posture_distance"]][0]), float(o[OUT["link_clearance"]][0]))
         return state, float(o[OUT["last_cycle_at"]][0])
 
     def close(self, unlink: bool = False) -> None:
         # drop our numpy views first, or SharedMemory.close() refuses (exported buffers)
-        del self.inp, self.out, self.fault
+        del self.inp, self.out, self.fault, self.twist
         with contextlib.suppress(Exception):
             self.shm.close()
         if unlink:
@@ -170,6 +198,7 @@ class ShmIO:
     def __init__(self, channel: Channel) -> None:
         self.ch = channel
         self.version = 0
+        self.twist_version = 0
 
     def poll(self, loop: ControlLoop) -> None:
         slot = self.ch.read_wrench()
@@ -178,6 +207,12 @@ class ShmIO:
             _, w, frame, seq, t = slot
             with contextlib.suppress(ValueError):  # validated by the API already
                 loop.set_wrench(w, frame, seq, t)
+        tw = self.ch.read_twist()
+        if tw is not None and tw[0] != self.twist_version:
+            self.twist_version = tw[0]
+            _, v, frame, seq, t = tw
+            with contextlib.suppress(ValueError):
+                loop.set_twist(v, frame, seq, t)
 
     def publish(self, loop: ControlLoop, state: LoopState) -> None:
         self.ch.write_state(state, loop.last_cycle_at)
@@ -265,6 +300,8 @@ class LoopWorker:
         self.params: dict[str, Any] = payload
         self.max_force, self.max_torque = payload["max_force"], payload["max_torque"]
         self._seq = 0
+        self._twist_seq = 0
+        self._twist_lock = threading.Lock()  # one writer at a time on the twist seqlock
 
     def call(self, cmd: str, *args: Any, timeout: float = 30.0) -> Any:
         with self._lock:
@@ -288,6 +325,16 @@ class LoopWorker:
         w = check_wrench(wrench, self.max_force, self.max_torque, frame)
         self._seq = self._seq + 1 if seq is None else int(seq)
         self.channel.write_wrench(w, frame, self._seq, time.monotonic())
+
+    def set_twist(self, twist: Any, frame: str = "base", seq: int | None = None) -> None:
+        """A commanded tip twist [v; ω] (fdcontrol.twist), validated here, handed over latest-wins."""
+        try:
+            v = check_twist(twist, frame)
+        except TwistError as exc:
+            raise InputError(str(exc)) from exc
+        with self._twist_lock:
+            self._twist_seq = self._twist_seq + 1 if seq is None else int(seq)
+            self.channel.write_twist(v, frame, self._twist_seq, time.monotonic())
 
     def state(self) -> tuple[LoopState, float]:
         return self.channel.read_state()

@@ -1,0 +1,168 @@
+"""Null-space posture task (fdcontrol.posture) on the 7-DoF Panda."""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from fdcontrol import make_mapping
+from fdcontrol.drivers import SimulatedRobot
+from fdcontrol.loop import ControlLoop
+from fdcontrol.posture import PostureTask, mid_range, nullspace_transpose
+from fdcontrol.robot import HOME
+from fdcontrol.solvers import make_solver
+
+from .conftest import nonsingular_q
+
+DT = 0.002
+
+
+def self_motion(robot, q, angle, steps=200):
+    """Walk `angle` rad along the Jacobian's null vector with a pose correction each step: a
+    configuration with the same tip pose and another elbow (independent of the code under test)."""
+    T0 = robot.pose(q)
+    for _ in range(steps):
+        n = np.linalg.svd(robot.jacobian(q))[2][-1]
+        q = q + angle / steps * (n if n[2] >= 0 else -n)
+        T = robot.pose(q)
+        e = np.concatenate((T0[:3, 3] - T[:3, 3], pin.log3(T0[:3, :3] @ T[:3, :3].T)))
+        q = q + np.linalg.pinv(robot.jacobian(q)) @ e
+    return q
+
+
+def loop_for(robot, q0, posture=None, **kw):
+    sim = SimulatedRobot(robot, dt=DT, q0=q0)
+    return ControlLoop(robot, sim, make_solver(make_mapping("fd", robot)), rate=1 / DT, posture=posture, **kw), sim
+
+
+def test_projector_against_explicit_inverse(panda, rng):
+    """N̄ᵀ from the truncated eigen-inverse equals I − Jᵀ (H⁻¹JᵀΛ)ᵀ with explicit inverses."""
+    solver = make_solver(make_mapping("fd", panda))
+    for _ in range(10):
+        q = nonsingular_q(panda, rng)
+        H, J = solver.virtual.inertia(q), panda.jacobian(q)
+        Hi = np.linalg.inv(H)
+        Lam = np.linalg.inv(J @ Hi @ J.T)
+        expected = np.eye(7) - J.T @ (Hi @ J.T @ Lam).T
+        Nt = nullspace_transpose(H, J)
+        np.testing.assert_allclose(Nt, expected, atol=1e-9)
+        np.testing.assert_allclose(Nt @ Nt, Nt, atol=1e-9)  # a projector
+        np.testing.assert_allclose(J @ Hi @ Nt, 0, atol=1e-9)  # dynamically consistent
+
+
+@pytest.mark.parametrize("algorithm", ["cholesky", "aba", "qr"])
+def test_tip_acceleration_unchanged_by_posture(panda, rng, algorithm):
+    """J q̈ with the posture load equals J q̈ without it to 1e-9 relative (Coriolis on, q̇ ≠ 0)."""
+    solver = make_solver(make_mapping("fd", panda, algorithm=algorithm))
+    task = PostureTask(panda, stiffness=10.0, damping=2.0)
+    worst = 0.0
+    for _ in range(20):
+        q, qd, f = nonsingular_q(panda, rng), rng.normal(scale=0.5, size=7), rng.normal(size=6)
+        H, J = solver.virtual.inertia(q), panda.jacobian(q)
+        tau = task.torque(H, J, q, qd)
+        assert np.linalg.norm(tau) > 0
+        a0 = solver.accel(q, qd, f)
+        a1 = solver.accel(q, qd, f, tau)
+        assert np.linalg.norm(a1 - a0) > 1e-3 * np.linalg.norm(a0)  # the posture does act on the joints
+        worst = max(worst, np.linalg.norm(J @ (a1 - a0)) / np.linalg.norm(J @ a0))
+        # and it acts exactly as the null-space part of a_p: q̈₁ − q̈₀ = N̄ a_p (H⁻¹ N̄ᵀ H = N̄)
+        Nt = nullspace_transpose(H, J)
+        np.testing.assert_allclose(a1 - a0, np.linalg.solve(H, Nt @ H) @ task.acceleration(q, qd),
+                                   rtol=1e-6, atol=1e-9)
+    print(f"{algorithm}: max ‖J Δq̈‖/‖J q̈‖ = {worst:.2e}")
+    assert worst < 1e-9
+
+
+def test_elbow_converges_while_tip_holds_still(panda):
+    q0 = np.array([0.2, -0.4, 0.1, -2.0, 0.1, 1.6, 0.8])
+    qp = self_motion(panda, q0, 0.8)  # same tip pose, elbow swung by 0.8 rad
+    assert np.linalg.norm(panda.pose(qp) - panda.pose(q0)) < 1e-9
+    task = PostureTask(panda, stiffness=10.0, preferred=qp)
+    loop, sim = loop_for(panda, q0, task)
+    T0 = panda.pose(q0)
+    dev = 0.0
+    for i in range(round(5.0 / DT)):
+        loop.step(now=i * DT)
+        dev = max(dev, float(np.linalg.norm(panda.pose(sim.q)[:3, 3] - T0[:3, 3])))
+    d = task.distance(sim.q)
+    print(f"posture distance 0.798 → {d:.4f} rad in 5 s; max tip deviation {dev * 1e3:.3f} mm")
+    assert d < 0.01
+    assert dev < 0.5e-3
+    assert loop.state.posture_distance == pytest.approx(task.distance(loop.state.q))
+
+
+def test_no_posture_no_motion(panda):
+    """Control: without the task the same start does not move at all (the test above can fail)."""
+    q0 = np.array([0.2, -0.4, 0.1, -2.0, 0.1, 1.6, 0.8])
+    loop, sim = loop_for(panda, q0)
+    for i in range(200):
+        loop.step(now=i * DT)
+    assert np.linalg.norm(sim.q - q0) < 1e-12
+
+
+def wrench(t):
+    """A hand pushing and twisting the tool: whole periods in 10 s, so it pushes back and forth."""
+    w = 2 * np.pi * np.array([0.4, 0.3, 0.6, 0.5, 0.2, 0.7])
+    return np.array([15, 15, 10, 2, 2, 2]) * np.sin(w * t)
+
+
+def guide(panda, posture):
+    """10 s of hand guiding (admittance), then 3 s back to the start pose in motion mode, so
+    the remaining ‖q − q_p‖ is self-motion only."""
+    q0 = np.array(HOME["panda"])
+    task = PostureTask(panda, stiffness=10.0, preferred=q0)
+    loop, sim = loop_for(panda, q0, task if posture else None)
+    d = []
+    for i in range(round(13.0 / DT)):
+        t = i * DT
+        if t < 10.0:
+            loop.set_wrench(wrench(t), t=t)
+        elif loop.law.mode != "motion":
+            loop.law.mode = "motion"
+            loop.set_target(panda.pose(q0))
+        loop.step(now=t)
+        d.append(task.distance(sim.q))
+    tip = float(np.linalg.norm(panda.pose(sim.q)[:3, 3] - panda.pose(q0)[:3, 3]))
+    return max(d), d[round(10.0 / DT) - 1], d[-1], tip
+
+
+def test_hand_guiding_posture_bounded_vs_drift(panda):
+    with_ = guide(panda, True)
+    without = guide(panda, False)
+    for name, (mx, at10, end, tip) in (("with posture", with_), ("without", without)):
+        print(f"{name}: max ‖q − q_p‖ {mx:.3f} rad, at 10 s {at10:.3f} rad, "
+              f"after return {end:.4f} rad (tip {tip * 1e3:.2f} mm from start)")
+    assert with_[3] < 1e-3 and without[3] < 1e-3  # the tip is back: what remains is self-motion
+    assert with_[2] < 0.02  # the posture task pulled the elbow back
+    assert without[2] > 2 * with_[2]  # without it the self-motion drift stays
+
+
+def test_non_redundant_arm_has_no_posture_load(ur10, rng):
+    solver = make_solver(make_mapping("fd", ur10))
+    task = PostureTask(ur10, stiffness=10.0)
+    for _ in range(5):
+        q = nonsingular_q(ur10, rng)
+        H, J = solver.virtual.inertia(q), ur10.jacobian(q)
+        assert np.linalg.norm(task.torque(H, J, q, np.zeros(6))) < 1e-9 * np.linalg.norm(H @ task.acceleration(
+            q, np.zeros(6)))
+
+
+def test_singular_configuration_stays_finite(panda):
+    """At the stretched-out singularity (q = 0) Λ is truncated, not inverted: τ stays finite."""
+    solver = make_solver(make_mapping("fd", panda))
+    q = np.zeros(7)
+    H, J = solver.virtual.inertia(q), panda.jacobian(q)
+    task = PostureTask(panda, stiffness=10.0)
+    tau = task.torque(H, J, q, np.zeros(7))
+    assert np.all(np.isfinite(tau))
+    assert np.all(np.isfinite(solver.accel(q, np.zeros(7), np.zeros(6), tau)))
+
+
+def test_defaults_and_validation(panda):
+    task = PostureTask(panda)
+    np.testing.assert_allclose(task.preferred, mid_range(panda))
+    with pytest.raises(ValueError, match="stiffness"):
+        PostureTask(panda, stiffness=-1.0)
+    with pytest.raises(ValueError):
+        PostureTask(panda, preferred=[0.0] * 6)
