@@ -56,6 +56,19 @@ def cmd_experiments(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plot(args: argparse.Namespace) -> int:
+    from .plot import plot_file
+
+    try:
+        paths = plot_file(args.file, args.out)
+    except (OSError, ValueError) as exc:
+        print(f"fdcontrol plot: error: {exc}", file=sys.stderr)
+        return 2
+    for p in paths:
+        print(p)
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from server.main import run  # the service lives in server/
 
@@ -91,7 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
     for flag, kind in (("robot", str), ("mapping", str), ("gamma", float), ("alpha", float),
                        ("rate", float), ("host", str), ("port", int), ("driver", str)):
         s.add_argument(f"--{flag}", type=kind, default=None, help=f"override settings.{flag}")
+    s.add_argument("--record", default=None, metavar="FILE",
+                   help="record to this MCAP file from startup (a bare name goes into --record-dir)")
+    s.add_argument("--record-dir", default=None, help="directory of recordings (settings.record_dir)")
     s.set_defaults(func=cmd_serve)
+    pl = sub.add_parser("plot", help="standard figures (PNG) of an MCAP recording")
+    pl.add_argument("file", help="a recording (.mcap) from POST /recording/start or serve --record")
+    pl.add_argument("--out", default=None, help="output directory (default: next to the file, FILE stem)")
+    pl.set_defaults(func=cmd_plot)
     return p
 
 

@@ -102,6 +102,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         worker = LoopWorker(settings)
         rt["w"] = worker
         app.state.worker, app.state.settings = worker, settings  # for routers in server/routers/
+        app.state.hub = hub  # WebSocket numbers for /metrics
+        if settings.record:  # fdcontrol serve --record FILE
+            worker.call("record_start", str(settings.record_path()))
         autostart = settings.autostart
         if autostart is None:  # simulated arms start at once; a real arm waits for POST /control/start
             from fdcontrol.drivers.registry import DRIVERS
@@ -342,6 +345,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                        frames: bool = False) -> None:
         await serve_socket(ws, decimation, control=False, frames=frames)
 
+    from .routers import metrics as metrics_router
+    from .routers import recording as recording_router
+
+    app.include_router(recording_router.router)
+    app.include_router(metrics_router.router)
     app.mount("/", StaticFiles(directory=STATIC, html=True), name="dashboard")
 
     return app

@@ -168,6 +168,8 @@ class ShmIO:
     def __init__(self, channel: Channel) -> None:
         self.ch = channel
         self.version = 0
+        self.recorder: Any = None  # fdcontrol.recording.Recorder: queues states, writes off this thread
+        self.metrics: Any = None  # server.metrics.LoopMetrics: edge counters
 
     def poll(self, loop: ControlLoop) -> None:
         slot = self.ch.read_wrench()
@@ -176,13 +178,22 @@ class ShmIO:
             _, w, frame, seq, t = slot
             with contextlib.suppress(ValueError):  # validated by the API already
                 loop.set_wrench(w, frame, seq, t)
+                if self.recorder is not None:
+                    self.recorder.push_command("wrench", w, frame, seq)
 
     def publish(self, loop: ControlLoop, state: LoopState) -> None:
         self.ch.write_state(state, loop.last_cycle_at)
+        if self.recorder is not None:
+            self.recorder.push_state(loop, state)
+        if self.metrics is not None:
+            self.metrics.observe(state)
 
 
 # ---------------------------------------------------------------------- worker process
 def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
+    from fdcontrol.recording import Recorder, robot_info
+
+    from .metrics import LoopMetrics
     from .runtime import ConflictError, Runtime
     from .settings import Settings
 
@@ -195,6 +206,8 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
         return
     io = ShmIO(channel)
+    io.recorder, io.metrics = Recorder(), LoopMetrics()
+    io.metrics.start_folding(lambda: runtime.loop.stats)
 
     def attach() -> None:
         runtime.loop.io = io
@@ -210,7 +223,12 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
         "target": lambda pose: runtime.loop.set_target(pose),
         "stats": lambda: runtime.loop.stats.summary(),
         "has_sensor": lambda: runtime.loop.driver.read_wrench() is not None,
+        "record_start": lambda path: io.recorder.start(path, runtime.params.model_dump(), robot_info(runtime.loop)),
+        "record_stop": lambda: io.recorder.stop(),
+        "record_status": lambda: io.recorder.status(),
+        "metrics": lambda: io.metrics.snapshot(runtime.loop.stats),
     }
+    recorded = ("start", "stop", "hold", "zero_sensor", "target")  # accepted commands go to the recording
     while True:
         try:
             cmd, args = conn.recv()
@@ -223,8 +241,11 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
                 params = runtime.update(args[0])
                 attach()
                 result: Any = params.model_dump()
+                io.recorder.push_config(result, args[0], robot_info(runtime.loop))
             else:
                 result = handlers[cmd](*args)
+                if cmd in recorded:
+                    io.recorder.push_command(cmd, *args)
             conn.send(("ok", result))
         except ConflictError as exc:
             conn.send(("conflict", str(exc)))
@@ -233,6 +254,8 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
         except Exception as exc:  # report, keep serving
             conn.send(("invalid", f"{type(exc).__name__}: {exc}"))
             traceback.print_exc()
+    if io.recorder.active:  # a clean shutdown finishes the file (summary and index)
+        io.recorder.stop()
     runtime.close()
     channel.close()
 
