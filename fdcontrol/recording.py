@@ -201,8 +201,10 @@ class _Session:
     states: int = 0
     messages: int = 0
     last_cycle: int = -1
+    last_state: Any = None
     last_flush: float = 0.0
     counts: dict[str, int] = field(default_factory=dict)
+    cycles: tuple[int | None, int | None] = (None, None)  # the loop's cycle counter at start and stop
 
 
 class Recorder:
@@ -213,8 +215,9 @@ class Recorder:
     """
 
     def __init__(self, maxlen: int = 10_000, flush_interval: float = 0.5, chunk_size: int = 4 << 20,
-                 compression: CompressionType = CompressionType.ZSTD) -> None:
+                 compression: CompressionType = CompressionType.ZSTD, cycle: Any = None) -> None:
         self.maxlen, self.flush_interval = maxlen, flush_interval
+        self._cycle = cycle  # optional: the loop's cycle counter, read as recording starts and stops
         self.chunk_size, self.compression = chunk_size, compression
         self._states: collections.deque[_Item] = collections.deque(maxlen=maxlen)
         self._other: collections.deque[tuple[str, float, Any]] = collections.deque(maxlen=maxlen)
@@ -277,6 +280,7 @@ class Recorder:
             self._thread = threading.Thread(target=self._run, name="fdcontrol-recorder", daemon=True)
             self._thread.start()
             self.active = True
+            s.cycles = (self._cycle(), None) if self._cycle else (None, None)
             return self._status(s)
 
     def stop(self) -> dict[str, Any]:
@@ -286,6 +290,7 @@ class Recorder:
             if s is None:
                 raise RuntimeError("not recording")
             self.active = False
+            s.cycles = (s.cycles[0], self._cycle() if self._cycle else None)
             self._stop.set()
             if self._thread is not None:
                 self._thread.join()
@@ -304,7 +309,8 @@ class Recorder:
         size = s.path.stat().st_size if s.path.exists() else 0
         return {"active": self.active, "name": s.path.name, "bytes": size, "states": s.states,
                 "messages": s.messages, "dropped": self.dropped(s), "queued": len(self._states),
-                "duration_s": time.monotonic() - s.started, "counts": dict(s.counts)}
+                "duration_s": time.monotonic() - s.started, "counts": dict(s.counts),
+                "loop_cycles": None if None in s.cycles else s.cycles[1] - s.cycles[0]}  # type: ignore[operator]
 
     def dropped(self, s: _Session) -> int:
         return max(0, self.pushed - s.states - len(self._states))
@@ -333,7 +339,10 @@ class Recorder:
             if not ready and not final and time.monotonic() - item.t_mono < 0.25:
                 break  # its timing is recorded right after publish; look again next round
             states.popleft()
-            self._write_state(s, item, ready and stats.count - i < stats.n // 2)
+            if item.state is not s.last_state:  # a re-publish of the same state (after a config change)
+                self._write_state(s, item, ready and stats.count - i < stats.n // 2)
+            else:
+                s.states += 1  # accounted for, not written twice
 
     def _write_state(self, s: _Session, item: _Item, timed: bool) -> None:
         st = item.state
@@ -341,7 +350,7 @@ class Recorder:
         if timed and st.cycle != s.last_cycle:  # a repeated cycle is a stop/fault publish: no timing
             j = item.index % item.stats.n
             compute, err = float(item.stats.compute[j]), float(item.stats.period_error[j])
-        s.last_cycle = st.cycle
+        s.last_cycle, s.last_state = st.cycle, st
         self._write(s, STATE_TOPIC, item.t_mono, state_message(st, compute, err))
         s.states += 1
         if st.cycle % TIP_DECIMATION == 0:

@@ -206,7 +206,7 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
         return
     io = ShmIO(channel)
-    io.recorder, io.metrics = Recorder(), LoopMetrics()
+    io.recorder, io.metrics = Recorder(cycle=lambda: runtime.loop.cycle), LoopMetrics()
     io.metrics.start_folding(lambda: runtime.loop.stats)
 
     def attach() -> None:

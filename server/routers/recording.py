@@ -35,6 +35,7 @@ class RecordingStatus(BaseModel):
     queued: int | None = None
     duration_s: float | None = None
     counts: dict[str, int] | None = Field(None, description="messages per topic")
+    loop_cycles: int | None = Field(None, description="cycles the loop ran from start to stop (after stop)")
 
 
 class RecordingFile(BaseModel):
