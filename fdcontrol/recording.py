@@ -11,15 +11,19 @@ Foxglove and the ``mcap`` CLI read it without plugins. Topics:
 * ``/fdcontrol/config`` — the parameters and robot (joint names, limits) at the start and
   after each change.
 
-Threads: :meth:`Recorder.push_state` runs on the loop's thread and only appends a reference
-to a bounded deque (no I/O, no encoding, no lock). A writer thread drains the deque, looks
-the cycle's timing up in the loop's :class:`~fdcontrol.loop.Stats` ring, encodes JSON and
-writes. The writer closes a chunk every ``flush_interval`` seconds (``Writer.flush``), so a
-file cut off by a crash or SIGKILL reads up to its last complete chunk with
-:func:`read_recording`.
+Threads: producers only hand over references (:meth:`Recorder.push_state`, a bounded deque)
+or are polled (``source``); a writer thread pairs each state with its cycle timing, encodes
+JSON and writes. The writer closes a chunk every ``flush_interval`` seconds
+(``Writer.flush``), so a file cut off by a crash or SIGKILL reads up to its last complete
+chunk with :func:`read_recording`.
 
-If the writer falls behind by more than ``maxlen`` states the oldest are dropped and counted
-(``dropped`` in :meth:`Recorder.status`); the loop never waits for the disk.
+In the service the writer does not run in the loop's process at all: any Python thread
+there delays the loop's wake-ups by up to the GIL switch interval (measured with a writer
+thread in the loop process: p99 period error 65 → 350–450 µs). The loop copies each packed
+state into a shared-memory ring (``server.record_ring``) and the API process writes.
+
+States lost because the writer fell behind are counted (``dropped`` in
+:meth:`Recorder.status`); the loop never waits for the disk.
 
 Units: SI (rad, rad/s, m, N, N·m, s); log times are UNIX time in ns; wrenches [F; τ] in the
 base frame.
@@ -28,11 +32,13 @@ base frame.
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import math
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -181,13 +187,29 @@ def _dumps(obj: Any) -> bytes:
 
 
 @dataclass
-class _Item:
-    """A queued state: the LoopState, its wall time, and where its timing will be in the Stats ring."""
+class Published:
+    """One published state as a producer hands it over.
+
+    The loop records a cycle's timing in its Stats ring just *after* publishing the state, so a
+    producer sends with each state the newest timing it can see (``timing_index``: its Stats
+    index) and where this state's own timing will go (``own_index``); the writer pairs them.
+    """
 
     state: Any
+    t_mono: float  # time.monotonic() of the cycle
+    own_index: int
+    timing_index: int
+    compute: float
+    period_error: float
+
+
+@dataclass
+class _Item:
+    state: Any
     t_mono: float
-    stats: Any
     index: int
+    compute: float | None = None
+    period_error: float | None = None
 
 
 @dataclass
@@ -200,39 +222,46 @@ class _Session:
     started: float
     states: int = 0
     messages: int = 0
-    last_cycle: int = -1
-    last_state: Any = None
+    dropped: int = 0
+    pending: _Item | None = None
     last_flush: float = 0.0
     counts: dict[str, int] = field(default_factory=dict)
     cycles: tuple[int | None, int | None] = (None, None)  # the loop's cycle counter at start and stop
 
 
-class Recorder:
-    """Bounded-queue MCAP recorder; one file at a time.
+Source = Callable[[], tuple[list[Published], int]]
 
-    ``maxlen`` states may wait for the writer (at 500 Hz the default is 20 s); older ones are
-    dropped and counted. ``flush_interval`` (s) bounds what a crash loses.
+
+class Recorder:
+    """MCAP recorder, one file at a time, fed by a bounded queue or a polled ``source``.
+
+    Producers: :meth:`push_state` (an in-process loop, see :class:`LoopTap`) or ``source``, a
+    callable the writer thread polls that returns (new states, how many were lost), e.g. the
+    shared-memory ring of ``server.record_ring``. ``maxlen`` states may wait in the queue; older
+    ones are dropped and counted. ``flush_interval`` (s) bounds what a crash loses.
     """
 
     def __init__(self, maxlen: int = 10_000, flush_interval: float = 0.5, chunk_size: int = 4 << 20,
-                 compression: CompressionType = CompressionType.ZSTD, cycle: Any = None) -> None:
+                 compression: CompressionType = CompressionType.ZSTD, cycle: Callable[[], int] | None = None,
+                 source: Source | None = None, on_start: Callable[[bool], None] | None = None) -> None:
         self.maxlen, self.flush_interval = maxlen, flush_interval
         self._cycle = cycle  # optional: the loop's cycle counter, read as recording starts and stops
+        self._source, self._on_start = source, on_start
         self.chunk_size, self.compression = chunk_size, compression
-        self._states: collections.deque[_Item] = collections.deque(maxlen=maxlen)
+        self._states: collections.deque[Published] = collections.deque(maxlen=maxlen)
         self._other: collections.deque[tuple[str, float, Any]] = collections.deque(maxlen=maxlen)
-        self.active = False  # read on the loop thread without a lock: a bool swap is atomic
+        self.active = False  # read by producers without a lock: a bool swap is atomic
         self.pushed = 0
         self._session: _Session | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self._lock = threading.Lock()  # start/stop/status from the command thread
+        self._lock = threading.Lock()  # start/stop/status
 
     # ------------------------------------------------------------------ producers (cheap)
-    def push_state(self, loop: Any, state: Any) -> None:
-        """Loop thread: queue a reference to the published state. O(1), no I/O."""
+    def push_state(self, item: Published) -> None:
+        """Producer thread: queue a published state. O(1), no I/O, no encoding."""
         if self.active:
-            self._states.append(_Item(state, loop.last_cycle_at or time.monotonic(), loop.stats, loop.stats.count))
+            self._states.append(item)
             self.pushed += 1
 
     def push_command(self, command: str, *args: Any) -> None:
@@ -277,10 +306,12 @@ class Recorder:
             self.pushed = 0
             self._session = s
             self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name="fdcontrol-recorder", daemon=True)
-            self._thread.start()
+            if self._on_start is not None:
+                self._on_start(True)
             self.active = True
             s.cycles = (self._cycle(), None) if self._cycle else (None, None)
+            self._thread = threading.Thread(target=self._run, name="fdcontrol-recorder", daemon=True)
+            self._thread.start()
             return self._status(s)
 
     def stop(self) -> dict[str, Any]:
@@ -290,6 +321,8 @@ class Recorder:
             if s is None:
                 raise RuntimeError("not recording")
             self.active = False
+            if self._on_start is not None:
+                self._on_start(False)
             s.cycles = (s.cycles[0], self._cycle() if self._cycle else None)
             self._stop.set()
             if self._thread is not None:
@@ -307,13 +340,11 @@ class Recorder:
 
     def _status(self, s: _Session) -> dict[str, Any]:
         size = s.path.stat().st_size if s.path.exists() else 0
+        dropped = s.dropped + max(0, self.pushed - s.states - len(self._states) - (s.pending is not None))
         return {"active": self.active, "name": s.path.name, "bytes": size, "states": s.states,
-                "messages": s.messages, "dropped": self.dropped(s), "queued": len(self._states),
+                "messages": s.messages, "dropped": dropped, "queued": len(self._states),
                 "duration_s": time.monotonic() - s.started, "counts": dict(s.counts),
                 "loop_cycles": None if None in s.cycles else s.cycles[1] - s.cycles[0]}  # type: ignore[operator]
-
-    def dropped(self, s: _Session) -> int:
-        return max(0, self.pushed - s.states - len(self._states))
 
     # ------------------------------------------------------------------ writer thread
     def _run(self) -> None:
@@ -331,27 +362,29 @@ class Recorder:
         while self._other:
             topic, t, msg = self._other.popleft()
             self._write(s, topic, t, msg)
-        states = self._states
-        while states:
-            item = states[0]
-            stats, i = item.stats, item.index
-            ready = stats.count > i
-            if not ready and not final and time.monotonic() - item.t_mono < 0.25:
-                break  # its timing is recorded right after publish; look again next round
-            states.popleft()
-            if item.state is not s.last_state:  # a re-publish of the same state (after a config change)
-                self._write_state(s, item, ready and stats.count - i < stats.n // 2)
-            else:
-                s.states += 1  # accounted for, not written twice
+        if self._source is not None:
+            items, lost = self._source()
+            s.dropped += lost
+            for it in items:
+                self._pair(s, it)
+        while self._states:
+            self._pair(s, self._states.popleft())
+        if final and s.pending is not None:
+            self._write_state(s, s.pending)
+            s.pending = None
 
-    def _write_state(self, s: _Session, item: _Item, timed: bool) -> None:
+    def _pair(self, s: _Session, it: Published) -> None:
+        """Write the previous state with the timing this one brought (if it is that state's)."""
+        p = s.pending
+        if p is not None:
+            if it.timing_index == p.index and it.state.cycle != p.state.cycle:
+                p.compute, p.period_error = float(it.compute), float(it.period_error)
+            self._write_state(s, p)
+        s.pending = _Item(it.state, it.t_mono, it.own_index)
+
+    def _write_state(self, s: _Session, item: _Item) -> None:
         st = item.state
-        compute = err = None
-        if timed and st.cycle != s.last_cycle:  # a repeated cycle is a stop/fault publish: no timing
-            j = item.index % item.stats.n
-            compute, err = float(item.stats.compute[j]), float(item.stats.period_error[j])
-        s.last_cycle, s.last_state = st.cycle, st
-        self._write(s, STATE_TOPIC, item.t_mono, state_message(st, compute, err))
+        self._write(s, STATE_TOPIC, item.t_mono, state_message(st, item.compute, item.period_error))
         s.states += 1
         if st.cycle % TIP_DECIMATION == 0:
             ns = int((item.t_mono + s.offset) * 1e9)
@@ -367,6 +400,30 @@ class Recorder:
                              sequence=s.messages)
         s.messages += 1
         s.counts[topic] = s.counts.get(topic, 0) + 1
+
+
+class LoopTap:
+    """A :class:`~fdcontrol.loop.LoopIO` that feeds a Recorder from a loop in this process.
+
+    Use where recording may share the loop's process (simulations, tests): the writer thread
+    competes with the loop for the GIL. The service records from the loop's process through
+    shared memory instead (``server.record_ring``).
+    """
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self._last: Any = None
+
+    def poll(self, loop: Any) -> None:
+        pass
+
+    def publish(self, loop: Any, state: Any) -> None:
+        if self.recorder.active and state is not self._last:  # a re-publish of the same state is skipped
+            st, c = loop.stats, loop.stats.count
+            j = (c - 1) % st.n
+            self.recorder.push_state(Published(state, loop.last_cycle_at or time.monotonic(), c, c - 1,
+                                               st.compute[j], st.period_error[j]))
+        self._last = state
 
 
 # ---------------------------------------------------------------------- reading
@@ -438,5 +495,23 @@ def robot_info(loop: Any) -> dict[str, Any]:
             "velocity_limit": np.asarray(loop.limits.max_velocity).tolist(), "rate": loop.rate}
 
 
+@functools.lru_cache(maxsize=8)
+def _resolve(name: str, base: str | None, tip: str | None) -> Any:
+    from .robot import RobotModel
+
+    return RobotModel.resolve(name, base, tip)
+
+
+def robot_info_from_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The same as :func:`robot_info` from the service's control parameters (velocity limit =
+    velocity_scale × the URDF's, as ``SafetyLimits.from_robot``)."""
+    r = _resolve(params["robot"], params.get("base"), params.get("tip"))
+    lim = r.limits
+    return {"name": r.name, "joint_names": list(r.joint_names), "lower": lim.lower.tolist(),
+            "upper": lim.upper.tolist(), "max_velocity": lim.velocity.tolist(),
+            "velocity_limit": (params["velocity_scale"] * lim.velocity).tolist(), "rate": params["rate"]}
+
+
 __all__ = ["COMMAND_TOPIC", "CONFIG_TOPIC", "SCHEMAS", "STATE_FIELDS", "STATE_SCHEMA", "STATE_TOPIC",
-           "TIP_TOPIC", "Recorder", "Recording", "quaternion", "read_recording", "robot_info", "state_message"]
+           "TIP_TOPIC", "LoopTap", "Published", "Recorder", "Recording", "quaternion", "read_recording", "robot_info",
+           "robot_info_from_params", "state_message"]

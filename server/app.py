@@ -104,7 +104,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.worker, app.state.settings = worker, settings  # for routers in server/routers/
         app.state.hub = hub  # WebSocket numbers for /metrics
         if settings.record:  # fdcontrol serve --record FILE
-            worker.call("record_start", str(settings.record_path()))
+            worker.record_start(settings.record_path())
         autostart = settings.autostart
         if autostart is None:  # simulated arms start at once; a real arm waits for POST /control/start
             from fdcontrol.drivers.registry import DRIVERS

@@ -38,6 +38,7 @@ MODES = ("admittance", "force", "motion", "compliance")
 WATCHDOG = ("idle", "ok", "tripped")
 LIMIT_KEYS = ("cartesian", "position", "velocity", "acceleration", "virtual_joint_limit")
 FAULT_BYTES = 512
+RECORDED = ("start", "stop", "hold", "zero_sensor", "target")  # accepted commands that go into a recording
 
 # input slot (float64): version, wrench[6], frame (0 base, 1 tool), seq, t
 IN_SIZE = 10
@@ -168,7 +169,7 @@ class ShmIO:
     def __init__(self, channel: Channel) -> None:
         self.ch = channel
         self.version = 0
-        self.recorder: Any = None  # fdcontrol.recording.Recorder: queues states, writes off this thread
+        self.ring: Any = None  # server.record_ring.StateRing: every state, for the recorder in the API process
         self.metrics: Any = None  # server.metrics.LoopMetrics: edge counters
 
     def poll(self, loop: ControlLoop) -> None:
@@ -178,22 +179,19 @@ class ShmIO:
             _, w, frame, seq, t = slot
             with contextlib.suppress(ValueError):  # validated by the API already
                 loop.set_wrench(w, frame, seq, t)
-                if self.recorder is not None:
-                    self.recorder.push_command("wrench", w, frame, seq)
 
     def publish(self, loop: ControlLoop, state: LoopState) -> None:
         self.ch.write_state(state, loop.last_cycle_at)
-        if self.recorder is not None:
-            self.recorder.push_state(loop, state)
+        if self.ring is not None:
+            self.ring.push(self.ch._tmp, loop)  # a row copy, only while recording
         if self.metrics is not None:
             self.metrics.observe(state)
 
 
 # ---------------------------------------------------------------------- worker process
 def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
-    from fdcontrol.recording import Recorder, robot_info
-
     from .metrics import LoopMetrics
+    from .record_ring import StateRing
     from .runtime import ConflictError, Runtime
     from .settings import Settings
 
@@ -206,7 +204,7 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
         return
     io = ShmIO(channel)
-    io.recorder, io.metrics = Recorder(cycle=lambda: runtime.loop.cycle), LoopMetrics()
+    io.ring, io.metrics = StateRing(shm_name + "r"), LoopMetrics()
     io.metrics.start_folding(lambda: runtime.loop.stats)
 
     def attach() -> None:
@@ -223,12 +221,8 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
         "target": lambda pose: runtime.loop.set_target(pose),
         "stats": lambda: runtime.loop.stats.summary(),
         "has_sensor": lambda: runtime.loop.driver.read_wrench() is not None,
-        "record_start": lambda path: io.recorder.start(path, runtime.params.model_dump(), robot_info(runtime.loop)),
-        "record_stop": lambda: io.recorder.stop(),
-        "record_status": lambda: io.recorder.status(),
         "metrics": lambda: io.metrics.snapshot(runtime.loop.stats),
     }
-    recorded = ("start", "stop", "hold", "zero_sensor", "target")  # accepted commands go to the recording
     while True:
         try:
             cmd, args = conn.recv()
@@ -241,11 +235,8 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
                 params = runtime.update(args[0])
                 attach()
                 result: Any = params.model_dump()
-                io.recorder.push_config(result, args[0], robot_info(runtime.loop))
             else:
                 result = handlers[cmd](*args)
-                if cmd in recorded:
-                    io.recorder.push_command(cmd, *args)
             conn.send(("ok", result))
         except ConflictError as exc:
             conn.send(("conflict", str(exc)))
@@ -254,9 +245,8 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
         except Exception as exc:  # report, keep serving
             conn.send(("invalid", f"{type(exc).__name__}: {exc}"))
             traceback.print_exc()
-    if io.recorder.active:  # a clean shutdown finishes the file (summary and index)
-        io.recorder.stop()
     runtime.close()
+    io.ring.close()
     channel.close()
 
 
@@ -271,6 +261,11 @@ class LoopWorker:
 
     def __init__(self, settings: Any) -> None:
         self.channel = Channel()
+        from fdcontrol.recording import Recorder
+
+        from .record_ring import StateRing
+
+        self.ring = StateRing(self.channel.name + "r", create=True)  # the loop process attaches by name
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, name="fdcontrol-loop",
@@ -285,6 +280,9 @@ class LoopWorker:
         self.params: dict[str, Any] = payload
         self.max_force, self.max_torque = payload["max_force"], payload["max_torque"]
         self._seq = 0
+        # MCAP recording: written here, in the API process, from the ring (see server/record_ring.py)
+        self.recorder = Recorder(cycle=lambda: self.state()[0].cycle, on_start=self.ring.set_active,
+                                 source=lambda: self.ring.read(self.state()[0].fault))
 
     def call(self, cmd: str, *args: Any, timeout: float = 30.0) -> Any:
         with self._lock:
@@ -296,11 +294,22 @@ class LoopWorker:
             kind, payload = self.conn.recv()
         if kind != "ok":
             raise WorkerError(kind, payload)
+        if cmd in RECORDED:
+            self.recorder.push_command(cmd, *args)
         return payload
+
+    def record_start(self, path: Any) -> dict[str, Any]:
+        from fdcontrol.recording import robot_info_from_params
+
+        return self.recorder.start(path, self.params, robot_info_from_params(self.params))
 
     def update(self, changes: dict[str, Any]) -> dict[str, Any]:
         self.params = self.call("update", changes)
         self.max_force, self.max_torque = self.params["max_force"], self.params["max_torque"]
+        if self.recorder.active:
+            from fdcontrol.recording import robot_info_from_params
+
+            self.recorder.push_config(self.params, changes, robot_info_from_params(self.params))
         return self.params
 
     def set_wrench(self, wrench: Any, frame: str = "base", seq: int | None = None) -> None:
@@ -308,6 +317,7 @@ class LoopWorker:
         w = check_wrench(wrench, self.max_force, self.max_torque, frame)
         self._seq = self._seq + 1 if seq is None else int(seq)
         self.channel.write_wrench(w, frame, self._seq, time.monotonic())
+        self.recorder.push_command("wrench", w, frame, self._seq)
 
     def state(self) -> tuple[LoopState, float]:
         return self.channel.read_state()
@@ -317,6 +327,9 @@ class LoopWorker:
         return self.proc.is_alive()
 
     def close(self) -> None:
+        if self.recorder.active:  # a clean shutdown finishes the file (summary and index)
+            with contextlib.suppress(Exception):
+                self.recorder.stop()
         with contextlib.suppress(Exception):
             with self._lock:
                 self.conn.send(("close", ()))
@@ -325,3 +338,4 @@ class LoopWorker:
             self.proc.terminate()
             self.proc.join(2)
         self.channel.close(unlink=True)
+        self.ring.close(unlink=True)

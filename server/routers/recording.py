@@ -70,30 +70,33 @@ def default_name() -> str:
 def start(request: Request, body: RecordStart = Body(default_factory=RecordStart)) -> dict[str, Any]:  # noqa: B008
     worker = request.app.state.worker
     path = safe_path(record_dir(request), body.name or default_name())
-    if worker.call("record_status")["active"]:
+    if worker.recorder.active:
         raise HTTPException(409, "already recording; POST /recording/stop first")
     if path.exists():
         raise HTTPException(409, f"{path.name} exists; choose another name")
-    return worker.call("record_start", str(path))
+    try:
+        return worker.record_start(path)
+    except (RuntimeError, FileExistsError) as exc:  # a concurrent start won the race
+        raise HTTPException(409, str(exc)) from exc
 
 
 @router.post("/recording/stop", response_model=RecordingStatus, responses={409: {"description": "not recording"}})
 def stop(request: Request) -> dict[str, Any]:
-    worker = request.app.state.worker
-    if not worker.call("record_status")["active"]:
-        raise HTTPException(409, "not recording")
-    return worker.call("record_stop", timeout=60.0)
+    try:
+        return request.app.state.worker.recorder.stop()
+    except RuntimeError as exc:
+        raise HTTPException(409, "not recording") from exc
 
 
 @router.get("/recording", response_model=RecordingStatus)
 def status(request: Request) -> dict[str, Any]:
-    return request.app.state.worker.call("record_status")
+    return request.app.state.worker.recorder.status()
 
 
 @router.get("/recordings", response_model=list[RecordingFile])
 def list_recordings(request: Request) -> list[dict[str, Any]]:
     d = record_dir(request)
-    current = request.app.state.worker.call("record_status")
+    current = request.app.state.worker.recorder.status()
     out = []
     for p in sorted(d.glob("*.mcap"), key=lambda x: x.stat().st_mtime, reverse=True):
         if p.is_file() and NAME_RE.fullmatch(p.name):
