@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from pathlib import Path
@@ -138,3 +139,41 @@ def check_recording(page, http):
     files = {f["name"]: f for f in http.get("/recordings").json()}
     assert name in files and files[name]["bytes"] > 10_000 and not files[name]["active"]
     page.wait_for_function(f"document.getElementById('rec-list').textContent.includes('{name}')")
+
+
+def responder(status, body):
+    def answer(route):
+        route.fulfill(status=status, content_type="application/json", body=body)
+    return answer
+
+
+def test_environment_objects_are_drawn_when_the_service_has_them(service):
+    """GET /environment (another part of the service) answered by the browser's router: 200 → the boxes
+    are drawn and named, 404 → nothing; the arm is at rest, so the canvases differ by the box only."""
+    http = httpx.Client(base_url=service.url)
+    http.post("/control/stop")
+    env = {"objects": [{"name": "table", "kind": "box", "position": [0.6, 0.0, 0.2],
+                        "quaternion": [0, 0, 0.3827, 0.9239], "size": [0.4, 0.6, 0.05]}], "push": [0] * 6}
+    images = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        for status in (404, 200):
+            page = browser.new_page(viewport={"width": 1280, "height": 1400})
+            body = json.dumps(env if status == 200 else {"detail": "Not Found"})
+            page.route("**/environment", responder(status, body))
+            page.goto(service.url + "/")
+            page.wait_for_function("window.dashboard.received > 3")
+            if status == 200:
+                page.wait_for_function("window.dashboard.environment !== null")
+                assert page.inner_text("#env-info") == "environment: table"
+                page.wait_for_timeout(300)
+                page.locator("#arm-panel").screenshot(path=str(ARTIFACTS / "dashboard-environment.png"))
+            else:
+                page.wait_for_timeout(500)
+                assert page.evaluate("window.dashboard.environment") is None
+                assert page.inner_text("#env-info") == ""
+            page.wait_for_timeout(300)
+            images[status] = page.evaluate("document.getElementById('arm').toDataURL()")
+            page.close()
+        browser.close()
+    assert images[200] != images[404]
