@@ -45,6 +45,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 def cmd_experiments(args: argparse.Namespace) -> int:
     from .experiments import EXPERIMENTS, run
 
+    if args.recording:  # the singular-value study along a recorded trajectory
+        from .experiments.recorded import run_recording
+
+        try:
+            run_recording(args.recording, args.out, args.samples, args.quick, progress=not args.no_progress)
+        except (OSError, ValueError) as exc:
+            raise ModelError(str(exc)) from exc
+        return 0
     names = args.names or ["all"]
     for n in names:
         if n != "all" and n not in EXPERIMENTS:
@@ -98,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", default="out/experiments")
     e.add_argument("--quick", action="store_true", help="reduced sample counts (< 1 min)")
     e.add_argument("--no-progress", action="store_true")
+    e.add_argument("--recording", default=None, metavar="FILE.mcap",
+                   help="instead: σmin/σmax of every mapping along the joint path of a recording")
     e.set_defaults(func=cmd_experiments)
     s = sub.add_parser("serve", help="run the control service (REST + WebSocket)")
     s.add_argument("--config", default=None, help="YAML file with the service settings")

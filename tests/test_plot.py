@@ -115,3 +115,23 @@ def test_plotted_numbers_match_the_file(recording):
     finally:
         for f in figs.values():
             plt.close(f)
+
+
+def test_experiments_take_a_recording(recording, tmp_path):
+    """``fdcontrol experiments --recording``: σ of every mapping along the recorded path; its σmin(J)
+    equals the one the loop computed at run time (every 10th cycle, cycle % 10 == 1)."""
+    path, _ = recording
+    p = subprocess.run([sys.executable, "-m", "fdcontrol.cli", "experiments", "--recording", str(path),
+                        "--out", str(tmp_path), "--samples", "100000", "--no-progress"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    folder = tmp_path / "recorded-path"
+    assert (folder / "recorded_singular_path.png").stat().st_size > 10_000
+    res = json.loads((folder / "results.json").read_text())
+    _, states = independent(path)
+    assert len(res["sigma_min_J"]) == len(states)
+    fresh = [i for i, s in enumerate(states) if s["cycle"] % 10 == 1]
+    assert len(fresh) > 20
+    assert np.allclose([res["sigma_min_J"][i] for i in fresh], [states[i]["sigma_min_j"] for i in fresh],
+                       rtol=1e-9)
+    assert set(res["cases"]) >= {"J⁻¹", "Jᵀ", "FD γ=1e3", "DLS α=0.1"}
