@@ -192,3 +192,17 @@ def test_recording_does_not_slow_the_loop(service):
         if on[0] <= off[0] + 0.02 and on[1] <= 1.5 * off[1] + 100:
             break
     assert any(on[0] <= off[0] + 0.02 and on[1] <= 1.5 * off[1] + 100 for off, on, _, _ in results), results
+
+
+def test_serve_record_flag_records_from_startup_and_a_clean_stop_finishes_the_file(tmp_path):
+    svc = Service("--record-dir", str(tmp_path), "--record", "boot.mcap")
+    try:
+        http = httpx.Client(base_url=svc.url, timeout=30)
+        st = http.get("/recording").json()
+        assert st["active"] and st["name"] == "boot.mcap"
+        time.sleep(0.5)
+    finally:
+        svc.stop()  # SIGTERM: the service shuts down cleanly and finishes the file
+    rec = read_recording(tmp_path / "boot.mcap")
+    assert rec.complete and len(rec.states()) > 100
+    assert any(m["command"] == "start" for _, m in rec.messages[COMMAND_TOPIC])  # autostart, recorded

@@ -12,7 +12,8 @@ router = APIRouter(tags=["monitoring"])
 
 
 @router.get("/metrics", response_class=Response,
-            responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text format"}})
+            responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
+                             "description": "Prometheus text format"}})
 def metrics(request: Request) -> Response:
     """Loop period error and compute histograms, overruns, watchdog trips, holds, faults,
     WebSocket clients and drops, authentication failures."""

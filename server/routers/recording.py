@@ -107,7 +107,8 @@ def list_recordings(request: Request) -> list[dict[str, Any]]:
 
 
 @router.get("/recordings/{name}", response_class=FileResponse,
-            responses={200: {"content": {"application/octet-stream": {}}}, 404: {}, 422: {}})
+            responses={200: {"description": "the MCAP file", "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}, 404: {}, 422: {}})
 def download(request: Request, name: str) -> FileResponse:
     p = safe_path(record_dir(request), name)
     if not p.is_file():
