@@ -38,6 +38,7 @@ import math
 import struct
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +55,7 @@ COMMAND_TOPIC, CONFIG_TOPIC = "/fdcontrol/command", "/fdcontrol/config"
 TIP_DECIMATION = 10
 PROFILE = "fdcontrol"
 
-_VEC = {"type": "array", "items": {"type": "number"}}
+_VEC = {"type": "array", "items": {"type": ["number", "null"]}}  # null: a non-finite value (a fault)
 _VEC6 = {**_VEC, "minItems": 6, "maxItems": 6}
 _NUM_OR_NULL = {"type": ["number", "null"]}
 
@@ -182,8 +183,24 @@ def _json_default(o: Any) -> Any:
     return str(o)
 
 
+def _finite(obj: Any) -> Any:
+    """NaN/inf → None, recursively (JSON has no NaN; a faulted cycle can carry one)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, np.ndarray | np.generic):
+        return _finite(obj.tolist())
+    return obj
+
+
 def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, default=_json_default, allow_nan=False).encode()
+    try:
+        return json.dumps(obj, default=_json_default, allow_nan=False).encode()
+    except ValueError:  # rare: a non-finite number somewhere
+        return json.dumps(_finite(obj), default=_json_default, allow_nan=False).encode()
 
 
 @dataclass
@@ -223,6 +240,7 @@ class _Session:
     states: int = 0
     messages: int = 0
     dropped: int = 0
+    errors: int = 0
     pending: _Item | None = None
     last_flush: float = 0.0
     counts: dict[str, int] = field(default_factory=dict)
@@ -342,7 +360,7 @@ class Recorder:
         size = s.path.stat().st_size if s.path.exists() else 0
         dropped = s.dropped + max(0, self.pushed - s.states - len(self._states) - (s.pending is not None))
         return {"active": self.active, "name": s.path.name, "bytes": size, "states": s.states,
-                "messages": s.messages, "dropped": dropped, "queued": len(self._states),
+                "messages": s.messages, "dropped": dropped, "errors": s.errors, "queued": len(self._states),
                 "duration_s": time.monotonic() - s.started, "counts": dict(s.counts),
                 "loop_cycles": None if None in s.cycles else s.cycles[1] - s.cycles[0]}  # type: ignore[operator]
 
@@ -351,7 +369,11 @@ class Recorder:
         s = self._session
         assert s is not None
         while not self._stop.is_set():
-            self._drain(s)
+            try:
+                self._drain(s)
+            except Exception:  # keep recording; say why once per failure
+                s.errors += 1
+                traceback.print_exc()
             now = time.monotonic()
             if now - s.last_flush >= self.flush_interval:
                 s.writer.flush()  # close the chunk: what a kill can lose is bounded by flush_interval

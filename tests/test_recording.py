@@ -67,7 +67,7 @@ def service(tmp_path_factory):
 def test_two_seconds_of_a_pushed_arm(service):
     http = httpx.Client(base_url=service.url, timeout=30)
     assert http.get("/recording").json() == {"active": False, **{k: None for k in (
-        "name", "bytes", "states", "messages", "dropped", "queued", "duration_s", "counts", "loop_cycles")}}
+        "name", "bytes", "states", "messages", "dropped", "errors", "queued", "duration_s", "counts", "loop_cycles")}}
     s0 = http.get("/stats").json()
     r = http.post("/recording/start", json={"name": "push.mcap"})
     assert r.status_code == 200, r.text
@@ -206,3 +206,24 @@ def test_serve_record_flag_records_from_startup_and_a_clean_stop_finishes_the_fi
     rec = read_recording(tmp_path / "boot.mcap")
     assert rec.complete and len(rec.states()) > 100
     assert any(m["command"] == "start" for _, m in rec.messages[COMMAND_TOPIC])  # autostart, recorded
+
+
+def test_a_faulted_state_with_nan_is_recorded_as_null(tmp_path):
+    """A cycle that faults can publish a non-finite f_c; the file stays valid JSON and readable."""
+    from fdcontrol.loop import LoopState
+    from fdcontrol.recording import Published, Recorder
+
+    rec = Recorder()
+    rec.start(tmp_path / "nan.mcap", {"robot": "planar2"}, {"joint_names": ["a", "b"]})
+    for k in range(3):
+        w = np.array([np.nan if k == 1 else 1.0, 0, 0, 0, 0, 0])
+        st = LoopState(0.002 * k, k, np.zeros(2), np.zeros(2), np.zeros(2), np.zeros(2), np.eye(4), w, np.zeros(6),
+                       "admittance", True, k == 1, "ok", 0, "non-finite" if k == 1 else None, 0.5, {}, math.nan)
+        rec.push_state(Published(st, time.monotonic(), k, k - 1, 1e-4, 1e-5))
+    status = rec.stop()
+    assert status["errors"] == 0 and status["states"] == 3
+    states = read_recording(tmp_path / "nan.mcap").states()
+    assert [s["f_c"][0] for s in states] == [1.0, None, 1.0]
+    assert states[1]["fault"] == "non-finite" and states[0]["kappa_h"] is None
+    assert states[1]["compute_s"] == 1e-4  # the timing the next state brought back
+    jsonschema.Draft202012Validator(read_recording(tmp_path / "nan.mcap").schemas[STATE_TOPIC]).validate(states[1])

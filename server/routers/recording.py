@@ -33,6 +33,7 @@ class RecordingStatus(BaseModel):
     messages: int | None = Field(None, description="messages written (states, tip poses, commands, configs)")
     dropped: int | None = Field(None, description="states dropped because the writer fell behind")
     queued: int | None = None
+    errors: int | None = Field(None, description="write errors (the recording goes on)")
     duration_s: float | None = None
     counts: dict[str, int] | None = Field(None, description="messages per topic")
     loop_cycles: int | None = Field(None, description="cycles the loop ran from start to stop (after stop)")
