@@ -111,7 +111,8 @@ def check_labels(page, http):
     assert legend(page, "plot-force")[1:] == [f"Fc {a}" for a in "xyz"] + [f"Fmeas {a}" for a in "xyz"]
     assert legend(page, "plot-torque")[1:] == [f"τc {a}" for a in "xyz"] + [f"τmeas {a}" for a in "xyz"]
     # axis labels with units (uPlot draws them on its canvas: read them from the plot's axes)
-    for pid, unit in (("plot-q", "rad"), ("plot-qd", "rad/s"), ("plot-force", "N"), ("plot-torque", "N·m")):
+    for pid, unit in (("plot-q", "rad"), ("plot-qd", "rad/s"), ("plot-force", "N"), ("plot-torque", "N·m"),
+                      ("plot-sigma", "σmin(J)")):
         labels = page.evaluate(f"window.dashboard.plots['{pid}'].axes.map(a => a.label)")
         assert labels == ["loop time (s)", unit], (pid, labels)
     # a legend value is the live value with its unit, e.g. "0.123 rad"

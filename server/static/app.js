@@ -15,7 +15,8 @@ const dash = (window.dashboard = {
   state: null, frames: null, config: null, robot: null, received: 0, sigma: null, environment: null,
   recording: { active: false }, plots: {},
 });
-const hist = { t: [], f: [[], [], [], [], [], []], fm: [[], [], [], [], [], []], q: [], qd: [], posActive: [], velActive: [] };
+const hist = { t: [], f: [[], [], [], [], [], []], fm: [[], [], [], [], [], []], q: [], qd: [], posActive: [], velActive: [], sj: [] };
+const SIGMA_J_WARN = 0.05;
 
 async function api(method, path, body) {
   const r = await fetch(path, {
@@ -45,7 +46,7 @@ function onState(s) {
   if (hist.t.length && s.t < hist.t[hist.t.length - 1]) clearHistory(); // the loop restarted its clock
   push(hist.t, s.t);
   for (let i = 0; i < 6; i++) { push(hist.f[i], s.wrench[i]); push(hist.fm[i], s.f_measured[i]); }
-  push(hist.q, s.q); push(hist.qd, s.qd_ref);
+  push(hist.q, s.q); push(hist.qd, s.qd_ref); push(hist.sj, s.sigma_min_j);
   const la = s.limits_active || {};
   push(hist.posActive, !!(la.position || la.virtual_joint_limit));
   push(hist.velActive, !!(la.velocity || la.acceleration || la.cartesian));
@@ -58,11 +59,11 @@ function onState(s) {
   $("tip").textContent = p.map((x) => x.toFixed(3)).join(", ");
   $("fmeas").textContent = Math.hypot(...s.f_measured.slice(0, 3)).toFixed(1);
   $("sigmaj").textContent = s.sigma_min_j.toFixed(3);
-  $("sigmaj").style.color = s.sigma_min_j < 0.05 ? "#c92a2a" : "";
+  $("sigmaj").style.color = s.sigma_min_j < SIGMA_J_WARN ? "#c92a2a" : "";
 }
 
 function clearHistory() {
-  hist.t.length = 0; hist.q.length = 0; hist.qd.length = 0; hist.posActive.length = 0; hist.velActive.length = 0;
+  hist.t.length = 0; hist.sj.length = 0; hist.q.length = 0; hist.qd.length = 0; hist.posActive.length = 0; hist.velActive.length = 0;
   hist.f.forEach((a) => (a.length = 0)); hist.fm.forEach((a) => (a.length = 0));
 }
 
@@ -116,7 +117,7 @@ function makePlot(id, series, unit, hooks = {}, range) {
   const opts = {
     width: Math.max(300, el.clientWidth), height: 170,
     scales: { x: { time: false }, y: { range: range || minSpan } },
-    axes: [{ label: "loop time (s)", size: 36 }, { label: unit, size: 58 }],
+    axes: [{ label: "loop time (s)", size: 36 }, { label: unit, size: 58, space: 22 }],
     series: [{ label: "t (s)", value: (u, v) => (v == null ? "–" : v.toFixed(2)) }, ...series.map((s) => ({
       label: s.label, stroke: s.color, width: s.width || 1.5, dash: s.dash, points: { show: false },
       value: (u, v) => (v == null ? "–" : `${v.toFixed(3)} ${unit}`),
@@ -140,7 +141,7 @@ function wrenchSeries(kind, unit) {
 function buildPlots() {
   const names = (dash.robot && dash.robot.names) || [];
   const joints = names.map((n, j) => ({ label: n, color: COLORS[j % COLORS.length] }));
-  ["plot-force", "plot-torque", "plot-q", "plot-qd"].forEach((id) => { if (dash.plots[id]) { dash.plots[id].destroy(); $(id).innerHTML = ""; } });
+  ["plot-force", "plot-torque", "plot-q", "plot-qd", "plot-sigma"].forEach((id) => { if (dash.plots[id]) { dash.plots[id].destroy(); $(id).innerHTML = ""; } });
   dash.wrenchSeries = { "plot-force": wrenchSeries("force"), "plot-torque": wrenchSeries("torque") };
   makePlot("plot-force", dash.wrenchSeries["plot-force"], "N");
   makePlot("plot-torque", dash.wrenchSeries["plot-torque"], "N·m");
@@ -154,6 +155,8 @@ function buildPlots() {
     shade: () => hist.velActive,
     limits: () => r && r.vlim.flatMap((v, j) => [[v, COLORS[j % COLORS.length]], [-v, COLORS[j % COLORS.length]]]),
   }, () => [-vmax, vmax]);
+  makePlot("plot-sigma", [{ label: "σmin(J)", color: "#1f2933" }], "σmin(J)",
+    { limits: () => [[SIGMA_J_WARN, "#c92a2a"]] }, (u, lo, hi) => [0, Math.max(0.2, (hi || 0) * 1.1)]);
   buildGauges();
 }
 
@@ -168,6 +171,7 @@ function updatePlots() {
     dash.plots["plot-q"].setData([t, ...Array.from({ length: n }, (_, j) => col(hist.q, j))]);
     dash.plots["plot-qd"].setData([t, ...Array.from({ length: n }, (_, j) => col(hist.qd, j))]);
   }
+  if (dash.plots["plot-sigma"]) dash.plots["plot-sigma"].setData([t, hist.sj.slice()]);
   showLatest();
 }
 
