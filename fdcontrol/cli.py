@@ -68,6 +68,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 def cmd_experiments(args: argparse.Namespace) -> int:
     from .experiments import EXPERIMENTS, run
 
+    if args.recording:  # the singular-value study along a recorded trajectory
+        from .experiments.recorded import run_recording
+
+        try:
+            run_recording(args.recording, args.out, args.samples, args.quick, progress=not args.no_progress)
+        except (OSError, ValueError) as exc:
+            raise ModelError(str(exc)) from exc
+        return 0
     names = args.names or ["all"]
     for n in names:
         if n != "all" and n not in EXPERIMENTS:
@@ -76,6 +84,19 @@ def cmd_experiments(args: argparse.Namespace) -> int:
         raise ModelError("--samples must be >= 2")
     run(names, RobotModel.resolve(args.robot), args.out, args.seed, args.quick, args.samples,
         progress=not args.no_progress)
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from .plot import plot_file
+
+    try:
+        paths = plot_file(args.file, args.out)
+    except (OSError, ValueError) as exc:
+        print(f"fdcontrol plot: error: {exc}", file=sys.stderr)
+        return 2
+    for p in paths:
+        print(p)
     return 0
 
 
@@ -114,13 +135,22 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--out", default="out/experiments")
     e.add_argument("--quick", action="store_true", help="reduced sample counts (< 1 min)")
     e.add_argument("--no-progress", action="store_true")
+    e.add_argument("--recording", default=None, metavar="FILE.mcap",
+                   help="instead: σmin/σmax of every mapping along the joint path of a recording")
     e.set_defaults(func=cmd_experiments)
     s = sub.add_parser("serve", help="run the control service (REST + WebSocket)")
     s.add_argument("--config", default=None, help="YAML file with the service settings")
     for flag, kind in (("robot", str), ("mapping", str), ("gamma", float), ("alpha", float),
                        ("rate", float), ("host", str), ("port", int), ("driver", str)):
         s.add_argument(f"--{flag}", type=kind, default=None, help=f"override settings.{flag}")
+    s.add_argument("--record", default=None, metavar="FILE",
+                   help="record to this MCAP file from startup (a bare name goes into --record-dir)")
+    s.add_argument("--record-dir", default=None, help="directory of recordings (settings.record_dir)")
     s.set_defaults(func=cmd_serve)
+    pl = sub.add_parser("plot", help="standard figures (PNG) of an MCAP recording")
+    pl.add_argument("file", help="a recording (.mcap) from POST /recording/start or serve --record")
+    pl.add_argument("--out", default=None, help="output directory (default: next to the file, FILE stem)")
+    pl.set_defaults(func=cmd_plot)
     return p
 
 

@@ -106,6 +106,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         worker = LoopWorker(settings)
         rt["w"] = worker
         app.state.worker, app.state.settings = worker, settings  # for routers in server/routers/
+        app.state.hub = hub  # WebSocket numbers for /metrics
+        if settings.record:  # fdcontrol serve --record FILE
+            worker.record_start(settings.record_path())
         autostart = settings.autostart
         if autostart is None:  # simulated arms start at once; a real arm waits for POST /control/start
             from fdcontrol.drivers.registry import DRIVERS
@@ -348,6 +351,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app.include_router(sim.router)
     app.include_router(twist_router.router)
+    from .routers import metrics as metrics_router
+    from .routers import recording as recording_router
+
+    app.include_router(recording_router.router)
+    app.include_router(metrics_router.router)
     app.mount("/", StaticFiles(directory=STATIC, html=True), name="dashboard")
 
     return app

@@ -14,7 +14,7 @@ from .settings import load_settings
 
 def run(args: argparse.Namespace) -> int:
     overrides = {k: getattr(args, k, None) for k in ("robot", "mapping", "gamma", "alpha", "rate",
-                                                     "host", "port", "driver")}
+                                                     "host", "port", "driver", "record", "record_dir")}
     try:
         settings = load_settings(getattr(args, "config", None), **overrides)
     except (ValidationError, ValueError) as exc:

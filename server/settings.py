@@ -155,6 +155,16 @@ class Settings(ControlParams, BaseSettings):
     state_decimation: int = Field(10, ge=1, le=10000, description="default WS decimation")
     max_batch: int = Field(10_000, ge=1, le=1_000_000)
     switch_interval: float = Field(2e-4, gt=0, le=0.01, description="sys.setswitchinterval (s)")
+    record_dir: str = Field("recordings", description="directory of MCAP recordings (POST /recording/start)")
+    record: str | None = Field(None, description="record from startup to this file (a bare name goes "
+                               "into record_dir)")
+
+    def record_path(self) -> Path:
+        p = Path(self.record or "")
+        if p.parent == Path("."):
+            Path(self.record_dir).mkdir(parents=True, exist_ok=True)
+            return (Path(self.record_dir) / p).resolve()
+        return p.resolve()
 
 
 def load_settings(config: str | None = None, **overrides: Any) -> Settings:

@@ -42,6 +42,7 @@ MODES = ("admittance", "force", "motion", "compliance")
 WATCHDOG = ("idle", "ok", "tripped")
 LIMIT_KEYS = ("cartesian", "position", "velocity", "acceleration", "virtual_joint_limit")
 FAULT_BYTES = 512
+RECORDED = ("start", "stop", "hold", "zero_sensor", "target")  # accepted commands that go into a recording
 
 # input slot (float64): version, wrench[6], frame (0 base, 1 tool), seq, t
 IN_SIZE = 10
@@ -199,6 +200,8 @@ class ShmIO:
         self.ch = channel
         self.version = 0
         self.twist_version = 0
+        self.ring: Any = None  # server.record_ring.StateRing: every state, for the recorder in the API process
+        self.metrics: Any = None  # server.metrics.LoopMetrics: edge counters
 
     def poll(self, loop: ControlLoop) -> None:
         slot = self.ch.read_wrench()
@@ -216,10 +219,16 @@ class ShmIO:
 
     def publish(self, loop: ControlLoop, state: LoopState) -> None:
         self.ch.write_state(state, loop.last_cycle_at)
+        if self.ring is not None:
+            self.ring.push(self.ch._tmp, loop)  # a row copy, only while recording
+        if self.metrics is not None:
+            self.metrics.observe(state)
 
 
 # ---------------------------------------------------------------------- worker process
 def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
+    from .metrics import LoopMetrics
+    from .record_ring import StateRing
     from .runtime import ConflictError, Runtime
     from .settings import Settings
 
@@ -232,6 +241,8 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
         return
     io = ShmIO(channel)
+    io.ring, io.metrics = StateRing(shm_name + "r"), LoopMetrics()
+    io.metrics.start_folding(lambda: runtime.loop.stats)
 
     def attach() -> None:
         runtime.loop.io = io
@@ -248,6 +259,7 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
         "stats": lambda: runtime.loop.stats.summary(),
         "has_sensor": lambda: runtime.loop.driver.read_wrench() is not None,
         "sim": lambda op, *a: sim_call(runtime.loop.driver, op, *a),  # server/routers/sim.py
+        "metrics": lambda: io.metrics.snapshot(runtime.loop.stats),
     }
     while True:
         try:
@@ -272,6 +284,7 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
             conn.send(("invalid", f"{type(exc).__name__}: {exc}"))
             traceback.print_exc()
     runtime.close()
+    io.ring.close()
     channel.close()
 
 
@@ -286,6 +299,11 @@ class LoopWorker:
 
     def __init__(self, settings: Any) -> None:
         self.channel = Channel()
+        from fdcontrol.recording import Recorder
+
+        from .record_ring import StateRing
+
+        self.ring = StateRing(self.channel.name + "r", create=True)  # the loop process attaches by name
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, name="fdcontrol-loop",
@@ -302,6 +320,9 @@ class LoopWorker:
         self._seq = 0
         self._twist_seq = 0
         self._twist_lock = threading.Lock()  # one writer at a time on the twist seqlock
+        # MCAP recording: written here, in the API process, from the ring (see server/record_ring.py)
+        self.recorder = Recorder(cycle=lambda: self.state()[0].cycle, on_start=self.ring.set_active,
+                                 source=lambda: self.ring.read(self.state()[0].fault))
 
     def call(self, cmd: str, *args: Any, timeout: float = 30.0) -> Any:
         with self._lock:
@@ -313,11 +334,22 @@ class LoopWorker:
             kind, payload = self.conn.recv()
         if kind != "ok":
             raise WorkerError(kind, payload)
+        if cmd in RECORDED:
+            self.recorder.push_command(cmd, *args)
         return payload
+
+    def record_start(self, path: Any) -> dict[str, Any]:
+        from fdcontrol.recording import robot_info_from_params
+
+        return self.recorder.start(path, self.params, robot_info_from_params(self.params))
 
     def update(self, changes: dict[str, Any]) -> dict[str, Any]:
         self.params = self.call("update", changes)
         self.max_force, self.max_torque = self.params["max_force"], self.params["max_torque"]
+        if self.recorder.active:
+            from fdcontrol.recording import robot_info_from_params
+
+            self.recorder.push_config(self.params, changes, robot_info_from_params(self.params))
         return self.params
 
     def set_wrench(self, wrench: Any, frame: str = "base", seq: int | None = None) -> None:
@@ -325,6 +357,7 @@ class LoopWorker:
         w = check_wrench(wrench, self.max_force, self.max_torque, frame)
         self._seq = self._seq + 1 if seq is None else int(seq)
         self.channel.write_wrench(w, frame, self._seq, time.monotonic())
+        self.recorder.push_command("wrench", w, frame, self._seq)
 
     def set_twist(self, twist: Any, frame: str = "base", seq: int | None = None) -> None:
         """A commanded tip twist [v; ω] (fdcontrol.twist), validated here, handed over latest-wins."""
@@ -344,6 +377,9 @@ class LoopWorker:
         return self.proc.is_alive()
 
     def close(self) -> None:
+        if self.recorder.active:  # a clean shutdown finishes the file (summary and index)
+            with contextlib.suppress(Exception):
+                self.recorder.stop()
         with contextlib.suppress(Exception):
             with self._lock:
                 self.conn.send(("close", ()))
@@ -352,3 +388,4 @@ class LoopWorker:
             self.proc.terminate()
             self.proc.join(2)
         self.channel.close(unlink=True)
+        self.ring.close(unlink=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from pathlib import Path
@@ -27,8 +28,8 @@ FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "-
 
 
 @pytest.fixture(scope="module")
-def service():
-    svc = Service()
+def service(tmp_path_factory):
+    svc = Service("--record-dir", str(tmp_path_factory.mktemp("recordings")))
     yield svc
     svc.stop()
 
@@ -53,7 +54,7 @@ def test_dashboard_start_push_and_switch_mapping(service, tmp_path):
         t_started = time.monotonic()
         q0 = page.evaluate("window.dashboard.state.q_ref")
         tip0 = page.evaluate("window.dashboard.frames[window.dashboard.frames.length - 1]")
-        plot0 = page.evaluate("document.getElementById('plot-q').toDataURL()")
+        plot0 = page.evaluate("document.querySelector('#plot-q canvas').toDataURL()")
 
         box = page.locator("#pad").bounding_box()
         cx, cy = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
@@ -67,11 +68,13 @@ def test_dashboard_start_push_and_switch_mapping(service, tmp_path):
 
         q1 = page.evaluate("window.dashboard.state.q_ref")
         tip1 = page.evaluate("window.dashboard.frames[window.dashboard.frames.length - 1]")
-        plot1 = page.evaluate("document.getElementById('plot-q').toDataURL()")
+        plot1 = page.evaluate("document.querySelector('#plot-q canvas').toDataURL()")
         assert max(abs(a - b) for a, b in zip(q0, q1, strict=True)) > 0.02
         assert tip1[0] - tip0[0] > 0.02  # the stick figure's tip moved along +x
         assert plot1 != plot0
         page.wait_for_function("window.dashboard.sigma !== null")
+        check_labels(page, http)
+        check_recording(page, http)
 
         page.select_option("#mapping", "dls")
         page.fill("#alpha", "0.05")
@@ -94,3 +97,84 @@ def test_dashboard_start_push_and_switch_mapping(service, tmp_path):
     assert cfg["mapping"] == "dls" and cfg["alpha"] == 0.05
     assert not external, f"the page reached beyond the service: {external[:3]}"
     assert Path(ARTIFACTS / "dashboard.png").stat().st_size > 10_000
+
+
+def legend(page, plot_id):
+    return page.eval_on_selector_all(f"#{plot_id} .u-legend .u-series .u-label", "els => els.map(e => e.textContent)")
+
+
+def check_labels(page, http):
+    """Every plot has a legend naming its series (joint names from /robots) and an axis with its unit."""
+    joints = [j["name"] for j in next(r for r in http.get("/robots").json() if r["name"] == "ur10")["joints"]]
+    for pid in ("plot-q", "plot-qd"):
+        assert legend(page, pid)[1:] == joints, pid
+    assert legend(page, "plot-force")[1:] == [f"Fc {a}" for a in "xyz"] + [f"Fmeas {a}" for a in "xyz"]
+    assert legend(page, "plot-torque")[1:] == [f"τc {a}" for a in "xyz"] + [f"τmeas {a}" for a in "xyz"]
+    # axis labels with units (uPlot draws them on its canvas: read them from the plot's axes)
+    for pid, unit in (("plot-q", "rad"), ("plot-qd", "rad/s"), ("plot-force", "N"), ("plot-torque", "N·m"),
+                      ("plot-sigma", "σmin(J)")):
+        labels = page.evaluate(f"window.dashboard.plots['{pid}'].axes.map(a => a.label)")
+        assert labels == ["loop time (s)", unit], (pid, labels)
+    # a legend value is the live value with its unit, e.g. "0.123 rad"
+    page.wait_for_function("document.querySelectorAll('#plot-q .u-legend .u-series .u-value')[1]"
+                           ".textContent.endsWith(' rad')")
+    # one limit gauge per joint, named; the σ table has one row per mapping and the thresholds are explained
+    assert page.eval_on_selector_all(".gauge .gname", "els => els.map(e => e.textContent)") == joints
+    rows = page.eval_on_selector_all("#sigma-table tbody tr td:first-child", "els => els.map(e => e.textContent)")
+    assert rows == ["JI", "JT", "DLS", "FD"]
+    text = page.inner_text(".explain")
+    assert "σmin < 0.01" in text and "σmax > 50" in text
+
+
+def check_recording(page, http):
+    """Record from the page: the button shows the file's name and growing size; stop lists the file."""
+    page.click("#btn-record")
+    page.wait_for_function("document.getElementById('rec-name').textContent.endsWith('.mcap')")
+    name = page.inner_text("#rec-name")
+    assert http.get("/recording").json()["active"] is True
+    page.wait_for_function("/[0-9.]+ (KiB|MiB)/.test(document.getElementById('rec-size').textContent)",
+                           timeout=10_000)
+    page.wait_for_timeout(600)
+    page.click("#btn-record")
+    page.wait_for_function("document.getElementById('rec-name').textContent === 'not recording'")
+    files = {f["name"]: f for f in http.get("/recordings").json()}
+    assert name in files and files[name]["bytes"] > 10_000 and not files[name]["active"]
+    page.wait_for_function(f"document.getElementById('rec-list').textContent.includes('{name}')")
+
+
+def responder(status, body):
+    def answer(route):
+        route.fulfill(status=status, content_type="application/json", body=body)
+    return answer
+
+
+def test_environment_objects_are_drawn_when_the_service_has_them(service):
+    """GET /environment (another part of the service) answered by the browser's router: 200 → the boxes
+    are drawn and named, 404 → nothing; the arm is at rest, so the canvases differ by the box only."""
+    http = httpx.Client(base_url=service.url)
+    http.post("/control/stop")
+    env = {"objects": [{"name": "table", "kind": "box", "position": [0.6, 0.0, 0.2],
+                        "quaternion": [0, 0, 0.3827, 0.9239], "size": [0.4, 0.6, 0.05]}], "push": [0] * 6}
+    images = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        for status in (404, 200):
+            page = browser.new_page(viewport={"width": 1280, "height": 1400})
+            body = json.dumps(env if status == 200 else {"detail": "Not Found"})
+            page.route("**/environment", responder(status, body))
+            page.goto(service.url + "/")
+            page.wait_for_function("window.dashboard.received > 3")
+            if status == 200:
+                page.wait_for_function("window.dashboard.environment !== null")
+                assert page.inner_text("#env-info") == "environment: table"
+                page.wait_for_timeout(300)
+                page.locator("#arm-panel").screenshot(path=str(ARTIFACTS / "dashboard-environment.png"))
+            else:
+                page.wait_for_timeout(500)
+                assert page.evaluate("window.dashboard.environment") is None
+                assert page.inner_text("#env-info") == ""
+            page.wait_for_timeout(300)
+            images[status] = page.evaluate("document.getElementById('arm').toDataURL()")
+            page.close()
+        browser.close()
+    assert images[200] != images[404]

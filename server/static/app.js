@@ -1,21 +1,33 @@
-// fdcontrol dashboard: plain JavaScript, no build step, no external libraries.
+// fdcontrol dashboard: plain JavaScript, no build step; uPlot (vendor/uplot, MIT) draws the time plots.
 // Live data: /ws/state?frames=1 (decimated state + joint origins); pushes: /ws/control;
-// singular values: POST /analysis/singular-values at the current q (4 Hz); stats: GET /stats (1 Hz).
+// singular values: POST /analysis/singular-values at the current q (4 Hz); stats: GET /stats (1 Hz);
+// recording: /recording, /recordings (1 Hz); environment: GET /environment (drawn only when it answers 200).
+// Every fetch is same-origin with credentials (a login cookie, where the service asks for one).
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const HISTORY = 300;
+const HISTORY = 300; // states kept per plot (15 s at the 20 Hz stream)
 const COLORS = ["#1c7ed6", "#e8590c", "#2f9e44", "#ae3ec9", "#f08c00", "#0ca678", "#c92a2a", "#5f3dc4"];
-const dash = (window.dashboard = { state: null, frames: null, config: null, robot: null, received: 0, sigma: null });
-const hist = { wrench: [], q: [], qd: [] };
+const XYZ = [["x", "#c92a2a"], ["y", "#2f9e44"], ["z", "#1c7ed6"]];
+const SIGMA_MIN_WARN = 0.01, SIGMA_MAX_WARN = 50; // the warning thresholds explained on the page
+const NEAR_LIMIT = 0.05; // gauges turn red within 5 % of a limit
+const dash = (window.dashboard = {
+  state: null, frames: null, config: null, robot: null, received: 0, sigma: null, environment: null,
+  recording: { active: false }, plots: {},
+});
+const hist = { t: [], f: [[], [], [], [], [], []], fm: [[], [], [], [], [], []], q: [], qd: [], posActive: [], velActive: [], sj: [] };
+const SIGMA_J_WARN = 0.05;
 
 async function api(method, path, body) {
   const r = await fetch(path, {
-    method, headers: body ? { "content-type": "application/json" } : {},
+    method, credentials: "same-origin", headers: body ? { "content-type": "application/json" } : {},
     body: body ? JSON.stringify(body) : undefined,
   });
   const data = await r.json().catch(() => ({}));
-  if (!r.ok) throw new Error(typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail));
+  if (!r.ok) {
+    const err = new Error(typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail));
+    err.status = r.status; throw err;
+  }
   return data;
 }
 
@@ -31,19 +43,179 @@ function push(buf, v) { buf.push(v); if (buf.length > HISTORY) buf.shift(); }
 
 function onState(s) {
   dash.state = s; dash.frames = s.frames; dash.received += 1;
-  push(hist.wrench, s.wrench); push(hist.q, s.q_ref); push(hist.qd, s.qd_ref);
+  if (hist.t.length && s.t < hist.t[hist.t.length - 1]) clearHistory(); // the loop restarted its clock
+  push(hist.t, s.t);
+  for (let i = 0; i < 6; i++) { push(hist.f[i], s.wrench[i]); push(hist.fm[i], s.f_measured[i]); }
+  push(hist.q, s.q); push(hist.qd, s.qd_ref); push(hist.sj, s.sigma_min_j);
+  const la = s.limits_active || {};
+  push(hist.posActive, !!(la.position || la.virtual_joint_limit));
+  push(hist.velActive, !!(la.velocity || la.acceleration || la.cartesian));
   setBadge("run", s.running ? (s.holding ? "holding" : "running") : "stopped", s.running ? (s.holding ? "warn" : "on") : "off");
   setBadge("watchdog", `watchdog ${s.watchdog}`, s.watchdog === "tripped" ? "warn" : s.watchdog === "ok" ? "on" : "");
+  const active = Object.entries(la).filter(([, v]) => v).map(([k]) => k.replace(/_/g, " "));
+  setBadge("limits", active.length ? `limit: ${active.join(", ")}` : "no limit active", active.length ? "warn" : "on");
   const f = $("fault"); f.textContent = s.fault || ""; f.classList.toggle("hidden", !s.fault);
   const p = [s.tip_pose[0][3], s.tip_pose[1][3], s.tip_pose[2][3]];
   $("tip").textContent = p.map((x) => x.toFixed(3)).join(", ");
+  $("fmeas").textContent = Math.hypot(...s.f_measured.slice(0, 3)).toFixed(1);
   $("sigmaj").textContent = s.sigma_min_j.toFixed(3);
-  $("sigmaj").style.color = s.sigma_min_j < 0.05 ? "#c92a2a" : "";
+  $("sigmaj").style.color = s.sigma_min_j < SIGMA_J_WARN ? "#c92a2a" : "";
+}
+
+function clearHistory() {
+  hist.t.length = 0; hist.sj.length = 0; hist.q.length = 0; hist.qd.length = 0; hist.posActive.length = 0; hist.velActive.length = 0;
+  hist.f.forEach((a) => (a.length = 0)); hist.fm.forEach((a) => (a.length = 0));
 }
 
 function setBadge(id, text, cls) { const b = $(id); b.textContent = text; b.className = `badge ${cls || ""}`; }
 
-// ------------------------------------------------------------------ drawing
+// ------------------------------------------------------------------ time plots (uPlot)
+// shade the x ranges where flags[i] is true (a limit was active), behind the series
+function shadeHook(flagsOf) {
+  return (u) => {
+    const flags = flagsOf(), xs = u.data[0], g = u.ctx;
+    if (!flags || !flags.length) return;
+    g.save(); g.fillStyle = "rgba(232, 89, 12, 0.16)";
+    const top = u.bbox.top, h = u.bbox.height;
+    let start = -1;
+    for (let i = 0; i <= xs.length; i++) {
+      const on = i < xs.length && flags[i];
+      if (on && start < 0) start = i;
+      if (!on && start >= 0) {
+        const x0 = u.valToPos(xs[start], "x", true), x1 = u.valToPos(xs[Math.min(i, xs.length - 1)], "x", true);
+        g.fillRect(x0, top, Math.max(2, x1 - x0), h); start = -1;
+      }
+    }
+    g.restore();
+  };
+}
+
+// dashed horizontal lines per series (limits), in the series colour, only where inside the y range
+function limitHook(linesOf) {
+  return (u) => {
+    const lines = linesOf(); if (!lines) return;
+    const g = u.ctx, { min, max } = u.scales.y;
+    g.save(); g.setLineDash([6, 4]); g.lineWidth = 1.5;
+    lines.forEach(([v, color]) => {
+      if (v < min || v > max) return;
+      const y = u.valToPos(v, "y", true);
+      g.strokeStyle = color; g.beginPath(); g.moveTo(u.bbox.left, y); g.lineTo(u.bbox.left + u.bbox.width, y); g.stroke();
+    });
+    g.restore();
+  };
+}
+
+// y range: the data with 5 % margin, at least ±0.5 around it (a flat zero line stays readable)
+function minSpan(u, lo, hi) {
+  if (lo == null || hi == null) return [-1, 1];
+  const mid = (lo + hi) / 2, half = Math.max((hi - lo) * 0.55, 0.5);
+  return [mid - half, mid + half];
+}
+
+function makePlot(id, series, unit, hooks = {}, range) {
+  const el = $(id);
+  const opts = {
+    width: Math.max(300, el.clientWidth), height: 170,
+    scales: { x: { time: false }, y: { range: range || minSpan } },
+    axes: [{ label: "loop time (s)", size: 36 }, { label: unit, size: 58, space: 22 }],
+    series: [{ label: "t (s)", value: (u, v) => (v == null ? "–" : v.toFixed(2)) }, ...series.map((s) => ({
+      label: s.label, stroke: s.color, width: s.width || 1.5, dash: s.dash, points: { show: false },
+      value: (u, v) => (v == null ? "–" : `${v.toFixed(3)} ${unit}`),
+    }))],
+    legend: { live: true },
+    hooks: { drawClear: hooks.shade ? [shadeHook(hooks.shade)] : [], draw: hooks.limits ? [limitHook(hooks.limits)] : [] },
+  };
+  const u = new uPlot(opts, [[], ...series.map(() => [])], el);
+  dash.plots[id] = u;
+  return u;
+}
+
+function wrenchSeries(kind, unit) {
+  const sym = kind === "force" ? "F" : "τ", off = kind === "force" ? 0 : 3;
+  const out = [];
+  XYZ.forEach(([a, c], i) => out.push({ label: `${sym}c ${a}`, color: c, idx: off + i, src: "f" }));
+  XYZ.forEach(([a, c], i) => out.push({ label: `${sym}meas ${a}`, color: c, dash: [5, 4], width: 1, idx: off + i, src: "fm" }));
+  return out;
+}
+
+function buildPlots() {
+  const names = (dash.robot && dash.robot.names) || [];
+  const joints = names.map((n, j) => ({ label: n, color: COLORS[j % COLORS.length] }));
+  ["plot-force", "plot-torque", "plot-q", "plot-qd", "plot-sigma"].forEach((id) => { if (dash.plots[id]) { dash.plots[id].destroy(); $(id).innerHTML = ""; } });
+  dash.wrenchSeries = { "plot-force": wrenchSeries("force"), "plot-torque": wrenchSeries("torque") };
+  makePlot("plot-force", dash.wrenchSeries["plot-force"], "N");
+  makePlot("plot-torque", dash.wrenchSeries["plot-torque"], "N·m");
+  const r = dash.robot;
+  makePlot("plot-q", joints, "rad", {
+    shade: () => hist.posActive,
+    limits: () => r && r.lower.flatMap((lo, j) => [[lo, COLORS[j % COLORS.length]], [r.upper[j], COLORS[j % COLORS.length]]]),
+  });
+  const vmax = r ? Math.max(...r.vlim) * 1.1 : 1;
+  makePlot("plot-qd", joints, "rad/s", {
+    shade: () => hist.velActive,
+    limits: () => r && r.vlim.flatMap((v, j) => [[v, COLORS[j % COLORS.length]], [-v, COLORS[j % COLORS.length]]]),
+  }, () => [-vmax, vmax]);
+  makePlot("plot-sigma", [{ label: "σmin(J)", color: "#1f2933" }], "σmin(J)",
+    { limits: () => [[SIGMA_J_WARN, "#c92a2a"]] }, (u, lo, hi) => [0, Math.max(0.2, (hi || 0) * 1.1)]);
+  buildGauges();
+}
+
+function updatePlots() {
+  const t = hist.t.slice();
+  Object.entries(dash.wrenchSeries || {}).forEach(([id, ser]) => {
+    dash.plots[id].setData([t, ...ser.map((s) => hist[s.src][s.idx].slice())]);
+  });
+  const n = dash.robot ? dash.robot.names.length : 0;
+  if (dash.plots["plot-q"] && n) {
+    const col = (rows, j) => rows.map((r) => (r.length > j ? r[j] : null));
+    dash.plots["plot-q"].setData([t, ...Array.from({ length: n }, (_, j) => col(hist.q, j))]);
+    dash.plots["plot-qd"].setData([t, ...Array.from({ length: n }, (_, j) => col(hist.qd, j))]);
+  }
+  if (dash.plots["plot-sigma"]) dash.plots["plot-sigma"].setData([t, hist.sj.slice()]);
+  showLatest();
+}
+
+// legend values: the newest sample unless the pointer is over the plot
+function showLatest() {
+  Object.values(dash.plots).forEach((u) => {
+    const n = u.data[0].length;
+    if (n && (u.cursor.left == null || u.cursor.left < 0)) u.setLegend({ idx: n - 1 });
+  });
+}
+
+function resizePlots() {
+  Object.entries(dash.plots).forEach(([id, u]) => u.setSize({ width: Math.max(300, $(id).clientWidth), height: 170 }));
+}
+
+// ------------------------------------------------------------------ joint limit gauges
+function buildGauges() {
+  const r = dash.robot, box = $("gauges"); box.innerHTML = "";
+  if (!r) return;
+  r.names.forEach((n, j) => {
+    const row = document.createElement("div"); row.className = "gauge"; row.id = `gauge-${j}`;
+    row.innerHTML = `<span class="gname" style="color:${COLORS[j % COLORS.length]}">${n}</span>
+      <span class="gbar"><span class="gfill"></span><span class="gtick"></span></span>
+      <span class="gval"></span>`;
+    box.appendChild(row);
+  });
+}
+
+function updateGauges() {
+  const r = dash.robot, s = dash.state; if (!r || !s) return;
+  r.names.forEach((n, j) => {
+    const row = $(`gauge-${j}`); if (!row) return;
+    const lo = r.lower[j], up = r.upper[j], q = s.q[j], qd = s.qd_ref[j], v = r.vlim[j];
+    const frac = (q - lo) / (up - lo), vfrac = Math.abs(qd) / v;
+    const nearPos = frac < NEAR_LIMIT || frac > 1 - NEAR_LIMIT, nearVel = vfrac > 1 - NEAR_LIMIT;
+    row.querySelector(".gfill").style.width = `${Math.max(0, Math.min(1, frac)) * 100}%`;
+    row.querySelector(".gtick").style.left = `${(0.5 + 0.5 * Math.max(-1, Math.min(1, qd / v))) * 100}%`;
+    row.classList.toggle("near", nearPos || nearVel);
+    row.querySelector(".gval").textContent =
+      `q ${q.toFixed(3)} rad in [${lo.toFixed(2)}, ${up.toFixed(2)}] · q̇ref ${qd.toFixed(3)} of ±${v.toFixed(2)} rad/s`;
+  });
+}
+
+// ------------------------------------------------------------------ arm, environment, forces
 let view = { az: -0.7, el: 0.45 };
 function project(p, w, h, scale) {
   const [x, y, z] = p, ca = Math.cos(view.az), sa = Math.sin(view.az), ce = Math.cos(view.el), se = Math.sin(view.el);
@@ -51,33 +223,62 @@ function project(p, w, h, scale) {
   return [w / 2 + scale * xr, h * 0.72 - scale * (ce * z - se * yr)];
 }
 
+function rotate(qt, v) { // quaternion [x, y, z, w] applied to v
+  const [x, y, z, w] = qt, [vx, vy, vz] = v;
+  const tx = 2 * (y * vz - z * vy), ty = 2 * (z * vx - x * vz), tz = 2 * (x * vy - y * vx);
+  return [vx + w * tx + (y * tz - z * ty), vy + w * ty + (z * tx - x * tz), vz + w * tz + (x * ty - y * tx)];
+}
+
+function boxCorners(o) {
+  const [sx, sy, sz] = o.size.map((v) => v / 2), out = [];
+  for (const a of [-1, 1]) for (const b of [-1, 1]) for (const c of [-1, 1]) {
+    const r = rotate(o.quaternion || [0, 0, 0, 1], [a * sx, b * sy, c * sz]);
+    out.push([o.position[0] + r[0], o.position[1] + r[1], o.position[2] + r[2]]);
+  }
+  return out;
+}
+const BOX_EDGES = [[0, 1], [0, 2], [0, 4], [1, 3], [1, 5], [2, 3], [2, 6], [3, 7], [4, 5], [4, 6], [5, 7], [6, 7]];
+
 function drawArm() {
   const c = $("arm"), g = c.getContext("2d"), w = c.width, h = c.height;
   g.clearRect(0, 0, w, h);
   const pts = dash.frames; if (!pts) return;
   const reach = Math.max(0.5, ...pts.map((p) => Math.hypot(p[0], p[1], p[2])));
   const scale = (0.42 * Math.min(w, h)) / reach;
-  // floor grid and axes
+  const P = (p) => project(p, w, h, scale);
   g.strokeStyle = "#e4e7eb"; g.lineWidth = 1;
   for (let i = -2; i <= 2; i++) {
-    line(g, project([i * reach / 2, -reach, 0], w, h, scale), project([i * reach / 2, reach, 0], w, h, scale));
-    line(g, project([-reach, i * reach / 2, 0], w, h, scale), project([reach, i * reach / 2, 0], w, h, scale));
+    line(g, P([i * reach / 2, -reach, 0]), P([i * reach / 2, reach, 0]));
+    line(g, P([-reach, i * reach / 2, 0]), P([reach, i * reach / 2, 0]));
   }
-  [[1, 0, 0, "#c92a2a"], [0, 1, 0, "#2f9e44"], [0, 0, 1, "#1c7ed6"]].forEach(([x, y, z, col]) => {
-    g.strokeStyle = col; line(g, project([0, 0, 0], w, h, scale), project([0.2 * x, 0.2 * y, 0.2 * z], w, h, scale));
+  [[1, 0, 0, "#c92a2a", "x"], [0, 1, 0, "#2f9e44", "y"], [0, 0, 1, "#1c7ed6", "z"]].forEach(([x, y, z, col, name]) => {
+    g.strokeStyle = col; g.fillStyle = col; const e = P([0.2 * x, 0.2 * y, 0.2 * z]);
+    line(g, P([0, 0, 0]), e); g.font = "11px sans-serif"; g.fillText(name, e[0] + 3, e[1] - 3);
   });
-  // links
-  g.strokeStyle = "#1f2933"; g.lineWidth = 5; g.lineCap = "round";
-  const P = [[0, 0, 0], ...pts].map((p) => project(p, w, h, scale));
-  g.beginPath(); g.moveTo(...P[0]); P.slice(1).forEach((p) => g.lineTo(...p)); g.stroke();
-  g.fillStyle = "#e8590c"; P.slice(1, -1).forEach((p) => { g.beginPath(); g.arc(p[0], p[1], 5, 0, 7); g.fill(); });
-  // wrench arrow at the tip (force part, 2 cm per N)
-  const s = dash.state; if (!s) return;
-  const tip = pts[pts.length - 1], F = s.wrench.slice(0, 3), n = Math.hypot(...F);
-  if (n > 1e-6) {
-    const end = tip.map((t, i) => t + 0.02 * F[i]);
-    g.strokeStyle = "#ae3ec9"; g.lineWidth = 3; arrow(g, project(tip, w, h, scale), project(end, w, h, scale));
+  // environment objects (GET /environment), edges and name
+  const env = dash.environment;
+  if (env && env.objects) {
+    env.objects.forEach((o) => {
+      if (!o.size || !o.position) return;
+      const C = boxCorners(o).map(P);
+      g.strokeStyle = "#868e96"; g.lineWidth = 1.5; g.fillStyle = "rgba(134, 142, 150, 0.10)";
+      BOX_EDGES.forEach(([a, b]) => line(g, C[a], C[b]));
+      g.fillStyle = "#495057"; g.font = "11px sans-serif";
+      const ctr = P(o.position); g.fillText(o.name || o.kind || "object", ctr[0] + 4, ctr[1]);
+    });
   }
+  g.strokeStyle = "#1f2933"; g.lineWidth = 5; g.lineCap = "round";
+  const L = [[0, 0, 0], ...pts].map(P);
+  g.beginPath(); g.moveTo(...L[0]); L.slice(1).forEach((p) => g.lineTo(...p)); g.stroke();
+  g.fillStyle = "#e8590c"; L.slice(1, -1).forEach((p) => { g.beginPath(); g.arc(p[0], p[1], 5, 0, 7); g.fill(); });
+  const s = dash.state; if (!s) return;
+  const tip = pts[pts.length - 1];
+  const drawForce = (F, color) => {
+    if (Math.hypot(...F) < 1e-6) return;
+    g.strokeStyle = color; g.lineWidth = 3; arrow(g, P(tip), P(tip.map((t, i) => t + 0.01 * F[i])));
+  };
+  drawForce(s.wrench.slice(0, 3), "#ae3ec9");
+  drawForce(s.f_measured.slice(0, 3), "#c92a2a");
 }
 
 function line(g, a, b) { g.beginPath(); g.moveTo(...a); g.lineTo(...b); g.stroke(); }
@@ -87,56 +288,42 @@ function arrow(g, a, b) {
   [0.5, -0.5].forEach((d) => line(g, b, [b[0] - 10 * Math.cos(ang + d), b[1] - 10 * Math.sin(ang + d)]));
 }
 
-function drawPlot(id, rows, limits) {
-  const c = $(id), g = c.getContext("2d"), w = c.width, h = c.height;
-  g.clearRect(0, 0, w, h);
-  if (!rows.length) return;
-  const n = rows[0].length;
-  let lo = Infinity, hi = -Infinity;
-  rows.forEach((r) => r.forEach((v) => { lo = Math.min(lo, v); hi = Math.max(hi, v); }));
-  if (limits) limits.forEach((l) => { lo = Math.min(lo, -l); hi = Math.max(hi, l); });
-  if (hi - lo < 1e-9) { hi += 1; lo -= 1; }
-  const y = (v) => h - 6 - ((v - lo) / (hi - lo)) * (h - 12), x = (i) => (i / (HISTORY - 1)) * (w - 40);
-  g.strokeStyle = "#cbd2d9"; g.lineWidth = 1; line(g, [0, y(0)], [w - 40, y(0)]);
-  g.fillStyle = "#52606d"; g.font = "11px sans-serif";
-  g.fillText(hi.toPrecision(3), w - 38, 12); g.fillText(lo.toPrecision(3), w - 38, h - 4);
-  for (let j = 0; j < n; j++) {
-    g.strokeStyle = COLORS[j % COLORS.length]; g.lineWidth = 1.5; g.beginPath();
-    rows.forEach((r, i) => (i ? g.lineTo(x(i), y(r[j])) : g.moveTo(x(i), y(r[j]))));
-    g.stroke();
-    if (limits) {
-      g.setLineDash([4, 4]); g.lineWidth = 1;
-      line(g, [0, y(limits[j])], [w - 40, y(limits[j])]); line(g, [0, y(-limits[j])], [w - 40, y(-limits[j])]);
-      g.setLineDash([]);
-    }
-  }
-}
-
+// ------------------------------------------------------------------ singular values per mapping
 function drawSigma() {
   const c = $("sigma"), g = c.getContext("2d"), w = c.width, h = c.height;
   g.clearRect(0, 0, w, h);
   const r = dash.sigma; if (!r) return;
-  const lo = -3, hi = 3, y = (v) => h - 20 - ((Math.log10(Math.max(v, 1e-3)) - lo) / (hi - lo)) * (h - 40);
+  const lo = -3, hi = 4, y = (v) => h - 22 - ((Math.log10(Math.min(Math.max(v, 10 ** lo), 10 ** hi)) - lo) / (hi - lo)) * (h - 40);
   g.font = "11px sans-serif"; g.fillStyle = "#52606d";
-  for (let e = lo; e <= hi; e++) { g.fillText(`1e${e}`, 2, y(10 ** e) + 4); g.strokeStyle = "#eef0f2"; line(g, [36, y(10 ** e)], [w, y(10 ** e)]); }
+  for (let e = lo; e <= hi; e++) { g.fillStyle = "#52606d"; g.fillText(`1e${e}`, 2, y(10 ** e) + 4); g.strokeStyle = "#eef0f2"; line(g, [36, y(10 ** e)], [w, y(10 ** e)]); }
+  g.setLineDash([6, 4]); g.strokeStyle = "#e8590c"; g.lineWidth = 1.2;
+  line(g, [36, y(SIGMA_MIN_WARN)], [w, y(SIGMA_MIN_WARN)]); line(g, [36, y(SIGMA_MAX_WARN)], [w, y(SIGMA_MAX_WARN)]);
+  g.setLineDash([]); g.fillStyle = "#e8590c";
+  g.fillText(`σmax warn > ${SIGMA_MAX_WARN}`, w - 110, y(SIGMA_MAX_WARN) - 3);
+  g.fillText(`σmin warn < ${SIGMA_MIN_WARN}`, w - 110, y(SIGMA_MIN_WARN) + 12);
   const bw = (w - 50) / r.results.length;
   r.results.forEach((m, i) => {
-    const x0 = 44 + i * bw, danger = m.singular || (m.sigma_max || 0) > 50 || m.sigma_min < 1e-2;
+    const x0 = 44 + i * bw, danger = isDanger(m);
     g.fillStyle = danger ? "#e8590c" : "#1c7ed6";
-    const top = y(m.sigma_max || 1e3), bot = y(Math.max(m.sigma_min, 1e-3));
+    const top = y(m.sigma_max ?? 1e4), bot = y(Math.max(m.sigma_min, 1e-3));
     g.fillRect(x0 + 6, top, bw - 12, Math.max(2, bot - top));
     g.fillStyle = "#1f2933"; g.fillText(m.mapping.toUpperCase(), x0 + 8, h - 6);
-    g.fillText((m.sigma_max ?? Infinity).toPrecision(3), x0 + 6, top - 3);
   });
-  $("kappah").textContent = r.kappa_h == null ? "∞" : r.kappa_h.toPrecision(4);
+  $("kappah").textContent = r.kappa_h == null ? "∞ (singular)" : r.kappa_h.toPrecision(4);
+}
+
+function isDanger(m) { return m.singular || (m.sigma_max ?? Infinity) > SIGMA_MAX_WARN || m.sigma_min < SIGMA_MIN_WARN; }
+
+function sigmaTable() {
+  const r = dash.sigma; if (!r) return;
+  const fmt = (v) => (v == null ? "∞" : v.toPrecision(3));
+  $("sigma-table").tBodies[0].innerHTML = r.results.map((m) =>
+    `<tr class="${isDanger(m) ? "warn-row" : ""}"><td>${m.mapping.toUpperCase()}</td><td>${fmt(m.sigma_min)}</td>` +
+    `<td>${fmt(m.sigma_max)}</td><td>${m.condition == null ? "∞" : m.condition.toPrecision(3)}</td></tr>`).join("");
 }
 
 function frame() {
-  drawArm();
-  drawPlot("plot-wrench", hist.wrench);
-  drawPlot("plot-q", hist.q);
-  drawPlot("plot-qd", hist.qd, dash.robot && dash.robot.vlim);
-  drawSigma();
+  drawArm(); updatePlots(); updateGauges(); drawSigma();
   requestAnimationFrame(frame);
 }
 
@@ -150,6 +337,7 @@ async function pollSigma() {
         mappings: ["ji", "jt", { name: "dls", alpha: cfg.alpha }, { name: "fd", gamma: cfg.gamma }],
       });
       dash.sigma = { results: out.points[0].results, kappa_h: out.points[0].kappa_h };
+      sigmaTable();
     }
   } catch (e) { /* transient: next poll */ }
   setTimeout(pollSigma, 250);
@@ -168,12 +356,70 @@ async function pollStats() {
   setTimeout(pollStats, 1000);
 }
 
+async function pollEnvironment() {
+  let again = 2000;
+  try {
+    dash.environment = await api("GET", "/environment");
+    const o = dash.environment.objects || [];
+    $("env-info").textContent = o.length ? `environment: ${o.map((x) => x.name || x.kind).join(", ")}` : "";
+  } catch (e) {
+    dash.environment = null; $("env-info").textContent = "";
+    again = 10000; // 404: this service has no environment; look again rarely
+  }
+  setTimeout(pollEnvironment, again);
+}
+
+function fmtBytes(n) {
+  if (n == null) return "";
+  return n < 1024 ? `${n} B` : n < 1048576 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / 1048576).toFixed(2)} MiB`;
+}
+
+function showRecording(r) {
+  dash.recording = r;
+  const b = $("btn-record");
+  b.textContent = r.active ? "■ Stop recording" : "● Record";
+  b.classList.toggle("recording", !!r.active);
+  $("rec-name").textContent = r.active ? r.name : "not recording";
+  $("rec-size").textContent = r.active ? `${fmtBytes(r.bytes)} · ${(r.duration_s || 0).toFixed(0)} s${r.dropped ? ` · ${r.dropped} dropped` : ""}` : "";
+}
+
+async function pollRecording() {
+  try {
+    showRecording(await api("GET", "/recording"));
+    await listRecordings();
+  } catch (e) { /* next poll */ }
+  setTimeout(pollRecording, 1000);
+}
+
+async function listRecordings() {
+  const files = await api("GET", "/recordings");
+  $("rec-list").innerHTML = files.slice(0, 8).map((f) =>
+    `<li><a href="recordings/${encodeURIComponent(f.name)}" download>${f.name}</a> <span>${fmtBytes(f.bytes)}</span>` +
+    `${f.active ? " <b class=\"warn-text\">recording</b>" : ""}</li>`).join("") || "<li>none yet</li>";
+}
+
+async function toggleRecording() {
+  try {
+    showRecording(await api("POST", dash.recording.active ? "/recording/stop" : "/recording/start", dash.recording.active ? undefined : {}));
+    listRecordings();
+  } catch (e) { msg(`recording: ${e.message}`); }
+}
+
 async function loadConfig() {
   const cfg = (dash.config = await api("GET", "/config"));
   $("mapping").value = cfg.mapping; $("gamma").value = cfg.gamma; $("alpha").value = cfg.alpha; $("mode").value = cfg.mode;
   const robots = await api("GET", "/robots");
   const r = robots.find((x) => x.name === cfg.robot);
-  if (r) dash.robot = { vlim: r.joints.map((j) => j.max_velocity * cfg.velocity_scale) };
+  if (r) {
+    dash.robot = {
+      names: r.joints.map((j) => j.name), lower: r.joints.map((j) => j.lower), upper: r.joints.map((j) => j.upper),
+      vlim: r.joints.map((j) => j.max_velocity * cfg.velocity_scale),
+    };
+  } else { // a URDF path: names from the state's size
+    const n = dash.state ? dash.state.q.length : 0;
+    dash.robot = n ? { names: Array.from({ length: n }, (_, j) => `joint ${j + 1}`), lower: Array(n).fill(-Infinity), upper: Array(n).fill(Infinity), vlim: Array(n).fill(Infinity) } : null;
+  }
+  buildPlots();
 }
 
 // ------------------------------------------------------------------ controls
@@ -243,6 +489,8 @@ function wireArmRotate() {
   c.onpointerup = () => (last = null);
 }
 
+$("btn-record").onclick = toggleRecording;
+window.addEventListener("resize", resizePlots);
 wireButtons(); wirePad(); wireArmRotate();
 loadConfig().catch((e) => msg(e.message));
-connectState(); pollSigma(); pollStats(); requestAnimationFrame(frame);
+connectState(); pollSigma(); pollStats(); pollEnvironment(); pollRecording(); requestAnimationFrame(frame);

@@ -1,0 +1,119 @@
+"""GET /metrics: the Prometheus text parser reads it, and its counters move with the loop."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import numpy as np
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from websockets.sync.client import connect
+
+from server.metrics import AUTH_FAILURES, LoopMetrics
+
+from .service import Service
+
+
+@pytest.fixture(scope="module")
+def service():
+    svc = Service()
+    yield svc
+    svc.stop()
+
+
+def scrape(http) -> dict[str, dict]:
+    r = http.get("/metrics")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    out: dict[str, dict] = {}
+    for fam in text_string_to_metric_families(r.text):
+        out[fam.name] = {"type": fam.type, "samples": {(s.name, tuple(sorted(s.labels.items()))): s.value
+                                                        for s in fam.samples}}
+    return out
+
+
+def value(m, family, sample=None, **labels):
+    return m[family]["samples"][(sample or family, tuple(sorted(labels.items())))]
+
+
+def test_metrics_parse_and_move_with_the_loop(service):
+    http = httpx.Client(base_url=service.url, timeout=30)
+    http.post("/control/start")
+    time.sleep(0.5)
+    m0 = scrape(http)
+    assert value(m0, "fdcontrol_loop_up") == 1 and value(m0, "fdcontrol_loop_running") == 1
+    for name, kind in (("fdcontrol_loop_cycles", "counter"), ("fdcontrol_loop_overruns", "counter"),
+                       ("fdcontrol_loop_watchdog_trips", "counter"), ("fdcontrol_loop_holds", "counter"),
+                       ("fdcontrol_loop_faults", "counter"), ("fdcontrol_loop_period_error_seconds", "histogram"),
+                       ("fdcontrol_loop_compute_seconds", "histogram"), ("fdcontrol_ws_clients", "gauge"),
+                       ("fdcontrol_ws_dropped_states", "counter"), ("fdcontrol_auth_failures", "counter")):
+        assert m0[name]["type"] == kind, name
+    s0 = http.get("/stats").json()
+    # a push that ends: the watchdog trips once and the loop holds
+    with connect(service.url.replace("http", "ws") + "/ws/control?decimation=50") as ws:
+        for _ in range(20):
+            ws.send(json.dumps({"wrench": [5, 0, 0, 0, 0, 0]}))
+            time.sleep(0.02)
+        time.sleep(0.5)
+        m_mid = scrape(http)
+    time.sleep(0.5)
+    m1 = scrape(http)
+    s1 = http.get("/stats").json()
+    d_cycles = value(m1, "fdcontrol_loop_cycles", "fdcontrol_loop_cycles_total") - value(
+        m0, "fdcontrol_loop_cycles", "fdcontrol_loop_cycles_total")
+    d_stats = s1["cycles"] - s0["cycles"]
+    print(f"cycles: metrics +{d_cycles:.0f}, /stats +{d_stats}")
+    assert d_cycles > 0.5 * s1["rate"]  # > 1 s of loop between the scrapes
+    assert abs(d_cycles - d_stats) < 0.2 * s1["rate"]  # the two counts differ only by the calls' spacing
+    assert value(m1, "fdcontrol_loop_watchdog_trips", "fdcontrol_loop_watchdog_trips_total") >= value(
+        m0, "fdcontrol_loop_watchdog_trips", "fdcontrol_loop_watchdog_trips_total") + 1
+    assert value(m1, "fdcontrol_loop_holds", "fdcontrol_loop_holds_total") >= value(
+        m0, "fdcontrol_loop_holds", "fdcontrol_loop_holds_total") + 1
+    assert value(m_mid, "fdcontrol_ws_clients") >= 1 and value(m1, "fdcontrol_ws_clients") == 0
+    # histograms: cumulative buckets, +Inf = count = cycles counted, mean within the observed range
+    for fam in ("fdcontrol_loop_period_error_seconds", "fdcontrol_loop_compute_seconds"):
+        b = sorted(((float(dict(k)["le"]), v) for (n, k), v in m1[fam]["samples"].items() if n.endswith("_bucket")))
+        counts = [v for _, v in b]
+        assert counts == sorted(counts) and b[-1][0] == float("inf")
+        total = value(m1, fam, fam + "_count")
+        assert counts[-1] == total == value(m1, "fdcontrol_loop_cycles", "fdcontrol_loop_cycles_total")
+        mean = value(m1, fam, fam + "_sum") / total
+        assert 0 < mean < 0.05
+    http.post("/control/hold", json={"hold": False})
+
+
+def test_loop_metrics_count_edges_and_fold_every_cycle_once():
+    """LoopMetrics against a hand-made sequence and a hand-filled Stats ring."""
+    from types import SimpleNamespace as S
+
+    from fdcontrol.loop import Stats
+
+    m = LoopMetrics()
+    seq = [("idle", False, None), ("ok", False, None), ("tripped", True, None), ("tripped", True, None),
+           ("ok", False, None), ("tripped", True, "x"), ("ok", False, None)]
+    for wd, hold, fault in seq:
+        m.observe(S(watchdog=wd, holding=hold, fault=fault))
+    assert (m.watchdog_trips, m.holds, m.faults) == (2, 2, 1)
+    st = Stats(n=100)
+    rng = np.random.default_rng(0)
+    errs, comps = rng.uniform(0, 3e-3, 250), rng.uniform(0, 1e-3, 250)
+    for k in range(250):
+        st.record(comps[k], errs[k], 2e-3)
+        if k % 40 == 39:  # fold more often than the ring wraps
+            m.fold(st)
+    snap = m.snapshot(st)
+    assert snap["cycles"] == 250 and snap["overruns"] == st.overruns
+    h = snap["period_error"]
+    expect = np.histogram(errs, bins=[-np.inf, *h["bounds"], np.inf])[0]  # independent binning
+    # np.histogram bins are [a, b); Prometheus buckets are (a, b]; no sample sits on a bound here
+    assert h["counts"] == expect.tolist()
+    assert abs(h["sum"] - errs.sum()) < 1e-12
+
+
+def test_auth_failures_counter_is_exported(service):
+    http = httpx.Client(base_url=service.url, timeout=30)
+    before = value(scrape(http), "fdcontrol_auth_failures", "fdcontrol_auth_failures_total")
+    AUTH_FAILURES.inc()  # in this process: the counter object is what other code increments
+    assert AUTH_FAILURES._value.get() >= 1
+    assert before == 0  # the service process counts its own (none yet)
