@@ -91,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     for flag, kind in (("robot", str), ("mapping", str), ("gamma", float), ("alpha", float),
                        ("rate", float), ("host", str), ("port", int), ("driver", str)):
         s.add_argument(f"--{flag}", type=kind, default=None, help=f"override settings.{flag}")
+    s.add_argument("--token", default=None, help="API token (or FDCONTROL_TOKEN); required off loopback")
+    s.add_argument("--token-file", dest="token_file", default=None, help="file holding the API token")
     s.set_defaults(func=cmd_serve)
     return p
 

@@ -1,4 +1,9 @@
-"""Entry point: ``fdcontrol serve`` / ``python -m server.main`` → uvicorn on the settings' host/port."""
+"""Entry point: ``fdcontrol serve`` / ``python -m server.main`` → uvicorn on the settings' host/port.
+
+Every configuration error (settings, YAML, paths, γ bounds, drivers, a non-loopback bind
+without a token) ends in one line on stderr and exit code 2 — no traceback, no leaked
+shared memory: the loop process is started (and its configuration checked) before uvicorn.
+"""
 
 from __future__ import annotations
 
@@ -8,20 +13,50 @@ import sys
 import uvicorn
 from pydantic import ValidationError
 
-from .app import create_app
-from .settings import load_settings
+from .auth import is_loopback
+from .settings import Settings, load_settings
+
+FLAGS = ("robot", "mapping", "gamma", "alpha", "rate", "host", "port", "driver", "token", "token_file")
+
+
+def fail(message: str) -> int:
+    print(f"fdcontrol serve: {message}".replace("\n", " "), file=sys.stderr)
+    return 2
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides = {k: getattr(args, k, None) for k in FLAGS}
+    return load_settings(getattr(args, "config", None), **overrides)
+
+
+def _one_line(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
 
 
 def run(args: argparse.Namespace) -> int:
-    overrides = {k: getattr(args, k, None) for k in ("robot", "mapping", "gamma", "alpha", "rate",
-                                                     "host", "port", "driver")}
     try:
-        settings = load_settings(getattr(args, "config", None), **overrides)
-    except (ValidationError, ValueError) as exc:
-        print(f"fdcontrol serve: invalid settings: {exc}".replace("\n", " "), file=sys.stderr)
-        return 2
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning",
-                ws_max_queue=4)
+        settings = _settings(args)
+        token = settings.api_token()
+    except ValidationError as exc:
+        return fail(f"invalid settings: {_one_line(exc)}")
+    except (ValueError, OSError) as exc:
+        return fail(f"invalid settings: {exc}")
+    if token is None and not is_loopback(settings.host):
+        return fail(f"refusing to bind {settings.host} without a token: set --token, FDCONTROL_TOKEN "
+                    "or token_file (or bind 127.0.0.1)")
+    from .app import create_app
+    from .worker import LoopWorker, WorkerError
+
+    try:
+        worker = LoopWorker(settings)
+    except WorkerError as exc:
+        return fail(f"the control loop did not start: {exc.detail}")
+    try:
+        uvicorn.run(create_app(settings, worker), host=settings.host, port=settings.port, log_level="warning",
+                    ws_max_queue=4, ws_max_size=max(settings.max_ws_message_bytes * 4, 1 << 20))
+    except (OSError, SystemExit) as exc:
+        worker.close()
+        return fail(f"could not serve on {settings.host}:{settings.port}: {exc}")
     return 0
 
 
