@@ -121,6 +121,7 @@ def _shipped(name: str) -> RobotModel:
 def create_app(settings: Settings | None = None, worker: LoopWorker | None = None) -> FastAPI:
     """The service; `worker` (already started, see server/main.py) or one started at lifespan."""
     settings = settings or Settings()
+    given = worker  # the name `worker` is the accessor below
     hub = Hub()
     rt: dict[str, LoopWorker] = {}
     startup = ControlParams.model_validate(settings.model_dump(include=set(ControlParams.model_fields)))
@@ -132,7 +133,7 @@ def create_app(settings: Settings | None = None, worker: LoopWorker | None = Non
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         sys.setswitchinterval(settings.switch_interval)  # bound how long Python code holds the GIL
-        install(worker or LoopWorker(settings))
+        install(given or LoopWorker(settings))
         app.state.settings = settings
         autostart = settings.autostart
         if autostart is None:  # simulated arms start at once; a real arm waits for POST /control/start
@@ -380,7 +381,7 @@ def create_app(settings: Settings | None = None, worker: LoopWorker | None = Non
             raise InputError(f"message of {len(data)} bytes exceeds max_ws_message_bytes = "
                              f"{settings.max_ws_message_bytes}")
         if isinstance(data, bytes):
-            msg = msgpack.unpackb(data, max_buffer_size=settings.max_ws_message_bytes)
+            msg = msgpack.unpackb(data)
             if not _depth_ok(msg, settings.max_json_depth):
                 raise InputError(f"message nested deeper than max_json_depth = {settings.max_json_depth}")
             return msg
