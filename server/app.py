@@ -173,7 +173,8 @@ def create_app(settings: Settings | None = None, worker: LoopWorker | None = Non
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         # loc + msg only: echoing the input would put NaN into JSON (a 500)
         return JSONResponse(status_code=422, content={"detail": [
-            {"loc": list(e.get("loc", ()))[:10], "msg": clip(str(e.get("msg", "")))} for e in exc.errors()[:20]]})
+            {"loc": [x if isinstance(x, int) else clip(str(x))[:80] for x in list(e.get("loc", ()))[:10]],
+             "msg": clip(str(e.get("msg", "")))} for e in exc.errors()[:20]]})
 
     @app.exception_handler(HTTPException)
     async def _http(_: Request, exc: HTTPException) -> JSONResponse:
@@ -255,7 +256,7 @@ def create_app(settings: Settings | None = None, worker: LoopWorker | None = Non
             ControlParams.model_validate({**worker().params, **changes})
         except ValidationError as exc:
             return JSONResponse(status_code=422, content={"detail": [
-                {"loc": ["body", *e["loc"]], "msg": clip(e["msg"])} for e in exc.errors()[:20]]})
+                {"loc": ["body", *map(str, e["loc"])], "msg": clip(e["msg"])} for e in exc.errors()[:20]]})
         return live().update(changes)
 
     # ------------------------------------------------------------------ analysis

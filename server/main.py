@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import uvicorn
 from pydantic import ValidationError
@@ -33,6 +34,18 @@ def _one_line(exc: ValidationError) -> str:
     return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
 
 
+def _robot_problem(settings: Settings) -> str | None:
+    """A URDF robot: the file must exist and base/tip be named (settings, YAML or FDCONTROL_BASE/_TIP)."""
+    if not settings.robot.endswith(".urdf"):
+        return None
+    if not Path(settings.robot).is_file():
+        return f"robot file not found: {settings.robot}"
+    if not (settings.base and settings.tip):
+        return (f"robot {settings.robot} needs base and tip frame names (settings base/tip in the YAML "
+                "config, or FDCONTROL_BASE / FDCONTROL_TIP)")
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         settings = _settings(args)
@@ -41,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"invalid settings: {_one_line(exc)}")
     except (ValueError, OSError) as exc:
         return fail(f"invalid settings: {exc}")
+    problem = _robot_problem(settings)
+    if problem:
+        return fail(problem)
     if token is None and not is_loopback(settings.host):
         return fail(f"refusing to bind {settings.host} without a token: set --token, FDCONTROL_TOKEN "
                     "or token_file (or bind 127.0.0.1)")

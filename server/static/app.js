@@ -14,6 +14,7 @@ async function api(method, path, body) {
     method, headers: body ? { "content-type": "application/json" } : {},
     body: body ? JSON.stringify(body) : undefined,
   });
+  if (r.status === 401) { location.href = "/login.html"; throw new Error("sign in required"); }
   const data = await r.json().catch(() => ({}));
   if (!r.ok) throw new Error(typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail));
   return data;
