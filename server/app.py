@@ -27,13 +27,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import ConfigDict, ValidationError, create_model
+from starlette.routing import Mount as StaticFilesMount
 
 from fdcontrol import ForwardDynamics, ModelError, RobotModel, VirtualModel, analyze, make_mapping
 from fdcontrol.loop import InputError, LoopState
 from fdcontrol.robot import SHIPPED
 
 from . import schemas
-from .auth import Access, AccessMiddleware, json_depth_ok, login_router
+from .auth import MIDDLEWARE_ERRORS, UNSAFE, Access, AccessMiddleware, json_depth_ok, login_router
 from .settings import STARTUP_ONLY, TIGHTEN_ONLY, ControlParams, Settings
 from .supervisor import Supervisor
 from .worker import LoopWorker, WorkerError
@@ -428,12 +429,58 @@ def create_app(settings: Settings | None = None, worker: LoopWorker | None = Non
                        frames: bool = False) -> None:
         await serve_socket(ws, decimation, control=False, frames=frames)
 
+    _true_validation_schema(app)
     access = Access(settings)
     app.include_router(login_router(access))
     app.mount("/", StaticFiles(directory=STATIC, html=True), name="dashboard")
+    access.allowed = lambda path: _allowed_methods(app, path)
     app.add_middleware(AccessMiddleware, access=access)  # outermost: covers every route and router
 
     return app
+
+
+def _true_validation_schema(app: FastAPI) -> None:
+    """FastAPI's default 422 schema names fields our handler does not send (type, input, ctx):
+    document the body actually sent, {"detail": [{"loc": [...], "msg": "..."}]}."""
+    base = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            spec = base()
+            comp = spec.get("components", {}).get("schemas", {})
+            if "ValidationError" in comp:
+                comp["ValidationError"] = {"title": "ValidationError", "type": "object", "required": ["loc", "msg"],
+                                           "properties": {"loc": {"type": "array", "items": {
+                                               "anyOf": [{"type": "string"}, {"type": "integer"}]}},
+                                               "msg": {"type": "string"}}}
+            comp.setdefault("Error", schemas.Error.model_json_schema())
+            for ops in spec.get("paths", {}).values():  # every route, routers added later too
+                for method, op in ops.items():
+                    for status, text in MIDDLEWARE_ERRORS.items():
+                        if method.upper() in UNSAFE or status in (401, 421):
+                            op.setdefault("responses", {}).setdefault(str(status), {
+                                "description": text, "content": {"application/json": {
+                                    "schema": {"$ref": "#/components/schemas/Error"}}}})
+            app.openapi_schema = spec
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _allowed_methods(app: FastAPI, path: str) -> list[str]:
+    """Methods of the routes matching `path` (for the Allow header of a 405)."""
+    from starlette.routing import Match
+
+    methods: set[str] = set()
+    scope = {"type": "http", "path": path, "root_path": "", "method": "GET", "headers": []}
+    for r in app.routes:
+        if isinstance(r, StaticFilesMount):
+            continue
+        for method in ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"):
+            with contextlib.suppress(Exception):
+                if r.matches({**scope, "method": method})[0] == Match.FULL:
+                    methods.add(method)
+    return sorted(methods)
 
 
 def _patch_errors(changes: dict[str, Any], startup: ControlParams) -> list[dict[str, Any]]:

@@ -43,6 +43,9 @@ UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 SIMPLE_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data", "text/plain")
 PUBLIC_PATHS = frozenset({"/", "/index.html", "/login.html", "/app.js", "/style.css", "/login.js",
                           "/favicon.ico", "/auth/login", "/auth/logout"})
+MIDDLEWARE_ERRORS = {400: "JSON nested deeper than max_json_depth", 401: "token required",
+                     403: "foreign Origin", 413: "body larger than max_body_bytes",
+                     415: "a form or text body on a state change", 421: "unknown Host"}
 READ_PATHS = frozenset({"/health", "/state", "/stats", "/robots", "/config", "/ws/state"})
 
 
@@ -103,6 +106,7 @@ class Access:
         self.origins = {o.rstrip("/").lower() for o in settings.allowed_origins}
         self.max_body = settings.max_body_bytes
         self.max_depth = settings.max_json_depth
+        self.allowed: Callable[[str], list[str]] = lambda path: []  # set by create_app
 
     def host_ok(self, host: str) -> bool:
         return self.any_host or _host_name(host.lower()) in self.hosts
@@ -155,6 +159,12 @@ class AccessMiddleware:
         if not ws and method in UNSAFE:
             receive = await self._buffered(scope, receive, send, headers)
             if receive is None:
+                return
+        if not ws:
+            allowed = self.access.allowed(path)
+            if allowed and method not in allowed:  # an API route, another method: 405, not the dashboard's 404
+                await _refuse(scope, receive, send, 405, f"method {method} not allowed",
+                              [(b"allow", ", ".join(allowed).encode())])
                 return
         await self.app(scope, receive, send)
 
@@ -211,7 +221,8 @@ class AccessMiddleware:
         return replay
 
 
-async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, detail: str) -> None:
+async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, detail: str,
+                  extra: list[tuple[bytes, bytes]] | None = None) -> None:
     if scope["type"] == "websocket":
         # before accept: the server answers the handshake with an HTTP 403
         await send({"type": "websocket.close", "code": 1008, "reason": detail[:120]})
@@ -220,6 +231,7 @@ async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, detai
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="fdcontrol"'))
+    headers += extra or []
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

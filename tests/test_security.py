@@ -248,8 +248,15 @@ def _loop_pid(s: Service) -> int:
     raise AssertionError("no loop process found")
 
 
-HEALTHCHECK = ["-c", "import os, urllib.request; urllib.request.urlopen("
-               "'http://127.0.0.1:%s/health' % os.environ['FDCONTROL_PORT'], timeout=2)"]
+def _dockerfile_healthcheck() -> list[str]:
+    """The Dockerfile's own HEALTHCHECK command (python -c "..."), so the test checks what ships."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    line = next(ln for ln in text.splitlines() if ln.startswith("HEALTHCHECK"))
+    code = line.split('CMD python -c "', 1)[1].rsplit('"', 1)[0]
+    return ["-c", code]
+
+
+HEALTHCHECK = _dockerfile_healthcheck()
 
 
 def test_killed_loop_is_noticed_within_one_watchdog_period_and_refused(tmp_path):
@@ -330,3 +337,27 @@ def test_configuration_errors_are_one_line_exit_2(tmp_path):
     _one_line_exit_2(serve("--robot", str(tmp_path / "missing.urdf"), "--port", "1"), "missing.urdf")
     _one_line_exit_2(serve("--gamma", "1e12", "--port", "1"), "gamma")
     _one_line_exit_2(serve("--driver", "nonexistent_driver", "--port", "1"), "nonexistent_driver")
+
+
+# ---------------------------------------------------------------------- the OpenAPI contract
+ST_CONFIG = """
+# Semantic rules the schema cannot state (|F| ≤ max_force, a unit quaternion, q of the robot's
+# dof, tighten-only safety settings) answer a documented 422 to schema-valid input.
+[checks.positive_data_acceptance]
+expected-statuses = ["2XX", "401", "403", "404", "409", "422"]
+"""
+
+
+def test_schemathesis_all_checks_find_nothing(open_service, tmp_path):
+    """Every check schemathesis has (status codes, response schemas, headers, negative data,
+    Allow on 405, …) over the examples, coverage and fuzzing phases against the real server."""
+    cfg = tmp_path / "schemathesis.toml"
+    cfg.write_text(ST_CONFIG)
+    exe = Path(sys.executable).with_name("schemathesis")
+    p = subprocess.run([str(exe), "--config-file", str(cfg), "run", open_service.url + "/openapi.json",
+                        "--checks", "all", "--max-examples", "40", "--phases", "examples,coverage,fuzzing",
+                        "--seed", "12", "--workers", "1"], capture_output=True, text=True, timeout=240)
+    tail = "\n".join(p.stdout.splitlines()[-25:])
+    print(tail)
+    assert p.returncode == 0, tail
+    assert " passed" in tail and "failures" not in tail.lower().replace("0 failures", "")
