@@ -266,7 +266,23 @@ def test_killed_loop_is_noticed_within_one_watchdog_period_and_refused(tmp_path)
                             capture_output=True, timeout=10)
         assert hc.returncode == 0
         timeout = httpx.get(s.url + "/config").json()["command_timeout"]
-        os.kill(_loop_pid(s), signal.SIGKILL)
+        pid = _loop_pid(s)
+        os.kill(pid, signal.SIGSTOP)  # stuck, not dead
+        try:
+            t0 = time.monotonic()
+            while httpx.get(s.url + "/health").status_code != 503:
+                assert time.monotonic() - t0 < 5
+            stuck = time.monotonic() - t0
+            assert "not responding" in httpx.get(s.url + "/health").json()["fault"]
+            assert httpx.put(s.url + "/control/wrench", json=WRENCH).status_code == 503
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        print(f"stuck loop noticed after {stuck * 1e3:.1f} ms")
+        assert stuck < timeout + 0.05  # one watchdog period (+ HTTP polling under load)
+        t0 = time.monotonic()
+        while httpx.get(s.url + "/health").status_code != 200:
+            assert time.monotonic() - t0 < 5
+        os.kill(pid, signal.SIGKILL)
         t0 = time.monotonic()
         while httpx.get(s.url + "/health").status_code != 503:
             assert time.monotonic() - t0 < 5
