@@ -86,12 +86,14 @@ class Hub:
         self.dropped = 0
         self._cache: dict[str, tuple[int, str | bytes]] = {}
 
-    def encode(self, s: LoopState, encoding: str, robot: RobotModel | None = None) -> str | bytes:
-        key = encoding + ("+frames" if robot is not None else "")
+    def encode(self, s: LoopState, encoding: str, robot: RobotModel | None = None,
+               stale: bool = False) -> str | bytes:
+        key = encoding + ("+frames" if robot is not None else "") + ("+stale" if stale else "")
         hit = self._cache.get(key)
         if hit is not None and hit[0] == s.cycle:
             return hit[1]
         d = state_dict(s)
+        d["stale"] = stale
         if robot is not None and robot.dof == len(s.q):
             d["frames"] = robot.joint_origins(s.q).tolist()
         msg: str | bytes = msgpack.packb(d) if encoding == MSGPACK else json.dumps(d)
@@ -348,13 +350,18 @@ def create_app(settings: Settings | None = None, worker: LoopWorker | None = Non
         interval = decimation / worker().params["rate"]
         last, sent_at = -1, 0.0
         while True:
-            s, _ = worker().state()
+            try:
+                s, _ = worker().state()
+            except WorkerError:  # the loop process died mid-write: the supervisor replaces it
+                await asyncio.sleep(0.1)
+                continue
             if s.cycle != last or time.monotonic() - sent_at > 0.5:  # a heartbeat while stopped
                 sent_at = time.monotonic()
                 if last >= 0 and s.cycle - last > decimation:
                     hub.dropped += (s.cycle - last) // decimation - 1
+                stale = s.cycle == last and worker().problem() is not None  # no new cycle: is it dead?
                 last = s.cycle
-                msg = hub.encode(s, encoding, robot)
+                msg = hub.encode(s, encoding, robot, stale=stale)
                 if isinstance(msg, bytes):
                     await ws.send_bytes(msg)
                 else:

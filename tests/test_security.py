@@ -298,6 +298,10 @@ def test_killed_loop_is_noticed_within_one_watchdog_period_and_refused(tmp_path)
         with connect(ws_url(s, "/ws/control"), open_timeout=5) as ws:
             ws.send(json.dumps(WRENCH))
             assert "loop process" in (_next_error(ws) or "")
+        with connect(ws_url(s, "/ws/state"), open_timeout=5) as ws:
+            end = time.monotonic() + 3
+            seen = [json.loads(ws.recv(timeout=3)) for _ in range(3) if time.monotonic() < end]
+            assert seen and seen[-1]["stale"] is True
         hc = subprocess.run([sys.executable, *HEALTHCHECK], env={**os.environ, "FDCONTROL_PORT": str(s.port)},
                             capture_output=True, timeout=10)
         assert hc.returncode != 0
@@ -377,3 +381,17 @@ def test_schemathesis_all_checks_find_nothing(open_service, tmp_path):
     print(tail)
     assert p.returncode == 0, tail
     assert " passed" in tail and "failures" not in tail.lower().replace("0 failures", "")
+
+
+def test_public_read_opens_monitoring_only():
+    s = Service(env={"FDCONTROL_TOKEN": TOKEN, "FDCONTROL_PUBLIC_READ": "true"})
+    try:
+        assert httpx.get(s.url + "/state").status_code == 200
+        with connect(ws_url(s, "/ws/state"), open_timeout=5) as ws:
+            assert "q" in json.loads(ws.recv(timeout=5))
+        with pytest.raises(InvalidStatus):
+            connect(ws_url(s, "/ws/control"), open_timeout=5)
+        assert httpx.post(s.url + "/control/stop").status_code == 401
+        assert httpx.put(s.url + "/control/wrench", json=WRENCH).status_code == 401
+    finally:
+        s.stop()
