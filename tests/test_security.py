@@ -395,3 +395,30 @@ def test_public_read_opens_monitoring_only():
         assert httpx.put(s.url + "/control/wrench", json=WRENCH).status_code == 401
     finally:
         s.stop()
+
+
+def test_msgpack_deep_nesting_gets_an_error_and_the_socket_stays_open(open_service):
+    import msgpack
+
+    with connect(ws_url(open_service, "/ws/control?decimation=50"), subprotocols=["msgpack"],
+                 open_timeout=5) as ws:
+        nested: object = 0
+        for _ in range(40):
+            nested = [nested]
+        for raw in (b"\x91" * 1000 + b"\xc0", msgpack.packb({"wrench": nested})):
+            ws.send(raw)
+            end = time.monotonic() + 3
+            err = None
+            while err is None and time.monotonic() < end:
+                m = msgpack.unpackb(ws.recv(timeout=3))
+                err = m.get("error")
+            assert err is not None and len(err) < 400
+        ws.send(msgpack.packb({"wrench": [1.0, 0, 0, 0, 0, 0]}))
+        end = time.monotonic() + 3
+        while time.monotonic() < end:  # a valid wrench is taken: no error comes back
+            m = msgpack.unpackb(ws.recv(timeout=3))
+            assert "error" not in m
+            if m.get("seq_ack", 0) > 0:
+                break
+        else:
+            raise AssertionError("the valid wrench was not acknowledged")
