@@ -1,5 +1,6 @@
 # fdcontrol service next to a robot driver. Build: docker build -t fdcontrol .
-# Run (simulated arm): docker run --rm -p 8000:8000 fdcontrol
+# Run (simulated arm): docker run --rm -p 8000:8000 -e FDCONTROL_TOKEN="$(openssl rand -hex 24)" fdcontrol
+#   (or mount a file and set FDCONTROL_TOKEN_FILE). Binding 0.0.0.0 without a token refuses to start.
 # Real arm: mount a YAML config and point FDCONTROL_CONFIG at it (see compose.yaml).
 FROM python:3.11-slim
 
@@ -15,6 +16,7 @@ RUN pip install . && useradd --create-home --uid 10001 fdcontrol
 
 USER fdcontrol
 EXPOSE 8000
+# /health answers 503 when the loop process is dead or stuck: urlopen raises, the check fails
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
-    CMD python -c "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/health' % os.environ.get('FDCONTROL_PORT', '8000'), timeout=2)"
+    CMD python -c "import os, pathlib, urllib.request as u; f = os.environ.get('FDCONTROL_TOKEN_FILE'); t = os.environ.get('FDCONTROL_TOKEN') or (pathlib.Path(f).read_text().split()[0] if f else ''); u.urlopen(u.Request('http://127.0.0.1:%s/health' % os.environ.get('FDCONTROL_PORT', '8000'), headers={'Authorization': 'Bearer ' + t} if t else {}), timeout=2)"
 CMD ["fdcontrol", "serve"]

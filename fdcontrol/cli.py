@@ -146,6 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--record", default=None, metavar="FILE",
                    help="record to this MCAP file from startup (a bare name goes into --record-dir)")
     s.add_argument("--record-dir", default=None, help="directory of recordings (settings.record_dir)")
+    s.add_argument("--token", default=None, help="API token (or FDCONTROL_TOKEN); required off loopback")
+    s.add_argument("--token-file", dest="token_file", default=None, help="file holding the API token")
     s.set_defaults(func=cmd_serve)
     pl = sub.add_parser("plot", help="standard figures (PNG) of an MCAP recording")
     pl.add_argument("file", help="a recording (.mcap) from POST /recording/start or serve --record")

@@ -16,6 +16,12 @@ Cycle (period dt = 1/rate):
    reaches the driver.
 
 Activation is jump-free: q̇_state starts at zero and the first reference is the measured q.
+
+Braking: hold, watchdog, stop and a fault all command q̇ = 0 *through the limits*, so the
+reference decelerates within the acceleration limit, |Δq̇_ref| ≤ a·dt per cycle; ``stop()``
+brakes to standstill first and only then ends the thread. When a cycle raises (driver or
+bug), the loop records the fault, holds, and sends one braking step itself (if the driver
+still takes commands); nothing in that path can end the loop thread.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -163,6 +170,7 @@ class ControlLoop:
         self.posture, self.link_loads = posture, link_loads  # null-space loads (fdcontrol.posture)
         self._target: np.ndarray | None = None
         self._hold_request = False
+        self._stop_request = False
         self._zero_request = False
         self._thread: threading.Thread | None = None
         self._running = threading.Event()
@@ -272,7 +280,7 @@ class ControlLoop:
                 watchdog = "tripped"
             else:
                 watchdog, v_cmd = ("tripped" if watchdog == "tripped" else "ok"), tw.wrench
-        holding = self._hold_request or watchdog == "tripped" or self.fault is not None
+        holding = self._hold_request or self._stop_request or watchdog == "tripped" or self.fault is not None
         fc = self.law(ControlInput(pose, J @ js.qd, f_meas, f_applied, self._target, v_cmd))
         if holding:
             qd_des = np.zeros(self.robot.dof)
@@ -351,12 +359,26 @@ class ControlLoop:
             return
         self._reset_state()
         self.fault = None
+        self._stop_request = False
         self._running.set()
         self._thread = threading.Thread(target=self._run, name="fdcontrol-loop", daemon=True)
         self._thread.start()
 
+    def braking_time(self) -> float:
+        """Time (s) to bring the current reference to zero at the acceleration limit."""
+        amax = np.asarray(getattr(self.limits, "max_acceleration", 1.0), dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.abs(self.qd_ref) / amax
+        return float(np.nanmax(t)) if t.size and finite(t) else 0.0
+
     def stop(self, timeout: float = 2.0) -> None:
+        """Brake to standstill within the acceleration limit, then end the thread."""
+        thread = self._thread
+        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+            self._stop_request = True  # the thread brakes through the limits and ends at rest
+            thread.join(timeout + self.braking_time() + 10 * self.period)
         self._running.clear()
+        self._stop_request = False
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
@@ -389,7 +411,13 @@ class ControlLoop:
             try:
                 self.step()
             except Exception as exc:  # a failing driver or a bug holds the robot, loudly
-                self._on_exception(exc)
+                try:
+                    self._on_exception(exc)
+                except Exception as inner:  # the fault path itself failed: keep cycling, say so
+                    _report(f"fault handling failed: {type(inner).__name__}: {inner}")
+            if self._stop_request and not np.any(self.qd_ref):  # braked to standstill: stop
+                self._running.clear()
+                break
             end = clock()
             self.stats.record(end - start, err, period)
             next_t += period
@@ -406,22 +434,44 @@ def _fresh(c: Command | None, now: float, timeout: float) -> Command | None:
     """`c` unless it went stale (older than `timeout` at `now`): switching from one input
     stream to the other must not trip the watchdog on the one that was abandoned."""
     return c if c is not None and now - c.t <= timeout else None
+def brake_step(qd_ref: np.ndarray, amax: np.ndarray | float, dt: float) -> np.ndarray:
+    """One braking step toward zero: |Δq̇| ≤ a·dt per joint (a in rad/s², dt in s)."""
+    step = np.asarray(amax, dtype=float) * dt
+    return qd_ref - np.clip(qd_ref, -step, step)
 
 
 def _hold_after(loop: ControlLoop, exc: Exception) -> None:
-    """Record the fault, command zero velocity if the driver still listens, publish."""
-    loop.fault = f"{type(exc).__name__}: {exc}"
+    """Record the fault, hold, send one braking step if the driver still listens, publish.
+
+    Never raises: a failing driver or a failing publish must not end the loop thread (the
+    API notices a silent loop by its stale cycle time).
+    """
+    loop.fault = f"{type(exc).__name__}: {exc}"[:400]
     loop._hold_request = True
-    loop.qd_ref = np.zeros(loop.robot.dof)
-    loop.qd_state = np.zeros(loop.robot.dof)
+    try:
+        amax = getattr(loop.limits, "max_acceleration", 0.0)
+        qd = brake_step(np.asarray(loop.qd_ref, dtype=float), amax, loop.period)
+        if not finite(qd):
+            qd = np.zeros(loop.robot.dof)
+    except Exception:
+        qd = np.zeros(loop.robot.dof)
     with contextlib.suppress(Exception):
-        loop.driver.send(None, loop.qd_ref)
-    loop.state = replace(loop.state, fault=loop.fault, holding=True, qd_ref=loop.qd_ref)
-    if loop.io is not None:
-        loop.io.publish(loop, loop.state)
+        loop.driver.send(loop.state.q_ref + loop.period * qd, qd)
+    loop.qd_ref, loop.qd_state = qd, qd.copy()
+    try:
+        loop.state = replace(loop.state, fault=loop.fault, holding=True, qd_ref=qd)
+        if loop.io is not None:
+            loop.io.publish(loop, loop.state)
+    except Exception as inner:
+        _report(f"{loop.fault}; publishing the fault failed: {type(inner).__name__}: {inner}")
     if loop.exchange is not None:
         with contextlib.suppress(Exception):
             loop.exchange(loop, loop.state)
+
+
+def _report(message: str) -> None:
+    with contextlib.suppress(Exception):
+        print(f"fdcontrol loop: {message}", file=sys.stderr, flush=True)
 
 
 def _try_realtime() -> None:

@@ -1,27 +1,79 @@
-"""Entry point: ``fdcontrol serve`` / ``python -m server.main`` → uvicorn on the settings' host/port."""
+"""Entry point: ``fdcontrol serve`` / ``python -m server.main`` → uvicorn on the settings' host/port.
+
+Every configuration error (settings, YAML, paths, γ bounds, drivers, a non-loopback bind
+without a token) ends in one line on stderr and exit code 2 — no traceback, no leaked
+shared memory: the loop process is started (and its configuration checked) before uvicorn.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import uvicorn
 from pydantic import ValidationError
 
-from .app import create_app
-from .settings import load_settings
+from .auth import is_loopback
+from .settings import Settings, load_settings
+
+FLAGS = ("robot", "mapping", "gamma", "alpha", "rate", "host", "port", "driver", "token", "token_file", "record",
+         "record_dir")
+
+
+def fail(message: str) -> int:
+    print(f"fdcontrol serve: {message}".replace("\n", " "), file=sys.stderr)
+    return 2
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides = {k: getattr(args, k, None) for k in FLAGS}
+    return load_settings(getattr(args, "config", None), **overrides)
+
+
+def _one_line(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
+
+
+def _robot_problem(settings: Settings) -> str | None:
+    """A URDF robot: the file must exist and base/tip be named (settings, YAML or FDCONTROL_BASE/_TIP)."""
+    if not settings.robot.endswith(".urdf"):
+        return None
+    if not Path(settings.robot).is_file():
+        return f"robot file not found: {settings.robot}"
+    if not (settings.base and settings.tip):
+        return (f"robot {settings.robot} needs base and tip frame names (settings base/tip in the YAML "
+                "config, or FDCONTROL_BASE / FDCONTROL_TIP)")
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
-    overrides = {k: getattr(args, k, None) for k in ("robot", "mapping", "gamma", "alpha", "rate",
-                                                     "host", "port", "driver", "record", "record_dir")}
     try:
-        settings = load_settings(getattr(args, "config", None), **overrides)
-    except (ValidationError, ValueError) as exc:
-        print(f"fdcontrol serve: invalid settings: {exc}".replace("\n", " "), file=sys.stderr)
-        return 2
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning",
-                ws_max_queue=4)
+        settings = _settings(args)
+        token = settings.api_token()
+    except ValidationError as exc:
+        return fail(f"invalid settings: {_one_line(exc)}")
+    except (ValueError, OSError) as exc:
+        return fail(f"invalid settings: {exc}")
+    problem = _robot_problem(settings)
+    if problem:
+        return fail(problem)
+    if token is None and not is_loopback(settings.host):
+        return fail(f"refusing to bind {settings.host} without a token: set --token, FDCONTROL_TOKEN "
+                    "or token_file (or bind 127.0.0.1)")
+    from .app import create_app
+    from .worker import LoopWorker, WorkerError
+
+    try:
+        worker = LoopWorker(settings)
+    except WorkerError as exc:
+        return fail(f"the control loop did not start: {exc.detail}")
+    try:
+        uvicorn.run(create_app(settings, worker), host=settings.host, port=settings.port, log_level="warning",
+                    ws_max_queue=4, ws_max_size=max(settings.max_ws_message_bytes * 4, 1 << 20))
+    except (OSError, SystemExit) as exc:
+        worker.close()
+        return fail(f"could not serve on {settings.host}:{settings.port}: {exc}")
     return 0
 
 

@@ -5,16 +5,19 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from fdcontrol.mappings import MAPPING_NAMES
 
 from .settings import MappingName
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
+#: inputs: numbers are numbers (no "5", no true), finite
+StrictFinite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 Vector = list[Finite]
-Wrench = Annotated[list[Finite], Field(min_length=6, max_length=6,
-                                       description="[fx, fy, fz, tx, ty, tz] in N and N·m")]
+Wrench = Annotated[list[StrictFinite], Field(min_length=6, max_length=6,
+                                             description="[fx, fy, fz, tx, ty, tz] in N and N·m")]
+SEQ_MAX = 2**53
 
 
 class Health(BaseModel):
@@ -22,7 +25,8 @@ class Health(BaseModel):
     loop_running: bool
     last_cycle_age_s: float | None
     cycles: int
-    fault: str | None
+    fault: str | None = Field(description="why the loop is not healthy (dead, stuck, faulted)")
+    restarts: int = Field(0, description="loop process restarts by the supervisor")
 
 
 class Joint(BaseModel):
@@ -62,6 +66,7 @@ class State(BaseModel):
     posture_distance: float | None = Field(None, description="‖q − q_preferred‖ (rad); null without posture task")
     link_clearance: float | None = Field(None, description="min over link loads of distance − margin (m); "
                                          "< 0 inside a margin; null without link loads")
+    stale: bool = Field(False, description="the loop process is dead or stuck: this state is not current")
 
 
 class Stats(BaseModel):
@@ -95,17 +100,13 @@ class MappingSpec(BaseModel):
 class AnalysisRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    q: Vector | list[Vector] = Field(description="one configuration or a batch")
+    q: Annotated[list[StrictFinite], Field(min_length=1)] | Annotated[
+        list[Annotated[list[StrictFinite], Field(min_length=1)]], Field(min_length=1)] = Field(
+        description="one configuration or a batch")
     mappings: list[MappingName | MappingSpec] = Field(
         default_factory=lambda: list(MAPPING_NAMES), min_length=1, max_length=20)
     type: Literal["joint", "cartesian"] = "joint"
-    robot: str | None = Field(None, description="shipped robot name; default: the loaded one")
-
-    @model_validator(mode="after")
-    def _nonempty(self) -> AnalysisRequest:
-        if isinstance(self.q, list) and len(self.q) == 0:
-            raise ValueError("q must hold at least one configuration")
-        return self
+    robot: str | None = Field(None, max_length=200, description="shipped robot name; default: the loaded one")
 
 
 class MappingAnalysis(BaseModel):
@@ -137,8 +138,8 @@ class AnalysisResponse(BaseModel):
 class Target(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    position: Annotated[list[Finite], Field(min_length=3, max_length=3)]
-    orientation: Annotated[list[Finite], Field(min_length=4, max_length=4)] | None = Field(
+    position: Annotated[list[StrictFinite], Field(min_length=3, max_length=3)]
+    orientation: Annotated[list[StrictFinite], Field(min_length=4, max_length=4)] | None = Field(
         None, description="unit quaternion [x, y, z, w] in the base frame; default: keep current")
 
 
@@ -147,11 +148,13 @@ class WrenchIn(BaseModel):
 
     wrench: Wrench
     frame: Literal["base", "tool"] = "base"
-    seq: int | None = None
+    seq: Annotated[int, Field(strict=True, ge=0, le=SEQ_MAX)] | None = None
 
 
 class HoldIn(BaseModel):
-    hold: bool = True
+    model_config = ConfigDict(extra="forbid")
+
+    hold: Annotated[bool, Field(strict=True)] = True
 
 
 class Ack(BaseModel):
@@ -163,3 +166,12 @@ class Ack(BaseModel):
 
 class Error(BaseModel):
     detail: str
+
+
+class FieldError(BaseModel):
+    loc: list[str | int]
+    msg: str
+
+
+class ValidationErrorOut(BaseModel):
+    detail: list[FieldError] | str

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from fdcontrol.mappings import MAPPING_NAMES
@@ -61,6 +61,11 @@ class LinkLoadSpec(BaseModel):
 
 #: fields that change the loop's structure: only while it is stopped (else HTTP 409)
 NEEDS_STOP = frozenset({"robot", "base", "tip", "rate", "driver", "driver_options"})
+#: startup configuration only: file paths, import paths and driver options never come from the network
+STARTUP_ONLY = frozenset({"base", "tip", "driver", "driver_options"})
+#: safety bounds: PATCH may tighten them (smaller values) but loosen only up to the startup value
+TIGHTEN_ONLY = frozenset({"command_timeout", "max_force", "max_torque", "velocity_scale",
+                          "max_joint_acceleration", "max_linear_speed", "max_angular_speed"})
 
 
 class ControlParams(BaseModel):
@@ -165,6 +170,31 @@ class Settings(ControlParams, BaseSettings):
             Path(self.record_dir).mkdir(parents=True, exist_ok=True)
             return (Path(self.record_dir) / p).resolve()
         return p.resolve()
+    # ---- access (server/auth.py)
+    token: SecretStr | None = Field(None, description="API token; required as 'Authorization: Bearer' "
+                                    "(or the dashboard's session cookie) when set")
+    token_file: str | None = Field(None, description="file holding the API token (first line)")
+    public_read: bool = Field(False, description="allow GET of status routes and /ws/state without a token")
+    allowed_origins: list[str] = Field(default_factory=list, description="extra browser origins allowed "
+                                       "besides the service's own (e.g. 'https://cell.example:8443')")
+    allowed_hosts: list[str] = Field(default_factory=list, description="extra Host names accepted besides "
+                                     "localhost, 127.0.0.1, [::1] and the bound host")
+    max_body_bytes: int = Field(4 << 20, ge=1024, le=1 << 30, description="largest REST request body")
+    max_ws_message_bytes: int = Field(64 << 10, ge=1024, le=16 << 20, description="largest WebSocket message")
+    max_json_depth: int = Field(32, ge=4, le=200, description="deepest JSON nesting accepted")
+    # ---- supervision (server/supervisor.py)
+    supervise: bool = Field(True, description="restart a dead or stuck loop process, into hold")
+    max_restarts: int = Field(5, ge=0, le=1000, description="restarts allowed per restart_window")
+    restart_window: float = Field(300.0, gt=0, description="s")
+
+    def api_token(self) -> str | None:
+        """The token from `token` or, else, the first line of `token_file`."""
+        if self.token is not None and self.token.get_secret_value():
+            return self.token.get_secret_value()
+        if self.token_file:
+            lines = Path(self.token_file).read_text().splitlines()
+            return lines[0].strip() if lines and lines[0].strip() else None
+        return None
 
 
 def load_settings(config: str | None = None, **overrides: Any) -> Settings:
@@ -175,7 +205,12 @@ def load_settings(config: str | None = None, **overrides: Any) -> Settings:
         p = Path(path)
         if not p.is_file():
             raise ValueError(f"config file not found: {p}")
-        data = yaml.safe_load(p.read_text()) or {}
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" line {mark.line + 1}" if mark is not None else ""
+            raise ValueError(f"config file {p}{where}: malformed YAML ({getattr(exc, 'problem', exc)})") from None
         if not isinstance(data, dict):
             raise ValueError(f"config file {p} must hold a mapping of settings")
     env = Settings()  # environment over defaults
@@ -184,4 +219,5 @@ def load_settings(config: str | None = None, **overrides: Any) -> Settings:
     return Settings.model_validate(merged)
 
 
-__all__ = ["NEEDS_STOP", "ControlParams", "Settings", "ValidationError", "load_settings"]
+__all__ = ["NEEDS_STOP", "STARTUP_ONLY", "TIGHTEN_ONLY", "ControlParams", "Settings", "ValidationError",
+           "load_settings"]

@@ -14,7 +14,11 @@ Exchange, latest wins, no queue:
 * everything rare (config, start/stop/hold, targets, statistics) — request/reply on a pipe.
 
 Seqlock: the writer makes the version odd, writes, makes it even; a reader copies and
-retries while the version was odd or changed. One writer per slot.
+retries while the version was odd or changed. One writer per slot: the wrench slot's writers
+in the API process (threadpool handlers, WebSocket handlers) take one lock.
+
+Heartbeat: a thread of the loop process writes time.monotonic() (system-wide clock) to its
+own 8-byte slot every few ms, so the API tells a dead or stuck process from a quiet one.
 """
 
 from __future__ import annotations
@@ -60,9 +64,15 @@ for _name, _n in _OUT_FIELDS:
     OUT[_name] = slice(_o, _o + _n)
     _o += _n
 OUT_SIZE = _o
-SHM_BYTES = 8 * (IN_SIZE + OUT_SIZE) + FAULT_BYTES
+SHM_BYTES = 8 * (IN_SIZE + OUT_SIZE) + FAULT_BYTES + 8
 TWIST_OFFSET = SHM_BYTES  # twist slot (float64): version, twist[6], frame, seq, t — the wrench slot's layout
 SHM_BYTES += 8 * IN_SIZE
+HEARTBEAT_PERIOD = 0.01  # s
+SEQ_MAX = 2**53  # the slot holds float64: integers beyond this would not round-trip
+
+
+class TornRead(RuntimeError):
+    """The state slot stayed mid-write (its writer died or stalled inside a write)."""
 
 
 class Channel:
@@ -75,11 +85,13 @@ class Channel:
         self.out = np.ndarray((OUT_SIZE,), dtype=np.float64, buffer=buf, offset=8 * IN_SIZE)
         self.fault = np.ndarray((FAULT_BYTES,), dtype=np.uint8, buffer=buf, offset=8 * (IN_SIZE + OUT_SIZE))
         self.twist = np.ndarray((IN_SIZE,), dtype=np.float64, buffer=buf, offset=TWIST_OFFSET)
+        self.heartbeat = np.ndarray((1,), dtype=np.float64, buffer=buf, offset=8 * (IN_SIZE + OUT_SIZE) + FAULT_BYTES)
         self._tmp = np.zeros(OUT_SIZE)
         if name is None:
             self.inp[:] = 0
             self.twist[:] = 0
             self.out[:] = 0
+            self.heartbeat[:] = 0
 
     @property
     def name(self) -> str:
@@ -87,12 +99,15 @@ class Channel:
 
     # ------------------------------------------------------------------ wrench slot
     def write_wrench(self, w: np.ndarray, frame: str, seq: int, t: float) -> None:
+        """One writer at a time (the caller's lock); the record is built before the version turns odd."""
+        rec = np.empty(IN_SIZE - 1)
+        rec[0:6] = w
+        rec[6] = 1.0 if frame == "tool" else 0.0
+        rec[7] = float(seq)
+        rec[8] = t
         v = self.inp[0]
         self.inp[0] = v + 1
-        self.inp[1:7] = w
-        self.inp[7] = 1.0 if frame == "tool" else 0.0
-        self.inp[8] = seq
-        self.inp[9] = t
+        self.inp[1:] = rec
         self.inp[0] = v + 2
 
     def read_wrench(self) -> tuple[int, np.ndarray, str, int, float] | None:
@@ -162,6 +177,8 @@ class Channel:
             if v1 % 2 == 0 and self.out[0] == v1:
                 break
             time.sleep(0)
+        else:
+            raise TornRead("the state slot stayed mid-write: the loop process is dead or stuck")
         n = int(o[OUT["dof"]][0])
 
         def vec(key: str) -> np.ndarray:
@@ -185,7 +202,7 @@ class Channel:
 
     def close(self, unlink: bool = False) -> None:
         # drop our numpy views first, or SharedMemory.close() refuses (exported buffers)
-        del self.inp, self.out, self.fault, self.twist
+        del self.inp, self.out, self.fault, self.twist, self.heartbeat
         with contextlib.suppress(Exception):
             self.shm.close()
         if unlink:
@@ -202,6 +219,9 @@ class ShmIO:
         self.twist_version = 0
         self.ring: Any = None  # server.record_ring.StateRing: every state, for the recorder in the API process
         self.metrics: Any = None  # server.metrics.LoopMetrics: edge counters
+        # the state slot's one-writer rule: the loop thread publishes every cycle, the command
+        # thread after stop() and reconfiguration; uncontended, the lock costs ~0.1 µs
+        self._publish_lock = threading.Lock()
 
     def poll(self, loop: ControlLoop) -> None:
         slot = self.ch.read_wrench()
@@ -218,11 +238,17 @@ class ShmIO:
                 loop.set_twist(v, frame, seq, t)
 
     def publish(self, loop: ControlLoop, state: LoopState) -> None:
-        self.ch.write_state(state, loop.last_cycle_at)
-        if self.ring is not None:
-            self.ring.push(self.ch._tmp, loop)  # a row copy, only while recording
+        with self._publish_lock:
+            self.ch.write_state(state, loop.last_cycle_at)
+            if self.ring is not None:
+                self.ring.push(self.ch._tmp, loop)  # a row copy, only while recording
         if self.metrics is not None:
             self.metrics.observe(state)
+
+
+def _beat(channel: Channel, stop: threading.Event) -> None:
+    while not stop.wait(HEARTBEAT_PERIOD):
+        channel.heartbeat[0] = time.monotonic()
 
 
 # ---------------------------------------------------------------------- worker process
@@ -239,7 +265,10 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
         runtime = Runtime(settings)
     except Exception as exc:
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        channel.close()
         return
+    beating = threading.Event()
+    threading.Thread(target=_beat, args=(channel, beating), name="fdcontrol-heartbeat", daemon=True).start()
     io = ShmIO(channel)
     io.ring, io.metrics = StateRing(shm_name + "r"), LoopMetrics()
     io.metrics.start_folding(lambda: runtime.loop.stats)
@@ -283,6 +312,7 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
         except Exception as exc:  # report, keep serving
             conn.send(("invalid", f"{type(exc).__name__}: {exc}"))
             traceback.print_exc()
+    beating.set()
     runtime.close()
     io.ring.close()
     channel.close()
@@ -295,9 +325,13 @@ class WorkerError(RuntimeError):
 
 
 class LoopWorker:
-    """API-side handle of the loop process."""
+    """API-side handle of the loop process.
 
-    def __init__(self, settings: Any) -> None:
+    ``stale_after`` (s): the loop process counts as stuck when its heartbeat — or, while the
+    loop runs, its last cycle — is older than this (one watchdog period by default).
+    """
+
+    def __init__(self, settings: Any, stale_after: float | None = None) -> None:
         self.channel = Channel()
         from fdcontrol.recording import Recorder
 
@@ -308,21 +342,57 @@ class LoopWorker:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, name="fdcontrol-loop",
                                 args=(settings.model_dump_json(), self.channel.name, child), daemon=True)
-        self.proc.start()
         self._lock = threading.Lock()
-        if not self.conn.poll(60):
-            raise RuntimeError("the loop process did not start in 60 s")
-        kind, payload = self.conn.recv()
-        if kind != "ok":
-            raise RuntimeError(f"the loop process failed to start: {payload}")
+        self._wrench_lock = threading.Lock()  # the wrench slot's one-writer rule, across handler threads
+        try:
+            self.proc.start()
+            if not self.conn.poll(60):
+                raise WorkerError("dead", "the loop process did not start in 60 s")
+            kind, payload = self.conn.recv()
+            if kind != "ok":
+                raise WorkerError("startup", payload)
+        except BaseException:
+            self._discard()
+            raise
         self.params: dict[str, Any] = payload
         self.max_force, self.max_torque = payload["max_force"], payload["max_torque"]
+        self.stale_after = stale_after or max(float(payload["command_timeout"]), 0.05)
         self._seq = 0
         self._twist_seq = 0
         self._twist_lock = threading.Lock()  # one writer at a time on the twist seqlock
         # MCAP recording: written here, in the API process, from the ring (see server/record_ring.py)
         self.recorder = Recorder(cycle=lambda: self.state()[0].cycle, on_start=self.ring.set_active,
                                  source=lambda: self.ring.read(self.state()[0].fault))
+        self.started_at = time.monotonic()
+
+    def _discard(self) -> None:
+        if self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join(2)
+        self.channel.close(unlink=True)
+        self.ring.close(unlink=True)
+
+    def problem(self) -> str | None:
+        """Why the loop process cannot be trusted right now, or None when it is healthy."""
+        if not self.proc.is_alive():
+            return f"the loop process has exited (exit code {self.proc.exitcode})"
+        now = time.monotonic()
+        beat = float(self.channel.heartbeat[0])
+        if beat and now - beat > self.stale_after:
+            return f"the loop process is not responding (heartbeat {now - beat:.3f} s old)"
+        try:
+            s, last = self.channel.read_state()
+        except TornRead as exc:
+            return str(exc)
+        if s.running and last and now - last > self.stale_after:
+            return f"the control loop is stalled (last cycle {now - last:.3f} s ago)"
+        return None
+
+    def check(self) -> None:
+        """Raise WorkerError("dead") when the loop cannot take commands (no false acknowledgements)."""
+        p = self.problem()
+        if p is not None:
+            raise WorkerError("dead", p)
 
     def call(self, cmd: str, *args: Any, timeout: float = 30.0) -> Any:
         with self._lock:
@@ -355,8 +425,12 @@ class LoopWorker:
     def set_wrench(self, wrench: Any, frame: str = "base", seq: int | None = None) -> None:
         """Validated here (errors reach the caller at once), handed over latest-wins."""
         w = check_wrench(wrench, self.max_force, self.max_torque, frame)
-        self._seq = self._seq + 1 if seq is None else int(seq)
-        self.channel.write_wrench(w, frame, self._seq, time.monotonic())
+        if seq is not None and not (isinstance(seq, int) and not isinstance(seq, bool) and 0 <= seq <= SEQ_MAX):
+            raise InputError(f"seq must be an integer in [0, {SEQ_MAX}]")
+        self.check()
+        with self._wrench_lock:
+            self._seq = self._seq + 1 if seq is None else int(seq)
+            self.channel.write_wrench(w, frame, self._seq, time.monotonic())
         self.recorder.push_command("wrench", w, frame, self._seq)
 
     def set_twist(self, twist: Any, frame: str = "base", seq: int | None = None) -> None:
@@ -365,12 +439,27 @@ class LoopWorker:
             v = check_twist(twist, frame)
         except TwistError as exc:
             raise InputError(str(exc)) from exc
+        if seq is not None and not (isinstance(seq, int) and not isinstance(seq, bool) and 0 <= seq <= SEQ_MAX):
+            raise InputError(f"seq must be an integer in [0, {SEQ_MAX}]")
+        self.check()
         with self._twist_lock:
             self._twist_seq = self._twist_seq + 1 if seq is None else int(seq)
             self.channel.write_twist(v, frame, self._twist_seq, time.monotonic())
 
     def state(self) -> tuple[LoopState, float]:
-        return self.channel.read_state()
+        try:
+            return self.channel.read_state()
+        except TornRead as exc:
+            raise WorkerError("dead", str(exc)) from None
+
+    def wait_state(self, done: Any, timeout: float = 1.0) -> LoopState:
+        """The newest state once ``done(state)`` holds, or after ``timeout`` s (bounded)."""
+        end = time.monotonic() + timeout
+        s = self.state()[0]
+        while not done(s) and time.monotonic() < end:
+            time.sleep(0.002)
+            s = self.state()[0]
+        return s
 
     @property
     def alive(self) -> bool:
@@ -384,8 +473,4 @@ class LoopWorker:
             with self._lock:
                 self.conn.send(("close", ()))
         self.proc.join(5)
-        if self.proc.is_alive():
-            self.proc.terminate()
-            self.proc.join(2)
-        self.channel.close(unlink=True)
-        self.ring.close(unlink=True)
+        self._discard()

@@ -21,7 +21,9 @@ def free_port() -> int:
 
 
 class Service:
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, *args: str, env: dict[str, str] | None = None, token: str | None = None) -> None:
+        self.token = token
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [sys.executable, "-m", "fdcontrol.cli", "serve", "--host", "127.0.0.1",
@@ -33,7 +35,7 @@ class Service:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"service exited: {self.proc.stdout.read()}")  # type: ignore[union-attr]
             try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                if httpx.get(self.url + "/health", timeout=1, headers=self.headers).status_code == 200:
                     return
             except httpx.HTTPError:
                 time.sleep(0.1)
@@ -45,6 +47,14 @@ class Service:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
         return 0
+
+    def children(self) -> list[int]:
+        """Child process ids (the loop process)."""
+        out: list[int] = []
+        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
+            with_children = (task / "children").read_text().split()
+            out += [int(x) for x in with_children]
+        return out
 
     def stop(self) -> None:
         self.proc.terminate()

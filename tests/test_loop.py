@@ -6,6 +6,8 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fdcontrol import RobotModel, make_mapping
 from fdcontrol.control import ControlLaw, ForceTerm
@@ -157,14 +159,27 @@ def test_references_never_exceed_limits_random_wrenches(panda, mapping):
         _assert_within_limits(loop, states)
 
 
-def test_watchdog_decelerates_then_holds(ur10):
+def _velocity_steps_ok(qd_refs, amax, dt=DT):
+    """Every reference step |Δq̇_ref| ≤ a·dt (tolerance: float rounding only)."""
+    steps = np.abs(np.diff(np.asarray(qd_refs), axis=0))
+    return float(np.max(steps / (amax * dt))) if len(steps) else 0.0
+
+
+def test_watchdog_trips_on_the_first_late_cycle_and_brakes_within_the_limit(ur10):
     loop, _sim = make_loop(ur10)
     run(loop, 0.3, wrench=[20.0, 0, 0, 0, 0, 0])
     assert np.max(np.abs(loop.state.qd_ref)) > 0.05
     last_cmd = loop._command.t
-    states = [loop.step(now=last_cmd + DT * (i + 1)) for i in range(600)]
-    tripped = [s for s in states if s.watchdog == "tripped"]
-    assert tripped and tripped[0].t <= last_cmd + loop.command_timeout + 2 * DT + 0.3
+    nows = [last_cmd + DT * (i + 1) for i in range(600)]
+    states = [loop.step(now=t) for t in nows]
+    # on the loop's own clock: ok while now − t_cmd ≤ timeout, tripped from the first cycle past it
+    first = next(i for i, s in enumerate(states) if s.watchdog == "tripped")
+    assert nows[first] - last_cmd > loop.command_timeout
+    assert first == 0 or nows[first - 1] - last_cmd <= loop.command_timeout
+    assert all(s.watchdog == "ok" for s in states[:first])
+    tripped = states[first:]
+    assert _velocity_steps_ok([states[first - 1].qd_ref] + [s.qd_ref for s in tripped],
+                              loop.limits.max_acceleration) <= 1 + 1e-9
     speeds = [np.max(np.abs(s.qd_ref)) for s in tripped]
     assert speeds[-1] == 0.0
     held = [s.q for s in tripped[-50:]]
@@ -174,9 +189,23 @@ def test_watchdog_decelerates_then_holds(ur10):
     assert loop.step(now=loop._command.t).watchdog == "ok"
 
 
-def test_activation_is_jump_free_even_beyond_a_limit(ur10):
+@pytest.mark.xfail(strict=False, reason="recovery from beyond a limit steps the velocity; fixed in "
+                   "fdcontrol/safety.py by the limits branch")
+def test_activation_beyond_a_limit_steps_no_faster_than_the_acceleration_limit(ur10):
     lim = SafetyLimits.from_robot(ur10)
     lim.upper[1] = Q0[1] - 0.05  # joint 2 starts 0.05 rad beyond its (tightened) limit
+    loop, _sim = make_loop(ur10, limits=lim)
+    first = loop.step(now=0.0)
+    np.testing.assert_array_equal(first.q_ref, Q0)
+    np.testing.assert_array_equal(first.qd_ref, np.zeros(6))
+    states = [first, *run(loop, 1.0, t0=DT)]
+    assert states[-1].q[1] < Q0[1] - 0.01  # moving back inside
+    assert _velocity_steps_ok([s.qd_ref for s in states], lim.max_acceleration) <= 1 + 1e-9
+
+
+def test_activation_is_jump_free_in_position_beyond_a_limit(ur10):
+    lim = SafetyLimits.from_robot(ur10)
+    lim.upper[1] = Q0[1] - 0.05
     loop, _sim = make_loop(ur10, limits=lim)
     first = loop.step(now=0.0)
     np.testing.assert_array_equal(first.q_ref, Q0)
@@ -185,7 +214,88 @@ def test_activation_is_jump_free_even_beyond_a_limit(ur10):
     back = lim.recovery_speed * lim.max_velocity[1]
     steps = np.diff([s.q_ref[1] for s in states])
     assert np.all(steps <= 1e-12) and np.all(-steps <= back * DT + 1e-12)
-    assert states[-1].q[1] < Q0[1] - 0.01  # moving back inside, slowly
+
+
+def _drive_then(loop, sim, event: str, at: int, wrench) -> list[np.ndarray]:
+    """Stream `wrench` for `at` cycles, then `event`; return every q̇ the driver received."""
+    sent: list[np.ndarray] = []
+    orig = sim.send
+    sim.send = lambda q, qd: (sent.append(np.array(qd)), orig(q, qd))  # type: ignore[method-assign]
+    run(loop, at * DT, wrench=wrench)
+    t0 = at * DT
+    if event == "hold":
+        loop.hold(True)
+    elif event == "stop":
+        loop._stop_request = True  # what stop() asks the running thread (see ControlLoop._run)
+    elif event == "fault":
+        read = sim.read
+        calls = {"n": 0}
+
+        def failing():
+            calls["n"] += 1
+            if calls["n"] <= 3:
+                raise OSError("driver connection lost")
+            return read()
+        sim.read = failing  # type: ignore[method-assign]
+    for i in range(400):
+        try:
+            loop.step(now=t0 + i * DT)
+        except Exception as exc:  # as ControlLoop._run does
+            loop._on_exception(exc)
+        if event == "stop" and not np.any(loop.qd_ref):
+            break
+    return sent
+
+
+@settings(max_examples=12, deadline=None)
+@given(event=st.sampled_from(["hold", "stop", "fault"]), at=st.integers(20, 200),
+       fx=st.floats(-60, 60), ty=st.floats(-8, 8))
+def test_stop_hold_and_faults_brake_within_the_acceleration_limit(ur10, event, at, fx, ty):
+    loop, sim = make_loop(ur10)
+    sent = _drive_then(loop, sim, event, at, [fx, 0.0, 0.0, 0.0, ty, 0.0])
+    ratio = _velocity_steps_ok(sent, loop.limits.max_acceleration)
+    assert ratio <= 1 + 1e-9, f"{event}: a velocity step of {ratio:.2f} × a·dt"
+    assert np.max(np.abs(sent[-1])) < 1e-9  # at standstill in the end
+    assert loop.state.holding or event == "stop"
+
+
+def test_stop_of_the_thread_brakes_to_standstill(ur10):
+    loop, sim = make_loop(ur10)
+    sent: list[np.ndarray] = []
+    orig = sim.send
+    sim.send = lambda q, qd: (sent.append(np.array(qd)), orig(q, qd))  # type: ignore[method-assign]
+    loop.start()
+    deadline = time.monotonic() + 0.5
+    while time.monotonic() < deadline:
+        loop.set_wrench([40.0, 0, 0, 0, 0, 0])
+        time.sleep(0.01)
+    moving = float(np.max(np.abs(loop.qd_ref)))
+    loop.stop()
+    assert moving > 0.02 and not loop.running
+    assert _velocity_steps_ok(sent, loop.limits.max_acceleration) <= 1 + 1e-9
+    assert np.max(np.abs(sent[-1])) == 0.0
+
+
+def test_a_failing_publish_never_ends_the_loop_thread(ur10):
+    loop, _sim = make_loop(ur10)
+
+    class BadIO:
+        def poll(self, loop):
+            pass
+
+        def publish(self, loop, state):
+            raise RuntimeError("shared memory gone")
+
+    loop.io = BadIO()
+    loop.start()
+    try:
+        time.sleep(0.3)
+        assert loop._thread is not None and loop._thread.is_alive()
+        assert loop.fault and "shared memory gone" in loop.fault
+        assert loop.stats.count > 20
+    finally:
+        loop.io = None
+        loop.stop()
 
 
 def test_nan_inputs_are_rejected_and_model_faults_hold(ur10):

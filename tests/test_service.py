@@ -7,6 +7,7 @@ import json
 import math
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -274,6 +275,24 @@ def test_many_monitors_do_not_cause_overruns_and_a_silent_reader_does_not_grow(c
             if busy <= base + 0.01:
                 break
     assert any(busy <= base + 0.15 for base, busy in results), results
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def test_the_loop_runs_in_its_own_process_and_the_api_does_not_run_it(client, service):
+    """Structural half of the load test: undo the process split and this fails (no loop child,
+    or the API process doing the loop's work)."""
+    client.start()
+    loops = [p for p in service.children() if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    assert len(loops) == 1
+    c0, cyc0 = _cpu_ticks(loops[0]), client.state()["cycle"]
+    time.sleep(1.0)
+    c1, cyc1 = _cpu_ticks(loops[0]), client.state()["cycle"]
+    rate = client.config()["rate"]
+    assert cyc1 - cyc0 > 0.5 * rate and c1 > c0  # the child cycles and spends the CPU for it
 
 
 def test_async_client(service):

@@ -23,6 +23,7 @@ async function api(method, path, body) {
     method, credentials: "same-origin", headers: body ? { "content-type": "application/json" } : {},
     body: body ? JSON.stringify(body) : undefined,
   });
+  if (r.status === 401) { location.href = "/login.html"; throw new Error("sign in required"); }
   const data = await r.json().catch(() => ({}));
   if (!r.ok) {
     const err = new Error(typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail));

@@ -1,0 +1,105 @@
+"""Supervision of the loop process: restart a dead or stuck one — into hold, never into motion.
+
+Policy:
+
+* every ``period`` s the supervisor asks the worker what is wrong (:meth:`LoopWorker.problem`:
+  process exited, heartbeat stale, loop cycles stale — each within one watchdog period);
+* a dead process is replaced at once; a stuck one (alive, silent) gets ``kill_after`` s to
+  recover, then is killed and replaced;
+* the new process gets the parameters in force before (PATCHes survive); when the loop had
+  been running it is started *holding*: the arm stays where it is until an operator releases
+  the hold (``POST /control/hold {"hold": false}``). A stopped loop stays stopped;
+* at most ``max_restarts`` per ``restart_window`` s; beyond that the supervisor gives up and
+  ``/health`` keeps answering 503 until the service is restarted.
+
+While the loop is down every control route and ``/ws/control`` answer errors (503).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from .worker import LoopWorker, WorkerError
+
+
+class Supervisor:
+    def __init__(self, settings: Any, get: Callable[[], LoopWorker], install: Callable[[LoopWorker], None],
+                 period: float = 0.02, kill_after: float = 2.0) -> None:
+        self.settings, self.get, self.install = settings, get, install
+        self.period, self.kill_after = period, kill_after
+        self.restarts = 0
+        self.gave_up = False
+        self._times: deque[float] = deque()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fdcontrol-supervisor", daemon=True)
+        self._was_running = False
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        stuck_since: float | None = None
+        while not self._stop.wait(self.period):
+            w = self.get()
+            problem = w.problem()
+            if problem is None:
+                stuck_since = None
+                self._was_running = _running(w)
+                continue
+            if w.proc.is_alive():  # stuck: give it a moment before killing it
+                now = time.monotonic()
+                stuck_since = stuck_since or now
+                if now - stuck_since < self.kill_after:
+                    continue
+                w.proc.kill()
+                w.proc.join(2)
+            stuck_since = None
+            if not self._budget():
+                continue
+            self._restart(w, problem)
+
+    def _budget(self) -> bool:
+        now = time.monotonic()
+        while self._times and now - self._times[0] > self.settings.restart_window:
+            self._times.popleft()
+        if len(self._times) >= self.settings.max_restarts:
+            if not self.gave_up:
+                print(f"fdcontrol: loop process restarted {len(self._times)} times in "
+                      f"{self.settings.restart_window:g} s; giving up", file=sys.stderr)
+            self.gave_up = True
+            return False
+        self._times.append(now)
+        return True
+
+    def _restart(self, old: LoopWorker, problem: str) -> None:
+        print(f"fdcontrol: {problem}; restarting it into hold", file=sys.stderr)
+        try:
+            new = LoopWorker(self.settings.model_copy(update=old.params))
+        except (WorkerError, OSError) as exc:
+            print(f"fdcontrol: loop process restart failed: {exc}", file=sys.stderr)
+            return
+        try:
+            if self._was_running:
+                new.call("hold", True)  # before start: the first cycle already holds
+                new.call("start")
+        except WorkerError as exc:
+            print(f"fdcontrol: restarted loop did not start: {exc}", file=sys.stderr)
+        self.install(new)
+        self.restarts += 1
+        old.close()
+
+
+def _running(w: LoopWorker) -> bool:
+    try:
+        return w.state()[0].running
+    except WorkerError:
+        return False

@@ -1,0 +1,428 @@
+"""Security and robustness against the real service (uvicorn on 127.0.0.1, its real loop process).
+
+Token, Origin, Host; nothing executable or file-shaped from the network; tighten-only
+safety settings; a dead loop process is noticed, refused and restarted into hold; bad
+inputs get a clear, short error, the WebSocket stays open, and the arm still moves after.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from .service import ROOT, Service
+
+TOKEN = "s3cret-token-for-tests"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+WRENCH = {"wrench": [20.0, 0, 0, 0, 0, 0]}
+STATE_CHANGES = [
+    ("POST", "/control/start", None), ("POST", "/control/stop", None), ("POST", "/control/hold", {"hold": True}),
+    ("POST", "/control/zero-sensor", None), ("PUT", "/control/wrench", WRENCH),
+    ("PUT", "/control/target", {"position": [0.5, 0.2, 0.5]}), ("PATCH", "/config", {"gamma": 500.0}),
+    ("POST", "/analysis/singular-values", {"q": [0.3, -1.2, 1.6, -1.9, -1.4, 0.2]}),
+]
+
+
+@pytest.fixture(scope="module")
+def secured():
+    s = Service(env={"FDCONTROL_TOKEN": TOKEN}, token=TOKEN)
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def open_service():
+    s = Service()
+    yield s
+    s.stop()
+
+
+def ws_url(s: Service, path: str) -> str:
+    return s.url.replace("http", "ws") + path
+
+
+def tip_x(s: Service, headers: dict[str, str] | None = None) -> float:
+    return httpx.get(s.url + "/state", headers=headers or {}).json()["tip_pose"][0][3]
+
+
+# ---------------------------------------------------------------------- authentication
+@pytest.mark.parametrize(("method", "path", "body"), STATE_CHANGES)
+def test_no_token_is_refused_on_every_state_change(secured, method, path, body):
+    r = httpx.request(method, secured.url + path, json=body)
+    assert r.status_code == 401 and "Bearer" in r.headers["www-authenticate"]
+    r = httpx.request(method, secured.url + path, json=body, headers={"Authorization": "Bearer wrong"})
+    assert r.status_code == 401
+
+
+def test_reads_need_the_token_too_and_the_token_opens_everything(secured):
+    for path in ("/state", "/config", "/stats", "/health", "/robots", "/openapi.json"):
+        assert httpx.get(secured.url + path).status_code == 401, path
+        assert httpx.get(secured.url + path, headers=AUTH).status_code == 200, path
+    assert httpx.put(secured.url + "/control/wrench", json=WRENCH, headers=AUTH).status_code == 200
+    assert httpx.get(secured.url + "/login.html").status_code == 200  # the way in is public
+
+
+@pytest.mark.parametrize("path", ["/ws/control", "/ws/state"])
+def test_websocket_handshake_without_token_is_refused(secured, path):
+    with pytest.raises(InvalidStatus) as e:
+        connect(ws_url(secured, path), open_timeout=5)
+    assert e.value.response.status_code == 403
+    with connect(ws_url(secured, path), additional_headers=AUTH, open_timeout=5) as ws:
+        assert "q" in json.loads(ws.recv(timeout=5))
+
+
+def test_dashboard_login_sets_a_strict_httponly_cookie_that_works(secured):
+    assert httpx.post(secured.url + "/auth/login", json={"token": "nope"}).status_code == 401
+    r = httpx.post(secured.url + "/auth/login", json={"token": TOKEN})
+    assert r.status_code == 200
+    cookie = r.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie and TOKEN.lower() not in cookie
+    jar = dict(r.cookies)
+    assert httpx.get(secured.url + "/state", cookies=jar).status_code == 200
+    hdr = {"Cookie": "; ".join(f"{k}={v}" for k, v in jar.items())}
+    with connect(ws_url(secured, "/ws/state"), additional_headers=hdr, open_timeout=5) as ws:
+        assert "q" in json.loads(ws.recv(timeout=5))
+
+
+# ---------------------------------------------------------------------- origin and host
+def test_foreign_origin_is_refused_for_handshakes_and_state_changes(secured):
+    evil = {**AUTH, "Origin": "http://evil.example"}
+    with pytest.raises(InvalidStatus) as e:
+        connect(ws_url(secured, "/ws/control"), additional_headers=evil, open_timeout=5)
+    assert e.value.response.status_code == 403
+    assert httpx.post(secured.url + "/control/stop", json={}, headers=evil).status_code == 403
+    own = {**AUTH, "Origin": secured.url}
+    with connect(ws_url(secured, "/ws/control"), additional_headers=own, open_timeout=5) as ws:
+        ws.recv(timeout=5)
+    assert httpx.post(secured.url + "/control/hold", json={"hold": False}, headers=own).status_code == 200
+
+
+def test_cross_site_form_posts_cannot_change_state(open_service):
+    for ctype in ("application/x-www-form-urlencoded", "text/plain", "multipart/form-data; boundary=x"):
+        r = httpx.post(open_service.url + "/control/stop", content=b"a=1", headers={"Content-Type": ctype})
+        assert r.status_code == 415, ctype
+    assert httpx.get(open_service.url + "/state").json()["running"]
+
+
+def test_foreign_host_is_refused(open_service):
+    r = httpx.get(open_service.url + "/state", headers={"Host": f"rebind.evil.example:{open_service.port}"})
+    assert r.status_code == 421
+    assert httpx.get(open_service.url + "/state", headers={"Host": f"localhost:{open_service.port}"}).status_code == 200
+
+
+# ---------------------------------------------------------------------- nothing from the network
+@pytest.mark.parametrize("change", [
+    {"driver": "os:system"}, {"driver_options": {"x": 1}}, {"robot": "/etc/passwd.urdf"},
+    {"robot": "../urdf/ur10.urdf"}, {"base": "world"}, {"tip": "tool0"},
+])
+def test_patch_of_startup_only_fields_is_rejected(open_service, change):
+    r = httpx.patch(open_service.url + "/config", json=change)
+    assert r.status_code == 422, r.text
+    assert httpx.get(open_service.url + "/config").json()["driver"] == "simulated"
+
+
+def test_analysis_names_only_shipped_or_loaded_robots(open_service):
+    for name in ("/etc/hostname.urdf", "/nonexistent.urdf"):
+        r = httpx.post(open_service.url + "/analysis/singular-values", json={"q": [0.0] * 6, "robot": name})
+        assert r.status_code == 422 and "hostname" not in r.text.replace(name, "")
+
+
+def test_safety_limits_tighten_at_run_time_but_loosen_only_to_startup(open_service):
+    url = open_service.url + "/config"
+    start = httpx.get(url).json()
+    for key, looser in (("max_force", start["max_force"] * 2), ("command_timeout", 5.0),
+                        ("max_linear_speed", start["max_linear_speed"] + 0.1)):
+        r = httpx.patch(url, json={key: looser})
+        assert r.status_code == 422 and "loosened" in r.text, key
+    assert httpx.patch(url, json={"max_force": 100.0}).json()["max_force"] == 100.0
+    assert httpx.patch(url, json={"max_force": start["max_force"]}).json()["max_force"] == start["max_force"]
+
+
+# ---------------------------------------------------------------------- input hygiene
+@pytest.mark.parametrize(("path", "body"), [
+    ("/control/hold", {"hold": "off"}), ("/control/hold", {"hold": 0}), ("/control/hold", {"hold": "no"}),
+    ("/control/wrench", {"wrench": ["5", 0, 0, 0, 0, 0]}), ("/control/wrench", {"wrench": [True, 0, 0, 0, 0, 0]}),
+    ("/control/wrench", {"wrench": [0.0] * 6, "seq": False}),
+    ("/control/wrench", {"wrench": [0.0] * 6, "seq": 10 ** 400}),
+    ("/control/wrench", {"wrench": [0.0] * 6, "seq": -1}),
+])
+def test_loose_safety_inputs_are_rejected(open_service, path, body):
+    method = "POST" if path == "/control/hold" else "PUT"
+    raw = json.dumps(body).encode()
+    r = httpx.request(method, open_service.url + path, content=raw, headers={"Content-Type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert isinstance(r.json()["detail"], list) and len(r.content) < 4000
+
+
+def test_after_every_bad_input_a_valid_wrench_still_moves_the_arm(open_service):
+    url = open_service.url
+    hdr = {"Content-Type": "application/json"}
+    httpx.put(url + "/control/wrench", content=b'{"wrench": [0,0,0,0,0,0], "seq": 1' + b"0" * 400 + b"}",
+              headers=hdr)
+    assert httpx.put(url + "/control/wrench", content=b"[" * 2000 + b"]" * 2000, headers=hdr).status_code == 400
+    big = b'{"wrench": [' + b"0," * (3 << 20) + b'0]}'
+    assert httpx.put(url + "/control/wrench", content=big, headers=hdr).status_code == 413
+    r = httpx.put(url + "/control/wrench", json={"wrench": [0] * 6, "x" * 200_000: 1})
+    assert r.status_code == 422 and len(r.content) < 4000
+    _pushes_the_arm(url)
+
+
+def _pushes_the_arm(url: str) -> None:
+    httpx.post(url + "/control/hold", json={"hold": False})
+    x0 = tip_x_url(url)
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        r = httpx.put(url + "/control/wrench", json={"wrench": [30.0, 0, 0, 0, 0, 0]})
+        assert r.status_code == 200, r.text
+        time.sleep(0.02)
+    assert tip_x_url(url) - x0 > 0.01
+
+
+def tip_x_url(url: str) -> float:
+    return httpx.get(url + "/state").json()["tip_pose"][0][3]
+
+
+def test_websocket_bad_inputs_get_errors_and_the_socket_stays_open(open_service):
+    httpx.post(open_service.url + "/control/hold", json={"hold": False})
+    with connect(ws_url(open_service, "/ws/control?decimation=50"), open_timeout=5, max_size=None) as ws:
+        bad = ["[" * 1000 + "]" * 1000, '{"wrench": ' + "[" * 1000 + "]" * 1000 + "}",
+               json.dumps({"wrench": ["5", 0, 0, 0, 0, 0]}), json.dumps({"wrench": [True, 0, 0, 0, 0, 0]}),
+               json.dumps({"wrench": [0] * 6, "seq": False}), json.dumps({"wrench": [0] * 6, "seq": 10 ** 400}),
+               json.dumps({"k" * 100_000: 1}), "x" * 200_000]
+        for msg in bad:
+            ws.send(msg)
+            err = _next_error(ws)
+            assert err is not None and len(err) < 400, msg[:40]
+        x0 = tip_x(open_service)
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            ws.send(json.dumps({"wrench": [30.0, 0, 0, 0, 0, 0]}))
+            time.sleep(0.02)
+            while True:  # drain
+                try:
+                    ws.recv(timeout=0)
+                except TimeoutError:
+                    break
+        assert tip_x(open_service) - x0 > 0.01
+
+
+def _next_error(ws, timeout: float = 3.0) -> str | None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        m = json.loads(ws.recv(timeout=timeout))
+        if "error" in m:
+            return m["error"]
+    return None
+
+
+def test_acknowledgements_report_the_state_after_the_command(open_service):
+    url = open_service.url
+    try:
+        r = httpx.post(url + "/control/stop").json()
+        assert r["running"] is False
+        r = httpx.post(url + "/control/start").json()
+        assert r["running"] is True
+        assert httpx.post(url + "/control/hold", json={"hold": True}).json()["holding"] is True
+        assert httpx.post(url + "/control/hold", json={"hold": False}).json()["holding"] is False
+    finally:
+        httpx.post(url + "/control/start")
+
+
+# ---------------------------------------------------------------------- a dead loop
+def _loop_pid(s: Service) -> int:
+    for pid in s.children():
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        if b"spawn_main" in cmd:
+            return pid
+    raise AssertionError("no loop process found")
+
+
+def _dockerfile_healthcheck() -> list[str]:
+    """The Dockerfile's own HEALTHCHECK command (python -c "..."), so the test checks what ships."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    line = next(ln for ln in text.splitlines() if ln.startswith("HEALTHCHECK"))
+    code = line.split('CMD python -c "', 1)[1].rsplit('"', 1)[0]
+    return ["-c", code]
+
+
+HEALTHCHECK = _dockerfile_healthcheck()
+
+
+def test_killed_loop_is_noticed_within_one_watchdog_period_and_refused(tmp_path):
+    s = Service(env={"FDCONTROL_SUPERVISE": "false"})
+    try:
+        hc = subprocess.run([sys.executable, *HEALTHCHECK], env={**os.environ, "FDCONTROL_PORT": str(s.port)},
+                            capture_output=True, timeout=10)
+        assert hc.returncode == 0
+        timeout = httpx.get(s.url + "/config").json()["command_timeout"]
+        pid = _loop_pid(s)
+        os.kill(pid, signal.SIGSTOP)  # stuck, not dead
+        try:
+            t0 = time.monotonic()
+            while httpx.get(s.url + "/health").status_code != 503:
+                assert time.monotonic() - t0 < 5
+            stuck = time.monotonic() - t0
+            assert "not responding" in httpx.get(s.url + "/health").json()["fault"]
+            assert httpx.put(s.url + "/control/wrench", json=WRENCH).status_code == 503
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        print(f"stuck loop noticed after {stuck * 1e3:.1f} ms")
+        assert stuck < timeout + 0.05  # one watchdog period (+ HTTP polling under load)
+        t0 = time.monotonic()
+        while httpx.get(s.url + "/health").status_code != 200:
+            assert time.monotonic() - t0 < 5
+        os.kill(pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        while httpx.get(s.url + "/health").status_code != 503:
+            assert time.monotonic() - t0 < 5
+        noticed = time.monotonic() - t0
+        print(f"dead loop noticed after {noticed * 1e3:.1f} ms (watchdog period {timeout * 1e3:.0f} ms)")
+        assert noticed < timeout
+        h = httpx.get(s.url + "/health").json()
+        assert h["status"] == "fault" and "exited" in h["fault"]
+        assert httpx.get(s.url + "/state").json()["stale"] is True
+        r = httpx.put(s.url + "/control/wrench", json=WRENCH)
+        assert r.status_code == 503 and "loop process" in r.json()["detail"]
+        assert httpx.post(s.url + "/control/start").status_code == 503
+        with connect(ws_url(s, "/ws/control"), open_timeout=5) as ws:
+            ws.send(json.dumps(WRENCH))
+            assert "loop process" in (_next_error(ws) or "")
+        with connect(ws_url(s, "/ws/state"), open_timeout=5) as ws:
+            end = time.monotonic() + 3
+            seen = [json.loads(ws.recv(timeout=3)) for _ in range(3) if time.monotonic() < end]
+            assert seen and seen[-1]["stale"] is True
+        hc = subprocess.run([sys.executable, *HEALTHCHECK], env={**os.environ, "FDCONTROL_PORT": str(s.port)},
+                            capture_output=True, timeout=10)
+        assert hc.returncode != 0
+    finally:
+        s.stop()
+
+
+def test_supervision_restarts_a_killed_loop_into_hold(tmp_path):
+    s = Service()
+    try:
+        _pushes_the_arm(s.url)
+        os.kill(_loop_pid(s), signal.SIGKILL)
+        t0 = time.monotonic()
+        while True:
+            r = httpx.get(s.url + "/health")
+            if r.status_code == 200 and r.json()["restarts"] == 1:
+                break
+            assert time.monotonic() - t0 < 30, r.text
+            time.sleep(0.05)
+        st = httpx.get(s.url + "/state").json()
+        assert st["running"] and st["holding"] and not st["stale"]
+        q0 = np.array(st["q"])
+        for _ in range(20):  # wrenches do not move a held arm
+            httpx.put(s.url + "/control/wrench", json={"wrench": [30.0, 0, 0, 0, 0, 0]})
+            time.sleep(0.02)
+        np.testing.assert_allclose(httpx.get(s.url + "/state").json()["q"], q0, atol=1e-9)
+        _pushes_the_arm(s.url)  # an explicit release moves it again
+    finally:
+        s.stop()
+
+
+# ---------------------------------------------------------------------- startup
+def serve(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fdcontrol.cli", "serve", *args], cwd=ROOT, timeout=120,
+                          env={**os.environ, **(env or {})}, capture_output=True, text=True)
+
+
+def _one_line_exit_2(p: subprocess.CompletedProcess, fragment: str) -> None:
+    err = p.stderr.strip()
+    assert p.returncode == 2, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err and fragment in err, err
+    assert "leaked shared_memory" not in p.stderr
+
+
+def test_non_loopback_without_token_refuses_to_start():
+    _one_line_exit_2(serve("--host", "0.0.0.0", "--port", "1"), "without a token")
+
+
+def test_configuration_errors_are_one_line_exit_2(tmp_path):
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("gamma: [1, 2\nrate: : :\n")
+    _one_line_exit_2(serve("--config", str(bad_yaml), "--port", "1"), "YAML")
+    _one_line_exit_2(serve("--robot", str(tmp_path / "missing.urdf"), "--port", "1"), "missing.urdf")
+    _one_line_exit_2(serve("--gamma", "1e12", "--port", "1"), "gamma")
+    _one_line_exit_2(serve("--driver", "nonexistent_driver", "--port", "1"), "nonexistent_driver")
+
+
+# ---------------------------------------------------------------------- the OpenAPI contract
+ST_CONFIG = """
+# Semantic rules the schema cannot state (|F| ≤ max_force, a unit quaternion, q of the robot's
+# dof, tighten-only safety settings) answer a documented 422 to schema-valid input.
+[checks.positive_data_acceptance]
+expected-statuses = ["2XX", "401", "403", "404", "409", "422"]
+"""
+
+
+def test_schemathesis_all_checks_find_nothing(tmp_path):
+    """Every check schemathesis has (status codes, response schemas, headers, negative data,
+    Allow on 405, …) over the examples, coverage and fuzzing phases against the real server."""
+    cfg = tmp_path / "schemathesis.toml"
+    cfg.write_text(ST_CONFIG)
+    exe = Path(sys.executable).with_name("schemathesis")
+    s = Service()  # its own: the fuzzer stops, holds and reconfigures the arm
+    try:
+        p = subprocess.run([str(exe), "--config-file", str(cfg), "run", s.url + "/openapi.json",
+                            "--checks", "all", "--max-examples", "40", "--phases", "examples,coverage,fuzzing",
+                            "--seed", "12", "--workers", "1"], capture_output=True, text=True, timeout=240)
+    finally:
+        s.stop()
+    tail = "\n".join(p.stdout.splitlines()[-25:])
+    print(tail)
+    assert p.returncode == 0, tail
+    assert " passed" in tail and "failures" not in tail.lower().replace("0 failures", "")
+
+
+def test_public_read_opens_monitoring_only():
+    s = Service(env={"FDCONTROL_TOKEN": TOKEN, "FDCONTROL_PUBLIC_READ": "true"})
+    try:
+        assert httpx.get(s.url + "/state").status_code == 200
+        with connect(ws_url(s, "/ws/state"), open_timeout=5) as ws:
+            assert "q" in json.loads(ws.recv(timeout=5))
+        with pytest.raises(InvalidStatus):
+            connect(ws_url(s, "/ws/control"), open_timeout=5)
+        assert httpx.post(s.url + "/control/stop").status_code == 401
+        assert httpx.put(s.url + "/control/wrench", json=WRENCH).status_code == 401
+    finally:
+        s.stop()
+
+
+def test_msgpack_deep_nesting_gets_an_error_and_the_socket_stays_open(open_service):
+    import msgpack
+
+    with connect(ws_url(open_service, "/ws/control?decimation=50"), subprotocols=["msgpack"],
+                 open_timeout=5) as ws:
+        nested: object = 0
+        for _ in range(40):
+            nested = [nested]
+        for raw in (b"\x91" * 1000 + b"\xc0", msgpack.packb({"wrench": nested})):
+            ws.send(raw)
+            end = time.monotonic() + 3
+            err = None
+            while err is None and time.monotonic() < end:
+                m = msgpack.unpackb(ws.recv(timeout=3))
+                err = m.get("error")
+            assert err is not None and len(err) < 400
+        ws.send(msgpack.packb({"wrench": [1.0, 0, 0, 0, 0, 0], "seq": 777}))
+        end = time.monotonic() + 3
+        while time.monotonic() < end:  # the valid wrench is taken: acknowledged, no error
+            m = msgpack.unpackb(ws.recv(timeout=3))
+            assert "error" not in m
+            if m.get("seq_ack") == 777:
+                break
+        else:
+            raise AssertionError("the valid wrench was not acknowledged")
