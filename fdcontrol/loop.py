@@ -32,7 +32,7 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 import numpy as np
@@ -45,6 +45,7 @@ from .robot import RobotModel
 from .safety import SafetyLimits
 from .solvers import Solver
 from .spatial import finite, rotate6
+from .state import LoopState  # declared once, with units: fdcontrol/state.py
 from .twist import TwistError, check_twist
 
 STATS_WINDOW = 5000
@@ -57,30 +58,6 @@ class Command:
     wrench: np.ndarray
     seq: int
     t: float
-
-
-@dataclass(frozen=True)
-class LoopState:
-    t: float
-    cycle: int
-    q: np.ndarray
-    qd: np.ndarray
-    q_ref: np.ndarray
-    qd_ref: np.ndarray
-    tip_pose: np.ndarray
-    wrench: np.ndarray  # f_c sent to the solver, base frame
-    f_measured: np.ndarray
-    mode: str
-    running: bool
-    holding: bool
-    watchdog: Literal["idle", "ok", "tripped"]
-    seq_ack: int
-    fault: str | None
-    sigma_min_j: float
-    limits_active: dict[str, bool] = field(default_factory=dict)
-    kappa_h: float = math.nan  # κ(H) of the FD solver's virtual model (nan for other solvers)
-    posture_distance: float = math.nan  # ‖q − q_preferred‖ (rad) with a posture task, else nan
-    link_clearance: float = math.nan  # min over link loads of (distance − margin) (m), else nan
 
 
 class Stats:

@@ -88,6 +88,11 @@ class LoopState:
         default_factory=dict, metadata=flags(LIMIT_KEYS, "which safety limits shaped the last reference"))
     kappa_h: float = field(
         default=math.nan, metadata=scalar("float", "κ(H) of the FD virtual model; null otherwise", nullable=True))
+    posture_distance: float = field(default=math.nan, metadata=scalar(
+        "float", "‖q − q_preferred‖ of the null-space posture task; null without it", "rad", nullable=True))
+    link_clearance: float = field(default=math.nan, metadata=scalar(
+        "float", "min over link loads of distance − margin (< 0 inside a margin); null without link loads", "m",
+        nullable=True))
 
 
 FIELDS = fields(LoopState)
