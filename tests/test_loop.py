@@ -189,8 +189,6 @@ def test_watchdog_trips_on_the_first_late_cycle_and_brakes_within_the_limit(ur10
     assert loop.step(now=loop._command.t).watchdog == "ok"
 
 
-@pytest.mark.xfail(strict=False, reason="recovery from beyond a limit steps the velocity; fixed in "
-                   "fdcontrol/safety.py by the limits branch")
 def test_activation_beyond_a_limit_steps_no_faster_than_the_acceleration_limit(ur10):
     lim = SafetyLimits.from_robot(ur10)
     lim.upper[1] = Q0[1] - 0.05  # joint 2 starts 0.05 rad beyond its (tightened) limit
