@@ -129,7 +129,7 @@ def test_foreign_host_is_refused(open_service):
 def test_patch_of_startup_only_fields_is_rejected(open_service, change):
     r = httpx.patch(open_service.url + "/config", json=change)
     assert r.status_code == 422, r.text
-    assert httpx.get(open_service.url + "/config").json()["driver"] == "simulated"
+    assert httpx.get(open_service.url + "/config").json()["driver"] == "mujoco"
 
 
 def test_analysis_names_only_shipped_or_loaded_robots(open_service):
