@@ -222,6 +222,7 @@ class ShmIO:
         # the state slot's one-writer rule: the loop thread publishes every cycle, the command
         # thread after stop() and reconfiguration; uncontended, the lock costs ~0.1 µs
         self._publish_lock = threading.Lock()
+        self._ring_cycle = -1
 
     def poll(self, loop: ControlLoop) -> None:
         slot = self.ch.read_wrench()
@@ -240,8 +241,11 @@ class ShmIO:
     def publish(self, loop: ControlLoop, state: LoopState) -> None:
         with self._publish_lock:
             self.ch.write_state(state, loop.last_cycle_at)
-            if self.ring is not None:
-                self.ring.push(self.ch._tmp, loop)  # a row copy, only while recording
+            # a row copy, only while recording; a re-publish of the same cycle (after a command or
+            # reconfiguration) is not a new state
+            if self.ring is not None and state.cycle != self._ring_cycle:
+                self._ring_cycle = state.cycle
+                self.ring.push(self.ch._tmp, loop)
         if self.metrics is not None:
             self.metrics.observe(state)
 
