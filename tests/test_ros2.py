@@ -186,10 +186,13 @@ def test_target_wrench_in_current_pose_and_state_out_stale_hold_and_zero_after_s
         assert loop.state.holding and "joint_states" in loop.state.fault
         assert held_after < 0.1 + 0.1, f"held after {held_after:.3f} s"
         side.take(side.cmd)
-        loop.stop()
+        loop.stop()  # brakes within the acceleration limit (fdcontrol.loop.ControlLoop.stop), then ends
+        time.sleep(0.05)
+        braking = side.take(side.cmd)
+        assert braking and list(braking[-1].data) == [0.0] * 6, "stop ends at standstill"
         time.sleep(0.2)
         after = side.take(side.cmd)
-        assert all(list(c.data) == [0.0] * 6 for c in after), "after stop only zero velocities"
+        assert all(list(c.data) == [0.0] * 6 for c in after), f"after stop only zero velocities: {[list(c.data) for c in after][:5]}"
     finally:
         if drv is not None:
             drv.close()
