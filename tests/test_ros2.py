@@ -192,7 +192,8 @@ def test_target_wrench_in_current_pose_and_state_out_stale_hold_and_zero_after_s
         assert braking and list(braking[-1].data) == [0.0] * 6, "stop ends at standstill"
         time.sleep(0.2)
         after = side.take(side.cmd)
-        assert all(list(c.data) == [0.0] * 6 for c in after), f"after stop only zero velocities: {[list(c.data) for c in after][:5]}"
+        assert all(list(c.data) == [0.0] * 6 for c in after), \
+            f"after stop only zero velocities: {[list(c.data) for c in after][:5]}"
     finally:
         if drv is not None:
             drv.close()
