@@ -44,7 +44,7 @@ from .posture import PostureTask, joint_load
 from .robot import RobotModel
 from .safety import SafetyLimits
 from .solvers import Solver
-from .spatial import finite, rotate6
+from .spatial import check_vec6, finite, rotate6
 from .state import LoopState  # declared once, with units: fdcontrol/state.py
 from .twist import TwistError, check_twist
 
@@ -96,16 +96,8 @@ class InputError(ValueError):
 def check_wrench(wrench: np.ndarray | list[float], max_force: float, max_torque: float,
                  frame: str = "base") -> np.ndarray:
     """A finite 6-vector [F; τ] within |F| ≤ max_force, |τ| ≤ max_torque, else InputError."""
-    w = np.asarray(wrench, dtype=float)
-    if w.shape != (6,):
-        raise InputError(f"wrench must have 6 entries [fx, fy, fz, tx, ty, tz], got shape {w.shape}")
-    if not finite(w):
-        raise InputError("wrench contains NaN or Inf")
-    if np.linalg.norm(w[:3]) > max_force or np.linalg.norm(w[3:]) > max_torque:
-        raise InputError(f"wrench out of range: |F| ≤ {max_force} N, |τ| ≤ {max_torque} N·m")
-    if frame not in ("base", "tool"):
-        raise InputError(f"frame must be 'base' or 'tool', got {frame!r}")
-    return w
+    return check_vec6(wrench, "wrench", ("fx, fy, fz, tx, ty, tz", "|F|", "N", "|τ|", "N·m"),
+                      max_force, max_torque, frame, InputError)
 
 
 class LoopIO(Protocol):

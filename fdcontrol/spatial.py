@@ -20,3 +20,20 @@ def rotate6(R: np.ndarray, w: np.ndarray) -> np.ndarray:
 def finite(x: np.ndarray) -> bool:
     """True when every entry is finite (one reduction: ~1 µs vs ~8 µs for np.isfinite().all())."""
     return math.isfinite(float(np.add.reduce(x, axis=None)))
+
+
+def check_vec6(x: np.ndarray | list[float], name: str, labels: tuple[str, str, str, str, str],
+               max_linear: float, max_angular: float, frame: str, error: type[ValueError]) -> np.ndarray:
+    """A finite 6-vector [linear; angular] with |linear| ≤ max_linear, |angular| ≤ max_angular and
+    frame "base" or "tool", else `error`. `labels`: (entries, linear norm, its unit, angular norm, its unit)."""
+    entries, lin, lin_unit, ang, ang_unit = labels
+    w = np.asarray(x, dtype=float)
+    if w.shape != (6,):
+        raise error(f"{name} must have 6 entries [{entries}], got shape {w.shape}")
+    if not finite(w):
+        raise error(f"{name} contains NaN or Inf")
+    if np.linalg.norm(w[:3]) > max_linear or np.linalg.norm(w[3:]) > max_angular:
+        raise error(f"{name} out of range: {lin} ≤ {max_linear} {lin_unit}, {ang} ≤ {max_angular} {ang_unit}")
+    if frame not in ("base", "tool"):
+        raise error(f"frame must be 'base' or 'tool', got {frame!r}")
+    return w

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .spatial import finite, rotate6
+from .spatial import check_vec6, rotate6
 
 #: accepted input range: larger commands are refused (the safety limits clip far below these)
 MAX_LINEAR = 5.0  # m/s
@@ -38,16 +38,8 @@ class TwistError(ValueError):
 
 def check_twist(twist: np.ndarray | list[float], frame: str = "base") -> np.ndarray:
     """A finite 6-vector [v; ω] within |v| ≤ MAX_LINEAR m/s and |ω| ≤ MAX_ANGULAR rad/s."""
-    w = np.asarray(twist, dtype=float)
-    if w.shape != (6,):
-        raise TwistError(f"twist must have 6 entries [vx, vy, vz, wx, wy, wz], got shape {w.shape}")
-    if not finite(w):
-        raise TwistError("twist contains NaN or Inf")
-    if np.linalg.norm(w[:3]) > MAX_LINEAR or np.linalg.norm(w[3:]) > MAX_ANGULAR:
-        raise TwistError(f"twist out of range: |v| ≤ {MAX_LINEAR} m/s, |ω| ≤ {MAX_ANGULAR} rad/s")
-    if frame not in ("base", "tool"):
-        raise TwistError(f"frame must be 'base' or 'tool', got {frame!r}")
-    return w
+    return check_vec6(twist, "twist", ("vx, vy, vz, wx, wy, wz", "|v|", "m/s", "|ω|", "rad/s"),
+                      MAX_LINEAR, MAX_ANGULAR, frame, TwistError)
 
 
 def admittance_damping(decay: float, m_e: float = 1.0, ip_e: float = 1.0) -> np.ndarray:

@@ -71,6 +71,29 @@ HEARTBEAT_PERIOD = 0.01  # s
 SEQ_MAX = 2**53  # the slot holds float64: integers beyond this would not round-trip
 
 
+
+def _slot_write(slot: np.ndarray, vec: np.ndarray, frame: str, seq: int, t: float) -> None:
+    """Seqlock write: the record is built before the version turns odd, published when it turns even."""
+    rec = np.empty(IN_SIZE - 1)
+    rec[0:6] = vec
+    rec[6] = 1.0 if frame == "tool" else 0.0
+    rec[7] = float(seq)
+    rec[8] = t
+    v = slot[0]
+    slot[0] = v + 1
+    slot[1:] = rec
+    slot[0] = v + 2
+
+
+def _slot_read(slot: np.ndarray) -> tuple[int, np.ndarray, str, int, float] | None:
+    """(version, vector, frame, seq, t) of a consistent copy, or None when the writer kept it busy."""
+    for _ in range(100):
+        v1 = slot[0]
+        data = slot.copy()
+        if v1 % 2 == 0 and slot[0] == v1:
+            return (int(v1), data[1:7], "tool" if data[7] else "base", int(data[8]), float(data[9]))
+    return None
+
 class TornRead(RuntimeError):
     """The state slot stayed mid-write (its writer died or stalled inside a write)."""
 
@@ -97,45 +120,20 @@ class Channel:
     def name(self) -> str:
         return self.shm.name
 
-    # ------------------------------------------------------------------ wrench slot
+    # ------------------------------------------------------------------ input slots
+    # The wrench and twist slots share one layout, float64: version, vector[6], frame (1 = tool),
+    # seq, t. One writer at a time (the caller's lock: LoopWorker._wrench_lock / _twist_lock).
     def write_wrench(self, w: np.ndarray, frame: str, seq: int, t: float) -> None:
-        """One writer at a time (the caller's lock); the record is built before the version turns odd."""
-        rec = np.empty(IN_SIZE - 1)
-        rec[0:6] = w
-        rec[6] = 1.0 if frame == "tool" else 0.0
-        rec[7] = float(seq)
-        rec[8] = t
-        v = self.inp[0]
-        self.inp[0] = v + 1
-        self.inp[1:] = rec
-        self.inp[0] = v + 2
+        _slot_write(self.inp, w, frame, seq, t)
 
     def read_wrench(self) -> tuple[int, np.ndarray, str, int, float] | None:
-        for _ in range(100):
-            v1 = self.inp[0]
-            data = self.inp.copy()
-            if v1 % 2 == 0 and self.inp[0] == v1:
-                return (int(v1), data[1:7], "tool" if data[7] else "base", int(data[8]), float(data[9]))
-        return None
+        return _slot_read(self.inp)
 
-    # ------------------------------------------------------------------ twist slot
     def write_twist(self, v: np.ndarray, frame: str, seq: int, t: float) -> None:
-        """Seqlock write (the caller serialises writers: LoopWorker._twist_lock)."""
-        s = self.twist
-        ver = s[0]
-        s[0] = ver + 1
-        s[1:7] = v
-        s[7] = 1.0 if frame == "tool" else 0.0
-        s[8], s[9] = seq, t
-        s[0] = ver + 2
+        _slot_write(self.twist, v, frame, seq, t)
 
     def read_twist(self) -> tuple[int, np.ndarray, str, int, float] | None:
-        for _ in range(100):
-            v1 = self.twist[0]
-            data = self.twist.copy()
-            if v1 % 2 == 0 and self.twist[0] == v1:
-                return (int(v1), data[1:7], "tool" if data[7] else "base", int(data[8]), float(data[9]))
-        return None
+        return _slot_read(self.twist)
 
     # ------------------------------------------------------------------ state slot
     def write_state(self, s: LoopState, last_cycle_at: float) -> None:
