@@ -11,8 +11,11 @@ import httpx
 import numpy as np
 import pytest
 
+from fdcontrol import make_mapping
 from fdcontrol.drivers.udp import StaleStateError, UdpBridgeDriver
+from fdcontrol.loop import ControlLoop
 from fdcontrol.robot import HOME, RobotModel
+from fdcontrol.solvers import make_solver
 from tests.service import Service, free_port
 
 
@@ -87,3 +90,48 @@ def test_patch_rate_rebuilds_the_udp_driver_on_the_same_port():
         if svc is not None:
             svc.stop()
         t.join(5)
+
+
+def fake_robot(port: int, dof: int, stop: threading.Event, log: list):
+    """A separate 'driver process': integrates the velocity references it receives."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(0.002)
+    q, qd, seq = np.array(HOME["ur10"]), np.zeros(dof), 0
+    while not stop.is_set():
+        seq += 1
+        s.sendto(np.concatenate(([seq, time.monotonic()], q, qd)).astype("<f8").tobytes(),
+                 ("127.0.0.1", port))
+        try:
+            msg = np.frombuffer(s.recv(65536), dtype="<f8")
+            qd = msg[2 + dof:]
+            log.append(msg)
+        except TimeoutError:
+            pass
+        q = q + 0.002 * qd
+        time.sleep(0.001)
+    s.close()
+
+
+def test_udp_bridge_drives_a_separate_driver(ur10):
+    port = 50000 + np.random.default_rng().integers(0, 9000)
+    stop, log = threading.Event(), []
+    t = threading.Thread(target=fake_robot, args=(int(port), 6, stop, log))
+    t.start()
+    try:
+        drv = UdpBridgeDriver(ur10, listen=f"127.0.0.1:{port}", connect_timeout=5)
+        loop = ControlLoop(ur10, drv, make_solver(make_mapping("fd", ur10)), rate=500)
+        loop.start()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 0.8:
+            loop.set_wrench([5.0, 0, 0, 0, 0, 0])
+            time.sleep(0.01)
+        moved = ur10.pose(loop.state.q)[:3, 3] - ur10.pose(np.array(HOME["ur10"]))[:3, 3]
+        stop.set()
+        t.join()
+        time.sleep(0.3)  # the driver went quiet: the loop faults and holds
+        assert loop.state.fault and "no joint state" in loop.state.fault
+        loop.stop()
+        drv.close()
+    finally:
+        stop.set()
+    assert len(log) > 50 and moved[0] > 0.05
