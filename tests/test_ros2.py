@@ -241,3 +241,29 @@ def test_commands_follow_the_controllers_joint_order(ur10):
             drv.close()
         peer.kill()
         peer.wait(5)
+
+
+def test_compose_example_matches_the_driver_and_pins_dds_to_loopback():
+    """compose.ros2.yaml: every driver option is one Ros2Driver accepts, both containers share the
+    same loopback-pinned Cyclone DDS settings and domain, and the ROS side runs Cyclone DDS."""
+    import inspect
+
+    import yaml
+
+    from fdcontrol.drivers.ros2 import Ros2Driver
+
+    doc = yaml.safe_load((ROOT / "compose.ros2.yaml").read_text())
+    fd, ros = doc["services"]["fdcontrol"], doc["services"]["ur-driver"]
+    opts = json.loads(fd["environment"]["FDCONTROL_DRIVER_OPTIONS"])
+    params = inspect.signature(Ros2Driver.__init__).parameters
+    assert set(opts) <= set(params), set(opts) - set(params)
+    assert fd["environment"]["FDCONTROL_DRIVER"] == "ros2"
+    uri = fd["environment"]["CYCLONEDDS_URI"]
+    assert uri == ros["environment"]["CYCLONEDDS_URI"]
+    assert '<NetworkInterface name="lo"/>' in uri and "<AllowMulticast>false</AllowMulticast>" in uri
+    assert '<Peer address="127.0.0.1"/>' in uri
+    assert ros["environment"]["RMW_IMPLEMENTATION"] == "rmw_cyclonedds_cpp"
+    assert str(opts["domain_id"]) == ros["environment"]["ROS_DOMAIN_ID"]
+    assert fd["network_mode"] == ros["network_mode"] == "host"
+    assert "initial_joint_controller:=forward_velocity_controller" in ros["command"]
+    assert opts["command"] == "forward_velocity_controller/commands" and opts["interface"] == "velocity"
