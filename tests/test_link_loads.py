@@ -1,7 +1,7 @@
 """Link loads (fdcontrol.link_loads): repulsive springs on links, projected or physical.
 
-The closed-loop tests run on the kinematic SimulatedRobot (the MuJoCo driver is written
-in parallel on another branch).
+The closed-loop tests here run on the kinematic SimulatedRobot; test_link_loads_mujoco.py
+repeats the elbow-and-wall case on the MuJoCo arm.
 """
 
 from __future__ import annotations
