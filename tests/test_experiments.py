@@ -136,3 +136,18 @@ def test_unknown_experiment_exits_2():
     p = subprocess.run([sys.executable, "-m", "fdcontrol.cli", "experiments", "fig99"], capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 2 and "unknown experiment" in p.stderr
+
+
+def test_limits_on_the_mujoco_arm_constraints_beat_clamping(ur10):
+    """The joint-limit study through the loop on the MuJoCo arm (physics the code did not write):
+    the constrained virtual model keeps the tip moving along the force; clamping does not."""
+    from fdcontrol.experiments import limits as L
+
+    robot, _ = L.limited_robot(ur10, float(L.loop_inset(ur10)[L.JOINT]))
+    t = np.arange(round(1.5 / L.DT)) * L.DT
+    res = L.physics_runs(robot, t)
+    c, k = res["constraints (MuJoCo)"], res["clamp (MuJoCo)"]
+    print(c, k)
+    assert c["cycles_at_limit"] > 100 and k["cycles_at_limit"] > 100
+    assert c["mean_cos_tip_velocity_force"] > k["mean_cos_tip_velocity_force"] + 0.3
+    assert c["across_over_along"] < k["across_over_along"]
