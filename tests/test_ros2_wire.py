@@ -84,3 +84,12 @@ def test_type_name_fields_and_bytes_match_ros2(ros):
         same(ours, theirs)
         assert STORE.serialize_cdr(theirs, ros) == wire  # byte for byte, both ways
         assert cls.deserialize(STORE.serialize_cdr(theirs, ros)) == ours
+
+
+def test_readme_carries_the_connect_guide_verbatim():
+    """README's "Connect your robot" is docs/connect.md (links rebased), so the two never drift."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readme, guide = (root / "README.md").read_text(), (root / "docs" / "connect.md").read_text()
+    assert readme[readme.index("## Connect your robot\n"):] == guide.replace("](../", "](")
