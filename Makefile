@@ -1,6 +1,6 @@
 # Two entry points, each works alone from a fresh clone:
 #   make serve   — create .venv if missing, install, run the service on the simulated robot
-#   make test    — create .venv if missing, install with the test extra, lint, run pytest
+#   make test    — create .venv if missing, install with the test and ur extras, lint, run pytest
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -17,7 +17,7 @@ install: $(BIN)/python
 	$(BIN)/pip install -e .
 
 install-test: $(BIN)/python
-	$(BIN)/pip install -e '.[test]'
+	$(BIN)/pip install -e '.[test,ur]'
 
 serve: install
 	$(BIN)/fdcontrol serve --host $(HOST) --port $(PORT)
