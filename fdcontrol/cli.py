@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 from .laws import LAWS
-from .mappings import MAPPING_NAMES, analyze, make_mapping
+from .mappings import MAPPING_NAMES, MAPPINGS, analyze, make_mapping
 from .robot import ModelError, RobotModel
 
 ANALYZE_JSON = """--json prints one object:
@@ -145,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
                        ("rate", float), ("host", str), ("port", int), ("driver", str)):
         s.add_argument(f"--{flag}", type=kind, default=None, help=f"override settings.{flag}")
     # the choices are the registries' names, read when the parser is built
-    s.add_argument("--mapping", choices=MAPPING_NAMES, default=None, help="override settings.mapping")
+    s.add_argument("--mapping", choices=MAPPINGS.ordered(MAPPING_NAMES), default=None, help="override settings.mapping")
     s.add_argument("--mode", choices=LAWS.names(), default=None, help="override settings.mode (a control law)")
     s.add_argument("--record", default=None, metavar="FILE",
                    help="record to this MCAP file from startup (a bare name goes into --record-dir)")

@@ -16,9 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from fdcontrol.laws import LAWS
-from fdcontrol.mappings import MAPPING_NAMES
+from fdcontrol.mappings import MAPPING_NAMES, MAPPINGS
 
-MappingName = Literal[MAPPING_NAMES]  # type: ignore[valid-type]  # the registered mappings
+MappingName = Literal[MAPPINGS.ordered(MAPPING_NAMES)]  # type: ignore[valid-type]  # the registered mappings
 ModeName = Literal[LAWS.names()]  # type: ignore[valid-type]  # the registered control laws
 Vec6 = Annotated[list[Annotated[float, Field(ge=0, le=1e5, allow_inf_nan=False)]],
                  Field(min_length=6, max_length=6)]

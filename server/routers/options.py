@@ -23,5 +23,5 @@ def _family(registry: Registry, names: tuple[str, ...] | None = None) -> list[di
 
 @router.get("/options", summary="Registered mappings, control laws, limits and drivers")
 def options() -> dict[str, list[dict[str, str]]]:
-    return {"mapping": _family(MAPPINGS, MAPPING_NAMES), "mode": _family(LAWS),
+    return {"mapping": _family(MAPPINGS, MAPPINGS.ordered(MAPPING_NAMES)), "mode": _family(LAWS),
             "limit": _family(LIMITS), "driver": _family(DRIVERS)}
