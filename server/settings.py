@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from fdcontrol.integrators import INTEGRATORS
 from fdcontrol.laws import LAWS
 from fdcontrol.mappings import MAPPING_NAMES, MAPPINGS
 
@@ -86,7 +87,7 @@ class ControlParams(BaseModel):
     sdls_length: float = Field(0.5, gt=0, le=10, description="SDLS characteristic length L (m): rotations weigh L·rad")
     sdls_max_error: float = Field(0.1, gt=0, le=10, description="SDLS target clamp D_max (m)")
     algorithm: Literal["cholesky", "aba", "qr"] = "cholesky"
-    integrator: Literal["euler", "rk4", "bs32"] = "euler"
+    integrator: Literal[tuple(INTEGRATORS)] = "euler"  # type: ignore[valid-type]  # the integrator names
     substeps: int = Field(1, ge=1, le=64)
     coriolis: bool = True
     joint_limits: Literal["constraints", "clamp", "none"] = Field(

@@ -131,3 +131,8 @@ def test_registered_dummies_reach_settings_openapi_cli_and_options():
     assert got["cli"] == ["dummy_mapping", "dummy_law"]
     assert "dummy_mapping" in got["options"][0]
     assert "dummy_law" in got["options"][1]
+
+
+@pytest.mark.parametrize("name", sorted(__import__("fdcontrol.integrators", fromlist=["x"]).INTEGRATORS))
+def test_every_integrator_is_a_setting(name):
+    assert Settings(integrator=name).integrator == name
