@@ -12,6 +12,7 @@ import pytest
 
 from fdcontrol.cli import build_parser
 from fdcontrol.drivers.registry import DRIVERS
+from fdcontrol.integrators import INTEGRATORS
 from fdcontrol.laws import LAWS
 from fdcontrol.limits import LIMITS
 from fdcontrol.mappings import MAPPING_NAMES, MAPPINGS
@@ -133,6 +134,6 @@ def test_registered_dummies_reach_settings_openapi_cli_and_options():
     assert "dummy_law" in got["options"][1]
 
 
-@pytest.mark.parametrize("name", sorted(__import__("fdcontrol.integrators", fromlist=["x"]).INTEGRATORS))
+@pytest.mark.parametrize("name", sorted(INTEGRATORS))
 def test_every_integrator_is_a_setting(name):
     assert Settings(integrator=name).integrator == name
