@@ -10,7 +10,8 @@ import sys
 
 import numpy as np
 
-from .mappings import MAPPING_NAMES, analyze, make_mapping
+from .laws import LAWS
+from .mappings import MAPPING_NAMES, MAPPINGS, analyze, make_mapping
 from .robot import ModelError, RobotModel
 
 ANALYZE_JSON = """--json prints one object:
@@ -140,9 +141,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(func=cmd_experiments)
     s = sub.add_parser("serve", help="run the control service (REST + WebSocket)")
     s.add_argument("--config", default=None, help="YAML file with the service settings")
-    for flag, kind in (("robot", str), ("mapping", str), ("gamma", float), ("alpha", float),
+    for flag, kind in (("robot", str), ("gamma", float), ("alpha", float),
                        ("rate", float), ("host", str), ("port", int), ("driver", str)):
         s.add_argument(f"--{flag}", type=kind, default=None, help=f"override settings.{flag}")
+    # the choices are the registries' names, read when the parser is built
+    s.add_argument("--mapping", choices=MAPPINGS.ordered(MAPPING_NAMES), default=None, help="override settings.mapping")
+    s.add_argument("--mode", choices=LAWS.names(), default=None, help="override settings.mode (a control law)")
     s.add_argument("--record", default=None, metavar="FILE",
                    help="record to this MCAP file from startup (a bare name goes into --record-dir)")
     s.add_argument("--record-dir", default=None, help="directory of recordings (settings.record_dir)")

@@ -17,16 +17,18 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-import pinocchio as pin
 
+from .laws import LAWS, ControlInput, ForceTerm, MotionTerm, in_frame_gains, pose_error
 from .sensing import GRAVITY as GRAVITY  # re-exported for compatibility
 from .sensing import WrenchFilter as WrenchFilter  # moved to fdcontrol.sensing; importable here too
-from .spatial import rotate6
 from .twist import TwistTerm
 
 Frame = Literal["base", "tool"]
-Mode = Literal["admittance", "force", "motion", "compliance"]
-MODES: tuple[str, ...] = ("admittance", "force", "motion", "compliance")
+Mode = str  # a name in LAWS
+MODES: tuple[str, ...] = LAWS.names()
+
+__all__ = ["GRAVITY", "LAWS", "MODES", "ControlInput", "ControlLaw", "ForceTerm", "Frame", "Mode", "MotionTerm",
+           "TwistTerm", "WrenchFilter", "in_frame_gains", "pose_error"]
 
 
 def _vec6(x: float | list[float] | np.ndarray, name: str, nonneg: bool = True) -> np.ndarray:
@@ -40,77 +42,10 @@ def _vec6(x: float | list[float] | np.ndarray, name: str, nonneg: bool = True) -
     return v
 
 
-def in_frame_gains(R: np.ndarray, gains: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Apply diagonal gains along the axes of the frame with rotation R (base ← frame)."""
-    return rotate6(R, gains * rotate6(R.T, w))
-
-
-def pose_error(pose: np.ndarray, target: np.ndarray, max_position: float, max_rotation: float
-               ) -> np.ndarray:
-    """e = [p_t − p; log(R_t Rᵀ)] in the base frame, each part clamped in norm.
-
-    The orientation error is the axis-angle vector of the rotation from the current to the
-    target orientation (pinocchio's log3), so e·dt is the twist that closes the gap.
-    """
-    dp = target[:3, 3] - pose[:3, 3]
-    dr = pin.log3(target[:3, :3] @ pose[:3, :3].T)
-    n = float(np.linalg.norm(dp))
-    if n > max_position:
-        dp *= max_position / n
-    n = float(np.linalg.norm(dr))
-    if n > max_rotation:
-        dr *= max_rotation / n
-    return np.concatenate((dp, dr))
-
-
-@dataclass
-class ControlInput:
-    """Everything a law reads in one cycle (base frame unless named otherwise)."""
-
-    pose: np.ndarray  # 4×4 tip in base
-    twist: np.ndarray  # measured tip twist J q̇ [v; ω]
-    f_measured: np.ndarray  # filtered sensor wrench (robot on environment), base frame
-    f_applied: np.ndarray  # streamed external push, base frame
-    target: np.ndarray | None  # 4×4 target pose for motion / compliance
-    twist_cmd: np.ndarray | None = None  # streamed tip twist [v; ω], base frame (teleoperation)
-
-
-@dataclass
-class ForceTerm:
-    """Force control: f = K_f ⊙ (f_target − f_measured), gains along ``frame`` axes."""
-
-    gain: np.ndarray = field(default_factory=lambda: np.ones(6))
-    target: np.ndarray = field(default_factory=lambda: np.zeros(6))  # base frame
-
-    def __call__(self, x: ControlInput, R: np.ndarray) -> np.ndarray:
-        return in_frame_gains(R, self.gain, self.target - x.f_measured)
-
-
-@dataclass
-class MotionTerm:
-    """Spatial PD on the pose error: f = K_p ⊙ e − K_d ⊙ ẋ (e from :func:`pose_error`)."""
-
-    stiffness: np.ndarray = field(default_factory=lambda: np.array([200.0] * 3 + [50.0] * 3))
-    damping: np.ndarray = field(default_factory=lambda: np.array([10.0] * 3 + [5.0] * 3))
-    max_position_error: float = 0.1  # m
-    max_rotation_error: float = 0.5  # rad
-
-    def __call__(self, x: ControlInput, R: np.ndarray) -> np.ndarray:
-        if x.target is None:
-            return np.zeros(6)
-        e = pose_error(x.pose, x.target, self.max_position_error, self.max_rotation_error)
-        return in_frame_gains(R, self.stiffness, e) - in_frame_gains(R, self.damping, x.twist)
-
-
 @dataclass
 class ControlLaw:
-    """f_c = Σ terms + f_applied. The mode picks the terms:
-
-    * ``admittance`` — f_applied only (the streamed wrench drives the virtual model),
-    * ``force`` — force term + f_applied,
-    * ``motion`` — motion PD + f_applied,
-    * ``compliance`` — motion PD + force term + f_applied: at rest K_p e = −(f_applied +
-      K_f(f_target − f_measured)), i.e. the displacement from the target is F/K per axis.
+    """f_c = Σ terms + f_applied. The mode, a law registered in :data:`fdcontrol.laws.LAWS`,
+    names the terms (see each law's docstring for its equation).
 
     In every mode a live streamed twist adds the velocity-tracking term (fdcontrol.twist).
     """
@@ -121,13 +56,17 @@ class ControlLaw:
     motion: MotionTerm = field(default_factory=MotionTerm)
     twist: TwistTerm = field(default_factory=TwistTerm)
 
+    def __setattr__(self, key: str, value: object) -> None:
+        # the mode is looked up once per change, not once per cycle; unknown names fail here
+        if key == "mode":
+            object.__setattr__(self, "_terms", LAWS.get(str(value)).terms)
+        object.__setattr__(self, key, value)
+
     def __call__(self, x: ControlInput) -> np.ndarray:
         R = x.pose[:3, :3] if self.frame == "tool" else np.eye(3)
         f = x.f_applied.copy()
-        if self.mode in ("force", "compliance"):
-            f += self.force(x, R)
-        if self.mode in ("motion", "compliance"):
-            f += self.motion(x, R)
+        for term in self._terms:
+            f += getattr(self, term)(x, R)
         if x.twist_cmd is not None:
             f += self.twist(x.twist_cmd, x.twist, R)
         return f

@@ -38,6 +38,17 @@ class Registry(Generic[T]):
     def names(self) -> tuple[str, ...]:
         return tuple(self._entries)
 
+    def ordered(self, preferred: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """The names, ``preferred`` ones first in that order, then the rest as registered."""
+        return (*(n for n in preferred if n in self._entries), *(n for n in self._entries if n not in preferred))
+
+    def describe(self, name: str) -> str:
+        """First line of the class docstring; a lazy entry's ``"module:Class"`` (listing never imports)."""
+        entry = self._entries[name]
+        if isinstance(entry, str):
+            return entry
+        return (entry.__doc__ or "").strip().split("\n", 1)[0]
+
     def __contains__(self, name: object) -> bool:
         return name in self._entries
 

@@ -35,6 +35,7 @@ from fdcontrol.robot import SHIPPED
 
 from . import schemas
 from .auth import MIDDLEWARE_ERRORS, UNSAFE, Access, AccessMiddleware, json_depth_ok, login_router
+from .routers import options as options_router
 from .routers import sim
 from .routers import twist as twist_router
 from .settings import STARTUP_ONLY, TIGHTEN_ONLY, ControlParams, Settings
@@ -443,6 +444,7 @@ def create_app(settings: Settings | None = None, worker: LoopWorker | None = Non
                        frames: bool = False) -> None:
         await serve_socket(ws, decimation, control=False, frames=frames)
 
+    app.include_router(options_router.router)
     app.include_router(sim.router)
     app.include_router(twist_router.router)
     from .routers import metrics as metrics_router

@@ -17,8 +17,8 @@ from pydantic import ValidationError
 from .auth import is_loopback
 from .settings import Settings, load_settings
 
-FLAGS = ("robot", "mapping", "gamma", "alpha", "rate", "host", "port", "driver", "token", "token_file", "record",
-         "record_dir")
+FLAGS = ("robot", "mapping", "mode", "gamma", "alpha", "rate", "host", "port", "driver", "token", "token_file",
+         "record", "record_dir")
 
 
 def fail(message: str) -> int:

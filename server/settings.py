@@ -15,9 +15,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from fdcontrol.mappings import MAPPING_NAMES
+from fdcontrol.integrators import INTEGRATORS
+from fdcontrol.laws import LAWS
+from fdcontrol.mappings import MAPPING_NAMES, MAPPINGS
 
-MappingName = Literal[MAPPING_NAMES]  # type: ignore[valid-type]  # the registered mappings
+MappingName = Literal[MAPPINGS.ordered(MAPPING_NAMES)]  # type: ignore[valid-type]  # the registered mappings
+ModeName = Literal[LAWS.names()]  # type: ignore[valid-type]  # the registered control laws
 Vec6 = Annotated[list[Annotated[float, Field(ge=0, le=1e5, allow_inf_nan=False)]],
                  Field(min_length=6, max_length=6)]
 
@@ -84,7 +87,7 @@ class ControlParams(BaseModel):
     sdls_length: float = Field(0.5, gt=0, le=10, description="SDLS characteristic length L (m): rotations weigh L·rad")
     sdls_max_error: float = Field(0.1, gt=0, le=10, description="SDLS target clamp D_max (m)")
     algorithm: Literal["cholesky", "aba", "qr"] = "cholesky"
-    integrator: Literal["euler", "rk4", "bs32"] = "euler"
+    integrator: Literal[tuple(INTEGRATORS)] = "euler"  # type: ignore[valid-type]  # the integrator names
     substeps: int = Field(1, ge=1, le=64)
     coriolis: bool = True
     joint_limits: Literal["constraints", "clamp", "none"] = Field(
@@ -93,7 +96,7 @@ class ControlParams(BaseModel):
     rate: float = Field(500.0, ge=10, le=2000, description="control loop rate (Hz)")
     command_timeout: float = Field(0.1, ge=0.005, le=10, description="watchdog timeout (s)")
     telemetry_decimation: int = Field(10, ge=1, le=10000, description="σmin(J) and κ(H) every n-th cycle")
-    mode: Literal["admittance", "force", "motion", "compliance"] = "admittance"
+    mode: ModeName = "admittance"
     frame: Literal["base", "tool"] = "base"
     stiffness: Vec6 = Field(default_factory=lambda: [200.0] * 3 + [50.0] * 3)
     damping: Vec6 = Field(default_factory=lambda: [10.0] * 3 + [5.0] * 3)

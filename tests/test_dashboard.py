@@ -34,6 +34,16 @@ def service(tmp_path_factory):
     svc.stop()
 
 
+def check_select_options(page):
+    """The mapping and mode selects list exactly the registered names (filled from GET /options)."""
+    from fdcontrol.laws import LAWS
+    from fdcontrol.mappings import MAPPING_NAMES
+
+    values = "id => [...document.querySelectorAll('#' + id + ' option')].map(o => o.value)"
+    assert page.evaluate(f"({values})('mapping')") == list(MAPPING_NAMES)
+    assert page.evaluate(f"({values})('mode')") == list(LAWS.names())
+
+
 def test_dashboard_start_push_and_switch_mapping(service, tmp_path):
     http = httpx.Client(base_url=service.url)
     http.post("/control/stop")
@@ -48,6 +58,7 @@ def test_dashboard_start_push_and_switch_mapping(service, tmp_path):
         page.goto(service.url + "/")
         page.wait_for_function("window.dashboard.received > 3 && window.dashboard.config !== null")
         assert page.evaluate("window.dashboard.state.running") is False
+        check_select_options(page)
 
         page.click("#btn-start")
         page.wait_for_function("window.dashboard.state.running === true")

@@ -406,7 +406,20 @@ async function toggleRecording() {
   } catch (e) { msg(`recording: ${e.message}`); }
 }
 
+// the select options come from the registries (GET /options), never from this file
+async function loadOptions() {
+  const opts = await api("GET", "/options");
+  for (const id of ["mapping", "mode"]) {
+    $(id).replaceChildren(...opts[id].map(({ name, description }) => {
+      const o = document.createElement("option");
+      o.value = name; o.textContent = name; o.title = description;
+      return o;
+    }));
+  }
+}
+
 async function loadConfig() {
+  await loadOptions();
   const cfg = (dash.config = await api("GET", "/config"));
   $("mapping").value = cfg.mapping; $("gamma").value = cfg.gamma; $("alpha").value = cfg.alpha; $("mode").value = cfg.mode;
   const robots = await api("GET", "/robots");
