@@ -329,7 +329,7 @@ class ControlLoop:
                              else solver.step(q, self.qd_state, fc, dt, tau))
             if not getattr(solver, "last_converged", True):
                 self.stats.integrator_nonconverged += 1
-            if not (finite(qd_des) and finite(fc)):
+            if not finite(qd_des + fc.sum()):  # one reduction for both (nan/inf propagate)
                 self.fault = f"non-finite value in the model at cycle {self.cycle}; holding"
                 holding, qd_des = True, np.zeros(self.robot.dof)
         qd_ref = self.limits.apply(q, qd_des, self.qd_ref, J, dt)
@@ -347,9 +347,9 @@ class ControlLoop:
             s, kh = conf.sigma_min, conf.kappa_h
         else:
             s, kh = self.state.sigma_min_j, self.state.kappa_h
-        last = max((c for c in (cmd, tw) if c is not None), key=lambda c: c.t, default=None)
+        last = tw if cmd is None or (tw is not None and tw.t > cmd.t) else cmd  # the newer input
         self.state = self._publish(js.t, q, js.qd, q_ref, qd_ref, pose, fc, f_meas, watchdog,
-                                   s, holding, last.seq if last else 0, kh)
+                                   s, holding, last.seq if last is not None else 0, kh)
         if self.io is not None:
             self.io.publish(self, self.state)
         if self.exchange is not None:
