@@ -453,7 +453,7 @@ class ControlLoop:
                     self._on_exception(exc)
                 except Exception as inner:  # the fault path itself failed: keep cycling, say so
                     _report(f"fault handling failed: {type(inner).__name__}: {inner}")
-            if self._stop_request and not np.any(self.qd_ref):  # braked to standstill: stop
+            if self._stop_request and not self.qd_ref.any():  # braked to standstill: stop
                 self._running.clear()
                 break
             end = clock()
