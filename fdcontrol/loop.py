@@ -242,6 +242,9 @@ class ControlLoop:
             raise ValueError(f"cannot reconfigure {', '.join(sorted(unknown))}; "
                              f"expected any of {', '.join(sorted(RECONFIGURABLE))}")
         _check_params(changes)
+        if "solver" in changes:  # built here, not in the loop thread (pinocchio data, a first pass)
+            vm = getattr(changes["solver"], "virtual", None)
+            changes = {**changes, "config": Configuration(self.robot, virtual=vm)}
         done = threading.Event()
         with self._pending_lock:
             done.queued_cycle = self.cycle  # type: ignore[attr-defined]
