@@ -6,20 +6,21 @@ Per robot, per call (µs, p50 and p99), interleaved in rounds so that machine lo
 
 * ``core``  — the lean FD core: CRBA (WORLD convention, fills the joint Jacobians), the frame
   Jacobian, pinocchio's Cholesky, q̈ = H⁻¹Jᵀf − c q̇ and one semi-implicit Euler step;
-* ``loop``  — ``ControlLoop.step``: FD solver (Coriolis, joint-limit constraints), kinematic
-  ``SimulatedRobot`` (its read + send are in the cycle), a wrench applied, safety limits,
-  decimated telemetry; ``set_wrench`` — what a fresh streamed wrench adds per cycle;
-  ``sim_driver`` — the simulator's read + send alone;
-* ``proto`` — the same cycle written as issue 14 intends: one :class:`Configuration` update
-  (pose, J, H, H⁻¹ in one pass) shared by the law, the FD step, the limits and the telemetry
-  (checked here to give the same references as ``loop``);
+* ``loop``  — ``ControlLoop.step``: one :class:`~fdcontrol.configuration.Configuration` update
+  (pose, J, H, H⁻¹ in one pass) shared by the law, the FD solver (Coriolis, joint-limit
+  constraints), the limits and the decimated telemetry; kinematic ``SimulatedRobot`` (its
+  read + send are in the cycle), a wrench applied; ``set_wrench`` — what a fresh streamed
+  wrench adds per cycle (tests/test_loop_configuration.py checks the wired loop against the
+  un-wired computation);
+* parts of ``loop``: ``config`` — the Configuration update, ``solver`` — the FD step given it,
+  ``publish`` — building the LoopState, ``sim_driver`` — the simulator's read + send;
 * ``limits`` — ``SafetyLimits.apply`` alone, and ``limits_np`` — the same four limits written
   with numpy calls (the alternative the plain-float code is measured against);
 * ``shm_today`` / ``shm_derived`` — publishing a state into shared memory with server/worker.py's
   hand-written writer and with fdcontrol.state's derived layout; ``dict_derived`` — the
   JSON/MessagePack dict.
 
-Ratios loop/core and proto/core are printed for p50 and p99. Not a test: numbers depend on
+Every item's ratio to ``core`` is printed for p50 and p99 (issue 14's target: loop ≤ 5×). Not a test: numbers depend on
 the machine and its load.
 """
 
@@ -33,10 +34,8 @@ import numpy as np
 import pinocchio as pin
 
 from fdcontrol import RobotModel, make_mapping
-from fdcontrol.configuration import Configuration
-from fdcontrol.control import ControlInput
 from fdcontrol.drivers import SimulatedRobot
-from fdcontrol.loop import ControlLoop, LoopState
+from fdcontrol.loop import ControlLoop
 from fdcontrol.robot import HOME
 from fdcontrol.safety import BRAKING_MARGIN, SafetyLimits
 from fdcontrol.solvers import ForwardDynamicsSolver, make_solver
@@ -60,56 +59,6 @@ class LeanCore:
         a = pin.cholesky.solve(m, d, J.T @ f) - self.c * qd
         qd1 = qd + DT * a
         return q + DT * qd1, qd1
-
-
-class ProtoLoop:
-    """ControlLoop.step (admittance, streamed wrench, FD) with one Configuration per cycle."""
-
-    def __init__(self, loop: ControlLoop) -> None:
-        self.loop = loop
-        self.solver: ForwardDynamicsSolver = loop.solver  # type: ignore[assignment]
-        self.conf = Configuration(loop.robot, virtual=self.solver.virtual)
-        self.zero = np.zeros(loop.robot.dof)
-
-    def fd_step(self, q: np.ndarray, qd: np.ndarray, f: np.ndarray) -> np.ndarray:
-        """Seed eq. 10 with damping and Coriolis (solvers.py), one Euler sub-step, from the
-        configuration's H⁻¹ and J; joints at a limit fall back to the solver's active set."""
-        s, conf = self.solver, self.conf
-        up, lo = s.constraints.at_limit(q)
-        if up.any() or lo.any():
-            return s.step(q, qd, f, DT)[1]
-        s.constraints.active[:] = False
-        a = conf.acceleration(f, -s.joint_damping * qd, conf.bias(qd)) - s.decay * qd
-        qd1 = qd + DT * a
-        return s.constraints.project(q + DT * qd1, qd1)[1]
-
-    def step(self, now: float) -> LoopState:
-        lp, conf = self.loop, self.conf
-        js = lp.driver.read()
-        q = js.q
-        conf.update(q)
-        pose, J = conf.pose, conf.jacobian
-        cmd = lp._command
-        watchdog, f_applied = "idle", self.zero
-        if cmd is not None:
-            watchdog, f_applied = ("tripped", self.zero) if now - cmd.t > lp.command_timeout else ("ok", cmd.wrench)
-        holding = watchdog == "tripped" or lp.fault is not None
-        fc = lp.law(ControlInput(pose, conf.twist(js.qd), self.zero, f_applied, lp._target))
-        qd_des = self.zero if holding else self.fd_step(q, lp.qd_state, fc)
-        qd_ref = lp.limits.apply(q, qd_des, lp.qd_ref, J, DT)
-        if lp.cycle == 0:
-            qd_ref = self.zero.copy()
-        q_ref = q + DT * qd_ref
-        lp.driver.send(q_ref, qd_ref)
-        lp.qd_ref = lp.qd_state = qd_ref
-        lp.cycle += 1
-        prev = lp.state
-        s, kh = (conf.sigma_min, conf.kappa_h) if lp.cycle % 10 == 1 else (prev.sigma_min_j, prev.kappa_h)
-        active = dict(lp.limits.active)
-        active["virtual_joint_limit"] = bool(self.solver.constraints.active.any())
-        lp.state = LoopState(js.t, lp.cycle, q, js.qd, q_ref, qd_ref, pose, fc, self.zero, lp.law.mode, True,
-                             holding, watchdog, cmd.seq if cmd else 0, lp.fault, s, active, kh)  # type: ignore
-        return lp.state
 
 
 def numpy_limits(lim: SafetyLimits):
@@ -153,19 +102,6 @@ def hold_wrench(loop: ControlLoop) -> None:
     loop.set_wrench(WRENCH, t=1e12)
 
 
-def check_equivalent(robot: RobotModel, cycles: int = 300) -> float:
-    """Max |q̇_ref(loop) − q̇_ref(proto)| over a run from the same start and inputs."""
-    a, b = make_loop(robot), make_loop(robot)
-    proto = ProtoLoop(b)
-    worst = 0.0
-    for i in range(cycles):
-        now = i * DT
-        stream(a, now)
-        stream(b, now)
-        worst = max(worst, float(np.max(np.abs(a.step(now=now).qd_ref - proto.step(now).qd_ref))))
-    return worst
-
-
 def publish_calls(loop: ControlLoop) -> dict:
     """Publishing a state: today's hand-written shared-memory writer vs the derived layout."""
     from fdcontrol import state as st
@@ -204,18 +140,22 @@ def timed(fn, n: int) -> list[float]:
 
 
 def bench(robot: RobotModel, cycles: int, rounds: int) -> dict[str, np.ndarray]:
-    loop, ploop = make_loop(robot), make_loop(robot)
-    proto, core = ProtoLoop(ploop), LeanCore(loop.solver)  # type: ignore[arg-type]
+    loop = make_loop(robot)
+    core = LeanCore(loop.solver)  # type: ignore[arg-type]
     q, qd = np.array(HOME[robot.name]), np.zeros(robot.dof)
     lim = SafetyLimits.from_robot(robot)
     lim_np = numpy_limits(lim)
     J = robot.jacobian(q)
     qd_des, prev = np.full(robot.dof, 0.3), np.zeros(robot.dof)
     hold_wrench(loop)
-    hold_wrench(ploop)
     drv = SimulatedRobot(robot, dt=DT, q0=q)
+    conf, solver = loop.config, loop.solver
+    qc = conf.update(q).q
+    fc = WRENCH.copy()
     calls = {"core": lambda: core(q, qd, WRENCH), "loop": lambda: loop.step(now=0.0),
-             "proto": lambda: proto.step(0.0), "set_wrench": lambda: loop.set_wrench(WRENCH, t=1e12),
+             "set_wrench": lambda: loop.set_wrench(WRENCH, t=1e12),
+             "config": lambda: conf.update(q), "solver": lambda: solver.step(qc, qd, fc, DT, config=conf),
+             "publish": lambda: loop._publish(0.0, q, qd, q, qd, conf.pose, fc, fc, "ok", 0.1, False, 1, 0.2),
              "sim_driver": lambda: drv.send(drv.read().q, qd),
              "limits": lambda: lim.apply(q, qd_des, prev, J, DT),
              "limits_np": lambda: lim_np(q, qd_des, prev, J, DT)}
@@ -239,10 +179,9 @@ def main() -> None:
     cycles = min(args.cycles, 100_000)
     for name in args.robots:
         robot = RobotModel.load(name)
-        diff = check_equivalent(robot)
         r = bench(robot, cycles, args.rounds)
         p = {k: (np.percentile(v, 50), np.percentile(v, 99)) for k, v in r.items()}
-        print(f"\n{name} ({robot.dof} joints), {cycles} calls each; proto vs loop max |Δq̇_ref| = {diff:.1e} rad/s")
+        print(f"\n{name} ({robot.dof} joints), {cycles} calls each")
         print(f"{'item':>10} {'p50 µs':>8} {'p99 µs':>8} {'p50/core':>9} {'p99/core':>9}")
         for k, (a, b) in p.items():
             print(f"{k:>10} {a:8.1f} {b:8.1f} {a / p['core'][0]:9.1f} {b / p['core'][1]:9.1f}")

@@ -5,7 +5,12 @@ lock on the hot path). Each cycle publishes an immutable :class:`LoopState`.
 
 Cycle (period dt = 1/rate):
 
-1. read the driver (q, q̇) and the wrench sensor; filter it (``WrenchFilter``),
+0. apply the changes queued by :meth:`ControlLoop.reconfigure` (a cycle boundary: no cycle
+   sees half of a change),
+1. read the driver (q, q̇); update the cycle's one :class:`~fdcontrol.configuration.Configuration`
+   (pose, J and, for the FD solver, H and H⁻¹ of its virtual model) — the control law, the
+   solver, the null-space loads, the limits and the telemetry all read it; read the wrench
+   sensor and filter it (``WrenchFilter``),
 2. f_c = control law (mode) + the streamed wrench (+ the twist-tracking term for a streamed
    twist); a streamed input counts as zero and the loop holds when it is older than
    ``command_timeout`` (watchdog),
@@ -37,6 +42,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from .configuration import Configuration
 from .control import ControlInput, ControlLaw, WrenchFilter
 from .drivers.base import RobotDriver
 from .link_loads import LinkLoads
@@ -49,6 +55,9 @@ from .state import LoopState  # declared once, with units: fdcontrol/state.py
 from .twist import TwistError, check_twist
 
 STATS_WINDOW = 5000
+#: what :meth:`ControlLoop.reconfigure` may change at run time (loop attribute names)
+RECONFIGURABLE = frozenset({"law", "solver", "limits", "filter", "posture", "link_loads", "command_timeout",
+                            "telemetry_decimation", "max_force", "max_torque", "max_tracking_error", "spin"})
 
 
 @dataclass(frozen=True)
@@ -147,6 +156,11 @@ class ControlLoop:
         self.exchange = getattr(driver, "exchange", None)  # optional driver hook: its own inputs/outputs
         self.fault: str | None = None
         self.last_cycle_at = 0.0  # time.monotonic() of the last cycle, 0 before the first
+        self._pending: dict[str, object] = {}  # reconfigure() → the loop thread, at a cycle boundary
+        self._pending_done: list[threading.Event] = []
+        self._pending_lock = threading.Lock()
+        self.config = self._configuration()
+        self._zero6 = np.zeros(6)
         self._reset_state()
         js = driver.read()
         self.state = self._publish(js.t, js.q, js.qd, js.q, np.zeros(robot.dof),
@@ -212,6 +226,56 @@ class ControlLoop:
         """Request sensor bias zeroing on the next cycle."""
         self._zero_request = True
 
+    # ------------------------------------------------------------------ run-time changes
+    def reconfigure(self, **changes: object) -> threading.Event:
+        """Change parts and parameters (names in ``RECONFIGURABLE``) as one unit.
+
+        While the loop thread runs, the changes are queued and the thread applies all of them
+        together before its next cycle; otherwise they apply now. The returned event is set
+        once they are applied; its ``queued_cycle`` and ``applied_cycle`` are the loop's cycle
+        counts at both moments (applied at the next cycle boundary: they differ by at most 1).
+        Build new parts (law, solver, limits…) outside, pass them here:
+        the loop only swaps references.
+        """
+        unknown = set(changes) - RECONFIGURABLE
+        if unknown:
+            raise ValueError(f"cannot reconfigure {', '.join(sorted(unknown))}; "
+                             f"expected any of {', '.join(sorted(RECONFIGURABLE))}")
+        _check_params(changes)
+        if "solver" in changes:  # built here, not in the loop thread (pinocchio data, a first pass)
+            vm = getattr(changes["solver"], "virtual", None)
+            changes = {**changes, "config": Configuration(self.robot, virtual=vm)}
+        done = threading.Event()
+        with self._pending_lock:
+            done.queued_cycle = self.cycle  # type: ignore[attr-defined]
+            self._pending.update(changes)
+            self._pending_done.append(done)
+            thread = self._thread
+            deferred = self.running and thread is not None and thread.is_alive() \
+                and thread is not threading.current_thread()
+        if not deferred:
+            self._apply_pending()
+        return done
+
+    def _apply_pending(self) -> None:
+        with self._pending_lock:
+            changes, done = self._pending, self._pending_done
+            self._pending, self._pending_done = {}, []
+        for name, value in changes.items():
+            setattr(self, name, value)
+        if "telemetry_decimation" in changes:
+            self.telemetry_decimation = int(self.telemetry_decimation)
+        for k in ("command_timeout", "max_force", "max_torque", "max_tracking_error", "spin"):
+            if k in changes:
+                setattr(self, k, float(changes[k]))  # type: ignore[arg-type]
+        for e in done:
+            e.applied_cycle = self.cycle  # type: ignore[attr-defined]
+            e.set()
+
+    def _configuration(self) -> Configuration:
+        """One Configuration per loop, on the FD solver's virtual model when there is one."""
+        return Configuration(self.robot, virtual=getattr(self.solver, "virtual", None))
+
     # ------------------------------------------------------------------ cycle
     def _reset_state(self) -> None:
         self.qd_state = np.zeros(self.robot.dof)
@@ -220,13 +284,19 @@ class ControlLoop:
 
     def step(self, now: float | None = None) -> LoopState:
         """One control cycle (public so tests and simulations can run the loop synchronously)."""
+        if self._pending:  # a cycle boundary: everything reconfigure() queued, at once
+            self._apply_pending()
         dt = self.period
         if self.io is not None:
             self.io.poll(self)
         now = time.monotonic() if now is None else now
         js = self.driver.read()
-        q = js.q
-        pose, J = self.robot.kinematics(q)
+        solver, conf = self.solver, self.config
+        vm = getattr(solver, "virtual", None)
+        if conf.virtual is not vm:  # a new solver brought another virtual model
+            conf = self.config = self._configuration()
+        conf.update(js.q)
+        q, pose, J = conf.q, conf.pose, conf.jacobian
         R = pose[:3, :3]
         if self._zero_request and hasattr(self.driver, "zero_sensor"):
             self.driver.zero_sensor()  # a sensor that zeroes itself (UR's zeroFtSensor), in the loop thread
@@ -234,10 +304,10 @@ class ControlLoop:
         if raw is not None and self._zero_request:
             self.filter.zero(raw, R)
             self._zero_request = False
-        f_meas = self.filter.apply(raw, R, dt) if raw is not None else np.zeros(6)
+        f_meas = self.filter.apply(raw, R, dt) if raw is not None else self._zero6
         cmd = self._command
         watchdog: Literal["idle", "ok", "tripped"] = "idle"
-        f_applied = np.zeros(6)
+        f_applied = self._zero6
         if cmd is not None:
             if now - cmd.t > self.command_timeout:
                 watchdog = "tripped"
@@ -250,17 +320,19 @@ class ControlLoop:
             else:
                 watchdog, v_cmd = ("tripped" if watchdog == "tripped" else "ok"), tw.wrench
         holding = self._hold_request or self._stop_request or watchdog == "tripped" or self.fault is not None
-        fc = self.law(ControlInput(pose, J @ js.qd, f_meas, f_applied, self._target, v_cmd))
+        fc = self.law(ControlInput(pose, conf.twist(js.qd), f_meas, f_applied, self._target, v_cmd))
         if holding:
             qd_des = np.zeros(self.robot.dof)
-        else:
-            vm = getattr(self.solver, "virtual", None)  # null-space loads need the FD virtual model
-            tau = joint_load(vm, q, self.qd_state, self.posture, self.link_loads) if vm is not None else None
-            _, qd_des = (self.solver.step(q, self.qd_state, fc, dt) if tau is None
-                         else self.solver.step(q, self.qd_state, fc, dt, tau))
-            if not getattr(self.solver, "last_converged", True):
+        else:  # null-space loads need the FD virtual model
+            tau = joint_load(vm, q, self.qd_state, self.posture, self.link_loads, conf) if vm is not None else None
+            if getattr(solver, "shares_configuration", False):
+                _, qd_des = solver.step(q, self.qd_state, fc, dt, tau, config=conf)
+            else:  # a solver of the bare Solver protocol
+                _, qd_des = (solver.step(q, self.qd_state, fc, dt) if tau is None
+                             else solver.step(q, self.qd_state, fc, dt, tau))
+            if not getattr(solver, "last_converged", True):
                 self.stats.integrator_nonconverged += 1
-            if not (finite(qd_des) and finite(fc)):
+            if not finite(qd_des + fc.sum()):  # one reduction for both (nan/inf propagate)
                 self.fault = f"non-finite value in the model at cycle {self.cycle}; holding"
                 holding, qd_des = True, np.zeros(self.robot.dof)
         qd_ref = self.limits.apply(q, qd_des, self.qd_ref, J, dt)
@@ -275,14 +347,12 @@ class ControlLoop:
         self.cycle += 1
         self.last_cycle_at = now
         if (self.cycle - 1) % self.telemetry_decimation == 0:  # singularity telemetry, decimated
-            s = float(np.linalg.svd(J, compute_uv=False)[-1])
-            vm = getattr(self.solver, "virtual", None)
-            kh = float(np.linalg.cond(vm.inertia(q))) if vm is not None else math.nan
+            s, kh = conf.sigma_min, conf.kappa_h
         else:
             s, kh = self.state.sigma_min_j, self.state.kappa_h
-        last = max((c for c in (cmd, tw) if c is not None), key=lambda c: c.t, default=None)
+        last = tw if cmd is None or (tw is not None and tw.t > cmd.t) else cmd  # the newer input
         self.state = self._publish(js.t, q, js.qd, q_ref, qd_ref, pose, fc, f_meas, watchdog,
-                                   s, holding, last.seq if last else 0, kh)
+                                   s, holding, last.seq if last is not None else 0, kh)
         if self.io is not None:
             self.io.publish(self, self.state)
         if self.exchange is not None:
@@ -351,6 +421,8 @@ class ControlLoop:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        if self._pending:  # queued for a thread that has ended
+            self._apply_pending()
         self.qd_ref = np.zeros(self.robot.dof)
         try:
             js = self.driver.read()
@@ -384,7 +456,7 @@ class ControlLoop:
                     self._on_exception(exc)
                 except Exception as inner:  # the fault path itself failed: keep cycling, say so
                     _report(f"fault handling failed: {type(inner).__name__}: {inner}")
-            if self._stop_request and not np.any(self.qd_ref):  # braked to standstill: stop
+            if self._stop_request and not self.qd_ref.any():  # braked to standstill: stop
                 self._running.clear()
                 break
             end = clock()
@@ -397,6 +469,16 @@ class ControlLoop:
                 time.sleep(remaining)
             while clock() < next_t:  # busy-wait the last `spin` seconds: on time, CPU warm
                 pass
+
+
+def _check_params(changes: dict[str, object]) -> None:
+    """The checks of ControlLoop.__init__ for the scalar parameters among `changes`."""
+    t = changes.get("command_timeout")
+    if t is not None and not (math.isfinite(float(t)) and float(t) > 0):  # type: ignore[arg-type]
+        raise ValueError("command_timeout must be > 0 s")
+    n = changes.get("telemetry_decimation")
+    if n is not None and int(n) < 1:  # type: ignore[call-overload]
+        raise ValueError("telemetry_decimation must be >= 1")
 
 
 def _fresh(c: Command | None, now: float, timeout: float) -> Command | None:

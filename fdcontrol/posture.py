@@ -93,18 +93,22 @@ class PostureTask:
 
 
 def joint_load(virtual, q: np.ndarray, qd: np.ndarray, posture: PostureTask | None = None,
-               link_loads=None) -> np.ndarray | None:
+               link_loads=None, config=None) -> np.ndarray | None:
     """The per-cycle joint load on the virtual model: τ = N̄ᵀ H a_p + (N̄ᵀ) Σ J_pᵀ F.
 
     `virtual` is the solver's :class:`~fdcontrol.virtual.VirtualModel`, `link_loads` a
     :class:`~fdcontrol.link_loads.LinkLoads`; N̄ᵀ is formed once and shared. None when there is
-    nothing to apply.
+    nothing to apply. `config`, a :class:`~fdcontrol.configuration.Configuration` of `virtual`
+    updated at q, supplies H and J without another CRBA.
     """
     if posture is None and link_loads is None:
         return None
     need_nt = posture is not None or link_loads.mode == "projected"
-    H = virtual.inertia(q) if need_nt else None
-    J = virtual.jacobian(q) if need_nt else None
+    if config is not None and config.virtual is virtual and config.q is q:
+        H, J = (config.inertia, config.jacobian) if need_nt else (None, None)
+    else:
+        H = virtual.inertia(q) if need_nt else None
+        J = virtual.jacobian(q) if need_nt else None
     Nt = nullspace_transpose(H, J) if need_nt else None
     tau = np.zeros(len(q))
     if posture is not None:

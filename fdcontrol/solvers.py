@@ -1,8 +1,12 @@
 """Mapping-driven solvers: one control cycle from a Cartesian control signal to joint references.
 
-Every solver has ``step(q_measured, qd_state, wrench, dt, tau=None) -> (q_ref, qd_ref)``; q̇
-is the virtual velocity carried across cycles (the caller feeds back the limited q̇_ref), and
-``tau`` an optional extra joint torque in the virtual model (N·m; acceleration solvers only).
+Every solver has ``step(q_measured, qd_state, wrench, dt, tau=None, config=None) -> (q_ref, qd_ref)``;
+q̇ is the virtual velocity carried across cycles (the caller feeds back the limited q̇_ref),
+``tau`` an optional extra joint torque in the virtual model (N·m; acceleration solvers only) and
+``config`` an optional :class:`~fdcontrol.configuration.Configuration` already updated at
+q_measured: where the solver evaluates the model at exactly that q it reads J and H⁻¹ from it
+instead of running CRBA again (the loop updates one per cycle; without it the solver computes
+its own, to the same result within rounding).
 The solver family of a mapping is its ``solver`` attribute, looked up in ``SOLVERS``.
 
 * ``ForwardDynamicsSolver`` — seed eq. 10 with damping:  q̈ = H⁻¹ (Jᵀ f + τ − D q̇ − C q̇) − c q̇,
@@ -30,6 +34,7 @@ from typing import Literal, Protocol
 import numpy as np
 import pinocchio as pin
 
+from .configuration import Configuration
 from .constraints import JointLimitConstraints, LockedDynamics, clamp, inset_limits
 from .integrators import Integrator, SemiImplicitEuler
 from .mappings import ForwardDynamics, Mapping
@@ -42,7 +47,8 @@ class Solver(Protocol):
     mapping: Mapping
 
     def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
-             tau: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]: ...
+             tau: np.ndarray | None = None, config: Configuration | None = None
+             ) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 def _check_damping(decay: float, joint_damping: float | np.ndarray, dof: int) -> tuple[float, np.ndarray]:
@@ -58,6 +64,8 @@ class _AccelerationSolver:
     """Shared integration for solvers that produce q̈. ``last_converged``: every sub-step met
     the integrator's error tolerance (always True for fixed-step integrators)."""
 
+    shares_configuration = True  # step() takes config= (the loop's Configuration)
+
     def __init__(self, mapping: Mapping, integrator: Integrator | None, decay: float,
                  joint_damping: float | np.ndarray, substeps: int) -> None:
         self.mapping = mapping
@@ -67,6 +75,12 @@ class _AccelerationSolver:
             raise ValueError("substeps must be >= 1")
         self.substeps = int(substeps)
         self.last_converged = True
+        self._config: Configuration | None = None  # the caller's, valid at its q during one step
+
+    def _at(self, q: np.ndarray) -> Configuration | None:
+        """The caller's configuration when `q` is the very array it was updated at, else None."""
+        c = self._config
+        return c if c is not None and q is c.q else None
 
     def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None = None
               ) -> np.ndarray:
@@ -82,16 +96,21 @@ class _AccelerationSolver:
         return q, qd
 
     def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
-             tau: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+             tau: np.ndarray | None = None, config: Configuration | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
         def a(qq: np.ndarray, vv: np.ndarray) -> np.ndarray:
             return self.accel(qq, vv, wrench, tau)
 
         h = dt / self.substeps
         converged = True
-        for _ in range(self.substeps):
-            q, qd = self.before_substep(q, qd, wrench, tau)
-            q, qd = self.after_substep(*self.integrator.step(a, q, qd, h))
-            converged &= bool(getattr(self.integrator, "last_converged", True))
+        self._config = config if config is not None and config.q is q else None
+        try:
+            for _ in range(self.substeps):
+                q, qd = self.before_substep(q, qd, wrench, tau)
+                q, qd = self.after_substep(*self.integrator.step(a, q, qd, h))
+                converged &= bool(getattr(self.integrator, "last_converged", True))
+        finally:
+            self._config = None
         self.last_converged = converged
         return q, qd
 
@@ -122,13 +141,16 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         self._zero = np.zeros(vm.dof)
         self._damped = bool(np.any(self.joint_damping))
         self.locked_solve = LockedDynamics(vm, self.algorithm)  # (q, f, τ, locked) → x, by the algorithm
+        # a shared Configuration holds the Cholesky H⁻¹ of a gravity-free model: usable as is
+        # when that is what the mapping's algorithm computes (ABA and QR keep their own path)
+        self._fast = self.algorithm == "cholesky" and not vm.gravity
 
     def joint_load(self, q: np.ndarray, qd: np.ndarray, tau: np.ndarray | None) -> np.ndarray:
         """τ − D q̇ − C(q, q̇) q̇ (N·m): every joint-space load on the virtual model."""
         t = -self.joint_damping * qd if self._damped else self._zero
         if tau is not None:
             t = t + tau
-        if self.coriolis and np.any(qd):
+        if self.coriolis and np.asarray(qd).any():  # the method: a third of np.any's dispatch cost
             vm = self.virtual
             t = t - pin.rnea(vm.model, vm.data, q, qd, self._zero)
         return t
@@ -138,6 +160,9 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         t = self.joint_load(q, qd, tau)
         locked = self._locked
         if locked is None or not locked.any():
+            conf = self._at(q) if self._fast else None
+            if conf is not None:  # H⁻¹(Jᵀf + t) from the cycle's factor (Cholesky, no gravity)
+                return conf.inertia_inverse @ (conf.jacobian.T @ wrench + t) - self.decay * qd
             return self.virtual.acceleration(q, wrench, None, t, self.algorithm) - self.decay * qd
         return self.locked_solve(q, wrench, t, locked) - self.decay * np.where(locked, 0.0, qd)
 
@@ -175,7 +200,9 @@ class TransposeSolver(_AccelerationSolver):
 
     def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None = None
               ) -> np.ndarray:
-        a = self.mapping.robot.jacobian(q).T @ wrench - (self.joint_damping + self.decay) * qd
+        conf = self._at(q)
+        J = conf.jacobian if conf is not None else self.mapping.robot.jacobian(q)
+        a = J.T @ wrench - (self.joint_damping + self.decay) * qd
         return a if tau is None else a + tau
 
 
@@ -188,6 +215,8 @@ class VelocitySolver:
     (the algorithm is positively homogeneous, so this is its per-second form).
     """
 
+    shares_configuration = True  # step() takes config= (unused: M(q) is the mapping's own)
+
     def __init__(self, mapping: Mapping, decay: float = DEFAULT_DECAY) -> None:
         self.mapping = mapping
         if not math.isfinite(decay) or decay <= 0:
@@ -196,7 +225,8 @@ class VelocitySolver:
         self.last_converged = True
 
     def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
-             tau: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+             tau: np.ndarray | None = None, config: Configuration | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
         if tau is not None:
             raise ValueError("a joint torque needs an acceleration-resolved mapping (fd, jt)")
         twist = wrench / self.decay

@@ -143,16 +143,14 @@ class Runtime:
                     raise
             else:
                 loop = self.loop
-                posture, link_loads = build_posture(loop.robot, new), build_link_loads(loop.robot, new)
-                # build outside the loop, then swap references: the loop sees old or new, never half
-                loop.solver = build_solver(loop.robot, new)
-                loop.law = build_law(new)
-                loop.limits = build_limits(loop.robot, new)
-                loop.filter = build_filter(new, loop.filter, loop.driver)
-                loop.posture, loop.link_loads = posture, link_loads
-                loop.command_timeout = new.command_timeout
-                loop.telemetry_decimation = new.telemetry_decimation
-                loop.max_force, loop.max_torque = new.max_force, new.max_torque
+                # build outside the loop; the loop thread swaps all of them in at one cycle boundary
+                done = loop.reconfigure(
+                    solver=build_solver(loop.robot, new), law=build_law(new),
+                    limits=build_limits(loop.robot, new), filter=build_filter(new, loop.filter, loop.driver),
+                    posture=build_posture(loop.robot, new), link_loads=build_link_loads(loop.robot, new),
+                    command_timeout=new.command_timeout, telemetry_decimation=new.telemetry_decimation,
+                    max_force=new.max_force, max_torque=new.max_torque)
+                done.wait(max(0.5, 20 * loop.period))  # applied at the next cycle: answer after it
             self.params = new
             return new
 

@@ -1,0 +1,64 @@
+"""The loop's one Configuration per cycle gives the references of the un-wired computation.
+
+Oracle: each cycle is recomputed independently — robot.kinematics for pose and J, the control
+law, joint_load and solver.step on a twin solver *without* a Configuration (so the FD solver runs
+its own CRBA / Cholesky), and the same safety limits — and compared with the wired loop's q̇_ref.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from fdcontrol import RobotModel, make_mapping
+from fdcontrol.control import ControlInput
+from fdcontrol.drivers import SimulatedRobot
+from fdcontrol.loop import ControlLoop
+from fdcontrol.posture import PostureTask, joint_load
+from fdcontrol.robot import HOME
+from fdcontrol.solvers import make_solver
+
+DT = 0.002
+
+
+@pytest.mark.parametrize(("name", "mapping", "posture"), [
+    ("ur10", "fd", False), ("panda", "fd", True), ("ur10", "jt", False), ("panda", "dls", False)])
+def test_wired_loop_matches_unwired_computation(name: str, mapping: str, posture: bool) -> None:
+    robot = RobotModel.load(name)
+    sim = SimulatedRobot(robot, dt=DT, q0=np.array(HOME[name]))
+    task = PostureTask(robot, stiffness=10.0, damping=2.0) if posture else None
+    loop = ControlLoop(robot, sim, make_solver(make_mapping(mapping, robot)), rate=1 / DT, posture=task)
+    twin = make_solver(make_mapping(mapping, robot))  # its own virtual model and pinocchio data
+    limits = copy.deepcopy(loop.limits)
+    worst, moved = 0.0, 0.0
+    for k in range(300):
+        now = k * DT
+        loop.set_wrench([20 * np.cos(k / 40), 15 * np.sin(k / 30), -10.0, 0.5, -0.3, 1.0], t=now)
+        q, qd, qd_state, prev = sim.q.copy(), sim.qd.copy(), loop.qd_state.copy(), loop.qd_ref.copy()
+        pose, J = robot.kinematics(q)
+        fc = loop.law(ControlInput(pose, J @ qd, np.zeros(6), loop._command.wrench, None, None))
+        vm = getattr(twin, "virtual", None)
+        tau = joint_load(vm, q, qd_state, task, None) if vm is not None else None
+        _, qd_des = twin.step(q, qd_state, fc, DT) if tau is None else twin.step(q, qd_state, fc, DT, tau)
+        expected = limits.apply(q, qd_des, prev, J, DT) if k else np.zeros(robot.dof)
+        got = loop.step(now=now).qd_ref
+        worst = max(worst, float(np.max(np.abs(got - expected))))
+        moved = max(moved, float(np.max(np.abs(got))))
+    assert moved > 1e-2  # the comparison is not between two arms at rest
+    assert worst < 1e-12
+
+
+def test_loop_updates_one_configuration_on_the_solvers_virtual_model() -> None:
+    robot = RobotModel.load("ur10")
+    sim = SimulatedRobot(robot, dt=DT, q0=np.array(HOME["ur10"]))
+    solver = make_solver(make_mapping("fd", robot))
+    loop = ControlLoop(robot, sim, solver, rate=1 / DT)
+    loop.step(now=0.0)
+    assert loop.config.virtual is solver.virtual
+    np.testing.assert_allclose(loop.state.tip_pose, robot.pose(loop.state.q), atol=1e-12)
+    other = make_solver(make_mapping("fd", robot))
+    loop.reconfigure(solver=other)
+    loop.step(now=DT)
+    assert loop.config.virtual is other.virtual  # a new solver brings its own virtual model
