@@ -30,6 +30,7 @@ from pydantic import ConfigDict, ValidationError, create_model
 from starlette.routing import Mount as StaticFilesMount
 
 from fdcontrol import ForwardDynamics, ModelError, RobotModel, VirtualModel, analyze, make_mapping
+from fdcontrol import state as state_encoding
 from fdcontrol.loop import InputError, LoopState
 from fdcontrol.robot import SHIPPED
 
@@ -70,16 +71,8 @@ def clip(text: str) -> str:
 
 
 def state_dict(s: LoopState) -> dict[str, Any]:
-    return {
-        "t": s.t, "cycle": s.cycle, "seq_ack": s.seq_ack, "q": s.q.tolist(), "qd": s.qd.tolist(),
-        "q_ref": s.q_ref.tolist(), "qd_ref": s.qd_ref.tolist(), "tip_pose": s.tip_pose.tolist(),
-        "wrench": s.wrench.tolist(), "f_measured": s.f_measured.tolist(), "mode": s.mode,
-        "running": s.running, "holding": s.holding, "watchdog": s.watchdog, "fault": s.fault,
-        "sigma_min_j": s.sigma_min_j, "limits_active": s.limits_active,
-        "kappa_h": s.kappa_h if math.isfinite(s.kappa_h) else None,
-        "posture_distance": s.posture_distance if math.isfinite(s.posture_distance) else None,
-        "link_clearance": s.link_clearance if math.isfinite(s.link_clearance) else None,
-    }
+    """The state's wire encoding, derived from its declaration (fdcontrol.state); callers add ``stale``."""
+    return state_encoding.to_dict(s)
 
 
 class Hub:

@@ -36,37 +36,27 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from fdcontrol.loop import ControlLoop, InputError, LoopState, check_wrench
+from fdcontrol.loop import ControlLoop, InputError, check_wrench
+from fdcontrol.state import LoopState, SharedLayout
 from fdcontrol.twist import TwistError, check_twist
 
 from .routers.sim import sim_call
 
 MAX_DOF = 16
-MODES = ("admittance", "force", "motion", "compliance")
-WATCHDOG = ("idle", "ok", "tripped")
-LIMIT_KEYS = ("cartesian", "position", "velocity", "acceleration", "virtual_joint_limit")
-FAULT_BYTES = 512
+FAULT_BYTES = 512  # UTF-8 bytes of each text field kept in shared memory (longer texts are cut)
 RECORDED = ("start", "stop", "hold", "zero_sensor", "target")  # accepted commands that go into a recording
 
 # input slot (float64): version, wrench[6], frame (0 base, 1 tool), seq, t
 IN_SIZE = 10
-# output slot (float64): version, t, cycle, dof, q, qd, q_ref, qd_ref (MAX_DOF each), pose[16],
-# wrench[6], f_measured[6], sigma, running, holding, watchdog, seq_ack, mode, last_cycle_at,
-# limits[4], has_fault
-_OUT_FIELDS = [("version", 1), ("t", 1), ("cycle", 1), ("dof", 1), ("q", MAX_DOF), ("qd", MAX_DOF),
-               ("q_ref", MAX_DOF), ("qd_ref", MAX_DOF), ("pose", 16), ("wrench", 6),
-               ("f_measured", 6), ("sigma", 1), ("running", 1), ("holding", 1), ("watchdog", 1),
-               ("seq_ack", 1), ("mode", 1), ("last_cycle_at", 1), ("limits", len(LIMIT_KEYS)), ("has_fault", 1),
-               ("kappa_h", 1), ("posture_distance", 1), ("link_clearance", 1)]
-OUT = {}
-_o = 0
-for _name, _n in _OUT_FIELDS:
-    OUT[_name] = slice(_o, _o + _n)
-    _o += _n
-OUT_SIZE = _o
-SHM_BYTES = 8 * (IN_SIZE + OUT_SIZE) + FAULT_BYTES + 8
-TWIST_OFFSET = SHM_BYTES  # twist slot (float64): version, twist[6], frame, seq, t — the wrench slot's layout
-SHM_BYTES += 8 * IN_SIZE
+# state slot (float64): version, then the packed state — every LoopState field, laid out by
+# fdcontrol.state.SharedLayout from the declaration, plus last_cycle_at (time.monotonic(), s)
+LAYOUT = SharedLayout(max_dof=MAX_DOF, text_bytes=FAULT_BYTES, extra=("last_cycle_at",))
+OUT_SIZE = LAYOUT.size  # the packed state's length (float64), also a row of the recording ring
+# block: wrench slot, twist slot (same layout), heartbeat, state slot
+TWIST_OFFSET = 8 * IN_SIZE
+HEARTBEAT_OFFSET = TWIST_OFFSET + 8 * IN_SIZE
+STATE_OFFSET = HEARTBEAT_OFFSET + 8
+SHM_BYTES = STATE_OFFSET + 8 * (1 + OUT_SIZE)
 HEARTBEAT_PERIOD = 0.01  # s
 SEQ_MAX = 2**53  # the slot holds float64: integers beyond this would not round-trip
 
@@ -99,17 +89,16 @@ class TornRead(RuntimeError):
 
 
 class Channel:
-    """The shared-memory block: input slot, output slot, fault text."""
+    """The shared-memory block: wrench slot, twist slot, heartbeat, state slot."""
 
     def __init__(self, name: str | None = None) -> None:
         self.shm = shared_memory.SharedMemory(name=name, create=name is None, size=SHM_BYTES)
         buf = self.shm.buf
         self.inp = np.ndarray((IN_SIZE,), dtype=np.float64, buffer=buf, offset=0)
-        self.out = np.ndarray((OUT_SIZE,), dtype=np.float64, buffer=buf, offset=8 * IN_SIZE)
-        self.fault = np.ndarray((FAULT_BYTES,), dtype=np.uint8, buffer=buf, offset=8 * (IN_SIZE + OUT_SIZE))
         self.twist = np.ndarray((IN_SIZE,), dtype=np.float64, buffer=buf, offset=TWIST_OFFSET)
-        self.heartbeat = np.ndarray((1,), dtype=np.float64, buffer=buf, offset=8 * (IN_SIZE + OUT_SIZE) + FAULT_BYTES)
-        self._tmp = np.zeros(OUT_SIZE)
+        self.heartbeat = np.ndarray((1,), dtype=np.float64, buffer=buf, offset=HEARTBEAT_OFFSET)
+        self.out = np.ndarray((1 + OUT_SIZE,), dtype=np.float64, buffer=buf, offset=STATE_OFFSET)
+        self._tmp = LAYOUT.empty()  # the packed state, built before the seqlock write (and copied by the ring)
         if name is None:
             self.inp[:] = 0
             self.twist[:] = 0
@@ -137,38 +126,15 @@ class Channel:
 
     # ------------------------------------------------------------------ state slot
     def write_state(self, s: LoopState, last_cycle_at: float) -> None:
-        o, n = self._tmp, len(s.q)
-        o[OUT["t"]] = s.t
-        o[OUT["cycle"]] = s.cycle
-        o[OUT["dof"]] = n
-        for key in ("q", "qd", "q_ref", "qd_ref"):
-            sl = OUT[key]
-            o[sl.start:sl.start + n] = getattr(s, key)
-        o[OUT["pose"]] = s.tip_pose.ravel()
-        o[OUT["wrench"]] = s.wrench
-        o[OUT["f_measured"]] = s.f_measured
-        o[OUT["sigma"]] = s.sigma_min_j
-        o[OUT["running"]] = s.running
-        o[OUT["holding"]] = s.holding
-        o[OUT["watchdog"]] = WATCHDOG.index(s.watchdog)
-        o[OUT["seq_ack"]] = s.seq_ack
-        o[OUT["mode"]] = MODES.index(s.mode)
-        o[OUT["last_cycle_at"]] = last_cycle_at
-        o[OUT["limits"]] = [bool(s.limits_active.get(k)) for k in LIMIT_KEYS]
-        o[OUT["has_fault"]] = s.fault is not None
-        o[OUT["kappa_h"]] = s.kappa_h
-        o[OUT["posture_distance"]] = s.posture_distance
-        o[OUT["link_clearance"]] = s.link_clearance
-        if s.fault is not None:
-            raw = s.fault.encode()[: FAULT_BYTES - 1]
-            self.fault[: len(raw)] = np.frombuffer(raw, dtype=np.uint8)
-            self.fault[len(raw)] = 0
+        """Pack ``s`` (fdcontrol.state.SharedLayout), then one seqlock write of the packed vector."""
+        LAYOUT.pack(s, self._tmp, last_cycle_at=last_cycle_at)
         v = self.out[0]
         self.out[0] = v + 1
-        self.out[1:] = o[1:]
+        self.out[1:] = self._tmp
         self.out[0] = v + 2
 
     def read_state(self) -> tuple[LoopState, float]:
+        """The newest state and its last_cycle_at (s, time.monotonic()), from a consistent copy."""
         for _ in range(1000):
             v1 = self.out[0]
             o = self.out.copy()
@@ -177,30 +143,12 @@ class Channel:
             time.sleep(0)
         else:
             raise TornRead("the state slot stayed mid-write: the loop process is dead or stuck")
-        n = int(o[OUT["dof"]][0])
-
-        def vec(key: str) -> np.ndarray:
-            sl = OUT[key]
-            return o[sl.start:sl.start + n].copy()
-
-        fault = None
-        if o[OUT["has_fault"]][0]:
-            raw = bytes(self.fault)
-            fault = raw[: raw.index(0)].decode(errors="replace") if 0 in raw else raw.decode(errors="replace")
-        lim = o[OUT["limits"]]
-        state = LoopState(
-            float(o[OUT["t"]][0]), int(o[OUT["cycle"]][0]), vec("q"), vec("qd"), vec("q_ref"),
-            vec("qd_ref"), o[OUT["pose"]].reshape(4, 4).copy(), o[OUT["wrench"]].copy(),
-            o[OUT["f_measured"]].copy(), MODES[int(o[OUT["mode"]][0])], bool(o[OUT["running"]][0]),
-            bool(o[OUT["holding"]][0]), WATCHDOG[int(o[OUT["watchdog"]][0])],  # type: ignore[arg-type]
-            int(o[OUT["seq_ack"]][0]), fault, float(o[OUT["sigma"]][0]),
-            {k: bool(x) for k, x in zip(LIMIT_KEYS, lim, strict=True)}, float(o[OUT["kappa_h"]][0]),
-            float(o[OUT["posture_distance"]][0]), float(o[OUT["link_clearance"]][0]))
-        return state, float(o[OUT["last_cycle_at"]][0])
+        state, extra = LAYOUT.unpack(o[1:])
+        return state, extra["last_cycle_at"]
 
     def close(self, unlink: bool = False) -> None:
         # drop our numpy views first, or SharedMemory.close() refuses (exported buffers)
-        del self.inp, self.out, self.fault, self.twist, self.heartbeat
+        del self.inp, self.out, self.twist, self.heartbeat
         with contextlib.suppress(Exception):
             self.shm.close()
         if unlink:
@@ -364,7 +312,7 @@ class LoopWorker:
         self._twist_lock = threading.Lock()  # one writer at a time on the twist seqlock
         # MCAP recording: written here, in the API process, from the ring (see server/record_ring.py)
         self.recorder = Recorder(cycle=lambda: self.state()[0].cycle, on_start=self.ring.set_active,
-                                 source=lambda: self.ring.read(self.state()[0].fault))
+                                 source=self.ring.read)
         self.started_at = time.monotonic()
 
     def _discard(self) -> None:
