@@ -93,6 +93,11 @@ class LoopState:
     link_clearance: float = field(default=math.nan, metadata=scalar(
         "float", "min over link loads of distance − margin (< 0 inside a margin); null without link loads", "m",
         nullable=True))
+    speed_scaling: float = field(default=math.nan, metadata=scalar(
+        "float", "the robot controller's speed scaling, fraction 0–1 (UR: speed slider × trajectory limiter); "
+        "null when the driver has none", nullable=True))
+    safety_mode: str | None = field(default=None, metadata=text(
+        "the robot controller's safety mode (UR: NORMAL, REDUCED, PROTECTIVE_STOP, …); null when the driver has none"))
 
 
 FIELDS = fields(LoopState)
