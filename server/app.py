@@ -341,36 +341,34 @@ def create_app(settings: Settings | None = None, worker: LoopWorker | None = Non
 
     # ------------------------------------------------------------------ websockets
     async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = False) -> None:
-        """Send the newest state every `decimation` cycles on an absolute schedule.
+        """Send the state when the loop publishes it, every `decimation` cycles (LoopWorker.states).
 
-        ``frames``: add the joint origins ("frames", (N+1)×3, base frame) for drawing the arm.
+        Clients with the same decimation are woken by the same publish, so they send the same
+        state, encoded once (Hub cache); a slow client skips states (counted as drops) and
+        never delays the others or the loop. ``frames``: add the joint origins ("frames",
+        (N+1)×3, base frame) for drawing the arm.
         """
         p = worker().params  # its own model: pinocchio's Data must not be shared across threads
         robot = RobotModel.resolve(p["robot"], p["base"], p["tip"]) if frames else None
-        interval = decimation / worker().params["rate"]
-        last, sent_at = -1, 0.0
+        last = -1
         while True:
+            w = worker()
             try:
-                s, _ = worker().state()
+                async with contextlib.aclosing(w.states(decimation)) as states:
+                    async for s, fresh in states:
+                        if last >= 0 and s.cycle - last > decimation:
+                            hub.dropped += (s.cycle - last) // decimation - 1
+                        stale = not fresh and w.problem() is not None  # no new state for a while: is it dead?
+                        last = s.cycle
+                        msg = hub.encode(s, encoding, robot, stale=stale)
+                        if isinstance(msg, bytes):
+                            await ws.send_bytes(msg)
+                        else:
+                            await ws.send_text(msg)
+                        if worker() is not w:  # the supervisor replaced the loop process
+                            break
             except WorkerError:  # the loop process died mid-write: the supervisor replaces it
                 await asyncio.sleep(0.1)
-                continue
-            if s.cycle != last or time.monotonic() - sent_at > 0.5:  # a heartbeat while stopped
-                sent_at = time.monotonic()
-                if last >= 0 and s.cycle - last > decimation:
-                    hub.dropped += (s.cycle - last) // decimation - 1
-                stale = s.cycle == last and worker().problem() is not None  # no new cycle: is it dead?
-                last = s.cycle
-                msg = hub.encode(s, encoding, robot, stale=stale)
-                if isinstance(msg, bytes):
-                    await ws.send_bytes(msg)
-                else:
-                    await ws.send_text(msg)
-            # wake on a grid shared by every client with this decimation, so they all read the
-            # same state and it is encoded once (Hub cache); a slow client skips grid points
-            now = time.monotonic()
-            next_t = (math.floor(now / interval) + 1) * interval
-            await asyncio.sleep(next_t - now)
 
     async def accept(ws: WebSocket) -> str:
         enc = MSGPACK if MSGPACK in ws.scope.get("subprotocols", []) else "json"

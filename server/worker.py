@@ -10,7 +10,10 @@ Exchange, latest wins, no queue:
 * wrench in — a seqlock-protected slot in shared memory written by the API process
   (version, wrench, frame, seq, arrival time); the loop polls it at each cycle start;
 * twist in — a second slot of the same layout (version, twist, frame, seq, arrival time);
-* state out — a seqlock-protected slot rewritten by the loop every cycle;
+* state out — a seqlock-protected slot rewritten by the loop every cycle, and one byte on a
+  pipe per publish: one thread of the API process (:class:`StateFeed`) waits on that pipe,
+  reads the state once and wakes every WebSocket sender (:meth:`LoopWorker.states`), so a
+  state goes out when the loop publishes it, not on a sender's own schedule;
 * everything rare (config, start/stop/hold, targets, statistics) — request/reply on a pipe.
 
 Seqlock: the writer makes the version odd, writes, makes it even; a reader copies and
@@ -23,12 +26,15 @@ own 8-byte slot every few ms, so the API tells a dead or stuck process from a qu
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import multiprocessing as mp
+import os
 import sys
 import threading
 import time
 import traceback
+from collections.abc import AsyncIterator
 from multiprocessing import shared_memory
 from multiprocessing.connection import Connection
 from typing import Any
@@ -169,6 +175,7 @@ class ShmIO:
         # thread after stop() and reconfiguration; uncontended, the lock costs ~0.1 µs
         self._publish_lock = threading.Lock()
         self._ring_cycle = -1
+        self.notify: int | None = None  # write end of the publish pipe (non-blocking), see StateFeed
 
     def poll(self, loop: ControlLoop) -> None:
         slot = self.ch.read_wrench()
@@ -192,6 +199,11 @@ class ShmIO:
             if self.ring is not None and state.cycle != self._ring_cycle:
                 self._ring_cycle = state.cycle
                 self.ring.push(self.ch._tmp, loop)
+        if self.notify is not None:
+            # one byte per publish wakes the API's StateFeed; a full pipe means it has bytes to read
+            # already, a closed one that the API process is gone: neither may stall the loop
+            with contextlib.suppress(OSError):
+                os.write(self.notify, b"\0")
         if self.metrics is not None:
             self.metrics.observe(state)
 
@@ -202,7 +214,7 @@ def _beat(channel: Channel, stop: threading.Event) -> None:
 
 
 # ---------------------------------------------------------------------- worker process
-def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
+def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Connection) -> None:
     from .metrics import LoopMetrics
     from .record_ring import StateRing
     from .runtime import ConflictError, Runtime
@@ -220,6 +232,8 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
     beating = threading.Event()
     threading.Thread(target=_beat, args=(channel, beating), name="fdcontrol-heartbeat", daemon=True).start()
     io = ShmIO(channel)
+    os.set_blocking(notify.fileno(), False)
+    io.notify = notify.fileno()
     io.ring, io.metrics = StateRing(shm_name + "r"), LoopMetrics()
     io.metrics.start_folding(lambda: runtime.loop.stats)
 
@@ -268,6 +282,128 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
     channel.close()
 
 
+class _Fanout:
+    """The feed's side in one asyncio event loop: the newest state, and the senders waiting for it.
+
+    Waiters are grouped by decimation; a publish wakes a group when its cycle enters a new block
+    of ``decimation`` cycles, the smallest decimations (control clients) first, ``WAKE_CHUNK``
+    senders per event-loop pass: between chunks the event loop reads its sockets, so an
+    incoming wrench is not held up behind a burst of sends to many watchers.
+    """
+
+    WAKE_CHUNK = 8
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.subscribers = 0
+        self.current: LoopState | None = None  # what the senders of this loop read (one encoding per state)
+        self._posted: LoopState | None = None
+        self._pending = False
+        self._groups: dict[int, list[Any]] = {}  # decimation → [cycle // decimation last woken, [futures]]
+
+    def wait(self, decimation: int) -> asyncio.Future[None]:
+        """Done when a state of a new block of ``decimation`` cycles has been published."""
+        fut = self.loop.create_future()
+        group = self._groups.get(decimation)
+        if group is None:
+            group = self._groups[decimation] = [None, []]
+            self._groups = dict(sorted(self._groups.items()))
+        group[1].append(fut)
+        return fut
+
+    def forget(self, decimation: int, fut: asyncio.Future[None]) -> None:
+        """A waiter that stopped waiting (heartbeat timeout, client gone): no list grows while stopped."""
+        if not fut.done() or fut.cancelled():
+            with contextlib.suppress(KeyError, ValueError):
+                self._groups[decimation][1].remove(fut)
+
+    def post(self, s: LoopState) -> None:
+        """Feed thread: hand over the newest state; at most one wake-up queued (drop-latest)."""
+        self._posted = s
+        if not self._pending:
+            self._pending = True
+            with contextlib.suppress(RuntimeError):  # the event loop is closed
+                self.loop.call_soon_threadsafe(self._fire)
+
+    def _fire(self) -> None:
+        self._pending = False  # before reading: a state posted from now on queues another wake-up
+        s = self.current = self._posted
+        if s is None:
+            return
+        ready: list[asyncio.Future[None]] = []
+        for d, group in self._groups.items():
+            block = s.cycle // d
+            if block != group[0] and group[1]:
+                group[0] = block
+                ready += group[1]
+                group[1] = []
+        self._wake(ready)
+
+    def _wake(self, futures: list[asyncio.Future[None]]) -> None:
+        for f in futures[: self.WAKE_CHUNK]:
+            if not f.done():  # a sender that timed out (heartbeat) or left
+                f.set_result(None)
+        if len(futures) > self.WAKE_CHUNK:
+            self.loop.call_soon(self._wake, futures[self.WAKE_CHUNK:])
+
+
+class StateFeed:
+    """One thread of the API process that waits on the loop's publish pipe and fans each new
+    state out to the asyncio loops whose WebSocket senders subscribed.
+
+    Per publish: one ``os.read`` (it drains every byte written meanwhile: states that came
+    faster than this thread are skipped, never queued), one state read when anybody listens,
+    and one ``call_soon_threadsafe`` per event loop. The loop process never waits for it.
+    """
+
+    def __init__(self, channel: Channel, pipe: Connection) -> None:
+        self.channel, self.pipe = channel, pipe
+        self._fanouts: dict[asyncio.AbstractEventLoop, _Fanout] = {}
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="fdcontrol-state-feed", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        fd = self.pipe.fileno()
+        while True:
+            try:
+                if not os.read(fd, 4096):
+                    break  # EOF: the loop process has exited
+            except OSError:
+                break
+            with self._lock:
+                fanouts = [f for f in self._fanouts.values() if f.subscribers]
+            if not fanouts:
+                continue
+            try:
+                s, _ = self.channel.read_state()
+            except TornRead:
+                continue
+            for f in fanouts:
+                f.post(s)
+
+    def join(self) -> _Fanout:
+        """Subscribe from the running event loop."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            f = self._fanouts.get(loop)
+            if f is None:
+                f = self._fanouts[loop] = _Fanout(loop)
+            f.subscribers += 1
+        return f
+
+    def leave(self, f: _Fanout) -> None:
+        with self._lock:
+            f.subscribers -= 1
+            if not f.subscribers:
+                self._fanouts.pop(f.loop, None)
+
+    def close(self) -> None:
+        """After the loop process has exited (EOF on the pipe)."""
+        self._thread.join(2)
+        self.pipe.close()
+
+
 class WorkerError(RuntimeError):
     def __init__(self, kind: str, detail: Any) -> None:
         super().__init__(f"{kind}: {detail}")
@@ -290,12 +426,16 @@ class LoopWorker:
         self.ring = StateRing(self.channel.name + "r", create=True)  # the loop process attaches by name
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
+        self._published, notify = ctx.Pipe(duplex=False)  # one byte per published state
         self.proc = ctx.Process(target=_worker_main, name="fdcontrol-loop",
-                                args=(settings.model_dump_json(), self.channel.name, child), daemon=True)
+                                args=(settings.model_dump_json(), self.channel.name, child, notify), daemon=True)
+        self.feed: StateFeed | None = None
+        self._closed = False
         self._lock = threading.Lock()
         self._wrench_lock = threading.Lock()  # the wrench slot's one-writer rule, across handler threads
         try:
             self.proc.start()
+            notify.close()  # the loop process holds the only write end: its exit is EOF for the feed
             if not self.conn.poll(60):
                 raise WorkerError("dead", "the loop process did not start in 60 s")
             kind, payload = self.conn.recv()
@@ -304,6 +444,7 @@ class LoopWorker:
         except BaseException:
             self._discard()
             raise
+        self.feed = StateFeed(self.channel, self._published)
         self.params: dict[str, Any] = payload
         self.max_force, self.max_torque = payload["max_force"], payload["max_torque"]
         self.stale_after = stale_after or max(float(payload["command_timeout"]), 0.05)
@@ -319,6 +460,11 @@ class LoopWorker:
         if self.proc.is_alive():
             self.proc.terminate()
             self.proc.join(2)
+        self._closed = True
+        if self.feed is not None:
+            self.feed.close()
+        else:
+            self._published.close()
         self.channel.close(unlink=True)
         self.ring.close(unlink=True)
 
@@ -397,10 +543,49 @@ class LoopWorker:
             self.channel.write_twist(v, frame, self._twist_seq, time.monotonic())
 
     def state(self) -> tuple[LoopState, float]:
+        if self._closed:
+            raise WorkerError("dead", "the loop process was closed")
         try:
             return self.channel.read_state()
         except TornRead as exc:
             raise WorkerError("dead", str(exc)) from None
+
+    async def states(self, decimation: int = 1, heartbeat: float = 0.5) -> AsyncIterator[tuple[LoopState, bool]]:
+        """``(state, fresh)`` as the loop publishes them: the newest state of each new block of
+        ``decimation`` cycles (``fresh`` True), or, after ``heartbeat`` s without one, the state
+        in shared memory again (``fresh`` False: the loop is stopped, dead or stuck).
+
+        The first item is the current state. Drop-latest: a consumer that takes longer than
+        ``decimation`` cycles gets the newest state next, never a queue. Raises WorkerError when
+        the state cannot be read; use with ``contextlib.aclosing``.
+        """
+        if self.feed is None:
+            raise WorkerError("dead", "the loop process did not start")
+        fan = self.feed.join()
+        try:
+            s = self.state()[0]
+            mine = s.cycle // decimation
+            yield s, True
+            while True:
+                s = fan.current
+                if s is not None and s.cycle // decimation != mine:
+                    mine = s.cycle // decimation
+                    yield s, True
+                    continue
+                fut = fan.wait(decimation)
+                try:
+                    async with asyncio.timeout(heartbeat):
+                        await fut
+                    continue
+                except TimeoutError:
+                    pass
+                finally:
+                    fan.forget(decimation, fut)
+                s = self.state()[0]
+                mine = s.cycle // decimation
+                yield s, False
+        finally:
+            self.feed.leave(fan)
 
     def wait_state(self, done: Any, timeout: float = 1.0) -> LoopState:
         """The newest state once ``done(state)`` holds, or after ``timeout`` s (bounded)."""
