@@ -14,6 +14,7 @@ at most. Not a test: numbers depend on the machine and its load.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -53,13 +54,14 @@ asyncio.run(main(sys.argv[1], int(sys.argv[2])))
 """
 
 
-def watchers(url: str, n: int, decimation: int) -> subprocess.Popen | None:
-    """``n`` /ws/state clients in a child process (so they do not share this process's GIL)."""
+def watchers(url: str, n: int, decimation: int, nice: int = 0) -> subprocess.Popen | None:
+    """``n`` /ws/state clients in a child process (so they do not share this process's GIL);
+    ``nice``: its niceness, to tell the service's cost from the watchers' own CPU on a small machine."""
     if n == 0:
         return None
     ws = url.replace("http://", "ws://") + f"/ws/state?decimation={decimation}"
     p = subprocess.Popen([sys.executable, "-c", WATCH, ws, str(n)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         text=True)
+                         text=True, preexec_fn=(lambda: os.nice(nice)) if nice else None)
     line = p.stdout.readline()  # type: ignore[union-attr]
     if line.strip() != "ready":
         p.kill()
@@ -96,6 +98,7 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=500.0)
     ap.add_argument("--watchers", type=int, nargs="+", default=[0, 50])
     ap.add_argument("--watch-decimation", type=int, default=10, help="the watchers' decimation (service default 10)")
+    ap.add_argument("--watchers-nice", type=int, default=0, help="niceness of the watchers' process (0–19)")
     args = ap.parse_args()
     samples, period = min(args.samples, 20_000), 1.0 / args.rate
     rng = np.random.default_rng(1)
@@ -104,14 +107,15 @@ def main() -> None:
         with Client(svc.url) as c:
             c.start()
             for n in args.watchers:
-                p = watchers(svc.url, min(n, 500), args.watch_decimation)
+                p = watchers(svc.url, min(n, 500), args.watch_decimation, min(max(args.watchers_nice, 0), 19))
                 try:
                     s0 = c.stats()
                     ms = measure(svc.url, samples, period, rng)
                     s1 = c.stats()
                 finally:
                     note = stop_watchers(p)
-                print(f"{args.rate:.0f} Hz, {n} /ws/state watchers (decimation {args.watch_decimation}), "
+                nice = f", nice {args.watchers_nice}" if n and args.watchers_nice else ""
+                print(f"{args.rate:.0f} Hz, {n} /ws/state watchers (decimation {args.watch_decimation}{nice}), "
                       f"{len(ms)} of {samples} acknowledged: wrench → ack p50 {np.percentile(ms, 50):.2f} ms, "
                       f"p99 {np.percentile(ms, 99):.2f} ms, max {ms.max():.2f} ms "
                       f"(target p99 ≤ {1e3 * period + 1:.1f} ms){note}")

@@ -360,6 +360,7 @@ class StateFeed:
         self.channel, self.pipe = channel, pipe
         self._fanouts: dict[asyncio.AbstractEventLoop, _Fanout] = {}
         self._lock = threading.Lock()
+        self.closed = False
         self._thread = threading.Thread(target=self._run, name="fdcontrol-state-feed", daemon=True)
         self._thread.start()
 
@@ -367,7 +368,7 @@ class StateFeed:
         fd = self.pipe.fileno()
         while True:
             try:
-                if not os.read(fd, 4096):
+                if not os.read(fd, 4096) or self.closed:
                     break  # EOF: the loop process has exited
             except OSError:
                 break
@@ -379,6 +380,8 @@ class StateFeed:
                 s, _ = self.channel.read_state()
             except TornRead:
                 continue
+            except Exception:  # the channel was closed under us (close() gave up waiting for EOF)
+                break
             for f in fanouts:
                 f.post(s)
 
@@ -399,9 +402,12 @@ class StateFeed:
                 self._fanouts.pop(f.loop, None)
 
     def close(self) -> None:
-        """After the loop process has exited (EOF on the pipe)."""
+        """After the loop process has exited (EOF on the pipe; a process that could not be
+        ended leaves the thread blocked until it exits, then it stops without reading)."""
+        self.closed = True
         self._thread.join(2)
-        self.pipe.close()
+        if not self._thread.is_alive():  # else its fd stays open: a reused number must not be read
+            self.pipe.close()
 
 
 class WorkerError(RuntimeError):
