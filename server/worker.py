@@ -291,7 +291,7 @@ class _Fanout:
     incoming wrench is not held up behind a burst of sends to many watchers.
     """
 
-    WAKE_CHUNK = 8
+    WAKE_CHUNK = 2
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
