@@ -139,18 +139,25 @@ class Channel:
         self.out[1:] = self._tmp
         self.out[0] = v + 2
 
-    def read_state(self) -> tuple[LoopState, float]:
-        """The newest state and its last_cycle_at (s, time.monotonic()), from a consistent copy."""
+    def _copy_state(self) -> np.ndarray:
+        """A consistent copy of the packed state (seqlock read)."""
         for _ in range(1000):
             v1 = self.out[0]
-            o = self.out.copy()
+            o = self.out[1:].copy()
             if v1 % 2 == 0 and self.out[0] == v1:
-                break
+                return o
             time.sleep(0)
-        else:
-            raise TornRead("the state slot stayed mid-write: the loop process is dead or stuck")
-        state, extra = LAYOUT.unpack(o[1:])
+        raise TornRead("the state slot stayed mid-write: the loop process is dead or stuck")
+
+    def read_state(self) -> tuple[LoopState, float]:
+        """The newest state and its last_cycle_at (s, time.monotonic()), from a consistent copy."""
+        state, extra = LAYOUT.unpack(self._copy_state())
         return state, extra["last_cycle_at"]
+
+    def read_running(self) -> tuple[bool, float]:
+        """(running, last_cycle_at) of the newest state, without decoding the rest (liveness checks)."""
+        o = self._copy_state()
+        return bool(o[LAYOUT.slots["running"].start]), float(o[LAYOUT.slots["last_cycle_at"].start])
 
     def close(self, unlink: bool = False) -> None:
         # drop our numpy views first, or SharedMemory.close() refuses (exported buffers)
@@ -483,10 +490,10 @@ class LoopWorker:
         if beat and now - beat > self.stale_after:
             return f"the loop process is not responding (heartbeat {now - beat:.3f} s old)"
         try:
-            s, last = self.channel.read_state()
+            running, last = self.channel.read_running()
         except TornRead as exc:
             return str(exc)
-        if s.running and last and now - last > self.stale_after:
+        if running and last and now - last > self.stale_after:
             return f"the control loop is stalled (last cycle {now - last:.3f} s ago)"
         return None
 

@@ -236,3 +236,18 @@ def test_a_new_field_reaches_the_api():
     r = subprocess.run([sys.executable, "-c", NEW_FIELD], cwd=root, capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONPATH": str(root)})
     assert r.returncode == 0 and "reached" in r.stdout, r.stderr[-2000:]
+
+
+def test_liveness_read_matches_the_full_read(loop_state):
+    """LoopWorker.problem reads only running and last_cycle_at: the same slots the full read decodes."""
+    pytest.importorskip("fastapi")
+    from server import worker
+
+    ch = worker.Channel()
+    try:
+        for running in (True, False):
+            ch.write_state(dataclasses.replace(loop_state, running=running), 7.25)
+            s, last = ch.read_state()
+            assert ch.read_running() == (s.running, last) == (running, 7.25)
+    finally:
+        ch.close(unlink=True)
