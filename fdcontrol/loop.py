@@ -385,7 +385,8 @@ class ControlLoop:
         return LoopState(t, self.cycle, q, qd, q_ref, qd_ref, pose, fc, f_meas, self.law.mode,
                          self.running, holding, watchdog, seq, self.fault, sigma, active, kappa_h,
                          self.posture.distance(q) if self.posture is not None else math.nan,
-                         ll.clearance() if ll is not None and ll.loads else math.nan)
+                         ll.clearance() if ll is not None and ll.loads else math.nan,
+                         getattr(self.driver, "speed_scaling", math.nan), getattr(self.driver, "safety_mode", None))
 
     # ------------------------------------------------------------------ thread
     @property

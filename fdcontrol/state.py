@@ -93,6 +93,11 @@ class LoopState:
     link_clearance: float = field(default=math.nan, metadata=scalar(
         "float", "min over link loads of distance − margin (< 0 inside a margin); null without link loads", "m",
         nullable=True))
+    speed_scaling: float = field(default=math.nan, metadata=scalar(
+        "float", "the robot controller's speed scaling, fraction 0–1 (UR: speed slider × trajectory limiter); "
+        "null when the driver has none", nullable=True))
+    safety_mode: str | None = field(default=None, metadata=text(
+        "the robot controller's safety mode (UR: NORMAL, REDUCED, PROTECTIVE_STOP, …); null when the driver has none"))
 
 
 FIELDS = fields(LoopState)
@@ -143,6 +148,11 @@ class SharedLayout:
         self._flags = [(f.name, self.slots[f.name], f.metadata["choices"]) for f in by_kind["flags"]]
         self._texts = [(f.name, self.slots[f.name]) for f in by_kind["text"]]
         self._scalar_run = slice(1, 1 + len(self._scalars))
+        kinds = {f.name: f.metadata["kind"] for f in FIELDS}
+        self._casts = [(n, {"int": int, "bool": bool}[kinds[n]]) for n in self._scalars if kinds[n] in ("int", "bool")]
+        self._casts += [(n, lambda i, c=f.metadata["choices"]: c[int(i)]) for f in by_kind["choice"] for n in [f.name]]
+        self._array_shapes = [(f.name, f.metadata["shape"], self.slots[f.name].start) for f in by_kind["array"]]
+        self._extra = [(name, self.slots[name]) for name in extra]
 
     def empty(self) -> np.ndarray:
         return np.zeros(self.size)
@@ -183,29 +193,19 @@ class SharedLayout:
     def unpack(self, arr: np.ndarray) -> tuple[LoopState, dict[str, float]]:
         """Read a state written by :meth:`pack` (from a consistent copy) and the extra slots."""
         dof = int(arr[0])
-        values: dict[str, Any] = {}
-        for f in FIELDS:
-            name, kind, sl, choices = f.name, f.metadata["kind"], self.slots[f.name], f.metadata["choices"]
-            if kind == "array":
-                shape = shape_of(f, dof)
-                values[name] = arr[sl.start:sl.start + int(np.prod(shape))].reshape(shape).copy()
-            elif kind == "choice":
-                values[name] = choices[int(arr[sl.start])]
-            elif kind == "flags":
-                values[name] = {k: bool(x) for k, x in zip(choices, arr[sl], strict=True)}
-            elif kind == "text":
-                n = int(arr[sl.start])
-                values[name] = None if n < 0 else bytes(arr[sl.start + 1:sl.stop].view(np.uint8)[:n]).decode(
-                    errors="ignore")
-            elif kind == "int":
-                values[name] = int(arr[sl.start])
-            elif kind == "bool":
-                values[name] = bool(arr[sl.start])
-            else:
-                values[name] = float(arr[sl.start])
-        fixed = {f.name for f in FIELDS}
-        extra = {k: float(arr[sl.start]) for k, sl in self.slots.items() if k not in fixed}
-        return LoopState(**values), extra
+        values: dict[str, Any] = dict(zip(self._scalars, arr[self._scalar_run].tolist(), strict=True))
+        for name, cast in self._casts:
+            values[name] = cast(values[name])
+        for name, shape, start in self._array_shapes:
+            shape = tuple(dof if s == "dof" else s for s in shape)
+            values[name] = arr[start:start + math.prod(shape)].reshape(shape).copy()
+        for name, sl, keys in self._flags:
+            values[name] = dict(zip(keys, (arr[sl] != 0).tolist(), strict=True))
+        for name, sl in self._texts:
+            n = int(arr[sl.start])
+            values[name] = None if n < 0 else bytes(arr[sl.start + 1:sl.stop].view(np.uint8)[:n]).decode(
+                errors="ignore")
+        return LoopState(**values), {k: float(arr[sl.start]) for k, sl in self._extra}
 
 
 # ---------------------------------------------------------------------- wire encoding
@@ -283,8 +283,12 @@ def _annotation(f: Any) -> Any:
     return base | None if meta["nullable"] else base
 
 
-def state_model(name: str = "State") -> Any:
-    """The pydantic model of the encoded state (field descriptions carry the units)."""
+def state_model(name: str = "State", **extra: Any) -> Any:
+    """The pydantic model of the encoded state (field descriptions carry the units).
+
+    ``extra``: further fields after the declared ones, as ``create_model`` takes them
+    (e.g. the API's ``stale`` flag).
+    """
     from pydantic import Field, create_model
 
     spec: dict[str, Any] = {}
@@ -294,7 +298,7 @@ def state_model(name: str = "State") -> Any:
         if meta["kind"] == "flags":
             desc += f"; keys: {', '.join(meta['choices'])}"
         spec[f.name] = (_annotation(f), Field(description=desc))
-    return create_model(name, **spec)
+    return create_model(name, **spec, **extra)
 
 
 def describe() -> str:

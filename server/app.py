@@ -30,6 +30,7 @@ from pydantic import ConfigDict, ValidationError, create_model
 from starlette.routing import Mount as StaticFilesMount
 
 from fdcontrol import ForwardDynamics, ModelError, RobotModel, VirtualModel, analyze, make_mapping
+from fdcontrol import state as state_encoding
 from fdcontrol.loop import InputError, LoopState
 from fdcontrol.robot import SHIPPED
 
@@ -71,16 +72,8 @@ def clip(text: str) -> str:
 
 
 def state_dict(s: LoopState) -> dict[str, Any]:
-    return {
-        "t": s.t, "cycle": s.cycle, "seq_ack": s.seq_ack, "q": s.q.tolist(), "qd": s.qd.tolist(),
-        "q_ref": s.q_ref.tolist(), "qd_ref": s.qd_ref.tolist(), "tip_pose": s.tip_pose.tolist(),
-        "wrench": s.wrench.tolist(), "f_measured": s.f_measured.tolist(), "mode": s.mode,
-        "running": s.running, "holding": s.holding, "watchdog": s.watchdog, "fault": s.fault,
-        "sigma_min_j": s.sigma_min_j, "limits_active": s.limits_active,
-        "kappa_h": s.kappa_h if math.isfinite(s.kappa_h) else None,
-        "posture_distance": s.posture_distance if math.isfinite(s.posture_distance) else None,
-        "link_clearance": s.link_clearance if math.isfinite(s.link_clearance) else None,
-    }
+    """The state's wire encoding, derived from its declaration (fdcontrol.state); callers add ``stale``."""
+    return state_encoding.to_dict(s)
 
 
 class Hub:
@@ -349,36 +342,48 @@ def create_app(settings: Settings | None = None, worker: LoopWorker | None = Non
 
     # ------------------------------------------------------------------ websockets
     async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = False) -> None:
-        """Send the newest state every `decimation` cycles on an absolute schedule.
+        """Send the state when the loop publishes it, every `decimation` cycles (LoopWorker.states).
 
-        ``frames``: add the joint origins ("frames", (N+1)×3, base frame) for drawing the arm.
+        Clients with the same decimation are woken by the same publish, so they send the same
+        state, encoded once (Hub cache); a slow client skips states (counted as drops) and
+        never delays the others or the loop. ``frames``: add the joint origins ("frames",
+        (N+1)×3, base frame) for drawing the arm.
         """
         p = worker().params  # its own model: pinocchio's Data must not be shared across threads
         robot = RobotModel.resolve(p["robot"], p["base"], p["tip"]) if frames else None
-        interval = decimation / worker().params["rate"]
-        last, sent_at = -1, 0.0
+        every = decimation / p["rate"]  # s between the states this client takes
+        loop = asyncio.get_running_loop()
+        last, missed = -1, 0  # missed: states counted as dropped while a send was still in flight
+
+        def stalled() -> None:  # the send takes longer than the next state: that state is dropped
+            nonlocal missed, timer
+            hub.dropped += 1
+            missed += 1
+            timer = loop.call_later(every, stalled)
+
+        timer: asyncio.TimerHandle | None = None
         while True:
+            w = worker()
             try:
-                s, _ = worker().state()
+                async with contextlib.aclosing(w.states(decimation)) as states:
+                    async for s, fresh in states:
+                        if last >= 0 and s.cycle - last > decimation:
+                            hub.dropped += max(0, (s.cycle - last) // decimation - 1 - missed)
+                        stale = not fresh and w.problem() is not None  # no new state for a while: dead?
+                        last, missed = s.cycle, 0
+                        msg = hub.encode(s, encoding, robot, stale=stale)
+                        timer = loop.call_later(1.5 * every, stalled)
+                        try:
+                            if isinstance(msg, bytes):
+                                await ws.send_bytes(msg)
+                            else:
+                                await ws.send_text(msg)
+                        finally:
+                            timer.cancel()
+                        if worker() is not w:  # the supervisor replaced the loop process
+                            break
             except WorkerError:  # the loop process died mid-write: the supervisor replaces it
                 await asyncio.sleep(0.1)
-                continue
-            if s.cycle != last or time.monotonic() - sent_at > 0.5:  # a heartbeat while stopped
-                sent_at = time.monotonic()
-                if last >= 0 and s.cycle - last > decimation:
-                    hub.dropped += (s.cycle - last) // decimation - 1
-                stale = s.cycle == last and worker().problem() is not None  # no new cycle: is it dead?
-                last = s.cycle
-                msg = hub.encode(s, encoding, robot, stale=stale)
-                if isinstance(msg, bytes):
-                    await ws.send_bytes(msg)
-                else:
-                    await ws.send_text(msg)
-            # wake on a grid shared by every client with this decimation, so they all read the
-            # same state and it is encoded once (Hub cache); a slow client skips grid points
-            now = time.monotonic()
-            next_t = (math.floor(now / interval) + 1) * interval
-            await asyncio.sleep(next_t - now)
 
     async def accept(ws: WebSocket) -> str:
         enc = MSGPACK if MSGPACK in ws.scope.get("subprotocols", []) else "json"

@@ -16,6 +16,7 @@ Two halves, because the loop runs in its own process:
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -119,6 +120,18 @@ def _histogram(name: str, doc: str, h: dict[str, Any]) -> HistogramMetricFamily:
     return HistogramMetricFamily(name, doc, buckets=[*buckets, ("+Inf", cum[-1])], sum_value=h["sum"])
 
 
+def _robot_gauges(state: Any) -> Iterator[Metric]:
+    """The robot controller's own state, when the driver reports it (UR RTDE)."""
+    if math.isfinite(state.speed_scaling):
+        yield GaugeMetricFamily("fdcontrol_robot_speed_scaling", "Robot controller speed scaling, fraction 0–1",
+                                value=state.speed_scaling)
+    if state.safety_mode is not None:
+        g = GaugeMetricFamily("fdcontrol_robot_safety_mode", "1 for the robot controller's safety mode",
+                              labels=["mode"])
+        g.add_metric([state.safety_mode], 1.0)
+        yield g
+
+
 class ServiceCollector:
     """Collects, per scrape, the loop process's metrics and the API process's WebSocket numbers."""
 
@@ -138,9 +151,11 @@ class ServiceCollector:
         up.add_metric([], 1.0 if m is not None else 0.0)
         yield up
         if m is not None:
+            state = worker.state()[0]
             running = GaugeMetricFamily("fdcontrol_loop_running", "1 while the control loop runs")
-            running.add_metric([], float(worker.state()[0].running))
+            running.add_metric([], float(state.running))
             yield running
+            yield from _robot_gauges(state)
             for key, doc in (("cycles", "Control cycles run"),
                              ("overruns", "Cycles that computed or started more than one period late"),
                              ("watchdog_trips", "Times the command watchdog tripped (stale streamed wrench)"),

@@ -7,7 +7,7 @@ JSON encoding + MCAP writing in a thread of the loop process: p99 period error 6
 vector it already built for the state slot (``Channel._tmp``, ~120 float64) into the next
 ring row and bumps the head — about 2 µs, and only while a recording runs.
 
-Layout (float64): header [active, head], then ``SLOTS`` rows of [packed state (worker.OUT),
+Layout (float64): header [active, head], then ``SLOTS`` rows of [packed state (worker.LAYOUT),
 t_mono, own_index, timing_index, compute, period_error]; the Stats indices let the writer
 attach to each state the cycle timing the loop records just after publishing it
 (:class:`fdcontrol.recording.Published`).
@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from fdcontrol.loop import LoopState
 from fdcontrol.recording import Published
+from fdcontrol.state import LoopState
 
-from .worker import LIMIT_KEYS, MODES, OUT, OUT_SIZE, WATCHDOG
+from .worker import LAYOUT, OUT_SIZE
 
 SLOTS = 8192  # 16 s at 500 Hz: the reader polls every 20 ms
 EXTRA = 5  # t_mono, own_index, timing_index, compute, period_error
@@ -67,7 +67,7 @@ class StateRing:
             self._prev[:] = np.nan
         self.hdr[0] = 1.0 if on else 0.0
 
-    def read(self, fault: str | None = None) -> tuple[list[Published], int]:
+    def read(self) -> tuple[list[Published], int]:
         """New states since the last read, decoded, and how many were lost to overwriting."""
         head = int(self.hdr[1])
         lost = max(0, head - self.tail - SLOTS)
@@ -80,11 +80,11 @@ class StateRing:
         self.tail = head
         out = []
         for r in rows:
-            if np.array_equal(r[1:OUT_SIZE], self._prev[1:]):  # the same state published again
+            if np.array_equal(r[:OUT_SIZE], self._prev):  # the same state published again
                 continue
             self._prev[:] = r[:OUT_SIZE]
             t, own, timing, comp, err = r[OUT_SIZE:]
-            out.append(Published(decode(r, fault), float(t), int(own), int(timing), comp, err))
+            out.append(Published(decode(r), float(t), int(own), int(timing), comp, err))
         return out, lost
 
     def close(self, unlink: bool = False) -> None:
@@ -96,19 +96,6 @@ class StateRing:
                 self.shm.unlink()
 
 
-def decode(o: np.ndarray, fault: str | None = None) -> LoopState:
-    """A LoopState from a packed state vector (layout: server.worker.OUT)."""
-    n = int(o[OUT["dof"]][0])
-
-    def vec(key: str) -> np.ndarray:
-        sl = OUT[key]
-        return o[sl.start:sl.start + n].copy()
-
-    has_fault = bool(o[OUT["has_fault"]][0])
-    return LoopState(
-        float(o[OUT["t"]][0]), int(o[OUT["cycle"]][0]), vec("q"), vec("qd"), vec("q_ref"), vec("qd_ref"),
-        o[OUT["pose"]].reshape(4, 4).copy(), o[OUT["wrench"]].copy(), o[OUT["f_measured"]].copy(),
-        MODES[int(o[OUT["mode"]][0])], bool(o[OUT["running"]][0]), bool(o[OUT["holding"]][0]),
-        WATCHDOG[int(o[OUT["watchdog"]][0])],  # type: ignore[arg-type]
-        int(o[OUT["seq_ack"]][0]), (fault or "fault") if has_fault else None, float(o[OUT["sigma"]][0]),
-        {k: bool(x) for k, x in zip(LIMIT_KEYS, o[OUT["limits"]], strict=True)}, float(o[OUT["kappa_h"]][0]))
+def decode(o: np.ndarray) -> LoopState:
+    """A LoopState from a packed state vector (layout: server.worker.LAYOUT; the fault text is in it)."""
+    return LAYOUT.unpack(o[:OUT_SIZE])[0]

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from fdcontrol.mappings import MAPPING_NAMES
+from fdcontrol.state import state_model
 
 from .settings import MappingName
 
@@ -44,29 +45,9 @@ class RobotInfo(BaseModel):
     joints: list[Joint]
 
 
-class State(BaseModel):
-    t: float
-    cycle: int
-    q: Vector
-    qd: Vector
-    q_ref: Vector
-    qd_ref: Vector
-    tip_pose: list[Vector] = Field(description="4×4 tip in base")
-    wrench: Vector = Field(description="control signal f_c, base frame")
-    f_measured: Vector
-    mode: str
-    running: bool
-    holding: bool
-    watchdog: Literal["idle", "ok", "tripped"]
-    seq_ack: int
-    fault: str | None
-    sigma_min_j: float = Field(description="σmin of the Jacobian (singularity telemetry)")
-    kappa_h: float | None = Field(description="κ(H) of the FD virtual model; null for other mappings")
-    limits_active: dict[str, bool] = Field(description="which safety limits shaped the last reference")
-    posture_distance: float | None = Field(None, description="‖q − q_preferred‖ (rad); null without posture task")
-    link_clearance: float | None = Field(None, description="min over link loads of distance − margin (m); "
-                                         "< 0 inside a margin; null without link loads")
-    stale: bool = Field(False, description="the loop process is dead or stuck: this state is not current")
+#: the published loop state, derived from its one declaration (fdcontrol/state.py), plus the API's ``stale``
+State = state_model(
+    "State", stale=(bool, Field(False, description="the loop process is dead or stuck: this state is not current")))
 
 
 class Stats(BaseModel):

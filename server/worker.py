@@ -10,7 +10,10 @@ Exchange, latest wins, no queue:
 * wrench in — a seqlock-protected slot in shared memory written by the API process
   (version, wrench, frame, seq, arrival time); the loop polls it at each cycle start;
 * twist in — a second slot of the same layout (version, twist, frame, seq, arrival time);
-* state out — a seqlock-protected slot rewritten by the loop every cycle;
+* state out — a seqlock-protected slot rewritten by the loop every cycle, and one byte on a
+  pipe per publish: one thread of the API process (:class:`StateFeed`) waits on that pipe,
+  reads the state once and wakes every WebSocket sender (:meth:`LoopWorker.states`), so a
+  state goes out when the loop publishes it, not on a sender's own schedule;
 * everything rare (config, start/stop/hold, targets, statistics) — request/reply on a pipe.
 
 Seqlock: the writer makes the version odd, writes, makes it even; a reader copies and
@@ -23,12 +26,15 @@ own 8-byte slot every few ms, so the API tells a dead or stuck process from a qu
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import multiprocessing as mp
+import os
 import sys
 import threading
 import time
 import traceback
+from collections.abc import AsyncIterator
 from multiprocessing import shared_memory
 from multiprocessing.connection import Connection
 from typing import Any
@@ -36,37 +42,27 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from fdcontrol.loop import ControlLoop, InputError, LoopState, check_wrench
+from fdcontrol.loop import ControlLoop, InputError, check_wrench
+from fdcontrol.state import LoopState, SharedLayout
 from fdcontrol.twist import TwistError, check_twist
 
 from .routers.sim import sim_call
 
 MAX_DOF = 16
-MODES = ("admittance", "force", "motion", "compliance")
-WATCHDOG = ("idle", "ok", "tripped")
-LIMIT_KEYS = ("cartesian", "position", "velocity", "acceleration", "virtual_joint_limit")
-FAULT_BYTES = 512
+FAULT_BYTES = 512  # UTF-8 bytes of each text field kept in shared memory (longer texts are cut)
 RECORDED = ("start", "stop", "hold", "zero_sensor", "target")  # accepted commands that go into a recording
 
 # input slot (float64): version, wrench[6], frame (0 base, 1 tool), seq, t
 IN_SIZE = 10
-# output slot (float64): version, t, cycle, dof, q, qd, q_ref, qd_ref (MAX_DOF each), pose[16],
-# wrench[6], f_measured[6], sigma, running, holding, watchdog, seq_ack, mode, last_cycle_at,
-# limits[4], has_fault
-_OUT_FIELDS = [("version", 1), ("t", 1), ("cycle", 1), ("dof", 1), ("q", MAX_DOF), ("qd", MAX_DOF),
-               ("q_ref", MAX_DOF), ("qd_ref", MAX_DOF), ("pose", 16), ("wrench", 6),
-               ("f_measured", 6), ("sigma", 1), ("running", 1), ("holding", 1), ("watchdog", 1),
-               ("seq_ack", 1), ("mode", 1), ("last_cycle_at", 1), ("limits", len(LIMIT_KEYS)), ("has_fault", 1),
-               ("kappa_h", 1), ("posture_distance", 1), ("link_clearance", 1)]
-OUT = {}
-_o = 0
-for _name, _n in _OUT_FIELDS:
-    OUT[_name] = slice(_o, _o + _n)
-    _o += _n
-OUT_SIZE = _o
-SHM_BYTES = 8 * (IN_SIZE + OUT_SIZE) + FAULT_BYTES + 8
-TWIST_OFFSET = SHM_BYTES  # twist slot (float64): version, twist[6], frame, seq, t — the wrench slot's layout
-SHM_BYTES += 8 * IN_SIZE
+# state slot (float64): version, then the packed state — every LoopState field, laid out by
+# fdcontrol.state.SharedLayout from the declaration, plus last_cycle_at (time.monotonic(), s)
+LAYOUT = SharedLayout(max_dof=MAX_DOF, text_bytes=FAULT_BYTES, extra=("last_cycle_at",))
+OUT_SIZE = LAYOUT.size  # the packed state's length (float64), also a row of the recording ring
+# block: wrench slot, twist slot (same layout), heartbeat, state slot
+TWIST_OFFSET = 8 * IN_SIZE
+HEARTBEAT_OFFSET = TWIST_OFFSET + 8 * IN_SIZE
+STATE_OFFSET = HEARTBEAT_OFFSET + 8
+SHM_BYTES = STATE_OFFSET + 8 * (1 + OUT_SIZE)
 HEARTBEAT_PERIOD = 0.01  # s
 SEQ_MAX = 2**53  # the slot holds float64: integers beyond this would not round-trip
 
@@ -99,17 +95,16 @@ class TornRead(RuntimeError):
 
 
 class Channel:
-    """The shared-memory block: input slot, output slot, fault text."""
+    """The shared-memory block: wrench slot, twist slot, heartbeat, state slot."""
 
     def __init__(self, name: str | None = None) -> None:
         self.shm = shared_memory.SharedMemory(name=name, create=name is None, size=SHM_BYTES)
         buf = self.shm.buf
         self.inp = np.ndarray((IN_SIZE,), dtype=np.float64, buffer=buf, offset=0)
-        self.out = np.ndarray((OUT_SIZE,), dtype=np.float64, buffer=buf, offset=8 * IN_SIZE)
-        self.fault = np.ndarray((FAULT_BYTES,), dtype=np.uint8, buffer=buf, offset=8 * (IN_SIZE + OUT_SIZE))
         self.twist = np.ndarray((IN_SIZE,), dtype=np.float64, buffer=buf, offset=TWIST_OFFSET)
-        self.heartbeat = np.ndarray((1,), dtype=np.float64, buffer=buf, offset=8 * (IN_SIZE + OUT_SIZE) + FAULT_BYTES)
-        self._tmp = np.zeros(OUT_SIZE)
+        self.heartbeat = np.ndarray((1,), dtype=np.float64, buffer=buf, offset=HEARTBEAT_OFFSET)
+        self.out = np.ndarray((1 + OUT_SIZE,), dtype=np.float64, buffer=buf, offset=STATE_OFFSET)
+        self._tmp = LAYOUT.empty()  # the packed state, built before the seqlock write (and copied by the ring)
         if name is None:
             self.inp[:] = 0
             self.twist[:] = 0
@@ -137,70 +132,36 @@ class Channel:
 
     # ------------------------------------------------------------------ state slot
     def write_state(self, s: LoopState, last_cycle_at: float) -> None:
-        o, n = self._tmp, len(s.q)
-        o[OUT["t"]] = s.t
-        o[OUT["cycle"]] = s.cycle
-        o[OUT["dof"]] = n
-        for key in ("q", "qd", "q_ref", "qd_ref"):
-            sl = OUT[key]
-            o[sl.start:sl.start + n] = getattr(s, key)
-        o[OUT["pose"]] = s.tip_pose.ravel()
-        o[OUT["wrench"]] = s.wrench
-        o[OUT["f_measured"]] = s.f_measured
-        o[OUT["sigma"]] = s.sigma_min_j
-        o[OUT["running"]] = s.running
-        o[OUT["holding"]] = s.holding
-        o[OUT["watchdog"]] = WATCHDOG.index(s.watchdog)
-        o[OUT["seq_ack"]] = s.seq_ack
-        o[OUT["mode"]] = MODES.index(s.mode)
-        o[OUT["last_cycle_at"]] = last_cycle_at
-        o[OUT["limits"]] = [bool(s.limits_active.get(k)) for k in LIMIT_KEYS]
-        o[OUT["has_fault"]] = s.fault is not None
-        o[OUT["kappa_h"]] = s.kappa_h
-        o[OUT["posture_distance"]] = s.posture_distance
-        o[OUT["link_clearance"]] = s.link_clearance
-        if s.fault is not None:
-            raw = s.fault.encode()[: FAULT_BYTES - 1]
-            self.fault[: len(raw)] = np.frombuffer(raw, dtype=np.uint8)
-            self.fault[len(raw)] = 0
+        """Pack ``s`` (fdcontrol.state.SharedLayout), then one seqlock write of the packed vector."""
+        LAYOUT.pack(s, self._tmp, last_cycle_at=last_cycle_at)
         v = self.out[0]
         self.out[0] = v + 1
-        self.out[1:] = o[1:]
+        self.out[1:] = self._tmp
         self.out[0] = v + 2
 
-    def read_state(self) -> tuple[LoopState, float]:
+    def _copy_state(self) -> np.ndarray:
+        """A consistent copy of the packed state (seqlock read)."""
         for _ in range(1000):
             v1 = self.out[0]
-            o = self.out.copy()
+            o = self.out[1:].copy()
             if v1 % 2 == 0 and self.out[0] == v1:
-                break
+                return o
             time.sleep(0)
-        else:
-            raise TornRead("the state slot stayed mid-write: the loop process is dead or stuck")
-        n = int(o[OUT["dof"]][0])
+        raise TornRead("the state slot stayed mid-write: the loop process is dead or stuck")
 
-        def vec(key: str) -> np.ndarray:
-            sl = OUT[key]
-            return o[sl.start:sl.start + n].copy()
+    def read_state(self) -> tuple[LoopState, float]:
+        """The newest state and its last_cycle_at (s, time.monotonic()), from a consistent copy."""
+        state, extra = LAYOUT.unpack(self._copy_state())
+        return state, extra["last_cycle_at"]
 
-        fault = None
-        if o[OUT["has_fault"]][0]:
-            raw = bytes(self.fault)
-            fault = raw[: raw.index(0)].decode(errors="replace") if 0 in raw else raw.decode(errors="replace")
-        lim = o[OUT["limits"]]
-        state = LoopState(
-            float(o[OUT["t"]][0]), int(o[OUT["cycle"]][0]), vec("q"), vec("qd"), vec("q_ref"),
-            vec("qd_ref"), o[OUT["pose"]].reshape(4, 4).copy(), o[OUT["wrench"]].copy(),
-            o[OUT["f_measured"]].copy(), MODES[int(o[OUT["mode"]][0])], bool(o[OUT["running"]][0]),
-            bool(o[OUT["holding"]][0]), WATCHDOG[int(o[OUT["watchdog"]][0])],  # type: ignore[arg-type]
-            int(o[OUT["seq_ack"]][0]), fault, float(o[OUT["sigma"]][0]),
-            {k: bool(x) for k, x in zip(LIMIT_KEYS, lim, strict=True)}, float(o[OUT["kappa_h"]][0]),
-            float(o[OUT["posture_distance"]][0]), float(o[OUT["link_clearance"]][0]))
-        return state, float(o[OUT["last_cycle_at"]][0])
+    def read_running(self) -> tuple[bool, float]:
+        """(running, last_cycle_at) of the newest state, without decoding the rest (liveness checks)."""
+        o = self._copy_state()
+        return bool(o[LAYOUT.slots["running"].start]), float(o[LAYOUT.slots["last_cycle_at"].start])
 
     def close(self, unlink: bool = False) -> None:
         # drop our numpy views first, or SharedMemory.close() refuses (exported buffers)
-        del self.inp, self.out, self.fault, self.twist, self.heartbeat
+        del self.inp, self.out, self.twist, self.heartbeat
         with contextlib.suppress(Exception):
             self.shm.close()
         if unlink:
@@ -221,6 +182,7 @@ class ShmIO:
         # thread after stop() and reconfiguration; uncontended, the lock costs ~0.1 µs
         self._publish_lock = threading.Lock()
         self._ring_cycle = -1
+        self.notify: int | None = None  # write end of the publish pipe (non-blocking), see StateFeed
 
     def poll(self, loop: ControlLoop) -> None:
         slot = self.ch.read_wrench()
@@ -244,6 +206,11 @@ class ShmIO:
             if self.ring is not None and state.cycle != self._ring_cycle:
                 self._ring_cycle = state.cycle
                 self.ring.push(self.ch._tmp, loop)
+        if self.notify is not None:
+            # one byte per publish wakes the API's StateFeed; a full pipe means it has bytes to read
+            # already, a closed one that the API process is gone: neither may stall the loop
+            with contextlib.suppress(OSError):
+                os.write(self.notify, b"\0")
         if self.metrics is not None:
             self.metrics.observe(state)
 
@@ -254,7 +221,7 @@ def _beat(channel: Channel, stop: threading.Event) -> None:
 
 
 # ---------------------------------------------------------------------- worker process
-def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
+def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Connection) -> None:
     from .metrics import LoopMetrics
     from .record_ring import StateRing
     from .runtime import ConflictError, Runtime
@@ -272,6 +239,8 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
     beating = threading.Event()
     threading.Thread(target=_beat, args=(channel, beating), name="fdcontrol-heartbeat", daemon=True).start()
     io = ShmIO(channel)
+    os.set_blocking(notify.fileno(), False)
+    io.notify = notify.fileno()
     io.ring, io.metrics = StateRing(shm_name + "r"), LoopMetrics()
     io.metrics.start_folding(lambda: runtime.loop.stats)
 
@@ -320,6 +289,134 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection) -> None:
     channel.close()
 
 
+class _Fanout:
+    """The feed's side in one asyncio event loop: the newest state, and the senders waiting for it.
+
+    Waiters are grouped by decimation; a publish wakes a group when its cycle enters a new block
+    of ``decimation`` cycles, the smallest decimations (control clients) first, ``WAKE_CHUNK``
+    senders per event-loop pass: between chunks the event loop reads its sockets, so an
+    incoming wrench is not held up behind a burst of sends to many watchers.
+    """
+
+    WAKE_CHUNK = 2
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.subscribers = 0
+        self.current: LoopState | None = None  # what the senders of this loop read (one encoding per state)
+        self._posted: LoopState | None = None
+        self._pending = False
+        self._groups: dict[int, list[Any]] = {}  # decimation → [cycle // decimation last woken, [futures]]
+
+    def wait(self, decimation: int) -> asyncio.Future[None]:
+        """Done when a state of a new block of ``decimation`` cycles has been published."""
+        fut = self.loop.create_future()
+        group = self._groups.get(decimation)
+        if group is None:
+            group = self._groups[decimation] = [None, []]
+            self._groups = dict(sorted(self._groups.items()))
+        group[1].append(fut)
+        return fut
+
+    def forget(self, decimation: int, fut: asyncio.Future[None]) -> None:
+        """A waiter that stopped waiting (heartbeat timeout, client gone): no list grows while stopped."""
+        if not fut.done() or fut.cancelled():
+            with contextlib.suppress(KeyError, ValueError):
+                self._groups[decimation][1].remove(fut)
+
+    def post(self, s: LoopState) -> None:
+        """Feed thread: hand over the newest state; at most one wake-up queued (drop-latest)."""
+        self._posted = s
+        if not self._pending:
+            self._pending = True
+            with contextlib.suppress(RuntimeError):  # the event loop is closed
+                self.loop.call_soon_threadsafe(self._fire)
+
+    def _fire(self) -> None:
+        self._pending = False  # before reading: a state posted from now on queues another wake-up
+        s = self.current = self._posted
+        if s is None:
+            return
+        ready: list[asyncio.Future[None]] = []
+        for d, group in self._groups.items():
+            block = s.cycle // d
+            if block != group[0] and group[1]:
+                group[0] = block
+                ready += group[1]
+                group[1] = []
+        self._wake(ready)
+
+    def _wake(self, futures: list[asyncio.Future[None]]) -> None:
+        for f in futures[: self.WAKE_CHUNK]:
+            if not f.done():  # a sender that timed out (heartbeat) or left
+                f.set_result(None)
+        if len(futures) > self.WAKE_CHUNK:
+            self.loop.call_soon(self._wake, futures[self.WAKE_CHUNK:])
+
+
+class StateFeed:
+    """One thread of the API process that waits on the loop's publish pipe and fans each new
+    state out to the asyncio loops whose WebSocket senders subscribed.
+
+    Per publish: one ``os.read`` (it drains every byte written meanwhile: states that came
+    faster than this thread are skipped, never queued), one state read when anybody listens,
+    and one ``call_soon_threadsafe`` per event loop. The loop process never waits for it.
+    """
+
+    def __init__(self, channel: Channel, pipe: Connection) -> None:
+        self.channel, self.pipe = channel, pipe
+        self._fanouts: dict[asyncio.AbstractEventLoop, _Fanout] = {}
+        self._lock = threading.Lock()
+        self.closed = False
+        self._thread = threading.Thread(target=self._run, name="fdcontrol-state-feed", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        fd = self.pipe.fileno()
+        while True:
+            try:
+                if not os.read(fd, 4096) or self.closed:
+                    break  # EOF: the loop process has exited
+            except OSError:
+                break
+            with self._lock:
+                fanouts = [f for f in self._fanouts.values() if f.subscribers]
+            if not fanouts:
+                continue
+            try:
+                s, _ = self.channel.read_state()
+            except TornRead:
+                continue
+            except Exception:  # the channel was closed under us (close() gave up waiting for EOF)
+                break
+            for f in fanouts:
+                f.post(s)
+
+    def join(self) -> _Fanout:
+        """Subscribe from the running event loop."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            f = self._fanouts.get(loop)
+            if f is None:
+                f = self._fanouts[loop] = _Fanout(loop)
+            f.subscribers += 1
+        return f
+
+    def leave(self, f: _Fanout) -> None:
+        with self._lock:
+            f.subscribers -= 1
+            if not f.subscribers:
+                self._fanouts.pop(f.loop, None)
+
+    def close(self) -> None:
+        """After the loop process has exited (EOF on the pipe; a process that could not be
+        ended leaves the thread blocked until it exits, then it stops without reading)."""
+        self.closed = True
+        self._thread.join(2)
+        if not self._thread.is_alive():  # else its fd stays open: a reused number must not be read
+            self.pipe.close()
+
+
 class WorkerError(RuntimeError):
     def __init__(self, kind: str, detail: Any) -> None:
         super().__init__(f"{kind}: {detail}")
@@ -342,12 +439,16 @@ class LoopWorker:
         self.ring = StateRing(self.channel.name + "r", create=True)  # the loop process attaches by name
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
+        self._published, notify = ctx.Pipe(duplex=False)  # one byte per published state
         self.proc = ctx.Process(target=_worker_main, name="fdcontrol-loop",
-                                args=(settings.model_dump_json(), self.channel.name, child), daemon=True)
+                                args=(settings.model_dump_json(), self.channel.name, child, notify), daemon=True)
+        self.feed: StateFeed | None = None
+        self._closed = False
         self._lock = threading.Lock()
         self._wrench_lock = threading.Lock()  # the wrench slot's one-writer rule, across handler threads
         try:
             self.proc.start()
+            notify.close()  # the loop process holds the only write end: its exit is EOF for the feed
             if not self.conn.poll(60):
                 raise WorkerError("dead", "the loop process did not start in 60 s")
             kind, payload = self.conn.recv()
@@ -356,6 +457,7 @@ class LoopWorker:
         except BaseException:
             self._discard()
             raise
+        self.feed = StateFeed(self.channel, self._published)
         self.params: dict[str, Any] = payload
         self.max_force, self.max_torque = payload["max_force"], payload["max_torque"]
         self.stale_after = stale_after or max(float(payload["command_timeout"]), 0.05)
@@ -364,13 +466,18 @@ class LoopWorker:
         self._twist_lock = threading.Lock()  # one writer at a time on the twist seqlock
         # MCAP recording: written here, in the API process, from the ring (see server/record_ring.py)
         self.recorder = Recorder(cycle=lambda: self.state()[0].cycle, on_start=self.ring.set_active,
-                                 source=lambda: self.ring.read(self.state()[0].fault))
+                                 source=self.ring.read)
         self.started_at = time.monotonic()
 
     def _discard(self) -> None:
         if self.proc.is_alive():
             self.proc.terminate()
             self.proc.join(2)
+        self._closed = True
+        if self.feed is not None:
+            self.feed.close()
+        else:
+            self._published.close()
         self.channel.close(unlink=True)
         self.ring.close(unlink=True)
 
@@ -383,10 +490,10 @@ class LoopWorker:
         if beat and now - beat > self.stale_after:
             return f"the loop process is not responding (heartbeat {now - beat:.3f} s old)"
         try:
-            s, last = self.channel.read_state()
+            running, last = self.channel.read_running()
         except TornRead as exc:
             return str(exc)
-        if s.running and last and now - last > self.stale_after:
+        if running and last and now - last > self.stale_after:
             return f"the control loop is stalled (last cycle {now - last:.3f} s ago)"
         return None
 
@@ -449,10 +556,49 @@ class LoopWorker:
             self.channel.write_twist(v, frame, self._twist_seq, time.monotonic())
 
     def state(self) -> tuple[LoopState, float]:
+        if self._closed:
+            raise WorkerError("dead", "the loop process was closed")
         try:
             return self.channel.read_state()
         except TornRead as exc:
             raise WorkerError("dead", str(exc)) from None
+
+    async def states(self, decimation: int = 1, heartbeat: float = 0.5) -> AsyncIterator[tuple[LoopState, bool]]:
+        """``(state, fresh)`` as the loop publishes them: the newest state of each new block of
+        ``decimation`` cycles (``fresh`` True), or, after ``heartbeat`` s without one, the state
+        in shared memory again (``fresh`` False: the loop is stopped, dead or stuck).
+
+        The first item is the current state. Drop-latest: a consumer that takes longer than
+        ``decimation`` cycles gets the newest state next, never a queue. Raises WorkerError when
+        the state cannot be read; use with ``contextlib.aclosing``.
+        """
+        if self.feed is None:
+            raise WorkerError("dead", "the loop process did not start")
+        fan = self.feed.join()
+        try:
+            s = self.state()[0]
+            mine = s.cycle // decimation
+            yield s, True
+            while True:
+                s = fan.current
+                if s is not None and s.cycle // decimation != mine:
+                    mine = s.cycle // decimation
+                    yield s, True
+                    continue
+                fut = fan.wait(decimation)
+                try:
+                    async with asyncio.timeout(heartbeat):
+                        await fut
+                    continue
+                except TimeoutError:
+                    pass
+                finally:
+                    fan.forget(decimation, fut)
+                s = self.state()[0]
+                mine = s.cycle // decimation
+                yield s, False
+        finally:
+            self.feed.leave(fan)
 
     def wait_state(self, done: Any, timeout: float = 1.0) -> LoopState:
         """The newest state once ``done(state)`` holds, or after ``timeout`` s (bounded)."""

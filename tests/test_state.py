@@ -1,5 +1,6 @@
 """The state declaration: every field round-trips through shared memory, dict, JSON,
-MessagePack and the pydantic model; and the hand-kept forms of today have not drifted."""
+MessagePack and the pydantic model — as the service wires them (server/worker.py's state slot,
+server/app.py's state_dict, the app's OpenAPI State) — and a new field needs no other edit."""
 
 from __future__ import annotations
 
@@ -117,36 +118,136 @@ def test_describe_lists_every_field():
         assert f"`{f.name}`" in table
 
 
-# ---------------------------------------------------------------------- drift against today's forms
-def test_loop_state_in_loop_py_matches_the_declaration():
-    """fdcontrol/loop.py still declares its own LoopState; it must match field for field."""
+# ---------------------------------------------------------------------- the service's real wiring
+def test_loop_py_publishes_the_declared_state():
     from fdcontrol import loop
 
-    if loop.LoopState is LoopState:
-        return  # switched over: nothing can drift
-    ours = [(f.name, f.default if f.default is not dataclasses.MISSING else None) for f in st.FIELDS]
-    theirs = [(f.name, f.default if f.default is not dataclasses.MISSING else None)
-              for f in dataclasses.fields(loop.LoopState)]
-    assert [n for n, _ in theirs] == [n for n, _ in ours]
-    for (n, a), (_, b) in zip(ours, theirs, strict=True):
-        assert (a is None and b is None) or a == b or (math.isnan(a) and math.isnan(b)), n
-    assert loop.LoopState.__dataclass_params__.frozen
+    assert loop.LoopState is LoopState
 
 
-def test_service_forms_match_the_declaration(loop_state):
-    """server/app.py's state_dict, server/schemas.py's State and the worker's hand-written
-    shared-memory layout agree with the declaration (until they are derived from it)."""
+@pytest.fixture(scope="module")
+def openapi_state():
+    """A validator of the State schema as the running app documents it (/openapi.json)."""
     pytest.importorskip("fastapi")
-    from server import schemas, worker
+    jsonschema = pytest.importorskip("jsonschema")
+    from server.app import create_app
+    from server.settings import Settings
+
+    spec = create_app(Settings()).openapi()  # the document /openapi.json serves; no loop process needed
+    schema = {"$ref": "#/components/schemas/State", "components": spec["components"]}
+    return jsonschema.Draft202012Validator(schema), spec["components"]["schemas"]["State"]
+
+
+def service_encodings(s: LoopState):
+    """LoopState → the worker's shared memory → LoopState → /state dict, JSON and MessagePack."""
+    import json
+
+    import msgpack
+
+    from server import worker
     from server.app import state_dict
 
-    assert state_dict(loop_state) == st.to_dict(loop_state)
-    assert set(schemas.State.model_fields) - {"stale"} == {f.name for f in st.FIELDS}  # stale: set by the API
-    assert tuple(worker.MODES) == tuple(st.LoopState.__dataclass_fields__["mode"].metadata["choices"])
-    assert tuple(worker.LIMIT_KEYS) == st.LIMIT_KEYS
     ch = worker.Channel()
     try:
-        ch.write_state(loop_state, 1.0)
-        assert_same(loop_state, ch.read_state()[0])
+        ch.write_state(s, 12.5)
+        back, last_cycle_at = ch.read_state()
+    finally:
+        ch.close(unlink=True)
+    assert last_cycle_at == 12.5
+    d = {**state_dict(back), "stale": False}
+    return back, d, json.loads(json.dumps(d)), msgpack.unpackb(msgpack.packb(d))
+
+
+def test_every_field_round_trips_through_the_service(rng, loop_state, openapi_state):
+    """shm → LoopState → JSON / MessagePack → valid against the app's OpenAPI State → LoopState."""
+    validator, schema = openapi_state
+    assert set(schema["properties"]) == {f.name for f in st.FIELDS} | {"stale"}
+    for s in [loop_state, *cases(rng)]:
+        expect = dataclasses.replace(s, limits_active={k: bool(s.limits_active.get(k)) for k in st.LIMIT_KEYS})
+        back, _, from_json, from_msgpack = service_encodings(s)
+        assert_same(expect, back)
+        for wire in (from_json, from_msgpack):
+            validator.validate(wire)  # raises on any field the schema does not describe as sent
+            assert wire.pop("stale") is False
+            assert_same(expect, st.from_dict(wire))
+
+
+def test_schema_rejects_what_the_declaration_forbids(rng, openapi_state):
+    """The OpenAPI model is not a rubber stamp: wrong choices, types and missing fields fail."""
+    import jsonschema
+
+    validator, _ = openapi_state
+    good = service_encodings(synthetic(rng))[1]
+    validator.validate(good)
+    for key, value in (("mode", "dance"), ("watchdog", "maybe"), ("q", ["x"]), ("running", "yes"),
+                       ("cycle", 1.5), ("fault", 3)):
+        with pytest.raises(jsonschema.ValidationError):
+            validator.validate({**good, key: value})
+    for f in st.FIELDS:
+        with pytest.raises(jsonschema.ValidationError):
+            validator.validate({k: v for k, v in good.items() if k != f.name})
+
+
+NEW_FIELD = """
+import dataclasses, math, sys
+import numpy as np
+from fdcontrol import state as st
+
+# one more declared field, before the service is imported: nothing else is edited
+extra = dataclasses.make_dataclass("LoopState", [("new_gauge", float, dataclasses.field(
+    default=math.nan, metadata=st.scalar("float", "a field added by the test", "m", nullable=True)))],
+    bases=(st.LoopState,), frozen=True)
+st.LoopState, st.FIELDS = extra, dataclasses.fields(extra)
+
+from server import schemas, worker
+from server.app import create_app, state_dict
+from server.settings import Settings
+
+z = np.zeros(6)
+s = extra(t=1.0, cycle=2, q=z, qd=z, q_ref=z, qd_ref=z, tip_pose=np.eye(4), wrench=z, f_measured=z,
+          mode="admittance", running=True, holding=False, watchdog="ok", seq_ack=3, fault=None,
+          sigma_min_j=0.5, new_gauge=0.25)
+ch = worker.Channel()
+try:
+    ch.write_state(s, 1.0)
+    back = ch.read_state()[0]
+finally:
+    ch.close(unlink=True)
+d = {**state_dict(back), "stale": False}
+assert d["new_gauge"] == 0.25, d
+assert schemas.State.model_validate(d).new_gauge == 0.25
+spec = create_app(Settings()).openapi()
+assert "new_gauge" in spec["components"]["schemas"]["State"]["properties"]
+print("reached")
+"""
+
+
+def test_a_new_field_reaches_the_api():
+    """Declaring one more LoopState field is all it takes: it reaches shared memory, /state and
+    the OpenAPI model (fails as soon as any of them is written by hand again). In a child
+    process: the service modules derive their forms at import."""
+    pytest.importorskip("fastapi")
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, "-c", NEW_FIELD], cwd=root, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(root)})
+    assert r.returncode == 0 and "reached" in r.stdout, r.stderr[-2000:]
+
+
+def test_liveness_read_matches_the_full_read(loop_state):
+    """LoopWorker.problem reads only running and last_cycle_at: the same slots the full read decodes."""
+    pytest.importorskip("fastapi")
+    from server import worker
+
+    ch = worker.Channel()
+    try:
+        for running in (True, False):
+            ch.write_state(dataclasses.replace(loop_state, running=running), 7.25)
+            s, last = ch.read_state()
+            assert ch.read_running() == (s.running, last) == (running, 7.25)
     finally:
         ch.close(unlink=True)

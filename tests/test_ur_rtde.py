@@ -272,3 +272,47 @@ def test_restart_after_the_watchdog_ended_the_script_reuploads_it(ur10):
     log.clear()
     loop.step()
     assert "reuploadScript" not in [n for n, _ in log]
+
+
+def test_speed_scaling_and_safety_mode_reach_the_state_and_the_api(ur10):
+    """The fake's getSpeedScaling / getSafetyMode appear in LoopState, and in /state's encoding
+    (the worker's shared memory → state_dict → the app's State model)."""
+    pytest.importorskip("fastapi")
+    from server import schemas, worker
+    from server.app import state_dict
+
+    drv, _ctl, rx, _log = make(ur10)
+    loop = loop_for(ur10, drv)
+    loop._running.set()
+    st = loop.step()
+    assert (st.speed_scaling, st.safety_mode) == (0.75, "NORMAL")
+    rx.speed_scaling, rx.safety_mode = 0.3, 2
+    st = loop.step()
+    assert (st.speed_scaling, st.safety_mode) == (0.3, "REDUCED")
+    ch = worker.Channel()
+    try:
+        ch.write_state(st, 1.0)
+        d = {**state_dict(ch.read_state()[0]), "stale": False}
+    finally:
+        ch.close(unlink=True)
+    assert (d["speed_scaling"], d["safety_mode"]) == (0.3, "REDUCED")
+    api = schemas.State.model_validate(d)
+    assert (api.speed_scaling, api.safety_mode) == (0.3, "REDUCED")
+    from server.metrics import _robot_gauges
+
+    samples = {(m.samples[0].name, tuple(m.samples[0].labels.items())): m.samples[0].value for m in _robot_gauges(st)}
+    assert samples == {("fdcontrol_robot_speed_scaling", ()): 0.3,
+                       ("fdcontrol_robot_safety_mode", (("mode", "REDUCED"),)): 1.0}
+
+
+def test_drivers_without_them_publish_null(ur10):
+    """The kinematic simulator (and the MuJoCo arm) have no speed scaling or safety mode: null."""
+    from fdcontrol.drivers import SimulatedRobot
+    from fdcontrol.state import to_dict
+
+    loop = ControlLoop(ur10, SimulatedRobot(ur10, q0=Q0), make_solver(make_mapping("fd", ur10)))
+    d = to_dict(loop.step())
+    assert d["speed_scaling"] is None and d["safety_mode"] is None
+    mujoco = pytest.importorskip("fdcontrol.drivers.mujoco")
+    d = to_dict(ControlLoop(ur10, mujoco.MujocoRobot(ur10), make_solver(make_mapping("fd", ur10))).step())
+    assert d["speed_scaling"] is None and d["safety_mode"] is None

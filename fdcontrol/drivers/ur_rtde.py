@@ -94,6 +94,9 @@ class UrRtdeDriver:
         self.control = (control_factory or _default_control)(host, frequency)
         self.control.setWatchdog(self.watchdog_frequency)
         self.status: dict[str, Any] = {}
+        # published in the loop state (LoopState.speed_scaling / safety_mode), refreshed by every read
+        self.speed_scaling: float = math.nan  # fraction 0–1
+        self.safety_mode: str | None = None  # SAFETY_MODES name
         self._stopped = True  # nothing commanded yet
         self._t_robot, self._t_changed = math.nan, time.monotonic()
         self._q = np.zeros(self.dof)
@@ -115,8 +118,8 @@ class UrRtdeDriver:
         elif now - self._t_changed > self.timeout:
             raise StaleStateError(f"no new RTDE state for {now - self._t_changed:.3f} s (timeout {self.timeout} s)")
         mode = int(r.getSafetyMode())
-        self.status = {"speed_scaling": float(r.getSpeedScaling()), "safety_mode": mode,
-                       "safety_mode_name": SAFETY_MODES.get(mode, "UNKNOWN")}
+        self.speed_scaling, self.safety_mode = float(r.getSpeedScaling()), SAFETY_MODES.get(mode, "UNKNOWN")
+        self.status = {"speed_scaling": self.speed_scaling, "safety_mode": mode, "safety_mode_name": self.safety_mode}
         if mode not in OK_SAFETY:
             raise UrSafetyError(f"UR safety mode {mode} ({SAFETY_MODES.get(mode, 'UNKNOWN')})")
         q, qd = np.array(r.getActualQ(), dtype=float), np.array(r.getActualQd(), dtype=float)

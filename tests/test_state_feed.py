@@ -1,0 +1,148 @@
+"""Event-driven state sending: the loop process signals each publish, one feed thread in the
+API process reads it once and wakes the WebSocket senders (server/worker.py StateFeed)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+
+import numpy as np
+import pytest
+
+from fdcontrol.state import LoopState
+
+worker_module = pytest.importorskip("server.worker")
+LoopWorker, _Fanout = worker_module.LoopWorker, worker_module._Fanout
+
+
+def state(cycle: int) -> LoopState:
+    z = np.zeros(6)
+    return LoopState(t=0.0, cycle=cycle, q=z, qd=z, q_ref=z, qd_ref=z, tip_pose=np.eye(4), wrench=z,
+                     f_measured=z, mode="admittance", running=True, holding=False, watchdog="idle", seq_ack=0,
+                     fault=None, sigma_min_j=1.0)
+
+
+def test_fanout_wakes_control_clients_first_then_watchers_in_chunks():
+    async def run() -> list[list[int]]:
+        fan = _Fanout(asyncio.get_running_loop())
+        watchers = [fan.wait(10) for _ in range(20)]
+        control = fan.wait(1)
+        fan.post(state(20))  # new block for both decimations
+        done_per_pass = []
+        while not all(f.done() for f in watchers) and len(done_per_pass) < 100:
+            await asyncio.sleep(0)
+            done_per_pass.append([int(control.done()), sum(f.done() for f in watchers)])
+        return done_per_pass
+
+    passes = asyncio.run(run())
+    chunk = _Fanout.WAKE_CHUNK
+    assert passes[0] == [1, chunk - 1]  # the control client is in the first chunk
+    # the rest a chunk per event-loop pass (sockets are read in between), until all 20 are woken
+    assert [n for _, n in passes] == [min(20, k * chunk - 1) for k in range(1, len(passes) + 1)]
+    assert passes[-1] == [1, 20]
+
+
+def test_fanout_wakes_a_group_once_per_block_and_forgets_timed_out_waiters():
+    async def run() -> None:
+        fan = _Fanout(asyncio.get_running_loop())
+        f = fan.wait(5)
+        fan.post(state(10))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert f.done() and fan.current.cycle == 10
+        g = fan.wait(5)
+        fan.post(state(12))  # the same block of 5 cycles: nobody is woken
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not g.done()
+        g.cancel()  # a heartbeat timeout
+        fan.forget(5, g)
+        assert fan._groups[5][1] == []
+        h = fan.wait(5)
+        fan.post(state(15))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert h.done()
+
+    asyncio.run(run())
+
+
+@pytest.fixture(scope="module")
+def worker():
+    from server.settings import Settings
+
+    w = LoopWorker(Settings(rate=250.0))
+    w.call("start")
+    yield w
+    w.close()
+
+
+async def take(it, n: int) -> list[tuple[LoopState, bool]]:
+    return [await it.__anext__() for _ in range(n)]
+
+
+def test_states_follow_the_publishes_per_decimation(worker):
+    async def run() -> tuple[list, list]:
+        async with contextlib.aclosing(worker.states(1)) as a, contextlib.aclosing(worker.states(5)) as b:
+            return await asyncio.gather(take(a, 40), take(b, 8))
+
+    every, fifth = asyncio.run(run())
+    cycles = [s.cycle for s, _ in every]
+    assert all(fresh for _, fresh in every + fifth)
+    assert all(b > a for a, b in itertools.pairwise(cycles))  # no repeats, never backwards
+    blocks = [s.cycle // 5 for s, _ in fifth]
+    assert all(b > a for a, b in itertools.pairwise(blocks))
+
+
+def test_a_slow_client_gets_the_newest_state_and_does_not_hold_up_the_others(worker):
+    async def run() -> tuple[list[int], list[tuple[int, int]]]:
+        fast_cycles, slow = [], []
+        async with contextlib.aclosing(worker.states(1)) as fast, contextlib.aclosing(worker.states(1)) as lazy:
+            await lazy.__anext__()
+
+            async def slow_client() -> None:
+                for _ in range(3):
+                    time.sleep(0.05)  # a client that blocks (here: the whole event loop) for 12 periods
+                    newest = worker.state()[0].cycle
+                    s, _ = await lazy.__anext__()
+                    slow.append((newest, s.cycle))
+
+            async def fast_client() -> None:
+                while len(slow) < 3:
+                    s, _ = await fast.__anext__()
+                    fast_cycles.append(s.cycle)
+
+            await asyncio.gather(slow_client(), fast_client())
+        return fast_cycles, slow
+
+    fast_cycles, slow = asyncio.run(run())
+    # drop-latest: after blocking, the next state is the newest then, not the one after the last sent
+    # (the feed thread may be one publish behind shared memory at the instant of that read)
+    for newest, got in slow:
+        assert got >= newest - 1
+    assert len(fast_cycles) >= 3  # the other client kept receiving
+
+
+def test_wrench_acknowledged_and_heartbeats_when_stopped_or_dead(worker):
+    async def run() -> None:
+        async with contextlib.aclosing(worker.states(1, heartbeat=0.05)) as it:
+            await it.__anext__()
+            worker.set_wrench([1.0, 0, 0, 0, 0, 0], seq=777)
+            while True:
+                s, fresh = await it.__anext__()
+                if s.seq_ack >= 777:
+                    break
+            assert fresh and s.seq_ack == 777
+            worker.call("stop")
+            while (await it.__anext__())[0].running:
+                pass
+            (s1, f1), (s2, f2) = await take(it, 2)  # stopped: no publishes, heartbeats from shared memory
+            assert not f1 and not f2 and s1.cycle == s2.cycle
+            worker.proc.kill()
+            worker.proc.join(5)
+            s3, f3 = await it.__anext__()
+            assert not f3 and s3.cycle >= s2.cycle and worker.problem() is not None
+
+    asyncio.run(run())
