@@ -19,7 +19,6 @@ from fdcontrol.loop import InputError
 
 from . import schemas
 from .auth import MIDDLEWARE_ERRORS, UNSAFE
-from .worker import WorkerError
 
 MAX_DETAIL = 300  # characters of an error message
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -53,6 +52,7 @@ def detail_text(detail: Any) -> str:
 
 def install_handlers(app: FastAPI) -> None:
     """Exception → status: library input errors are 422, worker errors by kind (409, 422, 503)."""
+    from .worker import WorkerError  # here: worker.py imports server/routers/sim.py, which imports ERRORS
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -38,13 +38,16 @@ def singular_values(req: schemas.AnalysisRequest, request: Request) -> dict[str,
     if len(qs) > max_batch:
         raise HTTPException(413, f"batch of {len(qs)} configurations exceeds max_batch = {max_batch}")
     with ANALYSIS_LOCK:  # the cached models' pinocchio Data are not thread-safe
-        return _analysis(robot, qs, req)
+        try:
+            return _analysis(robot, qs, req)
+        except (RuntimeError, ArithmeticError, np.linalg.LinAlgError) as exc:  # pinocchio, overflow
+            raise HTTPException(422, f"not computable at these values: {exc}") from exc
 
 
 def _analysis(robot: RobotModel, qs: list, req: schemas.AnalysisRequest) -> dict[str, Any]:
     specs = [schemas.MappingSpec(name=m) if isinstance(m, str) else m for m in req.mappings]
     maps = [make_mapping(s.name, robot, gamma=s.gamma, alpha=s.alpha, gamma_max=s.gamma_max,
-                         algorithm=s.algorithm) for s in specs]
+                         length=s.length, max_error=s.max_error, algorithm=s.algorithm) for s in specs]
     fd = [m for m in maps if isinstance(m, ForwardDynamics)]
     vm = fd[0].virtual if fd else VirtualModel(robot, 1e3)
     points = []
@@ -54,21 +57,21 @@ def _analysis(robot: RobotModel, qs: list, req: schemas.AnalysisRequest) -> dict
         for m in maps:
             M = m.joint_space(qv) if req.type == "joint" else m.cartesian(qv)
             a = analyze(M).as_dict()
-            results.append({"mapping": m.name, "params": m.params(), **_json_safe(a)})
+            results.append({"mapping": m.name, "params": m.params(), **_finite(a)})
         sj = np.linalg.svd(robot.jacobian(qv), compute_uv=False)
         kh = analyze(vm.inertia(qv)).condition
-        points.append({"q": qv.tolist(), "manipulability_j": float(np.prod(sj)),
-                       "sigma_min_j": float(sj[-1]), "kappa_h": kh if math.isfinite(kh) else None,
-                       "results": results})
+        points.append(_finite({"q": qv.tolist(), "manipulability_j": float(np.prod(sj)),
+                               "sigma_min_j": float(sj[-1]), "kappa_h": kh if math.isfinite(kh) else None,
+                               "results": results}))
     return {"robot": robot.name, "type": req.type, "points": points}
 
 
-def _json_safe(a: dict[str, Any]) -> dict[str, Any]:
-    """inf/NaN are not JSON: σ that overflowed becomes None (κ is already None when singular)."""
-    def fix(v: Any) -> Any:
-        if isinstance(v, float) and not math.isfinite(v):
-            return None
-        return v
-    a = {k: fix(v) for k, v in a.items()}
-    a["singular_values"] = [x if math.isfinite(x) else None for x in a["singular_values"]]
+def _finite(a: dict[str, Any]) -> dict[str, Any]:
+    """inf/NaN are not JSON: κ is None when singular (``analyze``); any other non-finite number
+    means the inputs overflowed the computation, an error (ArithmeticError → 422)."""
+    if a.get("condition") is not None and not math.isfinite(a["condition"]):
+        a = {**a, "condition": None}
+    numbers = [v for v in a.values() if isinstance(v, float)] + [*a.get("singular_values", ()), *a.get("q", ())]
+    if not all(math.isfinite(x) for x in numbers):
+        raise ArithmeticError("a result is not finite")
     return a
