@@ -1,4 +1,9 @@
-"""Command line: ``fdcontrol analyze | experiments | serve``."""
+"""The library's commands: ``analyze``, ``experiments``, ``plot``.
+
+``build_parser(*commands)`` takes more commands from a caller: the ``fdcontrol`` console
+script is the service's entry point (server/main.py), which adds ``serve``; the library
+itself never imports the service. ``python -m fdcontrol.cli`` runs the library commands alone.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,11 @@ import json
 import math
 import re
 import sys
+from collections.abc import Callable
 
 import numpy as np
 
-from .laws import LAWS
-from .mappings import MAPPING_NAMES, MAPPINGS, analyze, make_mapping
+from .mappings import MAPPING_NAMES, analyze, make_mapping
 from .robot import ModelError, RobotModel
 
 ANALYZE_JSON = """--json prints one object:
@@ -101,14 +106,14 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    from server.main import run  # the service lives in server/
-
-    return run(args)
+#: adds one sub-command (its parser's ``func`` default runs it and returns the exit code)
+Command = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fdcontrol", description=__doc__)
+def build_parser(*commands: Command) -> argparse.ArgumentParser:
+    """analyze, experiments, then `commands` (the service's ``serve``), then plot."""
+    p = argparse.ArgumentParser(prog="fdcontrol", description="Cartesian admittance control with virtual "
+                                "forward dynamics: analyze | experiments | serve | plot.")
     sub = p.add_subparsers(dest="command", required=True)
     a = sub.add_parser("analyze", help="singular values of the mappings at one configuration",
                        epilog=ANALYZE_JSON, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -139,20 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--recording", default=None, metavar="FILE.mcap",
                    help="instead: σmin/σmax of every mapping along the joint path of a recording")
     e.set_defaults(func=cmd_experiments)
-    s = sub.add_parser("serve", help="run the control service (REST + WebSocket)")
-    s.add_argument("--config", default=None, help="YAML file with the service settings")
-    for flag, kind in (("robot", str), ("gamma", float), ("alpha", float),
-                       ("rate", float), ("host", str), ("port", int), ("driver", str)):
-        s.add_argument(f"--{flag}", type=kind, default=None, help=f"override settings.{flag}")
-    # the choices are the registries' names, read when the parser is built
-    s.add_argument("--mapping", choices=MAPPINGS.ordered(MAPPING_NAMES), default=None, help="override settings.mapping")
-    s.add_argument("--mode", choices=LAWS.names(), default=None, help="override settings.mode (a control law)")
-    s.add_argument("--record", default=None, metavar="FILE",
-                   help="record to this MCAP file from startup (a bare name goes into --record-dir)")
-    s.add_argument("--record-dir", default=None, help="directory of recordings (settings.record_dir)")
-    s.add_argument("--token", default=None, help="API token (or FDCONTROL_TOKEN); required off loopback")
-    s.add_argument("--token-file", dest="token_file", default=None, help="file holding the API token")
-    s.set_defaults(func=cmd_serve)
+    for add in commands:
+        add(sub)
     pl = sub.add_parser("plot", help="standard figures (PNG) of an MCAP recording")
     pl.add_argument("file", help="a recording (.mcap) from POST /recording/start or serve --record")
     pl.add_argument("--out", default=None, help="output directory (default: next to the file, FILE stem)")
@@ -160,8 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(_attach_negative_values(sys.argv[1:] if argv is None else list(argv)))
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    """Run one command; `parser` defaults to the library's (without ``serve``)."""
+    parser = parser or build_parser()
+    args = parser.parse_args(_attach_negative_values(sys.argv[1:] if argv is None else list(argv)))
     try:
         return int(args.func(args))
     except ModelError as exc:

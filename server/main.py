@@ -1,8 +1,12 @@
-"""Entry point: ``fdcontrol serve`` / ``python -m server.main`` → uvicorn on the settings' host/port.
+"""The ``fdcontrol`` command (console script; also ``python -m server``): the library's
+commands (fdcontrol/cli.py: analyze, experiments, plot) plus ``serve`` → uvicorn on the
+settings' host/port. The service extends the library's parser, so the library never
+imports the service.
 
 Every configuration error (settings, YAML, paths, γ bounds, drivers, a non-loopback bind
 without a token) ends in one line on stderr and exit code 2 — no traceback, no leaked
 shared memory: the loop process is started (and its configuration checked) before uvicorn.
+The service's modules are imported by ``serve`` only, so ``fdcontrol analyze`` stays light.
 """
 
 from __future__ import annotations
@@ -11,12 +15,16 @@ import argparse
 import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import uvicorn
-from pydantic import ValidationError
+from fdcontrol import cli
+from fdcontrol.laws import LAWS
+from fdcontrol.mappings import MAPPING_NAMES, MAPPINGS
 
-from .auth import is_loopback
-from .settings import Settings, load_settings
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from .settings import Settings
 
 #: kernel send buffer per connection (bytes; Linux doubles it, inherited from the listening socket):
 #: a client that stops reading blocks its sender after a few hundred kB, and its states are then
@@ -49,6 +57,8 @@ def fail(message: str) -> int:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
+    from .settings import load_settings
+
     overrides = {k: getattr(args, k, None) for k in FLAGS}
     return load_settings(getattr(args, "config", None), **overrides)
 
@@ -70,6 +80,12 @@ def _robot_problem(settings: Settings) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``fdcontrol serve``: check the configuration, start the loop process, then serve."""
+    import uvicorn
+    from pydantic import ValidationError
+
+    from .auth import is_loopback
+
     try:
         settings = _settings(args)
         token = settings.api_token()
@@ -103,11 +119,30 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    from fdcontrol.cli import build_parser
+def add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser("serve", help="run the control service (REST + WebSocket)")
+    s.add_argument("--config", default=None, help="YAML file with the service settings")
+    for flag, kind in (("robot", str), ("gamma", float), ("alpha", float),
+                       ("rate", float), ("host", str), ("port", int), ("driver", str)):
+        s.add_argument(f"--{flag}", type=kind, default=None, help=f"override settings.{flag}")
+    # the choices are the registries' names, read when the parser is built
+    s.add_argument("--mapping", choices=MAPPINGS.ordered(MAPPING_NAMES), default=None, help="override settings.mapping")
+    s.add_argument("--mode", choices=LAWS.names(), default=None, help="override settings.mode (a control law)")
+    s.add_argument("--record", default=None, metavar="FILE",
+                   help="record to this MCAP file from startup (a bare name goes into --record-dir)")
+    s.add_argument("--record-dir", default=None, help="directory of recordings (settings.record_dir)")
+    s.add_argument("--token", default=None, help="API token (or FDCONTROL_TOKEN); required off loopback")
+    s.add_argument("--token-file", dest="token_file", default=None, help="file holding the API token")
+    s.set_defaults(func=run)
 
-    args = build_parser().parse_args(["serve", *(sys.argv[1:] if argv is None else argv)])
-    return run(args)
+
+def build_parser() -> argparse.ArgumentParser:
+    """The library's parser with ``serve``."""
+    return cli.build_parser(add_serve)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.main(argv, build_parser())
 
 
 if __name__ == "__main__":

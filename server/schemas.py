@@ -19,6 +19,10 @@ Vector = list[Finite]
 Wrench = Annotated[list[StrictFinite], Field(min_length=6, max_length=6,
                                              description="[fx, fy, fz, tx, ty, tz] in N and N·m")]
 SEQ_MAX = 2**53
+#: |q| bound of the analysis input (rad or m): far beyond any joint's range, small enough that
+#: sin, cos and the products of kinematics stay finite
+Q_MAX = 1e3
+JointValue = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-Q_MAX, le=Q_MAX)]
 
 
 class Health(BaseModel):
@@ -69,21 +73,23 @@ class Stats(BaseModel):
 class MappingSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    # lower bounds instead of "> 0": 1/γ, α² and 1/L must stay normal floats (a subnormal γ
+    # makes the virtual inertia infinite)
     name: MappingName
-    gamma: float = Field(1e3, gt=0, le=1e12, allow_inf_nan=False)
-    alpha: float = Field(0.1, gt=0, le=10, allow_inf_nan=False)
-    gamma_max: float = Field(math.pi / 4, gt=0, le=10, allow_inf_nan=False)
-    length: float = Field(0.5, gt=0, le=10, allow_inf_nan=False, description="SDLS characteristic length (m)")
-    max_error: float = Field(0.1, gt=0, le=10, allow_inf_nan=False, description="SDLS target clamp (m)")
+    gamma: float = Field(1e3, ge=1e-6, le=1e12, allow_inf_nan=False, description="FD mass dominance γ")
+    alpha: float = Field(0.1, ge=1e-12, le=10, allow_inf_nan=False, description="DLS damping α")
+    gamma_max: float = Field(math.pi / 4, ge=1e-9, le=10, allow_inf_nan=False, description="SDLS clamp γ_max (rad)")
+    length: float = Field(0.5, ge=1e-6, le=10, allow_inf_nan=False, description="SDLS characteristic length (m)")
+    max_error: float = Field(0.1, ge=1e-9, le=10, allow_inf_nan=False, description="SDLS target clamp (m)")
     algorithm: Literal["cholesky", "aba", "qr"] = "cholesky"
 
 
 class AnalysisRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    q: Annotated[list[StrictFinite], Field(min_length=1)] | Annotated[
-        list[Annotated[list[StrictFinite], Field(min_length=1)]], Field(min_length=1)] = Field(
-        description="one configuration or a batch")
+    q: Annotated[list[JointValue], Field(min_length=1)] | Annotated[
+        list[Annotated[list[JointValue], Field(min_length=1)]], Field(min_length=1)] = Field(
+        description="one configuration or a batch; |q| ≤ 1e3 (rad or m)")
     mappings: list[MappingName | MappingSpec] = Field(
         default_factory=lambda: list(MAPPING_NAMES), min_length=1, max_length=20)
     type: Literal["joint", "cartesian"] = "joint"

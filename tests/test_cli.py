@@ -81,3 +81,29 @@ def test_analyze_json_shape_is_the_documented_one():
     for key in (*out, *next(iter(out["mappings"].values()))):  # the help text names every key
         assert f'"{key}"' in ANALYZE_JSON
     assert '"mappings": {<mapping name>' in run("analyze", "--help").stdout
+
+
+def test_the_fdcontrol_command_is_the_library_commands_plus_serve():
+    """The console script is the service's main (pyproject), which adds ``serve`` to the library's
+    parser; ``python -m fdcontrol.cli`` (the library alone) has no ``serve``."""
+    import importlib
+    import re
+    import tomllib
+    from pathlib import Path
+
+    script = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())[
+        "project"]["scripts"]["fdcontrol"]
+    module, func = script.split("#")[0].strip().split(":")
+    assert callable(getattr(importlib.import_module(module), func))
+    full = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60)
+    lib = run("--help")
+    assert full.returncode == 0 and lib.returncode == 0, full.stderr + lib.stderr
+
+    def commands(text: str) -> list[str]:
+        return re.search(r"\{([a-z,]+)\}", text).group(1).split(",")  # type: ignore[union-attr]
+
+    assert commands(full.stdout) == ["analyze", "experiments", "serve", "plot"]
+    assert commands(lib.stdout) == ["analyze", "experiments", "plot"]
+    args = ["analyze", "--robot", "ur10", "--q", "0.1,-1.2,1.5,-0.3,1.2,0.4", "--json"]
+    same = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=60)
+    assert same.returncode == 0 and json.loads(same.stdout) == json.loads(run(*args).stdout)

@@ -9,20 +9,33 @@ A driver without a simulated world answers 409.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import math
+from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..errors import ERRORS
+from ..schemas import Error, StrictFinite
 
 router = APIRouter(tags=["simulation"])
-
-Float = Annotated[float, Field(allow_inf_nan=False)]
+MAX_PUSH_FORCE = 500.0  # N, the simulated hand's strength (MuJocoDriver.set_push checks the same)
+MAX_PUSH_TORQUE = 50.0  # N·m
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    **ERRORS, 409: {"model": Error, "description": "the driver has no simulated world"}}
 
 
 class Push(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    wrench: list[Float] = Field(min_length=6, max_length=6, description="[F; τ] base frame, at the tip origin")
+    wrench: list[StrictFinite] = Field(min_length=6, max_length=6, description=(
+        f"[F; τ] base frame, at the tip origin (N, N·m); |F| ≤ {MAX_PUSH_FORCE:g} N, |τ| ≤ {MAX_PUSH_TORQUE:g} N·m"))
 
+    @field_validator("wrench")
+    @classmethod
+    def _in_range(cls, w: list[float]) -> list[float]:
+        if math.hypot(*w[:3]) > MAX_PUSH_FORCE or math.hypot(*w[3:]) > MAX_PUSH_TORQUE:
+            raise ValueError(f"push out of range: |F| ≤ {MAX_PUSH_FORCE:g} N, |τ| ≤ {MAX_PUSH_TORQUE:g} N·m")
+        return w
 
 
 def sim_call(driver: Any, op: str, *args: Any) -> Any:
@@ -51,16 +64,16 @@ def _call(request: Request, op: str, *args: Any) -> dict[str, Any]:
     return out
 
 
-@router.get("/environment")
+@router.get("/environment", responses=RESPONSES)
 def environment(request: Request) -> dict[str, Any]:
     return _call(request, "environment")
 
 
-@router.put("/sim/push")
+@router.put("/sim/push", responses=RESPONSES)
 def set_push(body: Push, request: Request) -> dict[str, Any]:
     return _call(request, "push", body.wrench)
 
 
-@router.delete("/sim/push")
+@router.delete("/sim/push", responses=RESPONSES)
 def release_push(request: Request) -> dict[str, Any]:
     return _call(request, "push", [0.0] * 6)

@@ -13,8 +13,10 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import schemas
+from ..errors import ERRORS
+from .deps import ack
 
-Twist = Annotated[list[Annotated[float, Field(allow_inf_nan=False)]], Field(
+Twist = Annotated[list[schemas.StrictFinite], Field(
     min_length=6, max_length=6, description="[vx, vy, vz, wx, wy, wz] in m/s and rad/s")]
 
 
@@ -23,16 +25,14 @@ class TwistIn(BaseModel):
 
     twist: Twist
     frame: Literal["base", "tool"] = "base"
-    seq: int | None = None
+    seq: Annotated[int, Field(strict=True, ge=0, le=schemas.SEQ_MAX)] | None = None
 
 
 router = APIRouter(tags=["control"])
 
 
-@router.put("/control/twist", response_model=schemas.Ack, responses={422: {"model": schemas.Error}})
+@router.put("/control/twist", response_model=schemas.Ack, responses=ERRORS)
 def put_twist(body: TwistIn, request: Request) -> dict[str, Any]:
     """Command the tip twist; the velocity-tracking term f = B v + K_v (v − ẋ) drives the arm."""
-    w = request.app.state.worker
-    w.set_twist(body.twist, body.frame, body.seq)
-    s, _ = w.state()
-    return {"ok": True, "running": s.running, "holding": s.holding, "detail": None}
+    request.app.state.worker.set_twist(body.twist, body.frame, body.seq)  # checks the loop is alive first
+    return ack(request)

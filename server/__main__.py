@@ -1,0 +1,7 @@
+"""``python -m server …`` is the ``fdcontrol`` command (server/main.py)."""
+
+import sys
+
+from .main import main
+
+sys.exit(main())

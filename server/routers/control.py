@@ -1,0 +1,80 @@
+"""Commanding the loop over REST: start, stop, hold, zero the sensor, a tip target, a wrench.
+
+Every answer is an acknowledgement (``schemas.Ack``) carrying the state after the command:
+the handler waits (bounded) until the loop has published it. Commands check first that the
+loop process can take them (503 otherwise, never a false acknowledgement); stopping is
+always allowed. PUT /control/twist is in server/routers/twist.py.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from fastapi import APIRouter, Body, HTTPException, Request
+
+from fdcontrol.loop import InputError
+
+from .. import schemas
+from ..errors import CONFLICT, ERRORS
+from .deps import ack, live, worker
+
+router = APIRouter(tags=["control"])
+
+
+@router.post("/control/start", response_model=schemas.Ack, responses=ERRORS)
+def start(request: Request) -> dict[str, Any]:
+    live(request).call("start")
+    return ack(request, done=lambda s: s.running)
+
+
+@router.post("/control/stop", response_model=schemas.Ack, responses=ERRORS)
+def stop(request: Request) -> dict[str, Any]:
+    """Brake to standstill within the acceleration limit, then stop the loop."""
+    worker(request).call("stop")  # allowed on a stuck loop too: stopping is always safe to ask
+    return ack(request, done=lambda s: not s.running)
+
+
+@router.post("/control/hold", response_model=schemas.Ack, responses=ERRORS)
+def hold(request: Request, body: schemas.HoldIn = Body(default_factory=schemas.HoldIn)) -> dict[str, Any]:  # noqa: B008
+    live(request).call("hold", body.hold)
+    return ack(request, "holding" if body.hold else "released",
+               done=lambda s: not s.running or s.holding == body.hold)
+
+
+@router.post("/control/zero-sensor", response_model=schemas.Ack, responses={**ERRORS, **CONFLICT})
+def zero_sensor(request: Request) -> dict[str, Any]:
+    if not live(request).call("has_sensor"):
+        raise HTTPException(409, "the driver has no force-torque sensor")
+    worker(request).call("zero_sensor")
+    return ack(request, "bias zeroed on the next cycle")
+
+
+@router.put("/control/target", response_model=schemas.Ack, responses=ERRORS)
+def put_target(target: schemas.Target, request: Request) -> dict[str, Any]:
+    live(request).call("target", pose(target, worker(request).state()[0].tip_pose))
+    return ack(request)
+
+
+@router.put("/control/wrench", response_model=schemas.Ack, responses=ERRORS)
+def put_wrench(w: schemas.WrenchIn, request: Request) -> dict[str, Any]:
+    worker(request).set_wrench(w.wrench, w.frame, w.seq)  # checks the loop is alive first
+    return ack(request)
+
+
+def pose(target: schemas.Target, current: np.ndarray) -> np.ndarray:
+    """The 4×4 target pose (base frame); without an orientation, keep the current one."""
+    T = np.eye(4)
+    T[:3, 3] = target.position
+    if target.orientation is None:
+        T[:3, :3] = current[:3, :3]
+    else:
+        x, y, z, w = target.orientation
+        n = math.sqrt(x * x + y * y + z * z + w * w)
+        if abs(n - 1.0) > 1e-3:
+            raise InputError(f"orientation must be a unit quaternion [x, y, z, w], norm is {n:.4g}")
+        import pinocchio as pin
+
+        T[:3, :3] = pin.Quaternion(w / n, x / n, y / n, z / n).toRotationMatrix()
+    return T

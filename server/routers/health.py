@@ -1,0 +1,33 @@
+"""GET /health: the truth about the loop process (the container healthcheck reads it)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from .. import schemas
+from ..worker import WorkerError
+from .deps import worker
+
+router = APIRouter(tags=["status"])
+
+
+@router.get("/health", response_model=schemas.Health, responses={503: {"model": schemas.Health}})
+def health(request: Request) -> Any:
+    """200 when the loop process is alive and cycling; 503 with the reason when dead, stuck or faulted."""
+    w = worker(request)
+    problem = w.problem()
+    try:
+        s, last = w.state()
+    except WorkerError:
+        s, last = None, 0.0
+    age = time.monotonic() - last if last else None
+    fault = problem or (s.fault if s is not None else None)
+    sup = getattr(request.app.state, "supervisor", None)
+    body = {"status": "fault" if fault else "ok", "loop_running": bool(s and s.running and not problem),
+            "last_cycle_age_s": age, "cycles": s.cycle if s else 0, "fault": fault,
+            "restarts": sup.restarts if sup else 0}
+    return JSONResponse(status_code=503, content=body) if problem else body

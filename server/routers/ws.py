@@ -1,0 +1,226 @@
+"""WebSockets: /ws/control (wrenches, twists and targets in, states out) and /ws/state (states out).
+
+Each socket has a receiver (this handler) and a sender task (``stream``). Wrench and twist
+messages are one latest-wins shared-memory write (server/worker.py), so they never queue
+work for the loop process; targets take a pipe round-trip and run off the event loop.
+Subprotocol ``msgpack`` switches both directions to binary MessagePack. Messages larger than
+``max_ws_message_bytes`` or nested deeper than ``max_json_depth`` get an error reply and the
+socket stays open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+import msgpack
+from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
+from pydantic import ValidationError
+
+from fdcontrol import ModelError, RobotModel
+from fdcontrol.loop import InputError, LoopState
+
+from .. import schemas
+from ..auth import json_depth_ok
+from ..errors import clip
+from ..worker import LoopWorker, WorkerError
+from .control import pose
+from .state import state_dict
+from .twist import TwistIn
+
+router = APIRouter(tags=["streaming"])
+MSGPACK = "msgpack"  # WebSocket subprotocol that switches the stream to binary MessagePack
+
+
+class Hub:
+    """WebSocket bookkeeping: client count, drops, and one encoding of each state per cycle."""
+
+    def __init__(self) -> None:
+        self.clients = 0
+        self.dropped = 0
+        self._cache: dict[str, tuple[int, str | bytes]] = {}
+
+    def encode(self, s: LoopState, encoding: str, robot: RobotModel | None = None,
+               stale: bool = False) -> str | bytes:
+        key = encoding + ("+frames" if robot is not None else "") + ("+stale" if stale else "")
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] == s.cycle:
+            return hit[1]
+        d = state_dict(s)
+        d["stale"] = stale
+        if robot is not None and robot.dof == len(s.q):
+            d["frames"] = robot.joint_origins(s.q).tolist()
+        msg: str | bytes = msgpack.packb(d) if encoding == MSGPACK else json.dumps(d)
+        self._cache[key] = (s.cycle, msg)
+        return msg
+
+
+def handles(ws: WebSocket) -> tuple[Callable[[], LoopWorker], Hub]:
+    """The current worker (read per use: the supervisor may replace it) and the app's Hub."""
+    st = ws.app.state
+    return (lambda: st.worker), st.hub
+
+
+async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = False) -> None:
+    """Send the state when the loop publishes it, every `decimation` cycles (LoopWorker.states).
+
+    Clients with the same decimation are woken by the same publish, so they send the same
+    state, encoded once (Hub cache); a slow client skips states (counted as drops) and
+    never delays the others or the loop. ``frames``: add the joint origins ("frames",
+    (N+1)×3, base frame) for drawing the arm.
+    """
+    worker, hub = handles(ws)
+    p = worker().params  # its own model: pinocchio's Data must not be shared across threads
+    robot = RobotModel.resolve(p["robot"], p["base"], p["tip"]) if frames else None
+    every = decimation / p["rate"]  # s between the states this client takes
+    loop = asyncio.get_running_loop()
+    last, missed = -1, 0  # missed: states counted as dropped while a send was still in flight
+
+    def stalled() -> None:  # the send takes longer than the next state: that state is dropped
+        nonlocal missed, timer
+        hub.dropped += 1
+        missed += 1
+        timer = loop.call_later(every, stalled)
+
+    timer: asyncio.TimerHandle | None = None
+    while True:
+        w = worker()
+        try:
+            async with contextlib.aclosing(w.states(decimation)) as states:
+                async for s, fresh in states:
+                    if last >= 0 and s.cycle - last > decimation:
+                        hub.dropped += max(0, (s.cycle - last) // decimation - 1 - missed)
+                    stale = not fresh and w.problem() is not None  # no new state for a while: dead?
+                    last, missed = s.cycle, 0
+                    msg = hub.encode(s, encoding, robot, stale=stale)
+                    timer = loop.call_later(1.5 * every, stalled)
+                    try:
+                        if isinstance(msg, bytes):
+                            await ws.send_bytes(msg)
+                        else:
+                            await ws.send_text(msg)
+                    finally:
+                        timer.cancel()
+                    if worker() is not w:  # the supervisor replaced the loop process
+                        break
+        except WorkerError:  # the loop process died mid-write: the supervisor replaces it
+            await asyncio.sleep(0.1)
+
+
+async def accept(ws: WebSocket) -> str:
+    enc = MSGPACK if MSGPACK in ws.scope.get("subprotocols", []) else "json"
+    await ws.accept(subprotocol=MSGPACK if enc == MSGPACK else None)
+    return enc
+
+
+async def send_error(ws: WebSocket, encoding: str, detail: str) -> None:
+    msg = {"error": clip(detail)}
+    if encoding == MSGPACK:
+        await ws.send_bytes(msgpack.packb(msg))
+    else:
+        await ws.send_text(json.dumps(msg))
+
+
+def decode(raw: dict[str, Any], encoding: str, max_bytes: int, max_depth: int) -> Any:
+    """One received frame → a Python object, refusing oversized and too deeply nested messages."""
+    data = raw.get("bytes") if raw.get("bytes") is not None else (raw.get("text") or "")
+    if len(data) > max_bytes:
+        raise InputError(f"message of {len(data)} bytes exceeds max_ws_message_bytes = {max_bytes}")
+    if isinstance(data, bytes):
+        msg = msgpack.unpackb(data)
+        if not depth_ok(msg, max_depth):
+            raise InputError(f"message nested deeper than max_json_depth = {max_depth}")
+        return msg
+    if not json_depth_ok(data, max_depth):
+        raise InputError(f"message nested deeper than max_json_depth = {max_depth}")
+    return json.loads(data)
+
+
+async def serve_socket(ws: WebSocket, decimation: int | None, control: bool, frames: bool = False) -> None:
+    settings = ws.app.state.settings
+    worker, hub = handles(ws)
+    encoding = await accept(ws)
+    hub.clients += 1
+    dec = decimation or settings.state_decimation
+    sender = asyncio.create_task(stream(ws, encoding, dec, frames))
+    try:
+        while True:
+            raw = await ws.receive()
+            if raw["type"] == "websocket.disconnect":
+                break
+            try:
+                msg = decode(raw, encoding, settings.max_ws_message_bytes, settings.max_json_depth)
+                if not control:
+                    raise InputError("/ws/state is read-only; stream wrenches on /ws/control")
+                if isinstance(msg, dict) and "target" in msg:  # a pipe round-trip: off the event loop
+                    w = worker()
+                    w.check()  # can take commands (else an error reply, never a false ack)
+                    await asyncio.to_thread(apply_message, w, msg)
+                else:  # a wrench: one shared-memory write
+                    apply_message(worker(), msg)
+            except (ValueError, InputError, ModelError, ValidationError, TypeError, WorkerError,
+                    RecursionError, msgpack.UnpackException) as exc:
+                await send_error(ws, encoding, message(exc))
+    except WebSocketDisconnect:
+        pass
+    finally:
+        sender.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await sender
+        hub.clients -= 1
+
+
+@router.websocket("/ws/control")
+async def ws_control(ws: WebSocket, decimation: int | None = Query(None, ge=1, le=10000)) -> None:
+    await serve_socket(ws, decimation, control=True)
+
+
+@router.websocket("/ws/state")
+async def ws_state(ws: WebSocket, decimation: int | None = Query(None, ge=1, le=10000),
+                   frames: bool = False) -> None:
+    await serve_socket(ws, decimation, control=False, frames=frames)
+
+
+def depth_ok(obj: Any, limit: int, depth: int = 0) -> bool:
+    if depth > limit:
+        return False
+    if isinstance(obj, dict):
+        return all(depth_ok(v, limit, depth + 1) for v in obj.values())
+    if isinstance(obj, list | tuple):
+        return all(depth_ok(v, limit, depth + 1) for v in obj)
+    return True
+
+
+def message(exc: Exception) -> str:
+    """An exception as a one-line error reply."""
+    if isinstance(exc, RecursionError):
+        return "message nested too deeply"
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in exc.errors())
+    if isinstance(exc, json.JSONDecodeError):
+        return f"malformed JSON: {exc.msg}"
+    return str(exc)
+
+
+def apply_message(worker: LoopWorker, msg: Any) -> None:
+    """{"wrench": [...] | "twist": [...], "frame": "base"|"tool", "seq": n, "target": {...}} — all optional."""
+    if not isinstance(msg, dict):
+        raise InputError("a message must be a JSON object")
+    unknown = set(msg) - {"wrench", "twist", "frame", "seq", "target"}
+    if unknown:
+        raise InputError(clip(f"unknown keys: {', '.join(sorted(map(str, unknown)))}"))
+    if "target" in msg:
+        try:
+            target = schemas.Target.model_validate(msg["target"])
+        except ValidationError as exc:
+            raise InputError(f"target.{message(exc)}") from exc
+        worker.call("target", pose(target, worker.state()[0].tip_pose))
+    if "wrench" in msg:
+        w = schemas.WrenchIn.model_validate({k: msg[k] for k in ("wrench", "frame", "seq") if k in msg})
+        worker.set_wrench(w.wrench, w.frame, w.seq)
+    if "twist" in msg:
+        v = TwistIn.model_validate({k: msg[k] for k in ("twist", "frame", "seq") if k in msg})
+        worker.set_twist(v.twist, v.frame, v.seq)
