@@ -10,12 +10,12 @@ import sys
 import httpx
 import pytest
 
-from fdcontrol.cli import build_parser
 from fdcontrol.drivers.registry import DRIVERS
 from fdcontrol.integrators import INTEGRATORS
 from fdcontrol.laws import LAWS
 from fdcontrol.limits import LIMITS
 from fdcontrol.mappings import MAPPING_NAMES, MAPPINGS
+from server.main import build_parser
 from server.settings import Settings
 
 from .service import ROOT, Service
@@ -103,7 +103,7 @@ class DummyLaw(Law):
     terms = ()
 
 from fastapi.testclient import TestClient
-from fdcontrol.cli import build_parser
+from server.main import build_parser
 from server.app import create_app
 from server.settings import Settings
 
