@@ -108,7 +108,7 @@ def publish_calls(loop: ControlLoop) -> dict:
 
     calls = {}
     try:
-        from server.worker import Channel
+        from fdcontrol.server.worker import Channel
     except ImportError:  # the service is not installed: skip today's writer
         Channel = None
     layout = st.SharedLayout(extra=("last_cycle_at",))

@@ -24,8 +24,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fdcontrol.loop import Stats
-from server.record_ring import StateRing
-from server.worker import OUT_SIZE
+from fdcontrol.server.record_ring import StateRing
+from fdcontrol.server.worker import OUT_SIZE
 from tests.service import Service
 
 

@@ -20,7 +20,7 @@ chunk with :func:`read_recording`.
 In the service the writer does not run in the loop's process at all: any Python thread
 there delays the loop's wake-ups by up to the GIL switch interval (measured with a writer
 thread in the loop process: p99 period error 65 → 350–450 µs). The loop copies each packed
-state into a shared-memory ring (``server.record_ring``) and the API process writes.
+state into a shared-memory ring (``fdcontrol.server.record_ring``) and the API process writes.
 
 States lost because the writer fell behind are counted (``dropped`` in
 :meth:`Recorder.status`); the loop never waits for the disk.
@@ -255,7 +255,7 @@ class Recorder:
 
     Producers: :meth:`push_state` (an in-process loop, see :class:`LoopTap`) or ``source``, a
     callable the writer thread polls that returns (new states, how many were lost), e.g. the
-    shared-memory ring of ``server.record_ring``. ``maxlen`` states may wait in the queue; older
+    shared-memory ring of ``fdcontrol.server.record_ring``. ``maxlen`` states may wait in the queue; older
     ones are dropped and counted. ``flush_interval`` (s) bounds what a crash loses.
     """
 
@@ -429,7 +429,7 @@ class LoopTap:
 
     Use where recording may share the loop's process (simulations, tests): the writer thread
     competes with the loop for the GIL. The service records from the loop's process through
-    shared memory instead (``server.record_ring``).
+    shared memory instead (``fdcontrol.server.record_ring``).
     """
 
     def __init__(self, recorder: Recorder) -> None:

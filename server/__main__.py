@@ -1,4 +1,4 @@
-"""``python -m server …`` is the ``fdcontrol`` command (server/main.py)."""
+"""``python -m fdcontrol.server …`` is the ``fdcontrol`` command (server/main.py)."""
 
 import sys
 

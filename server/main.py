@@ -1,4 +1,4 @@
-"""The ``fdcontrol`` command (console script; also ``python -m server``): the library's
+"""The ``fdcontrol`` command (console script; also ``python -m fdcontrol.server``): the library's
 commands (fdcontrol/cli.py: analyze, experiments, plot) plus ``serve`` → uvicorn on the
 settings' host/port. The service extends the library's parser, so the library never
 imports the service.

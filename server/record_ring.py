@@ -97,5 +97,5 @@ class StateRing:
 
 
 def decode(o: np.ndarray) -> LoopState:
-    """A LoopState from a packed state vector (layout: server.worker.LAYOUT; the fault text is in it)."""
+    """A LoopState from a packed state vector (layout: fdcontrol.server.worker.LAYOUT; the fault text is in it)."""
     return LAYOUT.unpack(o[:OUT_SIZE])[0]

@@ -176,8 +176,8 @@ class ShmIO:
         self.ch = channel
         self.version = 0
         self.twist_version = 0
-        self.ring: Any = None  # server.record_ring.StateRing: every state, for the recorder in the API process
-        self.metrics: Any = None  # server.metrics.LoopMetrics: edge counters
+        self.ring: Any = None  # fdcontrol.server.record_ring.StateRing: every state, for the API's recorder
+        self.metrics: Any = None  # fdcontrol.server.metrics.LoopMetrics: edge counters
         # the state slot's one-writer rule: the loop thread publishes every cycle, the command
         # thread after stop() and reconfiguration; uncontended, the lock costs ~0.1 µs
         self._publish_lock = threading.Lock()

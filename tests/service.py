@@ -26,7 +26,7 @@ class Service:
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "server", "serve", "--host", "127.0.0.1",
+        cmd = [sys.executable, "-m", "fdcontrol.server", "serve", "--host", "127.0.0.1",
                "--port", str(self.port), *args]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})},
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

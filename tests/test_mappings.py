@@ -222,7 +222,7 @@ def test_every_registered_mapping_is_selectable_through_settings_api_and_cli():
 
     from fdcontrol.client import Client
     from fdcontrol.mappings import MAPPINGS
-    from server.settings import ControlParams
+    from fdcontrol.server.settings import ControlParams
 
     from .service import Service
 
@@ -260,8 +260,8 @@ def test_adding_a_mapping_is_one_file(tmp_path):
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    for d in ("fdcontrol", "server", "urdf"):
-        shutil.copytree(root / d, tmp_path / d, ignore=shutil.ignore_patterns("__pycache__"))
+    for src, dst in (("fdcontrol", "fdcontrol"), ("server", "fdcontrol/server"), ("urdf", "urdf")):  # wheel layout
+        shutil.copytree(root / src, tmp_path / dst, ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "fdcontrol" / "mappings" / "scaled_jt.py").write_text('''
 """Twice the Jacobian transpose (a test mapping)."""
 from .base import MAPPINGS, Mapping
@@ -279,8 +279,8 @@ import numpy as np
 from fdcontrol import RobotModel, make_mapping
 from fdcontrol.cli import build_parser
 from fdcontrol.solvers import make_solver
-from server.schemas import MappingSpec
-from server.settings import ControlParams
+from fdcontrol.server.schemas import MappingSpec
+from fdcontrol.server.settings import ControlParams
 r = RobotModel.load("ur10")
 m = make_mapping("scaled_jt", r, gamma=5.0)
 q = np.array([0.1, -1.2, 1.5, -0.3, 1.2, 0.4])

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from websockets.sync.client import connect
 
-from server.metrics import AUTH_FAILURES, LoopMetrics
+from fdcontrol.server.metrics import AUTH_FAILURES, LoopMetrics
 
 from .service import Service
 

@@ -24,8 +24,8 @@ from .service import ROOT
 
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory):
-    from server.runtime import Runtime
-    from server.settings import Settings
+    from fdcontrol.server.runtime import Runtime
+    from fdcontrol.server.settings import Settings
 
     rt = Runtime(Settings(realtime=False))
     loop = rt.loop

@@ -15,8 +15,8 @@ from fdcontrol.integrators import INTEGRATORS
 from fdcontrol.laws import LAWS
 from fdcontrol.limits import LIMITS
 from fdcontrol.mappings import MAPPING_NAMES, MAPPINGS
-from server.main import build_parser
-from server.settings import Settings
+from fdcontrol.server.main import build_parser
+from fdcontrol.server.settings import Settings
 
 from .service import ROOT, Service
 
@@ -103,9 +103,9 @@ class DummyLaw(Law):
     terms = ()
 
 from fastapi.testclient import TestClient
-from server.main import build_parser
-from server.app import create_app
-from server.settings import Settings
+from fdcontrol.server.main import build_parser
+from fdcontrol.server.app import create_app
+from fdcontrol.server.settings import Settings
 
 app = create_app(Settings(driver="simulated"))
 props = Settings.model_json_schema()["properties"]

@@ -335,7 +335,7 @@ def test_supervision_restarts_a_killed_loop_into_hold(tmp_path):
 
 # ---------------------------------------------------------------------- startup
 def serve(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "server", "serve", *args], cwd=ROOT, timeout=120,
+    return subprocess.run([sys.executable, "-m", "fdcontrol.server", "serve", *args], cwd=ROOT, timeout=120,
                           env={**os.environ, **(env or {})}, capture_output=True, text=True)
 
 

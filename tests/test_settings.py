@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from server.settings import load_settings
+from fdcontrol.server.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,10 +43,10 @@ def test_invalid_settings_name_the_field(tmp_path, text, field):
 def test_serve_with_bad_config_exits_2(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("gamma: 0\n")
-    p = subprocess.run([sys.executable, "-m", "server", "serve", "--config", str(cfg)],
+    p = subprocess.run([sys.executable, "-m", "fdcontrol.server", "serve", "--config", str(cfg)],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "gamma" in p.stderr
-    p = subprocess.run([sys.executable, "-m", "server", "serve", "--config", str(tmp_path / "no.yaml")],
+    p = subprocess.run([sys.executable, "-m", "fdcontrol.server", "serve", "--config", str(tmp_path / "no.yaml")],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "not found" in p.stderr
 

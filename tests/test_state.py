@@ -130,8 +130,8 @@ def openapi_state():
     """A validator of the State schema as the running app documents it (/openapi.json)."""
     pytest.importorskip("fastapi")
     jsonschema = pytest.importorskip("jsonschema")
-    from server.app import create_app
-    from server.settings import Settings
+    from fdcontrol.server.app import create_app
+    from fdcontrol.server.settings import Settings
 
     spec = create_app(Settings()).openapi()  # the document /openapi.json serves; no loop process needed
     schema = {"$ref": "#/components/schemas/State", "components": spec["components"]}
@@ -144,8 +144,8 @@ def service_encodings(s: LoopState):
 
     import msgpack
 
-    from server import worker
-    from server.app import state_dict
+    from fdcontrol.server import worker
+    from fdcontrol.server.app import state_dict
 
     ch = worker.Channel()
     try:
@@ -199,9 +199,9 @@ extra = dataclasses.make_dataclass("LoopState", [("new_gauge", float, dataclasse
     bases=(st.LoopState,), frozen=True)
 st.LoopState, st.FIELDS = extra, dataclasses.fields(extra)
 
-from server import schemas, worker
-from server.app import create_app, state_dict
-from server.settings import Settings
+from fdcontrol.server import schemas, worker
+from fdcontrol.server.app import create_app, state_dict
+from fdcontrol.server.settings import Settings
 
 z = np.zeros(6)
 s = extra(t=1.0, cycle=2, q=z, qd=z, q_ref=z, qd_ref=z, tip_pose=np.eye(4), wrench=z, f_measured=z,
@@ -241,7 +241,7 @@ def test_a_new_field_reaches_the_api():
 def test_liveness_read_matches_the_full_read(loop_state):
     """LoopWorker.problem reads only running and last_cycle_at: the same slots the full read decodes."""
     pytest.importorskip("fastapi")
-    from server import worker
+    from fdcontrol.server import worker
 
     ch = worker.Channel()
     try:

@@ -13,7 +13,7 @@ import pytest
 
 from fdcontrol.state import LoopState
 
-worker_module = pytest.importorskip("server.worker")
+worker_module = pytest.importorskip("fdcontrol.server.worker")
 LoopWorker, _Fanout = worker_module.LoopWorker, worker_module._Fanout
 
 
@@ -71,7 +71,7 @@ def test_fanout_wakes_a_group_once_per_block_and_forgets_timed_out_waiters():
 
 @pytest.fixture(scope="module")
 def worker():
-    from server.settings import Settings
+    from fdcontrol.server.settings import Settings
 
     w = LoopWorker(Settings(rate=250.0))
     w.call("start")

@@ -278,8 +278,8 @@ def test_speed_scaling_and_safety_mode_reach_the_state_and_the_api(ur10):
     """The fake's getSpeedScaling / getSafetyMode appear in LoopState, and in /state's encoding
     (the worker's shared memory → state_dict → the app's State model)."""
     pytest.importorskip("fastapi")
-    from server import schemas, worker
-    from server.app import state_dict
+    from fdcontrol.server import schemas, worker
+    from fdcontrol.server.app import state_dict
 
     drv, _ctl, rx, _log = make(ur10)
     loop = loop_for(ur10, drv)
@@ -298,7 +298,7 @@ def test_speed_scaling_and_safety_mode_reach_the_state_and_the_api(ur10):
     assert (d["speed_scaling"], d["safety_mode"]) == (0.3, "REDUCED")
     api = schemas.State.model_validate(d)
     assert (api.speed_scaling, api.safety_mode) == (0.3, "REDUCED")
-    from server.metrics import _robot_gauges
+    from fdcontrol.server.metrics import _robot_gauges
 
     samples = {(m.samples[0].name, tuple(m.samples[0].labels.items())): m.samples[0].value for m in _robot_gauges(st)}
     assert samples == {("fdcontrol_robot_speed_scaling", ()): 0.3,
