@@ -79,6 +79,15 @@ def _robot_problem(settings: Settings) -> str | None:
     return None
 
 
+def ready_line(settings: Settings, token: bool) -> str:
+    """What a person starting the service needs to see: what runs, where, and how to get in."""
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    url = f"http://{host}:{settings.port}/"
+    access = "token required (Authorization: Bearer …; the dashboard asks for it)" if token else "no token (loopback)"
+    return (f"fdcontrol serve: {settings.robot} on the {settings.driver} driver at {settings.rate:g} Hz — "
+            f"dashboard {url}, API docs {url}docs; {access}; Ctrl-C stops")
+
+
 def run(args: argparse.Namespace) -> int:
     """``fdcontrol serve``: check the configuration, start the loop process, then serve."""
     import uvicorn
@@ -112,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
                                 log_level="warning", ws_max_queue=4,
                                 ws_max_size=max(settings.max_ws_message_bytes * 4, 1 << 20),
                                 ws_per_message_deflate=False)  # zlib per message and client: ~0.1 ms each
+        print(ready_line(settings, token is not None), file=sys.stderr, flush=True)
         uvicorn.Server(config).run(sockets=[sock])
     except (OSError, SystemExit) as exc:
         worker.close()

@@ -107,3 +107,16 @@ def test_the_fdcontrol_command_is_the_library_commands_plus_serve():
     args = ["analyze", "--robot", "ur10", "--q", "0.1,-1.2,1.5,-0.3,1.2,0.4", "--json"]
     same = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=60)
     assert same.returncode == 0 and json.loads(same.stdout) == json.loads(run(*args).stdout)
+
+
+def test_serve_says_where_it_runs_and_how_to_get_in():
+    """A person who types `make serve` sees what runs, the dashboard's address and the access rule."""
+    from tests.service import Service
+
+    svc = Service("--driver", "simulated")
+    try:
+        line = svc.proc.stdout.readline()  # type: ignore[union-attr]  # printed before the server accepts
+    finally:
+        svc.stop()
+    assert line.startswith("fdcontrol serve: ur10 on the simulated driver at 500 Hz"), line
+    assert f"dashboard http://127.0.0.1:{svc.port}/" in line and "no token (loopback)" in line
