@@ -127,8 +127,7 @@ class ControlLoop:
                  link_loads: LinkLoads | None = None) -> None:
         if not (math.isfinite(rate) and 1.0 <= rate <= 5000.0):
             raise ValueError("rate must be within [1, 5000] Hz")
-        if not (math.isfinite(command_timeout) and command_timeout > 0):
-            raise ValueError("command_timeout must be > 0 s")
+        _check_params({"command_timeout": command_timeout, "telemetry_decimation": telemetry_decimation})
         self.robot, self.driver, self.solver = robot, driver, solver
         self.law = law or ControlLaw()
         self.limits = limits or SafetyLimits.from_robot(robot)
@@ -138,8 +137,6 @@ class ControlLoop:
         self.max_force, self.max_torque = float(max_force), float(max_torque)
         self.realtime = realtime
         self.spin = float(spin)
-        if int(telemetry_decimation) < 1:
-            raise ValueError("telemetry_decimation must be >= 1")
         self.telemetry_decimation = int(telemetry_decimation)  # σmin(J), κ(H) every n-th cycle (~30 µs)
         self.max_tracking_error = 0.05  # rad, position interfaces only (see _position_reference)
         self.stats = Stats()
@@ -262,12 +259,7 @@ class ControlLoop:
             changes, done = self._pending, self._pending_done
             self._pending, self._pending_done = {}, []
         for name, value in changes.items():
-            setattr(self, name, value)
-        if "telemetry_decimation" in changes:
-            self.telemetry_decimation = int(self.telemetry_decimation)
-        for k in ("command_timeout", "max_force", "max_torque", "max_tracking_error", "spin"):
-            if k in changes:
-                setattr(self, k, float(changes[k]))  # type: ignore[arg-type]
+            setattr(self, name, _SCALARS[name](value) if name in _SCALARS else value)  # type: ignore[operator]
         for e in done:
             e.applied_cycle = self.cycle  # type: ignore[attr-defined]
             e.set()
@@ -472,8 +464,13 @@ class ControlLoop:
                 pass
 
 
+#: the scalar parameters among RECONFIGURABLE, with the type they are stored as
+_SCALARS = {"telemetry_decimation": int, "command_timeout": float, "max_force": float, "max_torque": float,
+            "max_tracking_error": float, "spin": float}
+
+
 def _check_params(changes: dict[str, object]) -> None:
-    """The checks of ControlLoop.__init__ for the scalar parameters among `changes`."""
+    """The checks of the scalar parameters among `changes` (construction and reconfigure)."""
     t = changes.get("command_timeout")
     if t is not None and not (math.isfinite(float(t)) and float(t) > 0):  # type: ignore[arg-type]
         raise ValueError("command_timeout must be > 0 s")
