@@ -7,11 +7,11 @@ from it instead of running forward kinematics again.
 * :meth:`Configuration.update` (q) runs one pass: forward kinematics and the joint Jacobians —
   with a :class:`~fdcontrol.virtual.VirtualModel`, the composite rigid body algorithm with the
   WORLD convention, which fills the Jacobians in the same pass, then the Cholesky factor of H
-  and H⁻¹ (pinocchio's sparse LDLᵀ).
-* Results the cycle needs are stored at once: ``pose`` (4×4, tip in base), ``jacobian`` (6×N,
-  rows [v; ω] in the base frame, seed eq. 3) and ``inertia_inverse`` H⁻¹(q).
+  (pinocchio's sparse LDLᵀ); :meth:`Configuration.solve` applies H⁻¹ with that factor.
+* Results the cycle needs are stored at once: ``pose`` (4×4, tip in base) and ``jacobian``
+  (6×N, rows [v; ω] in the base frame, seed eq. 3).
 * The rest is computed when first asked for, then cached until the next update: ``inertia``
-  H(q), ``singular_values`` of J, ``sigma_min``, ``kappa_h`` = κ(H).
+  H(q), ``inertia_inverse`` H⁻¹(q), ``singular_values`` of J, ``sigma_min``, ``kappa_h`` = κ(H).
 
 Units: rad, m, s; H in the virtual model's kg·m² (seed 004, eqs. 13–14).
 """
@@ -56,7 +56,6 @@ class Configuration:
         if self.virtual is not None:
             pin.crba(m, d, q, pin.Convention.WORLD)  # also fills d.J and d.oMi
             pin.cholesky.decompose(m, d)
-            self.inertia_inverse = pin.cholesky.computeMinv(m, d)
         else:
             pin.computeJointJacobians(m, d, q)
         oMt = pin.updateFramePlacement(m, d, self.tip_id)
@@ -66,6 +65,7 @@ class Configuration:
         self._sv: np.ndarray | None = None
         self._kappa: float | None = None
         self._H: np.ndarray | None = None
+        self._Hinv: np.ndarray | None = None
         return self
 
     # ---------------------------------------------------------------- frames
@@ -91,7 +91,7 @@ class Configuration:
 
     def twist(self, qd: np.ndarray) -> np.ndarray:
         """Tip twist [v; ω] = J q̇ in the base frame (seed eq. 3), m/s and rad/s."""
-        return self.jacobian @ qd
+        return self.jacobian.dot(qd)  # ndarray.dot: half the dispatch cost of @ for small arrays
 
     # ---------------------------------------------------------------- dynamics (virtual model)
     @property
@@ -105,6 +105,19 @@ class Configuration:
             self._H = H
         return self._H
 
+    @property
+    def inertia_inverse(self) -> np.ndarray:
+        """H⁻¹(q) (N×N) from the stored Cholesky factor."""
+        self._need_virtual()
+        if self._Hinv is None:
+            self._Hinv = pin.cholesky.computeMinv(self.model, self.data)
+        return self._Hinv
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        """H⁻¹(q) rhs by the stored Cholesky factor (two triangular solves, no inverse formed)."""
+        self._need_virtual()
+        return pin.cholesky.solve(self.model, self.data, rhs)
+
     def _need_virtual(self) -> VirtualModel:
         if self.virtual is None:
             raise ModelError("this configuration has no virtual model (pass virtual=...)")
@@ -117,13 +130,12 @@ class Configuration:
         f = [F; τ] (N, N·m) at the tip origin in the base frame; τ an extra joint load (N·m);
         b = C(q, q̇)q̇ + G(q) from :meth:`bias` (omitted: eq. 10, q̈ = H⁻¹ Jᵀ f).
         """
-        self._need_virtual()
-        rhs = self.jacobian.T @ wrench
+        rhs = self.jacobian.T.dot(wrench)
         if tau is not None:
             rhs = rhs + tau
         if bias is not None:
             rhs = rhs - bias
-        return self.inertia_inverse @ rhs
+        return self.solve(rhs)
 
     def bias(self, qd: np.ndarray) -> np.ndarray:
         """C(q, q̇)q̇ + G(q) of the virtual model (N·m) by RNEA with q̈ = 0 (seed eq. 9).

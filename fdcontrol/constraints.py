@@ -165,16 +165,25 @@ class JointLimitConstraints:
         self.upper = np.asarray(self.upper, dtype=float)
         if np.any(self.lower > self.upper):
             raise ValueError("virtual joint limits: lower > upper")
-        self.active = np.zeros(len(self.lower), dtype=bool)
-        self._inner = (self.lower + self.tol, self.upper - self.tol)
+        self.set_active(np.zeros(len(self.lower), dtype=bool))
+        # plain floats: for N ≈ 6–7 joints a loop of comparisons is several times cheaper than
+        # numpy's comparisons and reductions, and this runs twice per virtual sub-step
+        self._inner = list(zip((self.lower + self.tol).tolist(), (self.upper - self.tol).tolist(), strict=True))
+
+    def set_active(self, locked: np.ndarray) -> None:
+        """The locked set of the current step; ``engaged`` says whether any joint is in it."""
+        self.active = locked
+        self.engaged = bool(locked.any())
 
     def at_limit(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return q >= self.upper - self.tol, q <= self.lower + self.tol
 
     def inside(self, q: np.ndarray) -> bool:
         """Every joint strictly away from its limits (the common case, checked first and cheaply)."""
-        lo, up = self._inner
-        return bool((q < up).all() and (q > lo).all())
+        for x, (lo, up) in zip(q.tolist(), self._inner, strict=True):
+            if not lo < x < up:  # also False for NaN
+                return False
+        return True
 
     def decide(self, q: np.ndarray, qd: np.ndarray, solve: Callable[[np.ndarray], np.ndarray],
                H: np.ndarray, b: np.ndarray, decay: float = 0.0) -> np.ndarray:
@@ -189,7 +198,7 @@ class JointLimitConstraints:
         up, lo = self.at_limit(q)
         locked = (up & (qd >= 0)) | (lo & (qd <= 0))
         if not (up | lo).any():
-            self.active = locked
+            self.set_active(locked)
             return locked
         for _ in range(2 * len(q) + 1):
             x = solve(locked)
@@ -206,12 +215,12 @@ class JointLimitConstraints:
                 locked[j_add] = True
             else:
                 break
-        self.active = locked
+        self.set_active(locked)
         return locked
 
     def project(self, q: np.ndarray, qd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Seed 002: back onto the constraint manifold — q_j = limit, no outward q̇_j at a limit."""
-        if not self.active.any() and self.inside(q):
+        if not self.engaged and self.inside(q):
             return q, qd
         q = np.clip(q, self.lower, self.upper)
         up, lo = self.at_limit(q)

@@ -42,6 +42,10 @@ def _vec6(x: float | list[float] | np.ndarray, name: str, nonneg: bool = True) -
     return v
 
 
+_IDENTITY = np.eye(3)
+_IDENTITY.setflags(write=False)  # shared by every cycle: a term that wrote into R would fail here
+
+
 @dataclass
 class ControlLaw:
     """f_c = Σ terms + f_applied. The mode, a law registered in :data:`fdcontrol.laws.LAWS`,
@@ -63,7 +67,7 @@ class ControlLaw:
         object.__setattr__(self, key, value)
 
     def __call__(self, x: ControlInput) -> np.ndarray:
-        R = x.pose[:3, :3] if self.frame == "tool" else np.eye(3)
+        R = x.pose[:3, :3] if self.frame == "tool" else _IDENTITY
         f = x.f_applied.copy()
         for term in self._terms:
             f += getattr(self, term)(x, R)

@@ -324,7 +324,7 @@ class ControlLoop:
                              else solver.step(q, self.qd_state, fc, dt, tau))
             if not getattr(solver, "last_converged", True):
                 self.stats.integrator_nonconverged += 1
-            if not finite(qd_des + fc.sum()):  # one reduction for both (nan/inf propagate)
+            if not (finite(qd_des) and finite(fc)):
                 self.fault = f"non-finite value in the model at cycle {self.cycle}; holding"
                 holding, qd_des = True, np.zeros(self.robot.dof)
         qd_ref = self.limits.apply(q, qd_des, self.qd_ref, J, dt)
@@ -372,7 +372,7 @@ class ControlLoop:
                  holding: bool = False, seq: int = 0, kappa_h: float = math.nan) -> LoopState:
         active = dict(self.limits.active)
         c = getattr(self.solver, "constraints", None)
-        active["virtual_joint_limit"] = bool(c is not None and c.active.any())
+        active["virtual_joint_limit"] = c is not None and c.engaged
         ll = self.link_loads
         return LoopState(t, self.cycle, q, qd, q_ref, qd_ref, pose, fc, f_meas, self.law.mode,
                          self.running, holding, watchdog, seq, self.fault, sigma, active, kappa_h,

