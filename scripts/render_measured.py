@@ -11,6 +11,7 @@ disagree with the measurement. Goals (issue 14):
 from __future__ import annotations
 
 import math
+import re
 import shlex
 import textwrap
 from collections.abc import Callable
@@ -182,13 +183,14 @@ def provenance(benches: dict) -> str:
     at = "; ".join(f"{d} at commit `{c}`{' with local changes' if dirty else ''}" for d, c, dirty in when)
     loads = ", ".join(f"{TITLES[k]} {e['loadavg_before'][0]:.1f}" for k, e in benches.items()
                       if e.get("status") == "ok" and e.get("loadavg_before"))
+    took = sum(e.get("seconds", 0) for e in ok)
     steal = ", ".join(f"{TITLES[k]} {e['cpu']['steal_pct']:.1f} %" for k, e in benches.items()
                       if e.get("status") == "ok" and e.get("cpu"))
     return (f"Measured {at}, on a {m['cpus_usable']}-CPU {kind} ({m['model']}{clock}), Python {m['python']}, "
             f"pinocchio {m['pinocchio']}, numpy {m['numpy']}. Other jobs shared the machine (1-min load average "
             f"before each run: {loads}; steal time during the runs: {steal}), so read the ratios and idle/busy pairs "
-            "measured in one run, not absolute numbers. `make measure` reruns the three benchmarks below "
-            "(several minutes, `scripts/measure.py --help` for smaller runs) and rewrites this text and "
+            f"measured in one run, not absolute numbers. `make measure` reruns the benchmarks below ({took:.0f} s "
+            "here; `scripts/measure.py --help` for smaller runs) and rewrites this text and "
             "[docs/measured.json](docs/measured.json).")
 
 
@@ -217,7 +219,8 @@ def wrap(line: str) -> str:
     """Prose at the README's width; table rows and comments stay one line."""
     if line.startswith(("|", "<!--")):
         return line
-    return textwrap.fill(line, WIDTH, break_long_words=False, break_on_hyphens=False)
+    keep = re.sub(r"`[^`]*`", lambda m: m.group().replace(" ", "\0"), line)  # a command stays on one line
+    return textwrap.fill(keep, WIDTH, break_long_words=False, break_on_hyphens=False).replace("\0", " ")
 
 
 def replace_section(readme: str, section: str) -> str:
