@@ -122,7 +122,7 @@ CHECKS = {"cycle": check_cycle, "loop": check_loop, "ws": check_ws}
 def parts_of(text: str) -> dict[str, str]:
     """The section split at each benchmark's command line, keyed by benchmark."""
     keys = {"bench_cycle.py": "cycle", "bench_loop.py": "loop", "bench_ws_latency.py": "ws"}
-    pieces = re.split(r"(?m)^`PYTHONPATH=\. python benchmarks/(\w+\.py)", text)
+    pieces = re.split(r"(?<=\n\n)`PYTHONPATH=\. python benchmarks/(\w+\.py)", text)  # paragraphs that open with it
     return {keys[pieces[i]]: pieces[i + 1] for i in range(1, len(pieces), 2)}
 
 
