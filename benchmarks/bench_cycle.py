@@ -179,8 +179,7 @@ def main() -> None:
     ap.add_argument("--json", metavar="PATH", help="also write the numbers as JSON to PATH")
     args = ap.parse_args()
     cycles = min(args.cycles, 100_000)
-    per = max(1, cycles // args.rounds)
-    report: dict = {"cycles": cycles, "rounds": args.rounds, "calls_per_item": per * args.rounds, "robots": {}}
+    report: dict = {"cycles": cycles, "rounds": args.rounds, "robots": {}}
     for name in args.robots:
         robot = RobotModel.load(name)
         r = bench(robot, cycles, args.rounds)
@@ -189,7 +188,7 @@ def main() -> None:
         print(f"{'item':>10} {'p50 µs':>8} {'p99 µs':>8} {'p50/core':>9} {'p99/core':>9}")
         for k, (a, b) in p.items():
             print(f"{k:>10} {a:8.1f} {b:8.1f} {a / p['core'][0]:9.1f} {b / p['core'][1]:9.1f}")
-        report["robots"][name] = {"dof": robot.dof, "items": {
+        report["robots"][name] = {"dof": robot.dof, "calls": len(r["core"]), "items": {
             k: {"p50_us": a, "p99_us": b, "max_us": r[k].max(), "ratio_p50": a / p["core"][0],
                 "ratio_p99": b / p["core"][1]} for k, (a, b) in p.items()}}
     write_json(args.json, "cycle", report)
