@@ -194,7 +194,8 @@ def test_a_tiny_real_run_renders_its_numbers(tiny_run) -> None:
     cycle, loop, ws = (data["benches"][k] for k in ("cycle", "loop", "ws"))
     assert all(e["status"] == "ok" for e in (cycle, loop, ws))
     items = cycle["output"]["results"]["robots"]["ur10"]["items"]
-    assert cycle["output"]["results"]["robots"]["ur10"]["calls"] == 50 and {"core", "loop", *PART_COLUMNS.values()} <= set(items)
+    assert cycle["output"]["results"]["robots"]["ur10"]["calls"] == 50
+    assert {"core", "loop", *PART_COLUMNS.values()} <= set(items)
     for v in items.values():
         assert ordered(v["p50_us"], v["p99_us"], v["max_us"]) and v["p50_us"] > 0
     for w in loop["output"]["results"]["windows"].values():
