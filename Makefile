@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test install install-test bench clean
+.PHONY: serve test install install-test bench measure clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ test: install-test
 
 bench: install
 	$(BIN)/python benchmarks/bench_mappings.py
+
+# the README's "Measured here" numbers: runs the speed benchmarks (minutes), rewrites the section and
+# docs/measured.json; e.g. `make measure MEASURE_ARGS="--only ws"` or `MEASURE_ARGS=--quick`
+measure: install
+	$(BIN)/python scripts/measure.py $(MEASURE_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,6 +1,6 @@
 """Cost of one FD control cycle relative to the lean FD core, measured in one run, one process.
 
-    python benchmarks/bench_cycle.py [--cycles 4000] [--rounds 8] [--robots ur10 panda]
+    python benchmarks/bench_cycle.py [--cycles 4000] [--rounds 8] [--robots ur10 panda] [--json PATH]
 
 Per robot, per call (µs, p50 and p99), interleaved in rounds so that machine load hits all alike:
 
@@ -32,6 +32,7 @@ import time
 
 import numpy as np
 import pinocchio as pin
+from benchjson import write_json
 
 from fdcontrol import RobotModel, make_mapping
 from fdcontrol.drivers import SimulatedRobot
@@ -175,8 +176,10 @@ def main() -> None:
     ap.add_argument("--cycles", type=int, default=4000, help="timed calls per item (bounded)")
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--robots", nargs="+", default=["ur10", "panda"])
+    ap.add_argument("--json", metavar="PATH", help="also write the numbers as JSON to PATH")
     args = ap.parse_args()
     cycles = min(args.cycles, 100_000)
+    report: dict = {"cycles": cycles, "rounds": args.rounds, "robots": {}}
     for name in args.robots:
         robot = RobotModel.load(name)
         r = bench(robot, cycles, args.rounds)
@@ -185,6 +188,10 @@ def main() -> None:
         print(f"{'item':>10} {'p50 µs':>8} {'p99 µs':>8} {'p50/core':>9} {'p99/core':>9}")
         for k, (a, b) in p.items():
             print(f"{k:>10} {a:8.1f} {b:8.1f} {a / p['core'][0]:9.1f} {b / p['core'][1]:9.1f}")
+        report["robots"][name] = {"dof": robot.dof, "calls": len(r["core"]), "items": {
+            k: {"p50_us": a, "p99_us": b, "max_us": r[k].max(), "ratio_p50": a / p["core"][0],
+                "ratio_p99": b / p["core"][1]} for k, (a, b) in p.items()}}
+    write_json(args.json, "cycle", report)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Period error and compute time of the threaded control loop (simulated arm), idle and busy.
 
     python benchmarks/bench_loop.py [--seconds 30] [--rate 1000] [--realtime] [--spin 0.0002]
-                                    [--robot ur10] [--mapping fd] [--hogs 1]
+                                    [--robot ur10] [--mapping fd] [--hogs 1] [--json PATH]
 
 Two windows in one run, one after the other with a fresh loop each: ``idle`` (only this
 process and whatever else the machine runs) and ``busy`` (plus ``--hogs`` CPU hog processes,
@@ -23,6 +23,7 @@ import sys
 import time
 
 import numpy as np
+from benchjson import write_json
 
 from fdcontrol import RobotModel, make_mapping
 from fdcontrol.drivers import SimulatedRobot
@@ -70,12 +71,15 @@ def main() -> None:
     ap.add_argument("--realtime", action="store_true", help="SCHED_FIFO for the loop thread")
     ap.add_argument("--spin", type=float, default=0.0, help="busy-wait before each deadline (s)")
     ap.add_argument("--hogs", type=int, default=1, help="CPU hog processes in the busy window")
+    ap.add_argument("--json", metavar="PATH", help="also write the numbers as JSON to PATH")
     args = ap.parse_args()
     robot = RobotModel.load(args.robot)
     print(f"{args.robot} {args.mapping} at {args.rate:.0f} Hz, {args.seconds:.0f} s per window, "
           f"realtime={args.realtime} spin={args.spin * 1e6:.0f} µs, {os.cpu_count()} CPUs, hogs={args.hogs}")
     print(f"{'window':>6} {'fifo':>5} {'cycles':>7} {'overrun%':>8} | period error µs p50/p99/max"
           f" | compute µs p50/p99/max")
+    report: dict = {"robot": args.robot, "mapping": args.mapping, "rate_hz": args.rate, "seconds": args.seconds,
+                    "realtime": args.realtime, "spin_s": args.spin, "hogs": args.hogs, "windows": {}}
     for name in ("idle", "busy"):
         hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(args.hogs if name == "busy" else 0)]
         try:
@@ -88,6 +92,8 @@ def main() -> None:
         print(f"{name:>6} {fifo!s:>5} {s['cycles']:7d} {pct:8.3f} | "
               f"{s['period_error_p50_us']:7.1f} {s['period_error_p99_us']:7.1f} {s['period_error_max_us']:8.1f} | "
               f"{s['compute_p50_us']:6.1f} {s['compute_p99_us']:6.1f} {s['compute_max_us']:7.1f}", flush=True)
+        report["windows"][name] = {"fifo": fifo, "overrun_pct": pct, **s}
+    write_json(args.json, "loop", report)
 
 
 if __name__ == "__main__":

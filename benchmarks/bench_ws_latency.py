@@ -8,19 +8,21 @@ time until the first state whose ``seq_ack`` acknowledges it. Prints p50/p99/max
 target: one loop period + 1 ms (issue 14). Bounded: ``--samples`` per count, 1 s per sample
 at most. Not a test: numbers depend on the machine and its load.
 
-    PYTHONPATH=. python benchmarks/bench_ws_latency.py [--samples 1000] [--rate 500] [--watchers 0 50]
+    PYTHONPATH=. python benchmarks/bench_ws_latency.py [--samples 1000] [--rate 500] [--watchers 0 50] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from benchjson import fifo_threads, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -99,13 +101,18 @@ def main() -> None:
     ap.add_argument("--watchers", type=int, nargs="+", default=[0, 50])
     ap.add_argument("--watch-decimation", type=int, default=10, help="the watchers' decimation (service default 10)")
     ap.add_argument("--watchers-nice", type=int, default=0, help="niceness of the watchers' process (0–19)")
+    ap.add_argument("--json", metavar="PATH", help="also write the numbers as JSON to PATH")
     args = ap.parse_args()
     samples, period = min(args.samples, 20_000), 1.0 / args.rate
     rng = np.random.default_rng(1)
+    report: dict = {"rate_hz": args.rate, "period_ms": 1e3 * period, "target_p99_ms": 1e3 * period + 1,
+                    "samples": samples, "watch_decimation": args.watch_decimation,
+                    "watchers_nice": args.watchers_nice, "runs": []}
     svc = Service("--rate", str(args.rate))
     try:
         with Client(svc.url) as c:
             c.start()
+            report["fifo_threads"] = sum(fifo_threads(pid) for pid in svc.children())
             for n in args.watchers:
                 p = watchers(svc.url, min(n, 500), args.watch_decimation, min(max(args.watchers_nice, 0), 19))
                 try:
@@ -121,8 +128,17 @@ def main() -> None:
                       f"(target p99 ≤ {1e3 * period + 1:.1f} ms){note}")
                 print(f"  loop meanwhile: overruns {s1['overruns'] - s0['overruns']} of "
                       f"{s1['cycles'] - s0['cycles']} cycles, period error p99 {s1['period_error_p99_us']:.0f} µs")
+                rates = re.search(r"received (\S+) msg/s in all, the slowest (\S+) msg/s", note)
+                report["runs"].append({
+                    "watchers": n, "acknowledged": len(ms), "p50_ms": np.percentile(ms, 50),
+                    "p99_ms": np.percentile(ms, 99), "max_ms": ms.max(),
+                    "watchers_msg_per_s": float(rates[1]) if rates else None,
+                    "slowest_watcher_msg_per_s": float(rates[2]) if rates else None,
+                    "loop_overruns": s1["overruns"] - s0["overruns"], "loop_cycles": s1["cycles"] - s0["cycles"],
+                    "loop_period_error_p99_us": s1["period_error_p99_us"]})
     finally:
         svc.stop()
+    write_json(args.json, "ws", report)
 
 
 if __name__ == "__main__":

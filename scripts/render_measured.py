@@ -1,0 +1,232 @@
+"""The README's measured section, rendered from ``docs/measured.json`` alone (tables, goals, prose).
+
+Every number and every "met" / "not met" in the text comes from the JSON, so the text cannot
+disagree with the measurement. Goals (issue 14):
+
+* cycle: full ``ControlLoop.step`` p50 ≤ 5 × lean FD core p50, per robot;
+* loop: under SCHED_FIFO, |period error| p99 ≤ 100 µs and overruns ≤ 0.1 % of cycles, per window;
+* WebSocket: wrench → acknowledging state p99 ≤ one loop period + 1 ms, per watcher count.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+import textwrap
+from collections.abc import Callable
+
+BEGIN, END = "<!-- measured:begin -->", "<!-- measured:end -->"
+CYCLE_RATIO_GOAL = 5.0
+PERIOD_P99_GOAL_US = 100.0
+OVERRUN_GOAL_PCT = 0.1
+WS_MARGIN_MS = 1.0
+ROBOT_NAMES = {"ur10": "UR10", "panda": "Panda", "planar2": "planar 2-link"}
+PARTS = (("config", "Configuration update"), ("solver", "solver"), ("limits", "limits"),
+         ("sim_driver", "simulator read + send"), ("publish", "publish"), ("set_wrench", "new wrench"))
+TITLES = {"cycle": "bench_cycle", "loop": "bench_loop", "ws": "bench_ws_latency"}
+ORDER = ("cycle", "loop", "ws")
+WIDTH = 100
+
+
+def met(ok: bool) -> str:
+    return "met" if ok else "not met"
+
+
+def num(x: float | None, digits: int) -> str:
+    return "—" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
+
+
+def row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def table(head: list[str], rows: list[list[str]]) -> list[str]:
+    return [row(head), "|" + "---|" * len(head), *(row(r) for r in rows)]
+
+
+def command(argv: list[str]) -> str:
+    """The benchmark's command line as a reader would type it from the repository root (no --json)."""
+    args, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--json":
+            skip = True
+        elif not a.startswith("--json="):
+            args.append(a)
+    return "PYTHONPATH=. python " + shlex.join(args)
+
+
+def robot_name(name: str) -> str:
+    return ROBOT_NAMES.get(name, name)
+
+
+# --- bench_cycle ---------------------------------------------------------------------------------
+
+def cycle_met(items: dict) -> bool:
+    return items["loop"]["p50_us"] <= CYCLE_RATIO_GOAL * items["core"]["p50_us"]
+
+
+def render_cycle(entry: dict) -> list[str]:
+    res = entry["output"]["results"]
+    robots = res["robots"]
+    rows, parts = [], []
+    calls = " / ".join(sorted({str(r["calls"]) for r in robots.values()}))
+    for name, r in robots.items():
+        it = r["items"]
+        core, loop = it["core"], it["loop"]
+        rows.append([robot_name(name), f"{num(core['p50_us'], 1)} / {num(core['p99_us'], 1)}",
+                     f"{num(loop['p50_us'], 1)} / {num(loop['p99_us'], 1)}",
+                     f"{num(loop['ratio_p50'], 1)}× / {num(loop['ratio_p99'], 1)}×", met(cycle_met(it))])
+        parts.append([robot_name(name)] + [num(it[k]["p50_us"], 1) if k in it else "—" for k, _ in PARTS])
+    out = [f"`{command(entry['output']['argv'])}` — one `ControlLoop.step` (FD, kinematic simulator, a wrench "
+           "applied, limits, telemetry) against the lean FD core (CRBA, frame Jacobian, Cholesky, Euler) in the "
+           f"same process, {calls} calls each in {res['rounds']} interleaved rounds:", ""]
+    out += table(["robot", "lean core p50 / p99 (µs)", "full cycle p50 / p99 (µs)", "ratio p50 / p99",
+                  f"goal p50 ≤ {CYCLE_RATIO_GOAL:g}×"], rows)
+    out += ["", "Parts of the cycle alone, p50 (µs):", ""]
+    out += table(["robot"] + [label for _, label in PARTS], parts)
+    verdicts = ", ".join(f"{robot_name(n)} {r['items']['loop']['ratio_p50']:.1f}×" for n, r in robots.items())
+    all_met = all(cycle_met(r["items"]) for r in robots.values())
+    out += ["", f"Goal full cycle p50 ≤ {CYCLE_RATIO_GOAL:g}× lean core p50: **{met(all_met)}** ({verdicts})."]
+    if not all_met:
+        name, r = next(iter(robots.items()))
+        it = r["items"]
+        parts_sum = sum(it[k]["p50_us"] for k, _ in PARTS[:-1] if k in it)
+        out[-1] += (f" In the {robot_name(name)} cycle of {it['loop']['p50_us']:.1f} µs the five parts add up to "
+                    f"{parts_sum:.1f} µs; each is a handful of numpy/pinocchio calls that pay Python's per-call "
+                    "overhead, so reaching the goal needs a fused or compiled step.")
+    return out
+
+
+# --- bench_loop ----------------------------------------------------------------------------------
+
+def window_met(w: dict) -> bool:
+    return bool(w["fifo"]) and w["period_error_p99_us"] <= PERIOD_P99_GOAL_US and w["overrun_pct"] <= OVERRUN_GOAL_PCT
+
+
+def render_loop(entry: dict) -> list[str]:
+    res = entry["output"]["results"]
+    wins = res["windows"]
+    period_us = 1e6 / res["rate_hz"]
+    fifo = [n for n, w in wins.items() if w["fifo"]]
+    granted = ("SCHED_FIFO granted in both windows" if len(fifo) == len(wins) else
+               "SCHED_FIFO not requested" if not res["realtime"] else
+               f"SCHED_FIFO granted in: {', '.join(fifo) or 'no window'}")
+    out = [f"`{command(entry['output']['argv'])}` — threaded loop at {res['rate_hz']:.0f} Hz "
+           f"({robot_name(res['robot'])}, {res['mapping'].upper()}, kinematic simulator, a wrench streamed at "
+           "~100 Hz), "
+           f"{granted}, {res['spin_s'] * 1e6:.0f} µs spin; an idle and a busy window ({res['hogs']} CPU hog) of "
+           f"{res['seconds']:g} s each in one run:", ""]
+    goal = f"p99 ≤ {PERIOD_P99_GOAL_US:g} µs, overruns ≤ {OVERRUN_GOAL_PCT:g} %"
+    rows = [[n, "yes" if w["fifo"] else "no", str(w["cycles"]), f"{num(w['overrun_pct'], 3)} %",
+             f"{num(w['period_error_p50_us'], 1)} / {num(w['period_error_p99_us'], 1)} / "
+             f"{num(w['period_error_max_us'], 0)}",
+             f"{num(w['compute_p50_us'], 0)} / {num(w['compute_p99_us'], 0)} / {num(w['compute_max_us'], 0)}",
+             met(window_met(w))] for n, w in wins.items()]
+    out += table(["window", "SCHED_FIFO", "cycles", "overruns", "period error p50 / p99 / max (µs)",
+                  "compute p50 / p99 / max (µs)", goal], rows)
+    verdicts = ", ".join(f"{n} {met(window_met(w))}" for n, w in wins.items())
+    out += ["", f"Goal under SCHED_FIFO — period error p99 ≤ {PERIOD_P99_GOAL_US:g} µs and overruns ≤ "
+            f"{OVERRUN_GOAL_PCT:g} % of cycles: **{met(all(window_met(w) for w in wins.values()))}** ({verdicts})."]
+    worst = ", ".join(f"{w['period_error_max_us'] / 1e3:.1f} ms {n}" for n, w in wins.items())
+    if any(w["period_error_max_us"] >= period_us for w in wins.values()):
+        out[-1] += f" The worst case is not bounded: single cycles late by up to {worst}."
+    else:
+        out[-1] += f" No cycle was late by a period or more in this run (worst {worst})."
+    return out
+
+
+# --- bench_ws_latency ----------------------------------------------------------------------------
+
+def run_met(res: dict, run: dict) -> bool:
+    return run["p99_ms"] <= res["period_ms"] + WS_MARGIN_MS
+
+
+def render_ws(entry: dict) -> list[str]:
+    res = entry["output"]["results"]
+    target = res["period_ms"] + WS_MARGIN_MS
+    fifo = "SCHED_FIFO granted to the loop thread" if res.get("fifo_threads") else "the loop without SCHED_FIFO"
+    out = [f"`{command(entry['output']['argv'])}` — a wrench on /ws/control → the first state acknowledging it, "
+           f"real uvicorn on loopback, loop at {res['rate_hz']:.0f} Hz ({fifo}), each wrench at a random phase of the "
+           f"period; /ws/state watchers at decimation {res['watch_decimation']} in a separate process:", ""]
+    rows = [[str(r["watchers"]), f"{r['acknowledged']} / {res['samples']}", num(r["p50_ms"], 2), num(r["p99_ms"], 2),
+             num(r["max_ms"], 2), met(run_met(res, r)), f"{r['loop_overruns']} of {r['loop_cycles']}"]
+            for r in res["runs"]]
+    out += table(["/ws/state watchers", "acknowledged", "p50 (ms)", "p99 (ms)", "max (ms)",
+                  f"goal p99 ≤ {target:g} ms", "loop overruns meanwhile"], rows)
+    verdicts = ", ".join(f"{r['watchers']} watchers {met(run_met(res, r))}" for r in res["runs"])
+    all_met = all(run_met(res, r) for r in res["runs"])
+    out += ["", f"Goal p99 ≤ one period + {WS_MARGIN_MS:g} ms = {target:g} ms: **{met(all_met)}** ({verdicts})."]
+    if res["runs"]:
+        extra = res["runs"][0]["p50_ms"] - res["period_ms"] / 2
+        out[-1] += (f" A wrench waits up to one period for the next cycle, half a period ({res['period_ms'] / 2:g} ms) "
+                    f"on average; the cycle and the hand-over between processes add the rest "
+                    f"(p50 without watchers exceeds half a period by {extra:.2f} ms).")
+    return out
+
+
+# --- the section ---------------------------------------------------------------------------------
+
+RENDER: dict[str, Callable[[dict], list[str]]] = {"cycle": render_cycle, "loop": render_loop, "ws": render_ws}
+
+
+def provenance(benches: dict) -> str:
+    """When and on what the numbers were measured, from the benchmarks' own JSON."""
+    ok = [e for e in benches.values() if e.get("status") == "ok"]
+    if not ok:
+        return "No benchmark result is recorded."
+    m = ok[0]["output"]["machine"]
+    kind = "virtual machine" if m.get("hypervisor") else "machine"
+    clock = f", {m['mhz'] / 1e3:.1f} GHz" if m.get("mhz") else ""
+    when = sorted({(e["started_utc"][:10], e["commit"] or "unknown", e["dirty"]) for e in ok})
+    at = "; ".join(f"{d} at commit `{c}`{' with local changes' if dirty else ''}" for d, c, dirty in when)
+    loads = ", ".join(f"{TITLES[k]} {e['loadavg_before'][0]:.1f}" for k, e in benches.items()
+                      if e.get("status") == "ok" and e.get("loadavg_before"))
+    took = sum(e.get("seconds", 0) for e in ok)
+    steal = ", ".join(f"{TITLES[k]} {e['cpu']['steal_pct']:.1f} %" for k, e in benches.items()
+                      if e.get("status") == "ok" and e.get("cpu"))
+    return (f"Measured {at}, on a {m['cpus_usable']}-CPU {kind} ({m['model']}{clock}), Python {m['python']}, "
+            f"pinocchio {m['pinocchio']}, numpy {m['numpy']}. Other jobs shared the machine (1-min load average "
+            f"before each run: {loads}; steal time during the runs: {steal}), so read the ratios and idle/busy pairs "
+            f"measured in one run, not absolute numbers. `make measure` reruns the benchmarks below ({took:.0f} s "
+            "here; `scripts/measure.py --help` for smaller runs) and rewrites this text and "
+            "[docs/measured.json](docs/measured.json).")
+
+
+def render_failure(key: str, entry: dict) -> list[str]:
+    return [f"**{TITLES[key]} failed**: {entry.get('error', 'no result')} — `{command(entry['command'])}`."]
+
+
+def render_section(data: dict) -> tuple[str, bool]:
+    """The text between the markers (without them), ending in a newline, and whether every result rendered."""
+    benches, ok = data.get("benches", {}), True
+    out = ["<!-- generated by `make measure` (scripts/measure.py) from docs/measured.json: edit those, "
+           "not this text -->", "", provenance(benches)]
+    for key in ORDER:
+        if key not in benches:
+            continue
+        entry = benches[key]
+        try:
+            body = RENDER[key](entry) if entry.get("status") == "ok" else render_failure(key, entry)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
+            body, ok = [f"**{TITLES[key]}**: its result could not be rendered ({type(e).__name__}: {e})."], False
+        out += ["", *body]
+    return "\n".join(wrap(line) for line in out) + "\n", ok
+
+
+def wrap(line: str) -> str:
+    """Prose at the README's width; table rows and comments stay one line."""
+    if line.startswith(("|", "<!--")):
+        return line
+    keep = re.sub(r"`[^`]*`", lambda m: m.group().replace(" ", "\0"), line)  # a command stays on one line
+    return textwrap.fill(keep, WIDTH, break_long_words=False, break_on_hyphens=False).replace("\0", " ")
+
+
+def replace_section(readme: str, section: str) -> str:
+    """``readme`` with the text between the markers replaced by ``section``; ValueError without markers."""
+    i, j = readme.find(BEGIN), readme.find(END)
+    if i < 0 or j < i:
+        raise ValueError(f"the README has no {BEGIN} … {END} section")
+    return readme[: i + len(BEGIN)] + "\n" + section + readme[j:]

@@ -1,0 +1,226 @@
+"""scripts/measure.py: the README's measured section is what the committed JSON renders to, and a real
+(tiny) run of the three benchmarks yields sane numbers that the rendered tables hold.
+
+The tables are read back here with an independent parser and every number, count and goal verdict
+is compared with the JSON (goals recomputed here from their definitions in issue 14).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import subprocess
+import sys
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "measure.py"
+BEGIN, END = "<!-- measured:begin -->", "<!-- measured:end -->"
+TINY = ["--cycles", "50", "--rounds", "2", "--robots", "ur10", "--seconds", "1", "--no-realtime",
+        "--samples", "20", "--watchers", "0"]
+PART_COLUMNS = {"Configuration update": "config", "solver": "solver", "limits": "limits",
+                "simulator read + send": "sim_driver", "publish": "publish", "new wrench": "set_wrench"}
+
+
+def measure(*args: str | Path, timeout: float = 150) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def section(readme: str) -> str:
+    i, j = readme.index(BEGIN), readme.index(END)
+    return readme[i + len(BEGIN):j]
+
+
+def tables(text: str) -> list[dict[str, list[str]]]:
+    """Each markdown table as {first cell: cells}, the header row under the key '__head__'."""
+    out, cur = [], None
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            cur = None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cur is None:
+            cur = {"__head__": cells}
+            out.append(cur)
+        elif not set(line) <= set("|-"):
+            cur[cells[0]] = cells
+    return out
+
+
+def close(cell: str, *values: float) -> None:
+    """The numbers in ``cell`` are ``values`` rounded to the digits shown."""
+    tokens = re.findall(r"\d+(?:\.\d+)?", cell)
+    assert len(tokens) == len(values), (cell, values)
+    for tok, v in zip(tokens, values, strict=True):
+        digits = len(tok.split(".")[1]) if "." in tok else 0
+        assert abs(float(tok) - v) <= 0.5 * 10 ** -digits + 1e-9 * abs(v), (cell, values)
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "not met"
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def check_cycle(text: str, entry: dict) -> None:
+    res = entry["output"]["results"]
+    cycle, parts = tables(text)[:2]
+    assert parts["__head__"][1:] == list(PART_COLUMNS)
+    names = {"ur10": "UR10", "panda": "Panda"}
+    for robot, r in res["robots"].items():
+        it, row = r["items"], cycle[names[robot]]
+        core, loop = it["core"], it["loop"]
+        close(row[1], core["p50_us"], core["p99_us"])
+        close(row[2], loop["p50_us"], loop["p99_us"])
+        close(row[3], loop["p50_us"] / core["p50_us"], loop["p99_us"] / core["p99_us"])
+        assert row[4] == verdict(loop["p50_us"] <= 5 * core["p50_us"])
+        for col, key in zip(parts["__head__"][1:], parts[names[robot]][1:], strict=True):
+            close(key, it[PART_COLUMNS[col]]["p50_us"])
+    ok = all(r["items"]["loop"]["p50_us"] <= 5 * r["items"]["core"]["p50_us"] for r in res["robots"].values())
+    assert f"Goal full cycle p50 ≤ 5× lean core p50: **{verdict(ok)}**" in flat(text)
+
+
+def check_loop(text: str, entry: dict) -> None:
+    wins = entry["output"]["results"]["windows"]
+    (table,) = [t for t in tables(text) if t["__head__"][0] == "window"]
+    for name, w in wins.items():
+        row, pct = table[name], 100 * w["overruns"] / w["cycles"]
+        assert row[1] == ("yes" if w["fifo"] else "no")
+        assert int(row[2]) == w["cycles"]
+        close(row[3], pct)
+        close(row[4], w["period_error_p50_us"], w["period_error_p99_us"], w["period_error_max_us"])
+        close(row[5], w["compute_p50_us"], w["compute_p99_us"], w["compute_max_us"])
+        assert row[6] == verdict(w["fifo"] and w["period_error_p99_us"] <= 100 and pct <= 0.1)
+
+
+def check_ws(text: str, entry: dict) -> None:
+    res = entry["output"]["results"]
+    (table,) = [t for t in tables(text) if t["__head__"][0] == "/ws/state watchers"]
+    target = 1e3 / res["rate_hz"] + 1
+    assert table["__head__"][5] == f"goal p99 ≤ {target:g} ms"
+    for r in res["runs"]:
+        row = table[str(r["watchers"])]
+        assert row[1] == f"{r['acknowledged']} / {res['samples']}"
+        close(row[2], r["p50_ms"])
+        close(row[3], r["p99_ms"])
+        close(row[4], r["max_ms"])
+        assert row[5] == verdict(r["p99_ms"] <= target)
+        assert row[6] == f"{r['loop_overruns']} of {r['loop_cycles']}"
+
+
+CHECKS = {"cycle": check_cycle, "loop": check_loop, "ws": check_ws}
+
+
+def parts_of(text: str) -> dict[str, str]:
+    """The section split at each benchmark's command line, keyed by benchmark."""
+    keys = {"bench_cycle.py": "cycle", "bench_loop.py": "loop", "bench_ws_latency.py": "ws"}
+    pieces = re.split(r"(?<=\n\n)`PYTHONPATH=\. python benchmarks/(\w+\.py)", text)  # paragraphs that open with it
+    return {keys[pieces[i]]: pieces[i + 1] for i in range(1, len(pieces), 2)}
+
+
+def check_section(text: str, data: dict) -> None:
+    """Every table cell and verdict of ``text`` agrees with ``data``; each command is the benchmark's own."""
+    parts = parts_of(text)
+    assert set(parts) == {k for k, e in data["benches"].items() if e["status"] == "ok"}
+    for key, part in parts.items():
+        argv = data["benches"][key]["output"]["argv"]
+        argv = argv[:argv.index("--json")] + argv[argv.index("--json") + 2:]
+        assert f"`PYTHONPATH=. python {' '.join(argv)}`" in flat(text)
+        CHECKS[key](part, data["benches"][key])
+
+
+def finite_numbers(x) -> None:
+    if isinstance(x, dict):
+        for v in x.values():
+            finite_numbers(v)
+    elif isinstance(x, list):
+        for v in x:
+            finite_numbers(v)
+    elif isinstance(x, float):
+        assert math.isfinite(x)
+
+
+def ordered(*values: float) -> bool:
+    return all(0 <= a <= b for a, b in pairwise(values))
+
+
+def test_readme_is_rendered_from_the_committed_json(tmp_path: Path) -> None:
+    """A hand edit of the README's numbers, or of docs/measured.json without re-rendering, fails here."""
+    readme = tmp_path / "README.md"
+    shutil.copy(ROOT / "README.md", readme)
+    r = measure("--render-only", "--readme", readme, "--out", ROOT / "docs" / "measured.json")
+    assert r.returncode == 0, r.stderr
+    assert section(readme.read_text()) == section((ROOT / "README.md").read_text())
+    data = json.loads((ROOT / "docs" / "measured.json").read_text())
+    assert set(data["benches"]) == {"cycle", "loop", "ws"}
+    check_section(section(readme.read_text()), data)
+
+
+def test_render_only_rewrites_a_hand_edited_table(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    text = (ROOT / "README.md").read_text()
+    edited = text.replace("| UR10 |", "| UR10 | 1.0 |", 1)
+    assert edited != text
+    readme.write_text(edited)
+    assert measure("--render-only", "--readme", readme, "--out", ROOT / "docs" / "measured.json").returncode == 0
+    assert readme.read_text() == text
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, subprocess.CompletedProcess]:
+    """The three benchmarks at tiny sizes, into a copy of the README and a temporary JSON."""
+    tmp = tmp_path_factory.mktemp("measure")
+    readme, out = tmp / "README.md", tmp / "measured.json"
+    shutil.copy(ROOT / "README.md", readme)
+    before = (ROOT / "README.md").read_text(), (ROOT / "docs" / "measured.json").read_bytes()
+    r = measure(*TINY, "--readme", readme, "--out", out)
+    assert ((ROOT / "README.md").read_text(), (ROOT / "docs" / "measured.json").read_bytes()) == before
+    return readme, out, r
+
+
+def test_a_tiny_real_run_renders_its_numbers(tiny_run) -> None:
+    readme, out, r = tiny_run
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = json.loads(out.read_text())
+    finite_numbers(data)
+    cycle, loop, ws = (data["benches"][k] for k in ("cycle", "loop", "ws"))
+    assert all(e["status"] == "ok" for e in (cycle, loop, ws))
+    items = cycle["output"]["results"]["robots"]["ur10"]["items"]
+    assert cycle["output"]["results"]["robots"]["ur10"]["calls"] == 50
+    assert {"core", "loop", *PART_COLUMNS.values()} <= set(items)
+    for v in items.values():
+        assert ordered(v["p50_us"], v["p99_us"], v["max_us"]) and v["p50_us"] > 0
+    for w in loop["output"]["results"]["windows"].values():
+        assert w["cycles"] >= 900 and not w["fifo"]  # ≥ 1 s at 1 kHz, SCHED_FIFO not asked for
+        assert ordered(w["period_error_p50_us"], w["period_error_p99_us"], w["period_error_max_us"])
+        assert ordered(w["compute_p50_us"], w["compute_p99_us"], w["compute_max_us"]) and w["compute_p50_us"] > 0
+    (run,) = ws["output"]["results"]["runs"]
+    assert run["watchers"] == 0 and run["acknowledged"] == 20
+    assert ordered(run["p50_ms"], run["p99_ms"], run["max_ms"]) and run["p50_ms"] > 0
+    machine = cycle["output"]["machine"]
+    assert machine["cpu_count"] >= 1 and machine["python"] == ".".join(map(str, sys.version_info[:3]))
+    check_section(section(readme.read_text()), data)
+
+
+def test_a_failing_benchmark_is_recorded_and_the_others_kept(tiny_run, tmp_path: Path) -> None:
+    readme, out = tmp_path / "README.md", tmp_path / "measured.json"
+    shutil.copy(tiny_run[0], readme)
+    shutil.copy(tiny_run[1], out)
+    files = ("--readme", readme, "--out", out)
+    assert measure("--only", "cycle", "--robots", "no_such_robot", *files, timeout=60).returncode == 1
+    assert measure("--only", "ws", "--timeout", "1", *files, timeout=60).returncode == 1
+    data = json.loads(out.read_text())
+    assert data["benches"]["cycle"]["status"] == "failed" and "exit status 1" in data["benches"]["cycle"]["error"]
+    assert data["benches"]["ws"]["error"].startswith("timed out after 1 s")
+    assert data["benches"]["loop"] == json.loads(tiny_run[1].read_text())["benches"]["loop"]
+    text = flat(section(readme.read_text()))
+    assert "**bench_cycle failed**" in text and "**bench_ws_latency failed**: timed out after 1 s" in text
+    check_section(section(readme.read_text()), data)  # the loop's table is still there and right
