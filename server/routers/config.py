@@ -48,13 +48,12 @@ def patch_config(patch: ConfigPatch, request: Request) -> Any:  # type: ignore[v
     limits may be added, and only those added at run time removed."""
     changes = patch.model_dump(exclude_unset=True)  # type: ignore[attr-defined]
     errors = patch_errors(changes, startup_params(request))
-    if errors:
-        return JSONResponse(status_code=422, content={"detail": errors})
-    try:  # validate here for field-named 422s; the loop process validates again
+    try:  # validate here for field-named 422s (all problems at once); the loop process validates again
         ControlParams.model_validate({**worker(request).params, **changes})
     except ValidationError as exc:
-        return JSONResponse(status_code=422, content={"detail": [
-            {"loc": ["body", *map(str, e["loc"])], "msg": clip(e["msg"])} for e in exc.errors()[:20]]})
+        errors += [{"loc": ["body", *map(str, e["loc"])], "msg": clip(e["msg"])} for e in exc.errors()[:20]]
+    if errors:
+        return JSONResponse(status_code=422, content={"detail": errors})
     return live(request).update(changes)
 
 
