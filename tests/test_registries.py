@@ -425,3 +425,39 @@ def test_a_broken_plugin_is_reported_and_the_rest_starts(tmp_path):
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["plugins"] == {"broken": "RuntimeError: boom"}
     assert any("'broken'" in w and "boom" in w for w in got["warnings"]), got
+
+
+def test_dashboard_offers_the_integrators_and_limits(service):
+    """In a real headless browser: the integrator select and one checkbox per limit come from
+    GET /options (required ones fixed on); Apply adds a limit, and removing a startup one is refused."""
+    import shutil
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    if chromium is None:
+        pytest.skip("needs Debian's chromium (apt-get install chromium; .ci/run installs it)")
+    http = httpx.Client(base_url=service.url)
+    start = http.get("/config").json()["limits"]
+    assert start == list(DEFAULT_LIMITS)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--headless=new", "--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        page.goto(service.url + "/")
+        page.wait_for_function("window.dashboard.config !== null")
+        options = page.evaluate("[...document.querySelectorAll('#integrator option')].map(o => o.value)")
+        assert options == list(INTEGRATORS.names())
+        boxes = page.evaluate("[...document.querySelectorAll('#limit-set input')].map("
+                              "b => [b.value, b.checked, b.disabled])")
+        assert [b[0] for b in boxes] == list(LIMITS.names())
+        assert all(checked and disabled == bool(LIMITS.get(n).required) for n, checked, disabled in boxes)
+        page.select_option("#integrator", "rk4")
+        page.click("#btn-apply")
+        page.wait_for_function("document.getElementById('config-msg').textContent.startsWith('applied')")
+        assert http.get("/config").json()["integrator"] == "rk4"
+        page.uncheck("#limit-set input[value=cartesian]")
+        page.click("#btn-apply")
+        page.wait_for_function("document.getElementById('config-msg').textContent.includes('may not remove')")
+        browser.close()
+    cfg = http.get("/config").json()
+    assert cfg["limits"] == start
+    assert http.patch("/config", json={"integrator": "euler"}).status_code == 200
