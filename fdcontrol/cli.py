@@ -16,7 +16,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .mappings import MAPPING_NAMES, analyze, make_mapping
+from .mappings import analyze, make_mapping, mapping_names
+from .registry import load_plugins
 from .robot import ModelError, RobotModel
 
 ANALYZE_JSON = """--json prints one object:
@@ -50,7 +51,7 @@ def _attach_negative_values(argv: list[str]) -> list[str]:
 def cmd_analyze(args: argparse.Namespace) -> int:
     robot = RobotModel.resolve(args.robot, args.base, args.tip)
     q = robot.check_q(_floats(" ".join(args.q)))
-    names = MAPPING_NAMES if args.mapping == "all" else (args.mapping,)
+    names = mapping_names() if args.mapping == "all" else (args.mapping,)
     out: dict[str, dict[str, object]] = {}
     for name in names:
         m = make_mapping(name, robot, gamma=args.gamma, alpha=args.alpha, algorithm=args.algorithm,
@@ -111,7 +112,11 @@ Command = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None
 
 
 def build_parser(*commands: Command) -> argparse.ArgumentParser:
-    """analyze, experiments, then `commands` (the service's ``serve``), then plot."""
+    """analyze, experiments, then `commands` (the service's ``serve``), then plot.
+
+    The installed plugins are loaded first: every choice read from a registry includes theirs.
+    """
+    load_plugins()
     p = argparse.ArgumentParser(prog="fdcontrol", description="Cartesian admittance control with virtual "
                                 "forward dynamics: analyze | experiments | serve | plot.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -122,7 +127,7 @@ def build_parser(*commands: Command) -> argparse.ArgumentParser:
     a.add_argument("--tip", default=None, help="tip frame (required for a URDF path)")
     a.add_argument("--q", required=True, nargs="+", metavar="Q",
                    help="joint positions (rad), comma or space separated; see below for negative values")
-    a.add_argument("--mapping", default="all", choices=(*MAPPING_NAMES, "all"))
+    a.add_argument("--mapping", default="all", choices=(*mapping_names(), "all"))
     a.add_argument("--gamma", type=float, default=1e3, help="FD mass dominance γ (> 0)")
     a.add_argument("--alpha", type=float, default=0.1, help="DLS damping α (> 0)")
     a.add_argument("--algorithm", default="cholesky", choices=("cholesky", "aba", "qr"), help="FD algorithm")

@@ -3,6 +3,9 @@
 Every integrator has ``step(accel, q, qd, dt) -> (q, qd)`` and records the sub-steps it took
 in ``last_substeps``. ``accel`` is the virtual model's q̈(q, q̇) with the wrench held
 constant over the step (zero-order hold, as the control signal is sampled).
+
+``INTEGRATORS`` registers them by name (like mappings, laws and limits): an integrator is one
+class with a ``name`` and that ``step``; the settings, the API and the dashboard list the registry.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
+
+from .registry import Registry
 
 Accel = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -123,11 +128,12 @@ class BogackiShampine:
         return q, qd
 
 
-INTEGRATORS: dict[str, type] = {"euler": SemiImplicitEuler, "rk4": RK4, "bs32": BogackiShampine}
+INTEGRATORS: Registry[Integrator] = Registry("integrator")
+for _cls in (SemiImplicitEuler, RK4, BogackiShampine):
+    INTEGRATORS.register(_cls.name)(_cls)
 
 
 def make_integrator(name: str, **kwargs: float) -> Integrator:
-    """Integrator by name: euler, rk4 or bs32."""
-    if name not in INTEGRATORS:
-        raise ValueError(f"unknown integrator {name!r}; expected one of {', '.join(INTEGRATORS)}")
-    return INTEGRATORS[name](**kwargs)
+    """Integrator by registered name (euler, rk4, bs32, …); an unknown name raises ValueError
+    (:class:`~fdcontrol.registry.UnknownName`) listing the registered ones."""
+    return INTEGRATORS.create(name, **kwargs)

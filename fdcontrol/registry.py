@@ -1,13 +1,27 @@
-"""Registry: interchangeable parts (drivers, mappings, laws, limits) looked up by name.
+"""Registry: interchangeable parts (drivers, mappings, laws, limits, integrators) looked up by name.
 
 A part is one class registered under a name. Parts with heavy optional dependencies (MuJoCo,
 Cyclone DDS, ur_rtde) are registered lazily as ``"module:Class"`` so that listing the names —
 for settings, the API schema, the CLI and the dashboard — never imports them.
+
+Plugins: an installed distribution adds parts without touching fdcontrol by declaring an entry
+point in the group ``fdcontrol.plugins`` whose module registers its classes on import, e.g. in
+``pyproject.toml``::
+
+    [project.entry-points."fdcontrol.plugins"]
+    my_parts = "my_package.fdcontrol_parts"
+
+:func:`load_plugins` imports them once. Everything that derives a list of names from the
+registries (the service settings and so the API schema, the CLI parser, the loop state's
+choices) calls it first. Plugins come only from the installed environment at startup: no
+request can name code to import.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
@@ -73,3 +87,30 @@ class Registry(Generic[T]):
 
     def create(self, name: str, *args: Any, **kwargs: Any) -> T:
         return self.get(name)(*args, **kwargs)  # type: ignore[call-arg]
+
+
+PLUGIN_GROUP = "fdcontrol.plugins"
+_plugins: dict[str, str] | None = None  # entry-point name → "loaded" or why it failed
+
+
+def load_plugins() -> dict[str, str]:
+    """Import every module of the entry-point group ``fdcontrol.plugins``, once per process.
+
+    Returns entry-point name → ``"loaded"`` or the error. A plugin that fails to import is
+    reported with a RuntimeWarning and skipped: its names stay unknown, so a setting that uses
+    them is rejected with the list of registered names, while the rest of the service starts.
+    """
+    global _plugins
+    if _plugins is not None:
+        return _plugins
+    _plugins = {}  # set first: a plugin that lists a registry while importing must not recurse
+    for ep in importlib.metadata.entry_points(group=PLUGIN_GROUP):
+        try:
+            ep.load()
+        except Exception as exc:  # any error of third-party code at import
+            _plugins[ep.name] = f"{type(exc).__name__}: {exc}"
+            warnings.warn(f"fdcontrol plugin {ep.name!r} ({ep.value}) failed to load: {_plugins[ep.name]}",
+                          RuntimeWarning, stacklevel=2)
+        else:
+            _plugins[ep.name] = "loaded"
+    return _plugins

@@ -1,7 +1,8 @@
 """Safety limits on the joint references, applied every cycle after the solver.
 
-:class:`SafetyLimits` composes the limits of :mod:`fdcontrol.limits` in this order, for a
-desired joint velocity q̇_d (rad/s) at the measured q:
+:class:`SafetyLimits` composes a set of the registered limits (:data:`fdcontrol.limits.LIMITS`,
+by default the four below) in ascending ``order``, for a desired joint velocity q̇_d (rad/s)
+at the measured q:
 
 1. Cartesian speed (:class:`~fdcontrol.limits.CartesianSpeed`): q̇ scaled by s ≤ 1 so that
    ‖v_tip‖ ≤ ``max_linear_speed`` and ‖ω_tip‖ ≤ ``max_angular_speed`` (direction kept).
@@ -33,50 +34,138 @@ the hard box moves q̇_j by more than a_j dt from q̇_prev,j only when
 
 A joint that starts beyond a limit with q̇_prev = 0 (activation) never steps by more than
 a_j dt. tests/test_limits.py checks these statements with property tests.
+
+Which limits may be left out: position and velocity make the hard box (the references never
+leave the position or velocity limits), and the acceleration limit is what ramps a joint into
+its braking envelope and back from beyond a limit — so these three are ``required`` (each
+class says why) and every set without one is rejected. The Cartesian speed limit, and any
+limit a plugin registers, may be selected or not (settings ``limits``). A limit not of the
+four runs at its class's ``order`` (default 35: before the acceleration limit).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
 import numpy as np
 
-from .limits import BRAKING_MARGIN, CartesianSpeed, JointAcceleration, JointVelocity, PositionEnvelope, run
+from .limits import (
+    BRAKING_MARGIN,
+    LIMITS,
+    CartesianSpeed,
+    JointAcceleration,
+    JointVelocity,
+    Limit,
+    LimitSettings,
+    PositionEnvelope,
+    run,
+)
 from .limits.base import per_joint
+from .registry import load_plugins
 from .robot import RobotModel
 
-__all__ = ["BRAKING_MARGIN", "SafetyLimits"]
+__all__ = ["BRAKING_MARGIN", "DEFAULT_LIMITS", "LimitParams", "SafetyLimits", "check_limit_names"]
+
+#: the limits composed unless configured otherwise, in their order
+DEFAULT_LIMITS: tuple[str, ...] = ("cartesian", "position", "velocity", "acceleration")
+
+
+@dataclass(frozen=True)
+class LimitParams:
+    """The parameters every limit builds itself from (:class:`~fdcontrol.limits.base.LimitSettings`)
+    when used without the service's settings; defaults as the service's."""
+
+    velocity_scale: float = 0.5  # fraction of the robot description's velocity limits
+    max_joint_acceleration: float | np.ndarray = 4.0  # rad/s², one for all joints or per joint
+    max_linear_speed: float = 0.5  # m/s at the tip
+    max_angular_speed: float = 1.5  # rad/s at the tip
+    recovery_speed: float = 0.1  # fraction of the velocity limit used to move back inside a position limit
+    limits: tuple[str, ...] = DEFAULT_LIMITS
+
+
+def check_limit_names(names: Iterable[str]) -> tuple[str, ...]:
+    """``names`` in composition order; ValueError naming the problem for an unregistered name
+    (listing the registered ones), a repeated one, or a ``required`` limit left out (with why)."""
+    load_plugins()
+    names = list(names)
+    classes = {n: LIMITS.get(n) for n in names}  # UnknownName lists the registered limits
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"limit {', '.join(map(repr, repeated))} given more than once")
+    for n in LIMITS:
+        reason = LIMITS.get(n).required
+        if reason and n not in classes:
+            raise ValueError(f"the {n!r} limit may not be left out: {reason}")
+    return tuple(sorted(names, key=lambda n: classes[n].order))
 
 
 class SafetyLimits:
-    """Cartesian speed, position envelope, joint velocity and acceleration limits, composed.
+    """A set of limits composed in their order, then the hard box — by default Cartesian speed,
+    position envelope, joint velocity and acceleration.
 
     Fields (arrays of length N, SI units): ``lower``/``upper`` (rad), ``max_velocity``
     (rad/s), ``max_acceleration`` (rad/s²); scalars ``max_linear_speed`` (m/s),
-    ``max_angular_speed`` (rad/s), ``recovery_speed`` (fraction of ``max_velocity``).
-    ``active`` names the limits that shaped the last reference.
+    ``max_angular_speed`` (rad/s; both ∞ without the Cartesian limit), ``recovery_speed``
+    (fraction of ``max_velocity``). ``names`` lists the composed limits in order, ``limits``
+    holds them; ``active`` names the limits that shaped the last reference.
     """
+
+    position: PositionEnvelope
+    velocity: JointVelocity
+    acceleration: JointAcceleration
+    cartesian: CartesianSpeed | None
 
     def __init__(self, lower: np.ndarray, upper: np.ndarray, max_velocity: np.ndarray,
                  max_acceleration: np.ndarray, max_linear_speed: float = 0.5, max_angular_speed: float = 1.5,
                  recovery_speed: float = 0.1, active: dict[str, bool] | None = None) -> None:
         n = len(lower)
         vmax, acc = per_joint(max_velocity, n, "max_velocity"), per_joint(max_acceleration, n, "max_acceleration")
-        self.cartesian = CartesianSpeed(float(max_linear_speed), float(max_angular_speed))
-        self.position = PositionEnvelope(np.asarray(lower, dtype=float), np.asarray(upper, dtype=float),
-                                         acc, vmax, float(recovery_speed))
-        self.velocity = JointVelocity(vmax)
-        self.acceleration = JointAcceleration(acc)
-        self.limits = (self.cartesian, self.position, self.velocity, self.acceleration)
-        self.active: dict[str, bool] = {} if active is None else active
+        self._compose((CartesianSpeed(float(max_linear_speed), float(max_angular_speed)),
+                       PositionEnvelope(np.asarray(lower, dtype=float), np.asarray(upper, dtype=float),
+                                        acc, vmax, float(recovery_speed)),
+                       JointVelocity(vmax), JointAcceleration(acc)), active)
+
+    @classmethod
+    def compose(cls, limits: Iterable[Limit], active: dict[str, bool] | None = None) -> SafetyLimits:
+        """These limit instances, in their order; they must include every required one."""
+        out = cls.__new__(cls)
+        out._compose(limits, active)
+        return out
+
+    @classmethod
+    def from_settings(cls, robot: RobotModel, params: LimitSettings) -> SafetyLimits:
+        """The limits named by ``params.limits`` (default :data:`DEFAULT_LIMITS`), each built by its
+        class's ``from_settings(robot, params)``; validated."""
+        names = check_limit_names(getattr(params, "limits", DEFAULT_LIMITS))
+        return cls.compose(LIMITS.get(n).from_settings(robot, params) for n in names)
 
     @classmethod
     def from_robot(cls, robot: RobotModel, velocity_scale: float = 0.5,
-                   max_acceleration: float | np.ndarray = 4.0, **kw: float) -> SafetyLimits:
-        """Defaults: the URDF's position limits, half its velocity limits, 4 rad/s²."""
-        lim = robot.limits
-        acc = per_joint(max_acceleration, robot.dof, "max_acceleration")
-        out = cls(lim.lower.copy(), lim.upper.copy(), velocity_scale * lim.velocity, acc, **kw)
-        out.validate()
-        return out
+                   max_acceleration: float | np.ndarray = 4.0, limits: Sequence[str] = DEFAULT_LIMITS,
+                   **kw: float) -> SafetyLimits:
+        """Defaults: the URDF's position limits, half its velocity limits, 4 rad/s², the four limits."""
+        return cls.from_settings(robot, LimitParams(velocity_scale, max_acceleration, limits=tuple(limits), **kw))
+
+    def _compose(self, limits: Iterable[Limit], active: dict[str, bool] | None) -> None:
+        by_name: dict[str, Limit] = {}
+        for lim in limits:
+            if lim.name in by_name:
+                raise ValueError(f"limit {lim.name!r} given more than once")
+            by_name[lim.name] = lim
+        self.names = check_limit_names(by_name)
+        self.limits: tuple[Limit, ...] = tuple(by_name[n] for n in self.names)
+        self.position = by_name["position"]  # type: ignore[assignment]  # required, so present
+        self.velocity = by_name["velocity"]  # type: ignore[assignment]
+        self.acceleration = by_name["acceleration"]  # type: ignore[assignment]
+        self.cartesian = by_name.get("cartesian")  # type: ignore[assignment]
+        # one array each for the velocity and acceleration limits the position envelope also reads
+        if np.array_equal(self.position.max_velocity, self.velocity.max_velocity):
+            self.position.max_velocity = self.velocity.max_velocity
+        if np.array_equal(self.position.max_acceleration, self.acceleration.max_acceleration):
+            self.position.max_acceleration = self.acceleration.max_acceleration
+        self.active: dict[str, bool] = {} if active is None else active
 
     def validate(self) -> None:
         for lim in self.limits:
@@ -121,21 +210,26 @@ class SafetyLimits:
         arr = per_joint(v, len(self.lower), "max_acceleration")
         self.acceleration.max_acceleration = self.position.max_acceleration = arr
 
+    def _cartesian(self) -> CartesianSpeed:
+        if self.cartesian is None:
+            raise ValueError("the Cartesian speed limit is not composed (settings limits)")
+        return self.cartesian
+
     @property
     def max_linear_speed(self) -> float:
-        return self.cartesian.max_linear_speed
+        return math.inf if self.cartesian is None else self.cartesian.max_linear_speed
 
     @max_linear_speed.setter
     def max_linear_speed(self, v: float) -> None:
-        self.cartesian.max_linear_speed = float(v)
+        self._cartesian().max_linear_speed = float(v)
 
     @property
     def max_angular_speed(self) -> float:
-        return self.cartesian.max_angular_speed
+        return math.inf if self.cartesian is None else self.cartesian.max_angular_speed
 
     @max_angular_speed.setter
     def max_angular_speed(self, v: float) -> None:
-        self.cartesian.max_angular_speed = float(v)
+        self._cartesian().max_angular_speed = float(v)
 
     @property
     def recovery_speed(self) -> float:

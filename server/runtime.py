@@ -81,10 +81,8 @@ def build_link_loads(robot: RobotModel, p: ControlParams) -> LinkLoads | None:
 
 
 def build_limits(robot: RobotModel, p: ControlParams) -> SafetyLimits:
-    return SafetyLimits.from_robot(robot, velocity_scale=p.velocity_scale,
-                                   max_acceleration=p.max_joint_acceleration,
-                                   max_linear_speed=p.max_linear_speed,
-                                   max_angular_speed=p.max_angular_speed)
+    """The limits named in ``p.limits``, each built from the robot and the settings by its class."""
+    return SafetyLimits.from_settings(robot, p)
 
 
 def build_filter(p: ControlParams, old: WrenchFilter | None = None, driver: Any = None) -> WrenchFilter:

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fdcontrol.mappings import MAPPING_NAMES
+from fdcontrol.mappings import mapping_names
 from fdcontrol.state import state_model
 
 from .settings import MappingName
@@ -91,7 +91,7 @@ class AnalysisRequest(BaseModel):
         list[Annotated[list[JointValue], Field(min_length=1)]], Field(min_length=1)] = Field(
         description="one configuration or a batch; |q| ≤ 1e3 (rad or m)")
     mappings: list[MappingName | MappingSpec] = Field(
-        default_factory=lambda: list(MAPPING_NAMES), min_length=1, max_length=20)
+        default_factory=lambda: list(mapping_names()), min_length=1, max_length=20)
     type: Literal["joint", "cartesian"] = "joint"
     robot: str | None = Field(None, max_length=200, description="shipped robot name; default: the loaded one")
 

@@ -17,10 +17,19 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from fdcontrol.integrators import INTEGRATORS
 from fdcontrol.laws import LAWS
-from fdcontrol.mappings import MAPPING_NAMES, MAPPINGS
+from fdcontrol.limits import LIMITS
+from fdcontrol.mappings import mapping_names
+from fdcontrol.registry import load_plugins
+from fdcontrol.safety import DEFAULT_LIMITS, check_limit_names
 
-MappingName = Literal[MAPPINGS.ordered(MAPPING_NAMES)]  # type: ignore[valid-type]  # the registered mappings
+# the name types are built once, here, from the registries — after the installed plugins
+# (entry points "fdcontrol.plugins") registered theirs; settings, the API schema and PATCH
+# /config all use these types
+load_plugins()
+MappingName = Literal[mapping_names()]  # type: ignore[valid-type]  # the registered mappings
 ModeName = Literal[LAWS.names()]  # type: ignore[valid-type]  # the registered control laws
+LimitName = Literal[LIMITS.names()]  # type: ignore[valid-type]  # the registered limits
+IntegratorName = Literal[INTEGRATORS.names()]  # type: ignore[valid-type]  # the registered integrators
 Vec6 = Annotated[list[Annotated[float, Field(ge=0, le=1e5, allow_inf_nan=False)]],
                  Field(min_length=6, max_length=6)]
 
@@ -69,6 +78,8 @@ STARTUP_ONLY = frozenset({"base", "tip", "driver", "driver_options"})
 #: safety bounds: PATCH may tighten them (smaller values) but loosen only up to the startup value
 TIGHTEN_ONLY = frozenset({"command_timeout", "max_force", "max_torque", "velocity_scale",
                           "max_joint_acceleration", "max_linear_speed", "max_angular_speed"})
+#: safety sets, the same rule: PATCH may add members, but never remove one the service started with
+GROW_ONLY = frozenset({"limits"})
 
 
 class ControlParams(BaseModel):
@@ -87,7 +98,7 @@ class ControlParams(BaseModel):
     sdls_length: float = Field(0.5, gt=0, le=10, description="SDLS characteristic length L (m): rotations weigh L·rad")
     sdls_max_error: float = Field(0.1, gt=0, le=10, description="SDLS target clamp D_max (m)")
     algorithm: Literal["cholesky", "aba", "qr"] = "cholesky"
-    integrator: Literal[tuple(INTEGRATORS)] = "euler"  # type: ignore[valid-type]  # the integrator names
+    integrator: IntegratorName = "euler"
     substeps: int = Field(1, ge=1, le=64)
     coriolis: bool = True
     joint_limits: Literal["constraints", "clamp", "none"] = Field(
@@ -107,6 +118,10 @@ class ControlParams(BaseModel):
     max_joint_acceleration: float = Field(4.0, gt=0, le=50, description="rad/s²")
     max_linear_speed: float = Field(0.5, gt=0, le=3, description="m/s at the tip")
     max_angular_speed: float = Field(1.5, gt=0, le=10, description="rad/s at the tip")
+    limits: list[LimitName] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(DEFAULT_LIMITS), max_length=64,
+        description="the safety limits composed after the solver, in their fixed order (listed in any); "
+        "position, velocity and acceleration are required; at run time limits may be added, not removed")
     max_force: float = Field(500.0, gt=0, le=1e4, description="accepted |F| of an input wrench (N)")
     max_torque: float = Field(50.0, gt=0, le=1e3, description="accepted |τ| of an input wrench (N·m)")
     tool_mass: float = Field(0.0, ge=0, le=100)
@@ -139,6 +154,11 @@ class ControlParams(BaseModel):
         "projected", description="projected: null space only (tip unaffected); physical: the tip yields too")
     twist_gain: Vec6 = Field(default_factory=lambda: [50.0] * 3 + [5.0] * 3,
                              description="twist tracking K_v (N·s/m ×3, N·m·s/rad ×3)")
+
+    @field_validator("limits")
+    @classmethod
+    def _limits_complete(cls, v: list[str]) -> list[str]:
+        return list(check_limit_names(v))  # the composition order; required ones present
 
     @field_validator("robot")
     @classmethod
@@ -222,5 +242,5 @@ def load_settings(config: str | None = None, **overrides: Any) -> Settings:
     return Settings.model_validate(merged)
 
 
-__all__ = ["NEEDS_STOP", "STARTUP_ONLY", "TIGHTEN_ONLY", "ControlParams", "Settings", "ValidationError",
+__all__ = ["GROW_ONLY", "NEEDS_STOP", "STARTUP_ONLY", "TIGHTEN_ONLY", "ControlParams", "Settings", "ValidationError",
            "load_settings"]

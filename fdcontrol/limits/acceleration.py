@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Cycle, Limit, check_positive
+from ..robot import RobotModel
+from .base import Cycle, Limit, LimitSettings, check_positive, per_joint
 
 
 @dataclass
@@ -29,6 +30,16 @@ class JointAcceleration(Limit):
     max_acceleration: np.ndarray  # rad/s²
 
     name = "acceleration"
+    order = 40.0
+    required = ("without it the reference may step: nothing ramps a joint into its braking envelope, "
+                "a joint beyond a limit is snapped back, and a real drive faults on the step")
+
+    @classmethod
+    def from_settings(cls, robot: RobotModel, params: LimitSettings) -> JointAcceleration:
+        """``max_joint_acceleration`` (rad/s²) for every joint."""
+        out = cls(per_joint(params.max_joint_acceleration, robot.dof, "max_acceleration"))
+        out.validate()
+        return out
 
     def validate(self) -> None:
         check_positive(self.max_acceleration, "max_acceleration")

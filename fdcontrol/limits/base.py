@@ -17,9 +17,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ..robot import RobotModel
 
 INF = float("inf")
 
@@ -39,10 +42,37 @@ class Cycle:
         self.hard_lo, self.hard_hi = [-INF] * n, [INF] * n
 
 
+class LimitSettings(Protocol):
+    """What a limit reads to build itself: the service's settings (server/settings.py
+    ``ControlParams``) or :class:`fdcontrol.safety.LimitParams` — the library never imports the service."""
+
+    velocity_scale: float  # fraction of the robot description's velocity limits
+    max_joint_acceleration: float  # rad/s²
+    max_linear_speed: float  # m/s at the tip
+    max_angular_speed: float  # rad/s at the tip
+
+
 class Limit(ABC):
-    """One limit on the joint-velocity reference; registered by name in :data:`LIMITS`."""
+    """One limit on the joint-velocity reference; registered by name in :data:`LIMITS`.
+
+    ``order`` places it in the composition (:class:`fdcontrol.safety.SafetyLimits`), ascending:
+    cartesian 10, position 20, velocity 30, acceleration 40; the hard box is always last. The
+    default 35 runs a new limit after the uniform scalings and before the acceleration limit,
+    which then ramps into whatever it asked for. ``required``, when not empty, says why the
+    limit may never be left out (the settings reject a set without it with that reason).
+    """
 
     name: ClassVar[str]
+    order: ClassVar[float] = 35.0
+    required: ClassVar[str] = ""
+
+    @classmethod
+    def from_settings(cls, robot: RobotModel, params: LimitSettings) -> Limit:
+        """This limit for ``robot`` with the parameters in ``params``; validated. A limit without
+        parameters needs no override."""
+        out = cls()
+        out.validate()
+        return out
 
     @abstractmethod
     def validate(self) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .base import Cycle, Limit
+from ..robot import RobotModel
+from .base import Cycle, Limit, LimitSettings
 
 
 @dataclass
@@ -23,6 +24,13 @@ class CartesianSpeed(Limit):
     max_angular_speed: float = 1.5  # rad/s
 
     name = "cartesian"
+    order = 10.0
+
+    @classmethod
+    def from_settings(cls, robot: RobotModel, params: LimitSettings) -> CartesianSpeed:
+        out = cls(float(params.max_linear_speed), float(params.max_angular_speed))
+        out.validate()
+        return out
 
     def validate(self) -> None:
         for name in ("max_linear_speed", "max_angular_speed"):

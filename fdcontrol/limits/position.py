@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Cycle, Limit, check_positive
+from ..robot import RobotModel
+from .base import Cycle, Limit, LimitSettings, check_positive, per_joint
 
 BRAKING_MARGIN = 0.5  # brake along √(2·0.5·a·d): room for the discrete envelope and a lagging robot
 
@@ -43,6 +44,20 @@ class PositionEnvelope(Limit):
     margin: float = BRAKING_MARGIN
 
     name = "position"
+    order = 20.0
+    required = "it keeps every joint inside its position limits (the hard box: q + q̇·dt ∈ [lower, upper])"
+
+    @classmethod
+    def from_settings(cls, robot: RobotModel, params: LimitSettings) -> PositionEnvelope:
+        """The robot description's position limits; the braking deceleration and recovery
+        speed from ``max_joint_acceleration`` and ``velocity_scale`` × its velocity limits."""
+        n = robot.dof
+        out = cls(robot.limits.lower.copy(), robot.limits.upper.copy(),
+                  per_joint(params.max_joint_acceleration, n, "max_acceleration"),
+                  per_joint(params.velocity_scale * robot.limits.velocity, n, "max_velocity"),
+                  float(getattr(params, "recovery_speed", cls.recovery)))
+        out.validate()
+        return out
 
     def validate(self) -> None:
         if np.any(~(self.lower <= self.upper)):

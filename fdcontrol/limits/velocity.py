@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Cycle, Limit, check_positive
+from ..robot import RobotModel
+from .base import Cycle, Limit, LimitSettings, check_positive, per_joint
 
 
 @dataclass
@@ -22,6 +23,15 @@ class JointVelocity(Limit):
     max_velocity: np.ndarray  # rad/s
 
     name = "velocity"
+    order = 30.0
+    required = "it keeps every joint within its velocity limit (the hard box: |q̇_j| ≤ v_max,j)"
+
+    @classmethod
+    def from_settings(cls, robot: RobotModel, params: LimitSettings) -> JointVelocity:
+        """``velocity_scale`` × the robot description's velocity limits."""
+        out = cls(per_joint(params.velocity_scale * robot.limits.velocity, robot.dof, "max_velocity"))
+        out.validate()
+        return out
 
     def validate(self) -> None:
         check_positive(self.max_velocity, "max_velocity")

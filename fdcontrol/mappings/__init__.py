@@ -1,8 +1,8 @@
 """Cartesian → joint mappings compared in seed 004 (Fig. 5), one module each, by name.
 
 Every module of this package is imported here, so a mapping is added by one file with one
-registered class (see ``base``); ``MAPPING_NAMES``, the service settings, the API schema and
-the CLI choices are read from ``MAPPINGS``.
+registered class (see ``base``) — or, outside fdcontrol, by a plugin (:mod:`fdcontrol.registry`);
+``MAPPING_NAMES``, the service settings, the API schema and the CLI choices are read from ``MAPPINGS``.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+from ..registry import load_plugins
 from .base import MAPPINGS, Analysis, Mapping, MappingProtocol, analyze, check_positive, make_mapping
 from .dls import DampedLeastSquares
 from .fd import ForwardDynamics
@@ -22,10 +23,21 @@ for _m in pkgutil.iter_modules(__path__):  # further mapping files register on i
 
 _PAPER_ORDER = ("ji", "jt", "dls", "sdls", "fd")  # seed 004's order; further mappings follow by name
 
-#: registered mapping names
-MAPPING_NAMES: tuple[str, ...] = tuple(sorted(
-    MAPPINGS.names(), key=lambda n: (_PAPER_ORDER.index(n) if n in _PAPER_ORDER else len(_PAPER_ORDER), n)))
+
+def mapping_names() -> tuple[str, ...]:
+    """The registered mapping names (plugins loaded first): seed 004's order, then the rest by name."""
+    load_plugins()
+    return tuple(sorted(MAPPINGS.names(),
+                        key=lambda n: (_PAPER_ORDER.index(n) if n in _PAPER_ORDER else len(_PAPER_ORDER), n)))
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    # MAPPING_NAMES is derived when read, so a mapping registered after this import is in it
+    if name == "MAPPING_NAMES":
+        return mapping_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["MAPPINGS", "MAPPING_NAMES", "Analysis", "DampedLeastSquares", "ForwardDynamics", "JacobianInverse",
            "JacobianTranspose", "Mapping", "MappingProtocol", "SelectivelyDampedLeastSquares", "analyze",
-           "check_positive", "make_mapping"]
+           "check_positive", "make_mapping", "mapping_names"]

@@ -3,7 +3,8 @@
 Driver, driver options and base/tip frames are startup configuration only (nothing
 executable or file-system shaped from the network); the robot may switch among the startup
 one and the shipped ones; safety bounds (``TIGHTEN_ONLY``) may be tightened at run time but
-loosened only up to their startup values.
+loosened only up to their startup values, and safety sets (``GROW_ONLY``: the composed limits)
+may gain members but never lose one the service started with — removing a limit loosens.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pydantic import ConfigDict, ValidationError, create_model
 from fdcontrol.robot import SHIPPED
 
 from ..errors import CONFLICT, ERRORS, clip
-from ..settings import STARTUP_ONLY, TIGHTEN_ONLY, ControlParams
+from ..settings import GROW_ONLY, STARTUP_ONLY, TIGHTEN_ONLY, ControlParams
 from .deps import live, worker
 
 router = APIRouter(tags=["config"])
@@ -43,16 +44,16 @@ def get_config(request: Request) -> dict[str, Any]:
 @router.patch("/config", response_model=ControlParams, responses={**ERRORS, **CONFLICT})
 def patch_config(patch: ConfigPatch, request: Request) -> Any:  # type: ignore[valid-type]
     """Run-time settings. Driver, driver options and base/tip frames are startup-only; the robot
-    may switch among the shipped ones; safety bounds may be tightened, loosened only up to startup."""
+    may switch among the shipped ones; safety bounds may be tightened, loosened only up to startup;
+    limits may be added, and only those added at run time removed."""
     changes = patch.model_dump(exclude_unset=True)  # type: ignore[attr-defined]
     errors = patch_errors(changes, startup_params(request))
-    if errors:
-        return JSONResponse(status_code=422, content={"detail": errors})
-    try:  # validate here for field-named 422s; the loop process validates again
+    try:  # validate here for field-named 422s (all problems at once); the loop process validates again
         ControlParams.model_validate({**worker(request).params, **changes})
     except ValidationError as exc:
-        return JSONResponse(status_code=422, content={"detail": [
-            {"loc": ["body", *map(str, e["loc"])], "msg": clip(e["msg"])} for e in exc.errors()[:20]]})
+        errors += [{"loc": ["body", *map(str, e["loc"])], "msg": clip(e["msg"])} for e in exc.errors()[:20]]
+    if errors:
+        return JSONResponse(status_code=422, content={"detail": errors})
     return live(request).update(changes)
 
 
@@ -68,4 +69,10 @@ def patch_errors(changes: dict[str, Any], startup: ControlParams) -> list[dict[s
         if v is not None and v > bound:
             errors.append({"loc": ["body", k], "msg": f"may be tightened at run time but not loosened "
                            f"beyond the startup value {bound}"})
+    for k in sorted(GROW_ONLY & changes.keys()):
+        v, kept = changes[k], getattr(startup, k)
+        removed = [x for x in kept if v is not None and x not in v]
+        if removed:
+            errors.append({"loc": ["body", k], "msg": f"may not remove {', '.join(removed)} at run time (that "
+                           f"loosens the safety limits): the service started with {', '.join(kept)}"})
     return errors

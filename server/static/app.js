@@ -409,19 +409,31 @@ async function toggleRecording() {
 // the select options come from the registries (GET /options), never from this file
 async function loadOptions() {
   const opts = await api("GET", "/options");
-  for (const id of ["mapping", "mode"]) {
+  for (const id of ["mapping", "mode", "integrator"]) {
     $(id).replaceChildren(...opts[id].map(({ name, description }) => {
       const o = document.createElement("option");
       o.value = name; o.textContent = name; o.title = description;
       return o;
     }));
   }
+  // one checkbox per registered limit; a required one is always on (its reason as the tooltip)
+  $("limit-set").replaceChildren(document.createTextNode("limits "), ...opts.limit.map(({ name, description, required }) => {
+    const label = document.createElement("label"), box = document.createElement("input");
+    box.type = "checkbox"; box.value = name; box.checked = !!required; box.disabled = !!required;
+    label.title = required ? `${description} — required: ${required}` : description;
+    label.append(box, ` ${name}`);
+    return label;
+  }));
 }
+
+const limitBoxes = () => [...document.querySelectorAll("#limit-set input")];
 
 async function loadConfig() {
   await loadOptions();
   const cfg = (dash.config = await api("GET", "/config"));
   $("mapping").value = cfg.mapping; $("gamma").value = cfg.gamma; $("alpha").value = cfg.alpha; $("mode").value = cfg.mode;
+  $("integrator").value = cfg.integrator;
+  for (const box of limitBoxes()) box.checked = cfg.limits.includes(box.value);
   const robots = await api("GET", "/robots");
   const r = robots.find((x) => x.name === cfg.robot);
   if (r) {
@@ -445,8 +457,10 @@ function wireButtons() {
     try {
       dash.config = await api("PATCH", "/config", {
         mapping: $("mapping").value, gamma: Number($("gamma").value), alpha: Number($("alpha").value), mode: $("mode").value,
+        integrator: $("integrator").value, limits: limitBoxes().filter((b) => b.checked).map((b) => b.value),
       });
-      msg(`applied: ${dash.config.mapping}, γ=${dash.config.gamma}, α=${dash.config.alpha}, ${dash.config.mode}`, true);
+      msg(`applied: ${dash.config.mapping}, γ=${dash.config.gamma}, α=${dash.config.alpha}, ${dash.config.mode}, ` +
+        `${dash.config.integrator}; limits ${dash.config.limits.join(", ")}`, true);
     } catch (e) { msg(e.message); }
   };
   document.querySelectorAll(".nudge button").forEach((b) => (b.onclick = async () => {
