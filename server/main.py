@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fdcontrol import cli
+from fdcontrol.integrators import INTEGRATORS
 from fdcontrol.laws import LAWS
+from fdcontrol.limits import LIMITS
 from fdcontrol.mappings import MAPPING_NAMES, MAPPINGS
 
 if TYPE_CHECKING:
@@ -48,7 +50,7 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 FLAGS = ("robot", "mapping", "mode", "gamma", "alpha", "rate", "host", "port", "driver", "token", "token_file",
-         "record", "record_dir")
+         "record", "record_dir", "integrator", "limits")
 
 
 def fail(message: str) -> int:
@@ -138,6 +140,9 @@ def add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     # the choices are the registries' names, read when the parser is built
     s.add_argument("--mapping", choices=MAPPINGS.ordered(MAPPING_NAMES), default=None, help="override settings.mapping")
     s.add_argument("--mode", choices=LAWS.names(), default=None, help="override settings.mode (a control law)")
+    s.add_argument("--integrator", choices=INTEGRATORS.names(), default=None, help="override settings.integrator")
+    s.add_argument("--limits", type=lambda t: [x for x in t.split(",") if x], default=None, metavar="NAME,...",
+                   help=f"override settings.limits, comma-separated ({', '.join(LIMITS.names())})")
     s.add_argument("--record", default=None, metavar="FILE",
                    help="record to this MCAP file from startup (a bare name goes into --record-dir)")
     s.add_argument("--record-dir", default=None, help="directory of recordings (settings.record_dir)")

@@ -237,13 +237,14 @@ with open(path, "w") as f:
 for k in ("FDCONTROL_INTEGRATOR", "FDCONTROL_LIMITS"):  # the environment would override the YAML
     del os.environ[k]
 from_yaml = load_settings(path)
-args = build_parser().parse_args(["serve", "--mapping", names["mapping"], "--mode", names["mode"]])
+args = build_parser().parse_args(["serve", "--mapping", names["mapping"], "--mode", names["mode"],
+                                  "--integrator", names["integrator"], "--limits", ",".join(limits)])
 analyze = build_parser().parse_args(["analyze", "--q=0,0,0,0,0,0", "--mapping", names["mapping"]])
 print(json.dumps({
     "direct": [direct.mapping, direct.mode, direct.integrator, direct.limits],
     "env": [env.integrator, env.limits],
     "yaml": [from_yaml.mapping, from_yaml.mode, from_yaml.integrator, from_yaml.limits],
-    "cli": [args.mapping, args.mode, analyze.mapping],
+    "cli": [args.mapping, args.mode, analyze.mapping, args.integrator, args.limits],
 }))
 """
 
@@ -261,11 +262,12 @@ def test_plugin_parts_reach_the_settings_env_yaml_and_the_cli(plugin_dir, tmp_pa
     assert got["direct"] == ["plugin_jt", "plugin_admittance", "plugin_euler", ordered]
     assert got["env"] == ["plugin_euler", ["cartesian", *ordered]]
     assert got["yaml"] == got["direct"]
-    assert got["cli"] == ["plugin_jt", "plugin_admittance", "plugin_jt"]
+    assert got["cli"] == ["plugin_jt", "plugin_admittance", "plugin_jt", "plugin_euler",
+                          ["joint0_cap", "position", "velocity", "acceleration"]]
     helped = subprocess.run([sys.executable, "-m", "fdcontrol.server", "serve", "--help"], cwd=ROOT,
                             env=_plugin_env(plugin_dir), capture_output=True, text=True, timeout=60)
     assert helped.returncode == 0, helped.stderr
-    assert "plugin_jt" in helped.stdout and "plugin_admittance" in helped.stdout
+    assert all(n in helped.stdout for n in ("plugin_jt", "plugin_admittance", "plugin_euler", "joint0_cap"))
     plain = subprocess.run([sys.executable, "-m", "fdcontrol.server", "serve", "--help"], cwd=ROOT,
                            capture_output=True, text=True, timeout=60)
     assert "plugin_jt" not in plain.stdout  # the plugin, not the test, brought the names
