@@ -51,7 +51,7 @@ from .robot import RobotModel
 from .safety import SafetyLimits
 from .solvers import Solver
 from .spatial import check_vec6, finite, rotate6
-from .state import LoopState  # declared once, with units: fdcontrol/state.py
+from .state import LoopState, new_state  # declared once, with units: fdcontrol/state.py
 from .twist import TwistError, check_twist
 
 STATS_WINDOW = 5000
@@ -338,10 +338,7 @@ class ControlLoop:
         self.qd_state = qd_ref.copy()
         self.cycle += 1
         self.last_cycle_at = now
-        if (self.cycle - 1) % self.telemetry_decimation == 0:  # singularity telemetry, decimated
-            s, kh = conf.sigma_min, conf.kappa_h
-        else:
-            s, kh = self.state.sigma_min_j, self.state.kappa_h
+        s, kh = self._telemetry(conf)
         last = tw if cmd is None or (tw is not None and tw.t > cmd.t) else cmd  # the newer input
         self.state = self._publish(js.t, q, js.qd, q_ref, qd_ref, pose, fc, f_meas, watchdog,
                                    s, holding, last.seq if last is not None else 0, kh)
@@ -350,6 +347,15 @@ class ControlLoop:
         if self.exchange is not None:
             self.exchange(self, self.state)
         return self.state
+
+    def _telemetry(self, conf: Configuration) -> tuple[float, float]:
+        """σmin(J) and κ(H), each every ``telemetry_decimation``-th cycle, half a period apart (two
+        decompositions of ~5 µs each never load the same cycle); both on the first cycle."""
+        n, k = self.telemetry_decimation, self.cycle - 1
+        first = k == 0
+        s = conf.sigma_min if first or k % n == 0 else self.state.sigma_min_j
+        kh = conf.kappa_h if first or k % n == n // 2 else self.state.kappa_h
+        return s, kh
 
     def _position_reference(self, q: np.ndarray, qd_ref: np.ndarray, dt: float,
                             holding: bool) -> tuple[np.ndarray, bool]:
@@ -374,7 +380,7 @@ class ControlLoop:
         c = getattr(self.solver, "constraints", None)
         active["virtual_joint_limit"] = c is not None and c.engaged
         ll = self.link_loads
-        return LoopState(t, self.cycle, q, qd, q_ref, qd_ref, pose, fc, f_meas, self.law.mode,
+        return new_state(t, self.cycle, q, qd, q_ref, qd_ref, pose, fc, f_meas, self.law.mode,
                          self.running, holding, watchdog, seq, self.fault, sigma, active, kappa_h,
                          self.posture.distance(q) if self.posture is not None else math.nan,
                          ll.clearance() if ll is not None and ll.loads else math.nan,

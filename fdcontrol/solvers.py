@@ -145,6 +145,30 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         # when that is what the mapping's algorithm computes (ABA and QR keep their own path)
         self._fast = self.algorithm == "cholesky" and not vm.gravity
 
+    def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
+             tau: np.ndarray | None = None, config: Configuration | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
+        c = self.constraints
+        if (self._fast and config is not None and config.q is q and self.substeps == 1
+                and type(self.integrator) is SemiImplicitEuler and self.joint_limits == "constraints"
+                and c.inside(q)):
+            return self._euler_inside(config, q, qd, wrench, dt, tau)
+        return super().step(q, qd, wrench, dt, tau, config)
+
+    def _euler_inside(self, conf: Configuration, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
+                      tau: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The loop's common case of :meth:`step` — one semi-implicit Euler step of eq. 10 from a q
+        strictly inside the virtual limits, by the cycle's Cholesky factor — without the general
+        path's hooks (no active set to decide; the projection only where the step leaves the limits).
+        The same numbers as the general path (tests/test_loop_configuration.py)."""
+        c = self.constraints
+        if c.engaged:
+            c.set_active(np.zeros(len(q), dtype=bool))
+        self._locked, self.last_converged = None, True
+        a = conf.solve(conf.jacobian.T.dot(wrench) + self.joint_load(q, qd, tau)) - self.decay * qd
+        qd1 = qd + dt * a
+        return c.project(q + dt * qd1, qd1)
+
     def joint_load(self, q: np.ndarray, qd: np.ndarray, tau: np.ndarray | None) -> np.ndarray:
         """τ − D q̇ − C(q, q̇) q̇ (N·m): every joint-space load on the virtual model."""
         t = tau

@@ -101,6 +101,21 @@ class LoopState:
 
 
 FIELDS = fields(LoopState)
+NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
+
+
+def new_state(*values: Any) -> LoopState:
+    """``LoopState(*values)`` with every field given in declaration order, for the per-cycle publish.
+
+    The frozen dataclass's ``__init__`` sets each of its fields through ``object.__setattr__``
+    (~1.7 µs for 22 fields); this fills the instance's dict in one assignment (~0.7 µs). The
+    object is the same: frozen, equal field by field (tests/test_state.py).
+    """
+    if len(values) != len(NAMES):
+        raise TypeError(f"new_state takes all {len(NAMES)} fields ({', '.join(NAMES)}), got {len(values)}")
+    s = object.__new__(LoopState)
+    object.__setattr__(s, "__dict__", dict(zip(NAMES, values, strict=True)))
+    return s
 
 
 def shape_of(f: Any, dof: int) -> tuple[int, ...]:

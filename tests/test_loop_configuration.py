@@ -62,3 +62,35 @@ def test_loop_updates_one_configuration_on_the_solvers_virtual_model() -> None:
     loop.reconfigure(solver=other)
     loop.step(now=DT)
     assert loop.config.virtual is other.virtual  # a new solver brings its own virtual model
+
+
+def test_fd_inside_step_equals_the_general_path() -> None:
+    """The FD solver's common case (one Euler step from inside the virtual limits, the cycle's factor)
+    gives bit for bit what its general path (hooks, integrator, active set) gives — also where the step
+    leaves the limits and is projected back, and from outside them (the general path itself)."""
+    from fdcontrol.configuration import Configuration
+    from fdcontrol.solvers import _AccelerationSolver
+
+    robot = RobotModel.load("ur10")
+    rng = np.random.default_rng(3)
+    fast, general = (make_solver(make_mapping("fd", robot)) for _ in range(2))
+    conf = Configuration(robot, virtual=fast.virtual)
+    lo, up = robot.limits.lower, robot.limits.upper
+    used = {"inside": 0, "projected": 0, "outside": 0}
+    for k in range(300):
+        q = rng.uniform(lo, up)
+        if k % 3 == 1:  # a hair inside a limit, moving out fast: the step crosses it
+            j = k % robot.dof
+            q[j] = up[j] - 1e-6
+        elif k % 3 == 2:  # at a limit: not strictly inside
+            q[k % robot.dof] = lo[k % robot.dof]
+        qd, f = rng.normal(scale=2.0, size=robot.dof), rng.normal(scale=50.0, size=6)
+        qd[k % robot.dof] = abs(qd[k % robot.dof]) + 1.0 if k % 3 == 1 else qd[k % robot.dof]
+        conf.update(q)
+        got = fast.step(conf.q, qd, f, DT, config=conf)
+        want = _AccelerationSolver.step(general, conf.q, qd, f, DT, config=conf)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), k
+        assert np.array_equal(fast.constraints.active, general.constraints.active), k
+        inside = fast.constraints.inside(q)
+        used["inside" if inside and fast.constraints.inside(got[0]) else "projected" if inside else "outside"] += 1
+    assert min(used.values()) > 20, used

@@ -125,6 +125,20 @@ def test_loop_py_publishes_the_declared_state():
     assert loop.LoopState is LoopState
 
 
+def test_new_state_is_the_dataclass(rng):
+    """The loop's per-cycle constructor builds the same frozen LoopState as its __init__."""
+    a = synthetic(rng)
+    b = st.new_state(*(getattr(a, n) for n in st.NAMES))
+    assert type(b) is LoopState
+    assert_same(a, b)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        b.cycle = 0  # type: ignore[misc]
+    c = dataclasses.replace(b, cycle=3)
+    assert c.cycle == 3 and b.cycle == a.cycle
+    with pytest.raises(TypeError, match=f"all {len(st.NAMES)} fields"):
+        st.new_state(1.0, 2)
+
+
 @pytest.fixture(scope="module")
 def openapi_state():
     """A validator of the State schema as the running app documents it (/openapi.json)."""
