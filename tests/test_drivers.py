@@ -31,6 +31,29 @@ def test_simulated_limits(ur10):
     assert sim.read().q[0] == ur10.limits.upper[0] and sim.read().qd[0] == 0.0
 
 
+def test_simulated_step_matches_its_equations_in_numpy(ur10):
+    """The per-joint float loop against the module's equations written as whole-array numpy:
+    q̇⁺ = clip(q̇_ref + (q̇ − q̇_ref) e^(−dt/τ), ±v_max), q⁺ = q + dt q̇⁺, stopped (q̇ = 0) where it
+    would leave [min(lower, q), max(upper, q)] — joints inside, at and beyond limits, saturated."""
+    rng = np.random.default_rng(7)
+    lo, up, vmax = ur10.limits.lower, ur10.limits.upper, ur10.limits.velocity
+    dt, tau = 0.004, 0.02
+    for k in range(200):
+        q0 = rng.uniform(lo - 0.05, up + 0.05)
+        q0[k % 6] = up[k % 6] - 1e-4 if k % 2 else lo[k % 6] + 1e-4
+        sim = SimulatedRobot(ur10, dt=dt, tau=tau, q0=q0)
+        sim.qd = rng.normal(scale=2.0, size=6)
+        ref = rng.normal(scale=3.0, size=6)
+        qd = np.clip(ref + (sim.qd - ref) * math.exp(-dt / tau), -vmax, vmax)
+        q = q0 + dt * qd
+        lo_k, up_k = np.minimum(lo, q0), np.maximum(up, q0)
+        hit = (q < lo_k) | (q > up_k)
+        q, qd = np.clip(q, lo_k, up_k), np.where(hit, 0.0, qd)
+        sim.send(None, ref)
+        np.testing.assert_allclose(sim.q, q, rtol=0, atol=1e-15)
+        np.testing.assert_allclose(sim.qd, qd, rtol=0, atol=1e-15)
+
+
 def test_spring_wall_sensor_reads_robot_on_environment(ur10):
     p = ur10.pose(Q0)[:3, 3]
     wall = SpringPlane(point=p - np.array([0.01, 0, 0]), normal=[1, 0, 0], stiffness=1000)
