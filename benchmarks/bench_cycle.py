@@ -16,6 +16,8 @@ Per robot, per call (µs, p50 and p99), interleaved in rounds so that machine lo
   ``publish`` — building the LoopState, ``sim_driver`` — the simulator's read + send;
 * ``limits`` — ``SafetyLimits.apply`` alone, and ``limits_np`` — the same four limits written
   with numpy calls (the alternative the plain-float code is measured against);
+* ``loop_without_<part>`` — ``loop`` with that part a no-op (see :func:`without`): the
+  difference to ``loop`` is the part's cost inside the cycle;
 * ``shm_today`` / ``shm_derived`` — publishing a state into shared memory with server/worker.py's
   hand-written writer and with fdcontrol.state's derived layout; ``dict_derived`` — the
   JSON/MessagePack dict.
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from functools import partial
 
 import numpy as np
 import pinocchio as pin
@@ -103,6 +106,29 @@ def hold_wrench(loop: ControlLoop) -> None:
     loop.set_wrench(WRENCH, t=1e12)
 
 
+def without(robot: RobotModel, part: str) -> ControlLoop:
+    """A loop whose ``part`` is a no-op: its cost *inside* the cycle is the full cycle's time minus
+    this one's (a part costs more in the cycle than alone: the cycle's code and data do not all
+    stay in the caches). No-ops: limits pass q̇ through; the solver returns q̇ = 0; the simulator
+    reads one fixed state and ignores commands; publish keeps the last state."""
+    loop = make_loop(robot)
+    hold_wrench(loop)
+    if part == "limits":
+        loop.limits.apply = lambda q, qd, prev, J, dt: qd  # type: ignore[method-assign]
+    elif part == "solver":
+        zero = np.zeros(robot.dof)
+        loop.solver.step = lambda q, qd, f, dt, tau=None, config=None: (q, zero)  # type: ignore[method-assign]
+    elif part == "sim_driver":
+        js = loop.driver.read()
+        loop.driver.read, loop.driver.send = (lambda: js), (lambda q, qd: None)  # type: ignore[method-assign]
+    elif part == "publish":
+        loop._publish = lambda *args: loop.state  # type: ignore[method-assign]
+    return loop
+
+
+IN_SITU = ("solver", "limits", "sim_driver", "publish")
+
+
 def publish_calls(loop: ControlLoop) -> dict:
     """Publishing a state: today's hand-written shared-memory writer vs the derived layout."""
     from fdcontrol import state as st
@@ -161,6 +187,8 @@ def bench(robot: RobotModel, cycles: int, rounds: int) -> dict[str, np.ndarray]:
              "limits": lambda: lim.apply(q, qd_des, prev, J, DT),
              "limits_np": lambda: lim_np(q, qd_des, prev, J, DT)}
     calls.update(publish_calls(loop))
+    for part in IN_SITU:
+        calls[f"loop_without_{part}"] = partial(without(robot, part).step, now=0.0)
     for fn in calls.values():  # warm up
         timed(fn, 200)
     samples: dict[str, list[float]] = {k: [] for k in calls}
@@ -185,9 +213,9 @@ def main() -> None:
         r = bench(robot, cycles, args.rounds)
         p = {k: (np.percentile(v, 50), np.percentile(v, 99)) for k, v in r.items()}
         print(f"\n{name} ({robot.dof} joints), {cycles} calls each")
-        print(f"{'item':>10} {'p50 µs':>8} {'p99 µs':>8} {'p50/core':>9} {'p99/core':>9}")
+        print(f"{'item':>24} {'p50 µs':>8} {'p99 µs':>8} {'p50/core':>9} {'p99/core':>9}")
         for k, (a, b) in p.items():
-            print(f"{k:>10} {a:8.1f} {b:8.1f} {a / p['core'][0]:9.1f} {b / p['core'][1]:9.1f}")
+            print(f"{k:>24} {a:8.1f} {b:8.1f} {a / p['core'][0]:9.1f} {b / p['core'][1]:9.1f}")
         report["robots"][name] = {"dof": robot.dof, "calls": len(r["core"]), "items": {
             k: {"p50_us": a, "p99_us": b, "max_us": r[k].max(), "ratio_p50": a / p["core"][0],
                 "ratio_p99": b / p["core"][1]} for k, (a, b) in p.items()}}
