@@ -653,12 +653,13 @@ class LoopWorker:
             raise WorkerError("dead", "the loop process did not start")
         fan = self.feed.join()
         try:
+            behind = fan.current  # delivered before the read below, so never newer: never sent after it
             s = self.state()[0]
             mine = s.cycle // decimation
             yield s, True
             while True:
                 s = fan.current
-                if s is not None and s.cycle // decimation != mine:
+                if s is not None and s is not behind and s.cycle // decimation != mine:
                     mine = s.cycle // decimation
                     yield s, True
                     continue
