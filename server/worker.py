@@ -139,9 +139,9 @@ class Channel:
         self.out[1:] = self._tmp
         self.out[0] = v + 2
 
-    def _copy_state(self) -> np.ndarray:
-        """A consistent copy of the packed state (seqlock read)."""
-        for _ in range(1000):
+    def _copy_state(self, tries: int = 1000) -> np.ndarray:
+        """A consistent copy of the packed state (seqlock read), yielding the CPU between tries."""
+        for _ in range(tries):
             v1 = self.out[0]
             o = self.out[1:].copy()
             if v1 % 2 == 0 and self.out[0] == v1:
@@ -149,9 +149,9 @@ class Channel:
             time.sleep(0)
         raise TornRead("the state slot stayed mid-write: the loop process is dead or stuck")
 
-    def read_state(self) -> tuple[LoopState, float]:
+    def read_state(self, tries: int = 1000) -> tuple[LoopState, float]:
         """The newest state and its last_cycle_at (s, time.monotonic()), from a consistent copy."""
-        state, extra = LAYOUT.unpack(self._copy_state())
+        state, extra = LAYOUT.unpack(self._copy_state(tries))
         return state, extra["last_cycle_at"]
 
     def read_running(self) -> tuple[bool, float]:
@@ -400,7 +400,9 @@ class StateFeed:
         if not fanouts:
             return
         try:
-            s, _ = self.channel.read_state()
+            # few tries: a slot mid-write holds a newer state, whose own byte wakes us again
+            # (a writer preempted mid-write must not stall the event loop)
+            s, _ = self.channel.read_state(tries=3)
         except TornRead:
             return
         except Exception:  # the channel was closed under us
