@@ -238,3 +238,39 @@ def test_a_second_event_loop_is_fed_and_takes_over_the_pipe(running):
     for name, items in got.items():
         assert all(f for _, f in items[1:]), name
         assert all(b > a for a, b in itertools.pairwise(c for c, _ in items)), name
+
+
+def test_closing_from_another_thread_unwatches_before_the_pipe_closes():
+    """The feed closed from another thread while an event loop watches the pipe and the loop
+    process still writes to it (a process that would not end): the loop removes its reader, then
+    the pipe is closed, so a reused fd number is never read by the feed."""
+    from fdcontrol.server.settings import Settings
+
+    w = LoopWorker(Settings(rate=250.0))
+    w.call("start")
+
+    async def run() -> tuple[bool, bool, bool]:
+        loop = asyncio.get_running_loop()
+        fd = w.feed.fd
+        async with contextlib.aclosing(w.states(1, heartbeat=0.05)) as it:
+            await take(it, 3)
+            closer = threading.Thread(target=w.feed.close)
+            closer.start()
+            for _ in range(1000):  # the close is handed to this loop: give it passes
+                if w.feed.pipe.closed:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.to_thread(closer.join, 10)
+            alive = w.proc.is_alive()
+            still_watched = loop.remove_reader(fd)
+            for _ in range(100):  # no publishes reach it now: after those delivered, a heartbeat
+                _, fresh = await it.__anext__()
+                if not fresh:
+                    break
+        return alive and not fresh, still_watched, w.feed.pipe.closed
+
+    try:
+        heartbeat, still_watched, closed = asyncio.run(run())
+    finally:
+        w.close()
+    assert heartbeat and closed and not still_watched
