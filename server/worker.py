@@ -292,10 +292,11 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Co
 class _Fanout:
     """The feed's side in one asyncio event loop: the newest state, and the senders waiting for it.
 
-    Waiters are grouped by decimation; a publish wakes a group when its cycle enters a new block
-    of ``decimation`` cycles, the smallest decimations (control clients) first, ``WAKE_CHUNK``
-    senders per event-loop pass: between chunks the event loop reads its sockets, so an
-    incoming wrench is not held up behind a burst of sends to many watchers.
+    Waiters are grouped by decimation d and phase p; a publish wakes a group when its cycle k
+    enters a new block, (k − p) // d, the smallest decimations (control clients) first,
+    ``WAKE_CHUNK`` senders per event-loop pass: between chunks the event loop reads its sockets,
+    so an incoming wrench is not held up behind sends to many watchers. Phases spread watchers
+    of one decimation over the cycles of a block (see :meth:`LoopWorker.states`).
     """
 
     WAKE_CHUNK = 2
@@ -306,23 +307,30 @@ class _Fanout:
         self.current: LoopState | None = None  # what the senders of this loop read (one encoding per state)
         self._posted: LoopState | None = None
         self._pending = False
-        self._groups: dict[int, list[Any]] = {}  # decimation → [cycle // decimation last woken, [futures]]
+        # phase 0: decimation → [block last woken, [futures]]; other phases: (decimation, phase) → the same
+        self._groups: dict[int, list[Any]] = {}
+        self._phased: dict[tuple[int, int], list[Any]] = {}
 
-    def wait(self, decimation: int) -> asyncio.Future[None]:
-        """Done when a state of a new block of ``decimation`` cycles has been published."""
+    def _group(self, decimation: int, phase: int) -> list[Any]:
+        if not phase:
+            group = self._groups.get(decimation)
+            if group is None:
+                group = self._groups[decimation] = [None, []]
+                self._groups = dict(sorted(self._groups.items()))
+            return group
+        return self._phased.setdefault((decimation, phase), [None, []])
+
+    def wait(self, decimation: int, phase: int = 0) -> asyncio.Future[None]:
+        """Done when a state of a new block (cycle − ``phase``) // ``decimation`` has been published."""
         fut = self.loop.create_future()
-        group = self._groups.get(decimation)
-        if group is None:
-            group = self._groups[decimation] = [None, []]
-            self._groups = dict(sorted(self._groups.items()))
-        group[1].append(fut)
+        self._group(decimation, phase)[1].append(fut)
         return fut
 
-    def forget(self, decimation: int, fut: asyncio.Future[None]) -> None:
+    def forget(self, decimation: int, fut: asyncio.Future[None], phase: int = 0) -> None:
         """A waiter that stopped waiting (heartbeat timeout, client gone): no list grows while stopped."""
         if not fut.done() or fut.cancelled():
             with contextlib.suppress(KeyError, ValueError):
-                self._groups[decimation][1].remove(fut)
+                (self._phased[decimation, phase] if phase else self._groups[decimation])[1].remove(fut)
 
     def deliver(self, s: LoopState) -> None:
         """In this fanout's event loop: the newest state, its senders woken now."""
@@ -343,8 +351,9 @@ class _Fanout:
         if s is None:
             return
         ready: list[asyncio.Future[None]] = []
-        for d, group in self._groups.items():
-            block = s.cycle // d
+        groups = [(d, 0, g) for d, g in self._groups.items()] + [(d, p, g) for (d, p), g in self._phased.items()]
+        for d, p, group in groups:
+            block = (s.cycle - p) // d
             if block != group[0] and group[1]:
                 group[0] = block
                 ready += group[1]
@@ -642,10 +651,15 @@ class LoopWorker:
         except TornRead as exc:
             raise WorkerError("dead", str(exc)) from None
 
-    async def states(self, decimation: int = 1, heartbeat: float = 0.5) -> AsyncIterator[tuple[LoopState, bool]]:
+    async def states(self, decimation: int = 1, heartbeat: float = 0.5,
+                     phase: int = 0) -> AsyncIterator[tuple[LoopState, bool]]:
         """``(state, fresh)`` as the loop publishes them: the newest state of each new block of
         ``decimation`` cycles (``fresh`` True), or, after ``heartbeat`` s without one, the state
         in shared memory again (``fresh`` False: the loop is stopped, dead or stuck).
+
+        Blocks are (cycle − ``phase``) // ``decimation``: consumers of one decimation with
+        different phases are woken on different cycles, so many watchers do not all send on
+        the same cycle (a burst that would compete with the control clients' states).
 
         The first item is the current state. Drop-latest: a consumer that takes longer than
         ``decimation`` cycles gets the newest state next, never a queue. Raises WorkerError when
@@ -654,18 +668,19 @@ class LoopWorker:
         if self.feed is None:
             raise WorkerError("dead", "the loop process did not start")
         fan = self.feed.join()
+        phase %= decimation
         try:
             behind = fan.current  # delivered before the read below, so never newer: never sent after it
             s = self.state()[0]
-            mine = s.cycle // decimation
+            mine = (s.cycle - phase) // decimation
             yield s, True
             while True:
                 s = fan.current
-                if s is not None and s is not behind and s.cycle // decimation != mine:
-                    mine = s.cycle // decimation
+                if s is not None and s is not behind and (s.cycle - phase) // decimation != mine:
+                    mine = (s.cycle - phase) // decimation
                     yield s, True
                     continue
-                fut = fan.wait(decimation)
+                fut = fan.wait(decimation, phase)
                 try:
                     async with asyncio.timeout(heartbeat):
                         await fut
@@ -673,9 +688,9 @@ class LoopWorker:
                 except TimeoutError:
                     pass
                 finally:
-                    fan.forget(decimation, fut)
+                    fan.forget(decimation, fut, phase)
                 s = self.state()[0]
-                mine = s.cycle // decimation
+                mine = (s.cycle - phase) // decimation
                 yield s, False
         finally:
             self.feed.leave(fan)

@@ -71,6 +71,32 @@ def test_fanout_wakes_a_group_once_per_block_and_forgets_timed_out_waiters():
     asyncio.run(run())
 
 
+def test_fanout_phases_spread_one_decimation_over_the_cycles_of_a_block():
+    """Watchers at decimation 10 with phases 0–9 are woken one phase per cycle (each once per
+    block), a control waiter (decimation 1) on every cycle, and it first."""
+    async def run() -> list[list[str]]:
+        fan = _Fanout(asyncio.get_running_loop())
+        woken = []
+        for cycle in range(20, 40):
+            futs = {f"w{p}": fan.wait(10, p) for p in range(10)} | {"ctl": fan.wait(1)}
+            order: list[str] = []
+            for name, f in futs.items():
+                f.add_done_callback(lambda _, n=name, o=order: o.append(n))
+            fan.deliver(state(cycle))
+            for _ in range(5):
+                await asyncio.sleep(0)
+            woken.append(order)
+            for p in range(10):
+                fan.forget(10, futs[f"w{p}"], p)
+        return woken
+
+    woken = asyncio.run(run())
+    assert woken[0][0] == "ctl"  # the first publish wakes every phase (a new block for each), control first
+    assert sorted(woken[0]) == sorted(["ctl"] + [f"w{p}" for p in range(10)])
+    for cycle, names in zip(range(21, 40), woken[1:], strict=True):
+        assert names == ["ctl", f"w{cycle % 10}"], (cycle, names)
+
+
 @pytest.fixture(scope="module")
 def worker():
     from fdcontrol.server.settings import Settings
