@@ -11,7 +11,7 @@ Exchange, latest wins, no queue:
   (version, wrench, frame, seq, arrival time); the loop polls it at each cycle start;
 * twist in — a second slot of the same layout (version, twist, frame, seq, arrival time);
 * state out — a seqlock-protected slot rewritten by the loop every cycle, and one byte on a
-  pipe per publish: one thread of the API process (:class:`StateFeed`) waits on that pipe,
+  pipe per publish: the API process's asyncio event loop watches that pipe (:class:`StateFeed`),
   reads the state once and wakes every WebSocket sender (:meth:`LoopWorker.states`), so a
   state goes out when the loop publishes it, not on a sender's own schedule;
 * everything rare (config, start/stop/hold, targets, statistics) — request/reply on a pipe.
@@ -139,9 +139,9 @@ class Channel:
         self.out[1:] = self._tmp
         self.out[0] = v + 2
 
-    def _copy_state(self) -> np.ndarray:
-        """A consistent copy of the packed state (seqlock read)."""
-        for _ in range(1000):
+    def _copy_state(self, tries: int = 1000) -> np.ndarray:
+        """A consistent copy of the packed state (seqlock read), yielding the CPU between tries."""
+        for _ in range(tries):
             v1 = self.out[0]
             o = self.out[1:].copy()
             if v1 % 2 == 0 and self.out[0] == v1:
@@ -149,9 +149,9 @@ class Channel:
             time.sleep(0)
         raise TornRead("the state slot stayed mid-write: the loop process is dead or stuck")
 
-    def read_state(self) -> tuple[LoopState, float]:
+    def read_state(self, tries: int = 1000) -> tuple[LoopState, float]:
         """The newest state and its last_cycle_at (s, time.monotonic()), from a consistent copy."""
-        state, extra = LAYOUT.unpack(self._copy_state())
+        state, extra = LAYOUT.unpack(self._copy_state(tries))
         return state, extra["last_cycle_at"]
 
     def read_running(self) -> tuple[bool, float]:
@@ -292,10 +292,11 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Co
 class _Fanout:
     """The feed's side in one asyncio event loop: the newest state, and the senders waiting for it.
 
-    Waiters are grouped by decimation; a publish wakes a group when its cycle enters a new block
-    of ``decimation`` cycles, the smallest decimations (control clients) first, ``WAKE_CHUNK``
-    senders per event-loop pass: between chunks the event loop reads its sockets, so an
-    incoming wrench is not held up behind a burst of sends to many watchers.
+    Waiters are grouped by decimation d and phase p; a publish wakes a group when its cycle k
+    enters a new block, (k − p) // d, the smallest decimations (control clients) first,
+    ``WAKE_CHUNK`` senders per event-loop pass: between chunks the event loop reads its sockets,
+    so an incoming wrench is not held up behind sends to many watchers. Phases spread watchers
+    of one decimation over the cycles of a block (see :meth:`LoopWorker.states`).
     """
 
     WAKE_CHUNK = 2
@@ -306,26 +307,38 @@ class _Fanout:
         self.current: LoopState | None = None  # what the senders of this loop read (one encoding per state)
         self._posted: LoopState | None = None
         self._pending = False
-        self._groups: dict[int, list[Any]] = {}  # decimation → [cycle // decimation last woken, [futures]]
+        # phase 0: decimation → [block last woken, [futures]]; other phases: (decimation, phase) → the same
+        self._groups: dict[int, list[Any]] = {}
+        self._phased: dict[tuple[int, int], list[Any]] = {}
 
-    def wait(self, decimation: int) -> asyncio.Future[None]:
-        """Done when a state of a new block of ``decimation`` cycles has been published."""
+    def _group(self, decimation: int, phase: int) -> list[Any]:
+        if not phase:
+            group = self._groups.get(decimation)
+            if group is None:
+                group = self._groups[decimation] = [None, []]
+                self._groups = dict(sorted(self._groups.items()))
+            return group
+        return self._phased.setdefault((decimation, phase), [None, []])
+
+    def wait(self, decimation: int, phase: int = 0) -> asyncio.Future[None]:
+        """Done when a state of a new block (cycle − ``phase``) // ``decimation`` has been published."""
         fut = self.loop.create_future()
-        group = self._groups.get(decimation)
-        if group is None:
-            group = self._groups[decimation] = [None, []]
-            self._groups = dict(sorted(self._groups.items()))
-        group[1].append(fut)
+        self._group(decimation, phase)[1].append(fut)
         return fut
 
-    def forget(self, decimation: int, fut: asyncio.Future[None]) -> None:
+    def forget(self, decimation: int, fut: asyncio.Future[None], phase: int = 0) -> None:
         """A waiter that stopped waiting (heartbeat timeout, client gone): no list grows while stopped."""
         if not fut.done() or fut.cancelled():
             with contextlib.suppress(KeyError, ValueError):
-                self._groups[decimation][1].remove(fut)
+                (self._phased[decimation, phase] if phase else self._groups[decimation])[1].remove(fut)
+
+    def deliver(self, s: LoopState) -> None:
+        """In this fanout's event loop: the newest state, its senders woken now."""
+        self._posted = s
+        self._fire()
 
     def post(self, s: LoopState) -> None:
-        """Feed thread: hand over the newest state; at most one wake-up queued (drop-latest)."""
+        """From another thread: hand over the newest state; at most one wake-up queued (drop-latest)."""
         self._posted = s
         if not self._pending:
             self._pending = True
@@ -338,8 +351,9 @@ class _Fanout:
         if s is None:
             return
         ready: list[asyncio.Future[None]] = []
-        for d, group in self._groups.items():
-            block = s.cycle // d
+        groups = [(d, 0, g) for d, g in self._groups.items()] + [(d, p, g) for (d, p), g in self._phased.items()]
+        for d, p, group in groups:
+            block = (s.cycle - p) // d
             if block != group[0] and group[1]:
                 group[0] = block
                 ready += group[1]
@@ -355,42 +369,73 @@ class _Fanout:
 
 
 class StateFeed:
-    """One thread of the API process that waits on the loop's publish pipe and fans each new
-    state out to the asyncio loops whose WebSocket senders subscribed.
+    """The API process's end of the loop's publish pipe: no thread of its own — one asyncio event
+    loop watches the pipe (``loop.add_reader``), reads each new state once and fans it out.
 
-    Per publish: one ``os.read`` (it drains every byte written meanwhile: states that came
-    faster than this thread are skipped, never queued), one state read when anybody listens,
-    and one ``call_soon_threadsafe`` per event loop. The loop process never waits for it.
+    Per publish, in the watching event loop: one ``os.read`` (it drains every byte written
+    meanwhile: states that came faster than the event loop are skipped, never queued), one
+    state read when anybody listens, its own senders woken at once and one
+    ``call_soon_threadsafe`` per other event loop. Why no thread: a feed thread adds a wake-up
+    and a GIL hand-off to every state (measured tails of 2–4 ms when the event loop thread held
+    the GIL). The watching loop is the first one with subscribers; when its last sender leaves,
+    the next loop with subscribers takes over. The loop process never waits for any of it.
     """
 
     def __init__(self, channel: Channel, pipe: Connection) -> None:
         self.channel, self.pipe = channel, pipe
+        self.fd = pipe.fileno()
+        os.set_blocking(self.fd, False)  # the read end only: the loop process's write end keeps its own flags
         self._fanouts: dict[asyncio.AbstractEventLoop, _Fanout] = {}
         self._lock = threading.Lock()
+        self._watcher: _Fanout | None = None  # the fanout whose event loop watches the pipe
         self.closed = False
-        self._thread = threading.Thread(target=self._run, name="fdcontrol-state-feed", daemon=True)
-        self._thread.start()
+        self.ended = False  # EOF: the loop process has exited, no publish will come
 
-    def _run(self) -> None:
-        fd = self.pipe.fileno()
-        while True:
-            try:
-                if not os.read(fd, 4096) or self.closed:
-                    break  # EOF: the loop process has exited
-            except OSError:
-                break
-            with self._lock:
-                fanouts = [f for f in self._fanouts.values() if f.subscribers]
-            if not fanouts:
-                continue
-            try:
-                s, _ = self.channel.read_state()
-            except TornRead:
-                continue
-            except Exception:  # the channel was closed under us (close() gave up waiting for EOF)
-                break
-            for f in fanouts:
+    def _on_readable(self) -> None:
+        """The watching event loop: a publish (or EOF) on the pipe."""
+        try:
+            if not os.read(self.fd, 4096):
+                self._end()  # EOF: the loop process has exited
+                return
+        except BlockingIOError:  # another event loop that watched before drained it
+            return
+        except OSError:
+            self._end()
+            return
+        with self._lock:
+            if self.closed:
+                return
+            fanouts = [f for f in self._fanouts.values() if f.subscribers]
+        if not fanouts:
+            return
+        try:
+            # few tries: a slot mid-write holds a newer state, whose own byte wakes us again
+            # (a writer preempted mid-write must not stall the event loop)
+            s, _ = self.channel.read_state(tries=3)
+        except TornRead:
+            return
+        except Exception:  # the channel was closed under us
+            self._end()
+            return
+        here = asyncio.get_running_loop()
+        for f in fanouts:
+            if f.loop is here:
+                f.deliver(s)
+            else:
                 f.post(s)
+
+    def _end(self) -> None:
+        with self._lock:
+            self.ended = True
+            watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            _unwatch(watcher.loop, self.fd)
+
+    def _watch(self, f: _Fanout) -> None:
+        """In ``f``'s event loop: watch the pipe if ``f`` is still the one chosen to."""
+        with self._lock:
+            if self._watcher is f and not (self.closed or self.ended):
+                f.loop.add_reader(self.fd, self._on_readable)
 
     def join(self) -> _Fanout:
         """Subscribe from the running event loop."""
@@ -400,21 +445,64 @@ class StateFeed:
             if f is None:
                 f = self._fanouts[loop] = _Fanout(loop)
             f.subscribers += 1
+            start = self._watcher is None and not (self.closed or self.ended)
+            if start:
+                self._watcher = f
+        if start:
+            self._watch(f)
         return f
 
     def leave(self, f: _Fanout) -> None:
         with self._lock:
             f.subscribers -= 1
-            if not f.subscribers:
-                self._fanouts.pop(f.loop, None)
+            if f.subscribers:
+                return
+            self._fanouts.pop(f.loop, None)
+            if self._watcher is not f:
+                return
+            self._watcher = successor = next(iter(self._fanouts.values()), None)
+        _unwatch(f.loop, self.fd)
+        if successor is not None:
+            with contextlib.suppress(RuntimeError):  # that event loop is closed
+                successor.loop.call_soon_threadsafe(self._watch, successor)
 
     def close(self) -> None:
-        """After the loop process has exited (EOF on the pipe; a process that could not be
-        ended leaves the thread blocked until it exits, then it stops without reading)."""
-        self.closed = True
-        self._thread.join(2)
-        if not self._thread.is_alive():  # else its fd stays open: a reused number must not be read
+        """Stop watching, then close the pipe: the watching event loop removes its reader
+        first (from its own thread), so a reused fd number is never read by this feed."""
+        with self._lock:
+            self.closed = True
+            watcher, self._watcher = self._watcher, None
+        if watcher is None or watcher.loop.is_closed() or _in_loop(watcher.loop):
+            if watcher is not None and not watcher.loop.is_closed():
+                watcher.loop.remove_reader(self.fd)
             self.pipe.close()
+            return
+        try:
+            watcher.loop.call_soon_threadsafe(self._close_in, watcher.loop)
+        except RuntimeError:  # closed meanwhile: its selector went with it
+            self.pipe.close()
+
+    def _close_in(self, loop: asyncio.AbstractEventLoop) -> None:
+        loop.remove_reader(self.fd)
+        self.pipe.close()
+
+
+def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+def _unwatch(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+    """Remove the pipe's reader from ``loop``, from that loop's own thread."""
+    if loop.is_closed():
+        return
+    if _in_loop(loop):
+        loop.remove_reader(fd)
+        return
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(loop.remove_reader, fd)
 
 
 class WorkerError(RuntimeError):
@@ -563,10 +651,15 @@ class LoopWorker:
         except TornRead as exc:
             raise WorkerError("dead", str(exc)) from None
 
-    async def states(self, decimation: int = 1, heartbeat: float = 0.5) -> AsyncIterator[tuple[LoopState, bool]]:
+    async def states(self, decimation: int = 1, heartbeat: float = 0.5,
+                     phase: int = 0) -> AsyncIterator[tuple[LoopState, bool]]:
         """``(state, fresh)`` as the loop publishes them: the newest state of each new block of
         ``decimation`` cycles (``fresh`` True), or, after ``heartbeat`` s without one, the state
         in shared memory again (``fresh`` False: the loop is stopped, dead or stuck).
+
+        Blocks are (cycle − ``phase``) // ``decimation``: consumers of one decimation with
+        different phases are woken on different cycles, so many watchers do not all send on
+        the same cycle (a burst that would compete with the control clients' states).
 
         The first item is the current state. Drop-latest: a consumer that takes longer than
         ``decimation`` cycles gets the newest state next, never a queue. Raises WorkerError when
@@ -575,17 +668,19 @@ class LoopWorker:
         if self.feed is None:
             raise WorkerError("dead", "the loop process did not start")
         fan = self.feed.join()
+        phase %= decimation
         try:
+            behind = fan.current  # delivered before the read below, so never newer: never sent after it
             s = self.state()[0]
-            mine = s.cycle // decimation
+            mine = (s.cycle - phase) // decimation
             yield s, True
             while True:
                 s = fan.current
-                if s is not None and s.cycle // decimation != mine:
-                    mine = s.cycle // decimation
+                if s is not None and s is not behind and (s.cycle - phase) // decimation != mine:
+                    mine = (s.cycle - phase) // decimation
                     yield s, True
                     continue
-                fut = fan.wait(decimation)
+                fut = fan.wait(decimation, phase)
                 try:
                     async with asyncio.timeout(heartbeat):
                         await fut
@@ -593,9 +688,9 @@ class LoopWorker:
                 except TimeoutError:
                     pass
                 finally:
-                    fan.forget(decimation, fut)
+                    fan.forget(decimation, fut, phase)
                 s = self.state()[0]
-                mine = s.cycle // decimation
+                mine = (s.cycle - phase) // decimation
                 yield s, False
         finally:
             self.feed.leave(fan)

@@ -1,11 +1,13 @@
-"""Event-driven state sending: the loop process signals each publish, one feed thread in the
-API process reads it once and wakes the WebSocket senders (server/worker.py StateFeed)."""
+"""Event-driven state sending: the loop process signals each publish on a pipe, the API
+process's event loop watches that pipe, reads the state once and wakes the WebSocket senders
+(server/worker.py StateFeed)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import itertools
+import threading
 import time
 
 import numpy as np
@@ -69,6 +71,32 @@ def test_fanout_wakes_a_group_once_per_block_and_forgets_timed_out_waiters():
     asyncio.run(run())
 
 
+def test_fanout_phases_spread_one_decimation_over_the_cycles_of_a_block():
+    """Watchers at decimation 10 with phases 0–9 are woken one phase per cycle (each once per
+    block), a control waiter (decimation 1) on every cycle, and it first."""
+    async def run() -> list[list[str]]:
+        fan = _Fanout(asyncio.get_running_loop())
+        woken = []
+        for cycle in range(20, 40):
+            futs = {f"w{p}": fan.wait(10, p) for p in range(10)} | {"ctl": fan.wait(1)}
+            order: list[str] = []
+            for name, f in futs.items():
+                f.add_done_callback(lambda _, n=name, o=order: o.append(n))
+            fan.deliver(state(cycle))
+            for _ in range(5):
+                await asyncio.sleep(0)
+            woken.append(order)
+            for p in range(10):
+                fan.forget(10, futs[f"w{p}"], p)
+        return woken
+
+    woken = asyncio.run(run())
+    assert woken[0][0] == "ctl"  # the first publish wakes every phase (a new block for each), control first
+    assert sorted(woken[0]) == sorted(["ctl"] + [f"w{p}" for p in range(10)])
+    for cycle, names in zip(range(21, 40), woken[1:], strict=True):
+        assert names == ["ctl", f"w{cycle % 10}"], (cycle, names)
+
+
 @pytest.fixture(scope="module")
 def worker():
     from fdcontrol.server.settings import Settings
@@ -119,7 +147,7 @@ def test_a_slow_client_gets_the_newest_state_and_does_not_hold_up_the_others(wor
 
     fast_cycles, slow = asyncio.run(run())
     # drop-latest: after blocking, the next state is the newest then, not the one after the last sent
-    # (the feed thread may be one publish behind shared memory at the instant of that read)
+    # (the feed may be one publish behind shared memory at the instant of that read)
     for newest, got in slow:
         assert got >= newest - 1
     assert len(fast_cycles) >= 3  # the other client kept receiving
@@ -146,3 +174,129 @@ def test_wrench_acknowledged_and_heartbeats_when_stopped_or_dead(worker):
             assert not f3 and s3.cycle >= s2.cycle and worker.problem() is not None
 
     asyncio.run(run())
+
+
+@pytest.fixture(scope="module")
+def running():
+    """A running loop process of its own (the test above kills the shared one)."""
+    from fdcontrol.server.settings import Settings
+
+    w = LoopWorker(Settings(rate=250.0))
+    w.call("start")
+    yield w
+    w.close()
+
+
+def test_the_event_loop_watches_the_publish_pipe_no_polling(running):
+    """States come from the event loop's reader on the publish pipe: take the reader away and the
+    next item is a heartbeat from shared memory (fresh False), although the loop keeps cycling."""
+    async def run() -> tuple[list[bool], bool, LoopState, LoopState]:
+        async with contextlib.aclosing(running.states(1, heartbeat=0.2)) as it:
+            fresh = [f for _, f in await take(it, 20)]
+            removed = asyncio.get_running_loop().remove_reader(running.feed.fd)  # True: it was watched
+            before = running.state()[0]
+            s, f = await it.__anext__()
+            while f:  # at most the states delivered before the reader went away
+                s, f = await it.__anext__()
+            return fresh, removed, before, s
+
+    fresh, removed, before, heartbeat = asyncio.run(run())
+    assert all(fresh[1:]) and removed
+    assert heartbeat.cycle > before.cycle  # the loop went on publishing, nobody was woken for it
+    assert running.feed._watcher is None  # the last subscriber left: nobody watches
+
+
+def test_every_subscriber_gets_the_acknowledging_state(running):
+    async def run() -> list[tuple[int, bool]]:
+        async with contextlib.AsyncExitStack() as stack:
+            its = [await stack.enter_async_context(contextlib.aclosing(running.states(d, heartbeat=5.0)))
+                   for d in (1, 1, 1, 3, 7)]
+            for it in its:
+                await it.__anext__()
+            running.set_wrench([0.5, 0, 0, 0, 0, 0], seq=4242)
+
+            async def until_ack(it) -> tuple[int, bool]:
+                for _ in range(2000):
+                    s, fresh = await it.__anext__()
+                    if s.seq_ack >= 4242:
+                        return s.seq_ack, fresh
+                return -1, False
+
+            return await asyncio.gather(*(until_ack(it) for it in its))
+
+    assert asyncio.run(run()) == [(4242, True)] * 5
+
+
+def test_a_second_event_loop_is_fed_and_takes_over_the_pipe(running):
+    """Subscribers in two event loops (two threads): both get fresh, increasing states; when the
+    watching loop's last subscriber leaves, the other loop watches the pipe and keeps getting them
+    (heartbeat 5 s: a fresh state is a delivered publish, not a fallback read)."""
+    first_in, second_in, first_left = threading.Event(), threading.Event(), threading.Event()
+    got: dict[str, list[tuple[int, bool]]] = {"first": [], "second": []}
+    watchers: list[bool] = []  # per loop: was it the one watching the pipe at the end
+
+    async def first() -> None:
+        async with contextlib.aclosing(running.states(1, heartbeat=5.0)) as it:
+            first_in.set()
+            got["first"] = [(s.cycle, f) for s, f in await take(it, 10)]
+            await asyncio.to_thread(second_in.wait, 10)
+            got["first"] += [(s.cycle, f) for s, f in await take(it, 10)]
+            watchers.append(running.feed._watcher.loop is asyncio.get_running_loop())
+        first_left.set()
+
+    async def second() -> None:
+        await asyncio.to_thread(first_in.wait, 10)
+        async with contextlib.aclosing(running.states(1, heartbeat=5.0)) as it:
+            second_in.set()
+            got["second"] = [(s.cycle, f) for s, f in await take(it, 10)]
+            await asyncio.to_thread(first_left.wait, 10)
+            got["second"] += [(s.cycle, f) for s, f in await take(it, 20)]
+            watchers.append(running.feed._watcher.loop is asyncio.get_running_loop())
+
+    threads = [threading.Thread(target=lambda c=c: asyncio.run(c())) for c in (first, second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert first_left.is_set() and not any(t.is_alive() for t in threads)
+    assert watchers == [True, True]  # the first loop watched while it was subscribed, then the second
+    assert len(got["first"]) == 20 and len(got["second"]) == 30
+    for name, items in got.items():
+        assert all(f for _, f in items[1:]), name
+        assert all(b > a for a, b in itertools.pairwise(c for c, _ in items)), name
+
+
+def test_closing_from_another_thread_unwatches_before_the_pipe_closes():
+    """The feed closed from another thread while an event loop watches the pipe and the loop
+    process still writes to it (a process that would not end): the loop removes its reader, then
+    the pipe is closed, so a reused fd number is never read by the feed."""
+    from fdcontrol.server.settings import Settings
+
+    w = LoopWorker(Settings(rate=250.0))
+    w.call("start")
+
+    async def run() -> tuple[bool, bool, bool]:
+        loop = asyncio.get_running_loop()
+        fd = w.feed.fd
+        async with contextlib.aclosing(w.states(1, heartbeat=0.05)) as it:
+            await take(it, 3)
+            closer = threading.Thread(target=w.feed.close)
+            closer.start()
+            for _ in range(1000):  # the close is handed to this loop: give it passes
+                if w.feed.pipe.closed:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.to_thread(closer.join, 10)
+            alive = w.proc.is_alive()
+            still_watched = loop.remove_reader(fd)
+            for _ in range(100):  # no publishes reach it now: after those delivered, a heartbeat
+                _, fresh = await it.__anext__()
+                if not fresh:
+                    break
+        return alive and not fresh, still_watched, w.feed.pipe.closed
+
+    try:
+        heartbeat, still_watched, closed = asyncio.run(run())
+    finally:
+        w.close()
+    assert heartbeat and closed and not still_watched

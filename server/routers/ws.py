@@ -41,6 +41,7 @@ class Hub:
     def __init__(self) -> None:
         self.clients = 0
         self.dropped = 0
+        self.streams = 0  # streams started: the next one's phase within its decimation block
         self._cache: dict[str, tuple[int, str | bytes]] = {}
 
     def encode(self, s: LoopState, encoding: str, robot: RobotModel | None = None,
@@ -67,12 +68,16 @@ def handles(ws: WebSocket) -> tuple[Callable[[], LoopWorker], Hub]:
 async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = False) -> None:
     """Send the state when the loop publishes it, every `decimation` cycles (LoopWorker.states).
 
-    Clients with the same decimation are woken by the same publish, so they send the same
-    state, encoded once (Hub cache); a slow client skips states (counted as drops) and
+    Streams of one decimation take turns over the cycles of a block (phase: start order modulo
+    the decimation), so 50 watchers at decimation 10 send 5 states per cycle, not 50 every
+    tenth cycle in a burst that delays the control streams; each cycle's state is encoded once
+    (Hub cache) for every stream sending it. A slow client skips states (counted as drops) and
     never delays the others or the loop. ``frames``: add the joint origins ("frames",
     (N+1)×3, base frame) for drawing the arm.
     """
     worker, hub = handles(ws)
+    hub.streams += 1
+    phase = hub.streams % decimation
     p = worker().params  # its own model: pinocchio's Data must not be shared across threads
     robot = RobotModel.resolve(p["robot"], p["base"], p["tip"]) if frames else None
     every = decimation / p["rate"]  # s between the states this client takes
@@ -89,7 +94,7 @@ async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = F
     while True:
         w = worker()
         try:
-            async with contextlib.aclosing(w.states(decimation)) as states:
+            async with contextlib.aclosing(w.states(decimation, phase=phase)) as states:
                 async for s, fresh in states:
                     if last >= 0 and s.cycle - last > decimation:
                         hub.dropped += max(0, (s.cycle - last) // decimation - 1 - missed)

@@ -1,0 +1,100 @@
+"""WebSocket delivery end to end: the real service (uvicorn on 127.0.0.1) and real websockets
+clients. Every socket gets the state that acknowledges a wrench; a client whose socket is full
+holds up neither the others nor the control stream (its states are dropped and counted)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import socket
+import time
+from typing import Any
+
+import httpx
+import pytest
+from websockets.asyncio.client import connect
+
+from .service import Service
+
+WATCHERS = 5
+
+
+@pytest.fixture(scope="module")
+def service():
+    svc = Service("--rate", "250")
+    try:
+        httpx.post(svc.url + "/control/start", timeout=10).raise_for_status()
+        yield svc
+    finally:
+        svc.stop()
+
+
+def dropped(service: Service) -> int:
+    return int(httpx.get(service.url + "/stats", timeout=10).json()["ws_dropped"])
+
+
+def stalled_reader(service: Service) -> socket.socket:
+    """A /ws/state?decimation=1 client that completes the handshake and never reads again, with a
+    4 KiB receive window: the service's send to it blocks after a few hundred kB at most."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(10)
+    sock.connect(("127.0.0.1", service.port))
+    sock.sendall(f"GET /ws/state?decimation=1 HTTP/1.1\r\nHost: 127.0.0.1:{service.port}\r\n"
+                 "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                 "Sec-WebSocket-Version: 13\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = sock.recv(1)  # byte by byte: no state frame is taken off the socket
+        assert chunk, "the service closed the handshake"
+        head += chunk
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return sock
+
+
+async def until_ack(ws: Any, seq: int, limit: int = 5000) -> list[dict[str, Any]]:
+    """The messages up to and including the first that acknowledges ``seq`` (bounded in count)."""
+    out = []
+    for _ in range(limit):
+        out.append(json.loads(await ws.recv()))
+        if out[-1]["seq_ack"] >= seq:
+            return out
+    raise AssertionError(f"no acknowledgement of seq {seq} in {limit} messages")
+
+
+def test_every_socket_gets_the_acknowledging_state_and_a_stalled_reader_holds_up_nobody(service):
+    url = service.url.replace("http", "ws")
+    sock = stalled_reader(service)
+    try:
+        d0 = dropped(service)
+        for _ in range(200):  # bounded: the stalled sender blocks, then its states are dropped
+            if dropped(service) > d0:
+                break
+            time.sleep(0.05)
+        assert dropped(service) > d0
+
+        async def run() -> tuple[list[list[dict[str, Any]]], list[list[list[dict[str, Any]]]]]:
+            async with contextlib.AsyncExitStack() as stack:
+                ctl = await stack.enter_async_context(connect(url + "/ws/control?decimation=1"))
+                watchers = [await stack.enter_async_context(connect(url + "/ws/state?decimation=1"))
+                            for _ in range(WATCHERS)]
+                acks, seen = [], [[] for _ in watchers]
+                for seq in range(1, 6):
+                    await ctl.send(json.dumps({"wrench": [1.0, 0, 0, 0, 0, 0], "seq": 1000 + seq}))
+                    acks.append(await until_ack(ctl, 1000 + seq))
+                    for got, ws in zip(seen, watchers, strict=True):
+                        got.append(await until_ack(ws, 1000 + seq))
+                return acks, seen
+
+        acks, seen = asyncio.run(asyncio.wait_for(run(), 60))
+        assert dropped(service) > d0  # the stalled reader is still stalled: dropping, not queueing
+    finally:
+        sock.close()
+    for got in [acks, *seen]:
+        msgs = [m for batch in got for m in batch]
+        assert [batch[-1]["seq_ack"] for batch in got] == [1001, 1002, 1003, 1004, 1005]
+        assert not any(m["stale"] for m in msgs)  # delivered publishes, not heartbeats
+        cycles = [m["cycle"] for m in msgs]
+        assert all(b > a for a, b in itertools.pairwise(cycles)), cycles[:8]  # never repeated or backwards
