@@ -7,10 +7,11 @@ Cycle (period dt = 1/rate):
 
 0. apply the changes queued by :meth:`ControlLoop.reconfigure` (a cycle boundary: no cycle
    sees half of a change),
-1. read the driver (q, q̇); update the cycle's one :class:`~fdcontrol.configuration.Configuration`
-   (pose, J and, for the FD solver, H and H⁻¹ of its virtual model) — the control law, the
-   solver, the null-space loads, the limits and the telemetry all read it; read the wrench
-   sensor and filter it (``WrenchFilter``),
+1. read the driver (q, q̇), then the streamed inputs (``io.poll``: the newest wrench, also one
+   that arrived while a simulator ran its physics in ``read``); update the cycle's one
+   :class:`~fdcontrol.configuration.Configuration` (pose, J and, for the FD solver, the
+   Cholesky factor of H of its virtual model) — the control law, the solver, the null-space
+   loads, the limits and the telemetry all read it; read the wrench sensor and filter it (``WrenchFilter``),
 2. f_c = control law (mode) + the streamed wrench (+ the twist-tracking term for a streamed
    twist); a streamed input counts as zero and the loop holds when it is older than
    ``command_timeout`` (watchdog),
@@ -279,10 +280,10 @@ class ControlLoop:
         if self._pending:  # a cycle boundary: everything reconfigure() queued, at once
             self._apply_pending()
         dt = self.period
+        js = self.driver.read()  # first, so that inputs that arrive meanwhile still count in this cycle
         if self.io is not None:
             self.io.poll(self)
         now = time.monotonic() if now is None else now
-        js = self.driver.read()
         solver, conf = self.solver, self.config
         vm = getattr(solver, "virtual", None)
         if conf.virtual is not vm:  # a new solver brought another virtual model

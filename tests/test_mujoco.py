@@ -128,6 +128,36 @@ def test_physics_is_deterministic():
     np.testing.assert_array_equal(sa.q, sb.q)
 
 
+def test_a_period_runs_when_observed_and_none_is_lost():
+    """send() leaves the period's physics to its first observer: every observer (read, the sensor,
+    data, tool_end, contact_force, the next send) sees the same states as stepping at once would,
+    and two sends in a row advance two periods. Oracle: MuJoCo stepped by hand on a second copy."""
+    robot = RobotModel.load("ur10")
+    a, b = (MujocoRobot(robot, dt=0.002, q0=np.array(HOME["ur10"])) for _ in range(2))
+    qd = np.array([0.2, -0.1, 0.1, 0.0, 0.3, -0.2])
+
+    def by_hand(n: int) -> None:  # b's period, stepped directly: ctrl, push, sub-steps, sensors
+        for _ in range(n):
+            d = b._data
+            d.ctrl[0::2], d.ctrl[1::2] = qd, qd
+            b._apply_push()
+            for _ in range(b.nsub):
+                mujoco.mj_step(b.model, d)
+            mujoco.mj_rnePostConstraint(b.model, d)
+            mujoco.mj_sensorAcc(b.model, d)
+
+    a.send(None, qd)
+    a.send(None, qd)  # no read between: the first period must not be lost
+    by_hand(2)
+    assert a.read().t == pytest.approx(0.004)
+    np.testing.assert_array_equal(a.read().q, b._data.qpos)
+    for observe in (lambda r: r.read_wrench(), lambda r: r.data.qvel.copy(), lambda r: r.tool_end()):
+        a.send(None, qd)
+        by_hand(1)
+        np.testing.assert_array_equal(observe(a), observe(b))
+        np.testing.assert_array_equal(a.data.qpos, b._data.qpos)
+
+
 def test_service_defaults_to_mujoco_with_environment_and_push_api():
     """The real service (loop process + uvicorn on loopback) on the MuJoCo arm: a hand push set
     over HTTP reads back in f_measured; bad pushes are refused with 422."""

@@ -28,7 +28,8 @@ machine precision) and completed with ``mujoco.MjSpec``:
   origin — the simulated hand.
 
 ``send`` advances the physics by one control period in fixed sub-steps of ``timestep``
-(deterministic; the service paces it in real time).
+(deterministic; the service paces it in real time); the steps run when the period's end is
+first observed (``read``, the sensor, the next ``send``), so the loop's cycle ends before them.
 """
 
 from __future__ import annotations
@@ -144,7 +145,7 @@ class MujocoRobot:
             raise ModelError("object names must be unique")
         self._lock = threading.Lock()
         self.model = self._build(_urdf_of(robot, urdf), timestep, armature)
-        self.data = mujoco.MjData(self.model)
+        self._data = mujoco.MjData(self.model)
         q0 = robot.check_q(HOME.get(robot.name, np.zeros(self.dof)) if q0 is None else q0)
         self._set_gains(q0, bandwidth)
         self.reset(q0)
@@ -254,7 +255,7 @@ class MujocoRobot:
         """k_p = I ω², k_v = 2 I ω from the diagonal joint inertia at q0 (see the module doc)."""
         if not (0 < bandwidth <= 200):
             raise ModelError("bandwidth must be in (0, 200] Hz")
-        d, m = self.data, self.model
+        d, m = self._data, self.model
         d.qpos[:] = q0
         mujoco.mj_forward(m, d)
         M = np.zeros((m.nv, m.nv))
@@ -279,7 +280,7 @@ class MujocoRobot:
     def reset(self, q0: np.ndarray) -> None:
         """Joints at q0 at rest, servo references at q0, no push."""
         with self._lock:
-            d = self.data
+            d = self._data
             mujoco.mj_resetData(self.model, d)
             d.qpos[:] = q0
             d.act[:] = q0 if self.interface == "velocity" else 0.0
@@ -288,19 +289,29 @@ class MujocoRobot:
                 d.ctrl[0::2] = q0
             self._q_ref_prev = np.array(q0, dtype=float)
             self._push = np.zeros(6)
+            self._due: tuple[np.ndarray | None, np.ndarray | None] | None = None
             self.t, self.sent = 0.0, 0
             mujoco.mj_forward(self.model, d)
+
+    @property
+    def data(self) -> mujoco.MjData:
+        """MuJoCo's data at the end of the last period sent (its physics run first)."""
+        with self._lock:
+            self._advance()
+            return self._data
 
     # ------------------------------------------------------------------ RobotDriver
     def read(self) -> JointState:
         with self._lock:
-            return JointState(self.data.qpos.copy(), self.data.qvel.copy(), self.t)
+            self._advance()
+            return JointState(self._data.qpos.copy(), self._data.qvel.copy(), self.t)
 
     def read_wrench(self) -> np.ndarray:
         """[F; τ] at the flange, sensor (= tip) frame, in the ``sensor_sign`` convention, plus
         ``sensor_bias`` and Gaussian ``sensor_noise`` (σ, seeded: deterministic)."""
         with self._lock:
-            raw = self.data.sensordata[:6].copy()
+            self._advance()
+            raw = self._data.sensordata[:6].copy()
         # MuJoCo's force/torque sensors report the parent-on-child wrench: robot_on_tool
         w = self._s * raw + self.sensor_bias
         if self.sensor_noise > 0:
@@ -309,9 +320,15 @@ class MujocoRobot:
 
     def send(self, q_ref: np.ndarray | None, qd_ref: np.ndarray | None) -> None:
         """Velocity mode: q̇_ref (None = stop). Position mode: q_ref (None = previous
-        reference advanced by dt·q̇_ref, or held without q̇_ref). Then one period of physics."""
+        reference advanced by dt·q̇_ref, or held without q̇_ref). Then one period of physics.
+
+        The period's physics runs when its result is first observed (any reader, the next
+        ``send``) — the same sequence of states, but the control loop publishes its cycle before
+        the simulated arm moves, as it would beside a real arm that moves on its own."""
         with self._lock:
-            d = self.data
+            self._advance()
+            d = self._data
+            prev = q_ref
             if self.interface == "velocity":
                 v = np.zeros(self.dof) if qd_ref is None else np.asarray(qd_ref, dtype=float)
                 d.ctrl[0::2], d.ctrl[1::2] = v, v
@@ -323,22 +340,29 @@ class MujocoRobot:
                 # the servo's velocity feed-forward: the reference's slope, within the URDF limits
                 v = self.robot.limits.velocity
                 d.ctrl[1::2] = np.clip((q_ref - prev) / self.dt, -v, v)
-            self._apply_push()
-            for k in range(self.nsub):
-                if self.interface == "position":  # the servo interpolates linearly within the period
-                    d.ctrl[0::2] = prev + (k + 1) / self.nsub * (q_ref - prev)
-                mujoco.mj_step(self.model, d)
-            mujoco.mj_rnePostConstraint(self.model, d)  # sensors and cfrc at the final state
-            mujoco.mj_sensorAcc(self.model, d)
-            self.t += self.dt
+            self._due = (prev, q_ref)
             self.sent += 1
+
+    def _advance(self) -> None:
+        """The physics of the period sent last, if it has not run yet (caller holds the lock)."""
+        if self._due is None:
+            return
+        (prev, q_ref), self._due, d = self._due, None, self._data
+        self._apply_push()
+        for k in range(self.nsub):
+            if self.interface == "position":  # the servo interpolates linearly within the period
+                d.ctrl[0::2] = prev + (k + 1) / self.nsub * (q_ref - prev)
+            mujoco.mj_step(self.model, d)
+        mujoco.mj_rnePostConstraint(self.model, d)  # sensors and cfrc at the final state
+        mujoco.mj_sensorAcc(self.model, d)
+        self.t += self.dt
 
     def close(self) -> None:
         pass
 
     # ------------------------------------------------------------------ simulation extras
     def _base_pose(self) -> tuple[np.ndarray, np.ndarray]:
-        d = self.data
+        d = self._data
         return d.xmat[self._base_id].reshape(3, 3).copy(), d.xpos[self._base_id].copy()
 
     def set_push(self, wrench: np.ndarray | list[float]) -> None:
@@ -349,6 +373,7 @@ class MujocoRobot:
         if np.linalg.norm(w[:3]) > 500 or np.linalg.norm(w[3:]) > 50:
             raise ValueError("push out of range: |F| ≤ 500 N, |τ| ≤ 50 N·m")
         with self._lock:
+            self._advance()  # a new push acts from the next period on
             self._push = w.copy()
 
     @property
@@ -357,7 +382,7 @@ class MujocoRobot:
 
     def _apply_push(self) -> None:
         """xfrc_applied acts at the tool's centre of mass: τ_com = τ + (p_tip − p_com) × F."""
-        d = self.data
+        d = self._data
         Rb, _ = self._base_pose()
         F, tau = Rb @ self._push[:3], Rb @ self._push[3:]
         lever = d.xpos[self._tip_id] - d.xipos[self._tool_id]
@@ -371,15 +396,17 @@ class MujocoRobot:
     def tool_end(self) -> np.ndarray:
         """The tool's end point (centre of the end sphere) in the base frame (m)."""
         with self._lock:
+            self._advance()
             Rb, pb = self._base_pose()
-            d = self.data
+            d = self._data
             end = d.xpos[self._tool_id] + d.xmat[self._tool_id].reshape(3, 3) @ [0, 0, self.tool.length]
             return Rb.T @ (end - pb)
 
     def contact_force(self) -> np.ndarray:
         """Total force the objects exert on the tool, base frame (N) — ground truth for tests."""
         with self._lock:
-            m, d = self.model, self.data
+            self._advance()
+            m, d = self.model, self._data
             total, f6 = np.zeros(3), np.zeros(6)
             tool_geoms = {i for i in range(m.ngeom) if m.geom_bodyid[i] == self._tool_id}
             for i in range(d.ncon):
