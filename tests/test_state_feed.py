@@ -97,12 +97,18 @@ def test_fanout_phases_spread_one_decimation_over_the_cycles_of_a_block():
         assert names == ["ctl", f"w{cycle % 10}"], (cycle, names)
 
 
-@pytest.fixture(scope="module")
-def worker():
+def started_loop_process():
+    """A loop process at 250 Hz, started; the caller closes it."""
     from fdcontrol.server.settings import Settings
 
     w = LoopWorker(Settings(rate=250.0))
     w.call("start")
+    return w
+
+
+@pytest.fixture(scope="module")
+def worker():
+    w = started_loop_process()
     yield w
     w.close()
 
@@ -179,10 +185,7 @@ def test_wrench_acknowledged_and_heartbeats_when_stopped_or_dead(worker):
 @pytest.fixture(scope="module")
 def running():
     """A running loop process of its own (the test above kills the shared one)."""
-    from fdcontrol.server.settings import Settings
-
-    w = LoopWorker(Settings(rate=250.0))
-    w.call("start")
+    w = started_loop_process()
     yield w
     w.close()
 
