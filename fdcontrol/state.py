@@ -22,8 +22,11 @@ from typing import Annotated, Any, Literal
 import msgpack
 import numpy as np
 
-from .control import MODES
+from .laws import LAWS
 from .limits import LIMITS
+from .registry import load_plugins
+
+load_plugins()  # a plugin's laws and limits are among the choices and keys below (derived here, once)
 
 WATCHDOG: tuple[str, ...] = ("idle", "ok", "tripped")
 #: the keys of ``limits_active``: every registered limit, then the solver's virtual joint limit
@@ -77,7 +80,7 @@ class LoopState:
     tip_pose: np.ndarray = field(metadata=array((4, 4), "tip pose in the base frame, homogeneous 4×4", "m"))
     wrench: np.ndarray = field(metadata=array((6,), "control signal f_c [F; τ] to the solver, base frame", "N, N·m"))
     f_measured: np.ndarray = field(metadata=array((6,), "filtered measured wrench [F; τ], base frame", "N, N·m"))
-    mode: str = field(metadata=choice(MODES, "control law mode"))
+    mode: str = field(metadata=choice(LAWS.names(), "control law mode"))
     running: bool = field(metadata=scalar("bool", "the fixed-rate loop is running"))
     holding: bool = field(metadata=scalar("bool", "braking to / holding standstill (hold, watchdog or fault)"))
     watchdog: str = field(metadata=choice(WATCHDOG, "streamed-wrench watchdog: idle, ok or tripped"))
