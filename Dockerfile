@@ -12,7 +12,8 @@ COPY pyproject.toml README.md ./
 COPY fdcontrol ./fdcontrol
 COPY server ./server
 COPY urdf ./urdf
-RUN pip install . && useradd --create-home --uid 10001 fdcontrol
+# the compiled safety limits are compiled here, once, into the installed package's numba cache
+RUN pip install . && python -c "import fdcontrol.limits.compiled" && useradd --create-home --uid 10001 fdcontrol
 
 USER fdcontrol
 EXPOSE 8000

@@ -46,7 +46,7 @@ four runs at its class's ``order`` (default 35: before the acceleration limit).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,6 +65,16 @@ from .limits import (
 from .limits.base import per_joint
 from .registry import load_plugins
 from .robot import RobotModel
+
+
+def _compiled_default_four() -> Callable[..., tuple] | None:
+    """limits.compiled.default_four (compiled on first import), or None where numba is missing."""
+    try:
+        from .limits.compiled import default_four
+    except ImportError:
+        return None
+    return default_four
+
 
 __all__ = ["BRAKING_MARGIN", "DEFAULT_LIMITS", "LimitParams", "SafetyLimits", "check_limit_names"]
 
@@ -166,6 +176,12 @@ class SafetyLimits:
         if np.array_equal(self.position.max_acceleration, self.acceleration.max_acceleration):
             self.position.max_acceleration = self.acceleration.max_acceleration
         self.active: dict[str, bool] = {} if active is None else active
+        self._compiled = _compiled_default_four() if self._default_four() else None
+
+    def _default_four(self) -> bool:
+        """Exactly the four default limits, of exactly their classes: the compiled twin applies."""
+        kinds = (CartesianSpeed, PositionEnvelope, JointVelocity, JointAcceleration)
+        return len(self.limits) == 4 and all(type(lim) is k for lim, k in zip(self.limits, kinds, strict=True))
 
     def validate(self) -> None:
         for lim in self.limits:
@@ -174,7 +190,19 @@ class SafetyLimits:
     def apply(self, q: np.ndarray, qd: np.ndarray, qd_prev: np.ndarray, J: np.ndarray,
               dt: float) -> np.ndarray:
         """Return the limited joint velocity reference (see the module doc for the order)."""
-        return run(self.limits, q, qd, qd_prev, J, dt, self.active)
+        kernel, act = self._compiled, self.active
+        if kernel is None:
+            return run(self.limits, q, qd, qd_prev, J, dt, self.active)
+        c, p, v, a = self.cartesian, self.position, self.velocity, self.acceleration
+        if J is None:
+            raise ValueError("the Cartesian speed limit needs the Jacobian J")
+        if len(q) != len(p.lower):  # shorter vectors than q raise IndexError in the compiled loops
+            raise ValueError(f"q has {len(q)} entries, the limits {len(p.lower)}")
+        # J q̇ as CartesianSpeed computes it (J @ list): ndarray.dot gives the same bits, faster
+        out, act["cartesian"], act["position"], act["velocity"], act["acceleration"] = kernel(
+            q, qd, qd_prev, J.dot(qd), float(dt), p.lower, p.upper, p.max_acceleration, p.max_velocity,
+            p.recovery, p.margin, v.max_velocity, a.max_acceleration, c.max_linear_speed, c.max_angular_speed)
+        return out
 
     # the fields, one source of truth in the composed limits -----------------------------
     @property

@@ -107,8 +107,8 @@ def render_cycle(entry: dict) -> list[str]:
             out[-1] += (f", of which the limits take {num(v.get('limits'), 1)} µs and the solver "
                         f"{num(v.get('solver'), 1)} µs inside the cycle (more than alone: the cycle's code does not "
                         "stay in the caches)")
-        out[-1] += (". Each part is already a few pinocchio calls and a loop over plain floats per joint; what is "
-                    "left is Python's per-call and per-bytecode cost, so the rest needs a compiled step.")
+        out[-1] += (". What is left is Python's per-call and per-bytecode cost of the parts that are not "
+                    "compiled (docs/limits.md, \"Cost of a cycle\").")
     return out
 
 

@@ -320,3 +320,45 @@ def test_cartesian_speed_limit_in_the_loop(ur10):
         seen |= s.limits_active["cartesian"]
     assert seen and max(v) > 0.09  # it did push against the limit
     assert max(v) <= 0.1 * 1.01 and max(w) <= 0.3 * 1.01
+
+
+# ------------------------------------------------------------------------- the compiled twin
+@PROPS
+@given(joints(), st.data(), dts, st.floats(0.05, 3.0), st.floats(0.1, 5.0))
+def test_compiled_default_four_equals_the_limit_classes_bit_for_bit(j, data, dt, vlin, vang):
+    """SafetyLimits.apply with the default four limits runs their compiled twin
+    (fdcontrol.limits.compiled); it must give exactly what the classes' float loops give
+    (base.run over the same limit objects): the reference and which limits acted."""
+    pytest.importorskip("numba")
+    from fdcontrol.limits import run
+
+    n = j["n"]
+    lim = SafetyLimits(j["lower"], j["upper"], j["vmax"], j["amax"], max_linear_speed=vlin,
+                       max_angular_speed=vang, recovery_speed=data.draw(st.floats(0.01, 1.0)))
+    assert lim._compiled is not None  # the default four: the compiled path is the one under test
+    J = np.array(data.draw(st.lists(st.floats(-2.0, 2.0), min_size=6 * n, max_size=6 * n))).reshape(6, n)
+    if data.draw(st.booleans()):
+        J = np.asfortranarray(J)  # pinocchio hands over column-major Jacobians
+    qd, prev = vec(data.draw, n, -10, 10), vec(data.draw, n, -3, 3)
+    if data.draw(st.booleans()):  # a non-finite value somewhere: both must agree on it too
+        bad = data.draw(st.sampled_from([math.nan, math.inf, -math.inf]))
+        (qd if data.draw(st.booleans()) else prev)[data.draw(st.integers(0, n - 1))] = bad
+    want_active: dict[str, bool] = {}
+    want = run(lim.limits, j["q"], qd, prev, J, dt, want_active)
+    got = lim.apply(j["q"], qd, prev, J, dt)
+    note(f"float loops {want}, compiled {got}")
+    np.testing.assert_array_equal(got, want)
+    assert lim.active == want_active
+
+
+def test_compiled_twin_only_for_exactly_the_default_four(ur10):
+    """Another set (no Cartesian limit) runs the classes' loops; a parameter changed in place
+    reaches the compiled path at once."""
+    pytest.importorskip("numba")
+    q, J = np.zeros(6), ur10.jacobian(np.full(6, 0.3))
+    assert SafetyLimits.from_robot(ur10)._compiled is not None
+    assert SafetyLimits.from_robot(ur10, limits=("position", "velocity", "acceleration"))._compiled is None
+    lim = SafetyLimits.from_robot(ur10)
+    lim.max_velocity[2] = 0.01  # in place, as callers do
+    out = lim.apply(q, np.full(6, 0.5), np.full(6, 0.5), J, 0.002)
+    assert abs(out[2]) <= 0.01 + 1e-12 and lim.active["velocity"]
