@@ -290,14 +290,16 @@ class ControlLoop:
             conf = self.config = self._configuration()
         conf.update(js.q)
         q, pose, J = conf.q, conf.pose, conf.jacobian
-        R = pose[:3, :3]
         if self._zero_request and hasattr(self.driver, "zero_sensor"):
             self.driver.zero_sensor()  # a sensor that zeroes itself (UR's zeroFtSensor), in the loop thread
         raw = self.driver.read_wrench()
-        if raw is not None and self._zero_request:
-            self.filter.zero(raw, R)
-            self._zero_request = False
-        f_meas = self.filter.apply(raw, R, dt) if raw is not None else self._zero6
+        f_meas = self._zero6
+        if raw is not None:
+            R = pose[:3, :3]
+            if self._zero_request:
+                self.filter.zero(raw, R)
+                self._zero_request = False
+            f_meas = self.filter.apply(raw, R, dt)
         cmd = self._command
         watchdog: Literal["idle", "ok", "tripped"] = "idle"
         f_applied = self._zero6
