@@ -5,7 +5,8 @@
 Unlike a clock, the count does not depend on the machine's load: each item runs in two
 processes under ``valgrind --tool=callgrind``, one making ``--calls`` calls after a warm-up and
 one making none, and the difference divided by ``--calls`` is printed. One BLAS thread and a
-fixed hash seed make it repeatable to ~0.2 %. Needs valgrind (Debian package); ~1 min per item.
+fixed hash seed make it repeatable to ~0.2 % (a first, discarded run compiles the numba kernels
+for valgrind's CPU model). Needs valgrind (Debian package); ~1 min per item.
 Items: ``core`` (the lean FD core of bench_cycle.py), ``loop`` (``ControlLoop.step``), ``limits``
 (``SafetyLimits.apply``), ``solver``, ``config``, ``sim_driver``, ``publish``.
 """
@@ -86,7 +87,13 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed (Debian: apt-get install valgrind)")
     n = max(1, min(args.calls, 100_000))
-    per = {item: (count(item, n) - count(item, 0)) / n for item in args.items}
+    # numba caches per CPU model, and valgrind shows the child another CPU: one discarded child
+    # run fills that cache, so no counted run includes the compiler
+    count(args.items[0], 0)
+    per = {}
+    for item in args.items:
+        base = count(item, 0)
+        per[item] = (count(item, n) - base) / n
     print(f"instructions per call (UR10, {n} calls, callgrind)")
     for item, k in per.items():
         ratio = f"{k / per['core']:6.1f}× core" if "core" in per else ""
