@@ -307,18 +307,15 @@ class _Fanout:
         self.current: LoopState | None = None  # what the senders of this loop read (one encoding per state)
         self._posted: LoopState | None = None
         self._pending = False
-        # phase 0: decimation → [block last woken, [futures]]; other phases: (decimation, phase) → the same
-        self._groups: dict[int, list[Any]] = {}
-        self._phased: dict[tuple[int, int], list[Any]] = {}
+        # (decimation, phase) → [block last woken, [futures]], kept sorted: smallest decimation first
+        self._groups: dict[tuple[int, int], list[Any]] = {}
 
     def _group(self, decimation: int, phase: int) -> list[Any]:
-        if not phase:
-            group = self._groups.get(decimation)
-            if group is None:
-                group = self._groups[decimation] = [None, []]
-                self._groups = dict(sorted(self._groups.items()))
-            return group
-        return self._phased.setdefault((decimation, phase), [None, []])
+        group = self._groups.get((decimation, phase))
+        if group is None:
+            group = self._groups[decimation, phase] = [None, []]
+            self._groups = dict(sorted(self._groups.items()))
+        return group
 
     def wait(self, decimation: int, phase: int = 0) -> asyncio.Future[None]:
         """Done when a state of a new block (cycle − ``phase``) // ``decimation`` has been published."""
@@ -330,7 +327,7 @@ class _Fanout:
         """A waiter that stopped waiting (heartbeat timeout, client gone): no list grows while stopped."""
         if not fut.done() or fut.cancelled():
             with contextlib.suppress(KeyError, ValueError):
-                (self._phased[decimation, phase] if phase else self._groups[decimation])[1].remove(fut)
+                self._groups[decimation, phase][1].remove(fut)
 
     def deliver(self, s: LoopState) -> None:
         """In this fanout's event loop: the newest state, its senders woken now."""
@@ -351,8 +348,7 @@ class _Fanout:
         if s is None:
             return
         ready: list[asyncio.Future[None]] = []
-        groups = [(d, 0, g) for d, g in self._groups.items()] + [(d, p, g) for (d, p), g in self._phased.items()]
-        for d, p, group in groups:
+        for (d, p), group in self._groups.items():
             block = (s.cycle - p) // d
             if block != group[0] and group[1]:
                 group[0] = block

@@ -61,7 +61,7 @@ def test_fanout_wakes_a_group_once_per_block_and_forgets_timed_out_waiters():
         assert not g.done()
         g.cancel()  # a heartbeat timeout
         fan.forget(5, g)
-        assert fan._groups[5][1] == []
+        assert fan._groups[5, 0][1] == []
         h = fan.wait(5)
         fan.post(state(15))
         await asyncio.sleep(0)
