@@ -175,6 +175,11 @@ class JointLimitConstraints:
         self.active = locked
         self.engaged = bool(locked.any())
 
+    def release(self) -> None:
+        """No joint locked (the step starts strictly inside the limits)."""
+        if self.engaged:
+            self.set_active(np.zeros(len(self.lower), dtype=bool))
+
     def at_limit(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return q >= self.upper - self.tol, q <= self.lower + self.tol
 

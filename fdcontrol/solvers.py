@@ -161,13 +161,14 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         strictly inside the virtual limits, by the cycle's Cholesky factor — without the general
         path's hooks (no active set to decide; the projection only where the step leaves the limits).
         The same numbers as the general path (tests/test_loop_configuration.py)."""
-        c = self.constraints
-        if c.engaged:
-            c.set_active(np.zeros(len(q), dtype=bool))
+        self.constraints.release()
         self._locked, self.last_converged = None, True
-        a = conf.solve(conf.jacobian.T.dot(wrench) + self.joint_load(q, qd, tau)) - self.decay * qd
-        qd1 = qd + dt * a
-        return c.project(q + dt * qd1, qd1)
+        qd1 = qd + dt * self._free_accel(conf, qd, wrench, self.joint_load(q, qd, tau))
+        return self.constraints.project(q + dt * qd1, qd1)
+
+    def _free_accel(self, conf: Configuration, qd: np.ndarray, wrench: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Eq. 10 with damping, no joint locked: H⁻¹(Jᵀf + t) − c q̇ by the cycle's Cholesky factor."""
+        return conf.solve(conf.jacobian.T.dot(wrench) + t) - self.decay * qd
 
     def joint_load(self, q: np.ndarray, qd: np.ndarray, tau: np.ndarray | None) -> np.ndarray:
         """τ − D q̇ − C(q, q̇) q̇ (N·m): every joint-space load on the virtual model."""
@@ -186,8 +187,8 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         locked = self._locked
         if locked is None or not locked.any():
             conf = self._at(q) if self._fast else None
-            if conf is not None:  # H⁻¹(Jᵀf + t) by the cycle's factor (Cholesky, no gravity)
-                return conf.solve(conf.jacobian.T.dot(wrench) + t) - self.decay * qd
+            if conf is not None:  # the cycle's factor (Cholesky, no gravity)
+                return self._free_accel(conf, qd, wrench, t)
             return self.virtual.acceleration(q, wrench, None, t, self.algorithm) - self.decay * qd
         return self.locked_solve(q, wrench, t, locked) - self.decay * np.where(locked, 0.0, qd)
 
@@ -199,8 +200,7 @@ class ForwardDynamicsSolver(_AccelerationSolver):
             return q, qd
         c = self.constraints
         if c.inside(q):
-            if c.engaged:
-                c.set_active(np.zeros(len(q), dtype=bool))
+            c.release()
             return q, qd
         q = np.clip(q, c.lower, c.upper)
         t = self.joint_load(q, qd, tau)
