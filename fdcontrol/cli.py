@@ -17,7 +17,6 @@ from collections.abc import Callable
 import numpy as np
 
 from .mappings import analyze, make_mapping, mapping_names
-from .registry import load_plugins
 from .robot import ModelError, RobotModel
 
 ANALYZE_JSON = """--json prints one object:
@@ -114,9 +113,8 @@ Command = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None
 def build_parser(*commands: Command) -> argparse.ArgumentParser:
     """analyze, experiments, then `commands` (the service's ``serve``), then plot.
 
-    The installed plugins are loaded first: every choice read from a registry includes theirs.
+    Every choice is read from a registry, so it includes the installed plugins' parts.
     """
-    load_plugins()
     p = argparse.ArgumentParser(prog="fdcontrol", description="Cartesian admittance control with virtual "
                                 "forward dynamics: analyze | experiments | serve | plot.")
     sub = p.add_subparsers(dest="command", required=True)

@@ -19,7 +19,6 @@ from typing import Literal
 import numpy as np
 
 from .laws import LAWS, ControlInput, ForceTerm, MotionTerm, in_frame_gains, pose_error
-from .registry import load_plugins
 from .sensing import GRAVITY as GRAVITY  # re-exported for compatibility
 from .sensing import WrenchFilter as WrenchFilter  # moved to fdcontrol.sensing; importable here too
 from .twist import TwistTerm
@@ -29,9 +28,8 @@ Mode = str  # a name in LAWS
 
 
 def __getattr__(name: str) -> tuple[str, ...]:
-    # MODES (the registered laws, plugins loaded first) is derived when read, never a stale copy
+    # MODES (the registered laws, plugins included) is derived when read, never a stale copy
     if name == "MODES":
-        load_plugins()
         return LAWS.names()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -11,9 +11,9 @@ point in the group ``fdcontrol.plugins`` whose module registers its classes on i
     [project.entry-points."fdcontrol.plugins"]
     my_parts = "my_package.fdcontrol_parts"
 
-:func:`load_plugins` imports them once. Everything that derives a list of names from the
-registries (the service settings and so the API schema, the CLI parser, the loop state's
-choices) calls it first. Plugins come only from the installed environment at startup: no
+:func:`load_plugins` imports them once, the first time any registry is read: every list of
+names derived from the registries (the service settings and so the API schema, the CLI parser,
+the loop state's choices) includes the plugins' parts. Plugins come only from the installed environment at startup: no
 request can name code to import.
 """
 
@@ -49,30 +49,38 @@ class Registry(Generic[T]):
         """Register ``"package.module:Class"`` without importing it."""
         self._entries[name] = target
 
+    @property
+    def entries(self) -> dict[str, type[T] | str]:
+        """Every registered part, the installed plugins' included (:func:`load_plugins` runs first)."""
+        load_plugins()
+        return self._entries
+
     def names(self) -> tuple[str, ...]:
-        return tuple(self._entries)
+        return tuple(self.entries)
 
     def ordered(self, preferred: tuple[str, ...] = ()) -> tuple[str, ...]:
         """The names, ``preferred`` ones first in that order, then the rest as registered."""
-        return (*(n for n in preferred if n in self._entries), *(n for n in self._entries if n not in preferred))
+        entries = self.entries
+        return (*(n for n in preferred if n in entries), *(n for n in entries if n not in preferred))
 
     def describe(self, name: str) -> str:
         """First line of the class docstring; a lazy entry's ``"module:Class"`` (listing never imports)."""
-        entry = self._entries[name]
+        entry = self.entries[name]
         if isinstance(entry, str):
             return entry
         return (entry.__doc__ or "").strip().split("\n", 1)[0]
 
     def __contains__(self, name: object) -> bool:
-        return name in self._entries
+        return name in self.entries
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
+        return iter(self.entries)
 
     def get(self, name: str) -> type[T]:
-        if name not in self._entries:
-            raise UnknownName(f"unknown {self.kind} {name!r}; expected one of {', '.join(self._entries)}")
-        entry = self._entries[name]
+        entries = self.entries
+        if name not in entries:
+            raise UnknownName(f"unknown {self.kind} {name!r}; expected one of {', '.join(entries)}")
+        entry = entries[name]
         if isinstance(entry, str):
             module, _, attr = entry.partition(":")
             try:

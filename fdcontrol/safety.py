@@ -63,7 +63,6 @@ from .limits import (
     run,
 )
 from .limits.base import per_joint
-from .registry import load_plugins
 from .robot import RobotModel
 
 
@@ -98,7 +97,6 @@ class LimitParams:
 def check_limit_names(names: Iterable[str]) -> tuple[str, ...]:
     """``names`` in composition order; ValueError naming the problem for an unregistered name
     (listing the registered ones), a repeated one, or a ``required`` limit left out (with why)."""
-    load_plugins()
     names = list(names)
     classes = {n: LIMITS.get(n) for n in names}  # UnknownName lists the registered limits
     repeated = sorted({n for n in names if names.count(n) > 1})
@@ -180,8 +178,7 @@ class SafetyLimits:
 
     def _default_four(self) -> bool:
         """Exactly the four default limits, of exactly their classes: the compiled twin applies."""
-        kinds = (CartesianSpeed, PositionEnvelope, JointVelocity, JointAcceleration)
-        return len(self.limits) == 4 and all(type(lim) is k for lim, k in zip(self.limits, kinds, strict=True))
+        return tuple(map(type, self.limits)) == (CartesianSpeed, PositionEnvelope, JointVelocity, JointAcceleration)
 
     def validate(self) -> None:
         for lim in self.limits:

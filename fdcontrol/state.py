@@ -24,9 +24,6 @@ import numpy as np
 
 from .laws import LAWS
 from .limits import LIMITS
-from .registry import load_plugins
-
-load_plugins()  # a plugin's laws and limits are among the choices and keys below (derived here, once)
 
 WATCHDOG: tuple[str, ...] = ("idle", "ok", "tripped")
 #: the keys of ``limits_active``: every registered limit, then the solver's virtual joint limit

@@ -19,13 +19,11 @@ from fdcontrol.integrators import INTEGRATORS
 from fdcontrol.laws import LAWS
 from fdcontrol.limits import LIMITS
 from fdcontrol.mappings import mapping_names
-from fdcontrol.registry import load_plugins
 from fdcontrol.safety import DEFAULT_LIMITS, check_limit_names
 
-# the name types are built once, here, from the registries — after the installed plugins
-# (entry points "fdcontrol.plugins") registered theirs; settings, the API schema and PATCH
-# /config all use these types
-load_plugins()
+# the name types are built once, here, from the registries (reading one loads the installed
+# plugins, entry points "fdcontrol.plugins", first); settings, the API schema and PATCH /config
+# all use these types
 MappingName = Literal[mapping_names()]  # type: ignore[valid-type]  # the registered mappings
 ModeName = Literal[LAWS.names()]  # type: ignore[valid-type]  # the registered control laws
 LimitName = Literal[LIMITS.names()]  # type: ignore[valid-type]  # the registered limits

@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from ..registry import load_plugins
 from .base import MAPPINGS, Analysis, Mapping, MappingProtocol, analyze, check_positive, make_mapping
 from .dls import DampedLeastSquares
 from .fd import ForwardDynamics
@@ -25,8 +24,7 @@ _PAPER_ORDER = ("ji", "jt", "dls", "sdls", "fd")  # seed 004's order; further ma
 
 
 def mapping_names() -> tuple[str, ...]:
-    """The registered mapping names (plugins loaded first): seed 004's order, then the rest by name."""
-    load_plugins()
+    """The registered mapping names (plugins included): seed 004's order, then the rest by name."""
     return tuple(sorted(MAPPINGS.names(),
                         key=lambda n: (_PAPER_ORDER.index(n) if n in _PAPER_ORDER else len(_PAPER_ORDER), n)))
 
