@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .mappings import analyze, make_mapping, mapping_names
-from .robot import ModelError, RobotModel
+from fdcontrol.mappings import analyze, make_mapping, mapping_names
+from fdcontrol.model.robot import ModelError, RobotModel
 
 ANALYZE_JSON = """--json prints one object:
   {"robot": str, "q": [N floats], "type": "joint" | "cartesian", "manipulability_J": float,
@@ -72,10 +72,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_experiments(args: argparse.Namespace) -> int:
-    from .experiments import EXPERIMENTS, run
+    from fdcontrol.experiments import EXPERIMENTS, run
 
     if args.recording:  # the singular-value study along a recorded trajectory
-        from .experiments.recorded import run_recording
+        from fdcontrol.experiments.recorded import run_recording
 
         try:
             run_recording(args.recording, args.out, args.samples, args.quick, progress=not args.no_progress)
@@ -94,7 +94,7 @@ def cmd_experiments(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from .plot import plot_file
+    from fdcontrol.plot import plot_file
 
     try:
         paths = plot_file(args.file, args.out)

@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from .recording import Recording, read_recording
+from fdcontrol.recording import Recording, read_recording
 
 FIGURES = ("tip_path", "wrench", "joint_positions", "joint_velocities", "singularity", "timing")
 AXES = ("x", "y", "z")

@@ -161,7 +161,7 @@ def _finite_or_none(x: float) -> float | None:
 
 
 def state_message(s: Any, compute: float | None, period_error: float | None) -> dict[str, Any]:
-    """The ``/fdcontrol/state`` message of a :class:`~fdcontrol.loop.LoopState`."""
+    """The ``/fdcontrol/state`` message of a :class:`~fdcontrol.loop.cycle.LoopState`."""
     pose = s.tip_pose
     return {
         "t": float(s.t), "cycle": int(s.cycle), "q": s.q.tolist(), "qd": s.qd.tolist(),
@@ -425,7 +425,7 @@ class Recorder:
 
 
 class LoopTap:
-    """A :class:`~fdcontrol.loop.LoopIO` that feeds a Recorder from a loop in this process.
+    """A :class:`~fdcontrol.loop.cycle.LoopIO` that feeds a Recorder from a loop in this process.
 
     Use where recording may share the loop's process (simulations, tests): the writer thread
     competes with the loop for the GIL. The service records from the loop's process through
@@ -510,7 +510,7 @@ def read_recording(path: str | Path) -> Recording:
 
 
 def robot_info(loop: Any) -> dict[str, Any]:
-    """Joint names and limits of a running :class:`~fdcontrol.loop.ControlLoop` (for the config message)."""
+    """Joint names and limits of a running :class:`~fdcontrol.loop.cycle.ControlLoop` (for the config message)."""
     r, lim = loop.robot, loop.robot.limits
     return {"name": r.name, "joint_names": list(r.joint_names), "lower": lim.lower.tolist(),
             "upper": lim.upper.tolist(), "max_velocity": lim.velocity.tolist(),
@@ -519,7 +519,7 @@ def robot_info(loop: Any) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=8)
 def _resolve(name: str, base: str | None, tip: str | None) -> Any:
-    from .robot import RobotModel
+    from fdcontrol.model.robot import RobotModel
 
     return RobotModel.resolve(name, base, tip)
 

@@ -18,15 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fdcontrol import cli
-from fdcontrol.integrators import INTEGRATORS
-from fdcontrol.laws import LAWS
+from fdcontrol.control.laws import LAWS
 from fdcontrol.limits import LIMITS
+from fdcontrol.loop.integrators import INTEGRATORS
 from fdcontrol.mappings import MAPPING_NAMES, MAPPINGS
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
-    from .settings import Settings
+    from fdcontrol.server.settings import Settings
 
 #: kernel send buffer per connection (bytes; Linux doubles it, inherited from the listening socket):
 #: a client that stops reading blocks its sender after a few hundred kB, and its states are then
@@ -59,7 +59,7 @@ def fail(message: str) -> int:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    from .settings import load_settings
+    from fdcontrol.server.settings import load_settings
 
     overrides = {k: getattr(args, k, None) for k in FLAGS}
     return load_settings(getattr(args, "config", None), **overrides)
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
     from pydantic import ValidationError
 
-    from .auth import is_loopback
+    from fdcontrol.server.auth import is_loopback
 
     try:
         settings = _settings(args)
@@ -110,8 +110,8 @@ def run(args: argparse.Namespace) -> int:
     if token is None and not is_loopback(settings.host):
         return fail(f"refusing to bind {settings.host} without a token: set --token, FDCONTROL_TOKEN "
                     "or token_file (or bind 127.0.0.1)")
-    from .app import create_app
-    from .worker import LoopWorker, WorkerError
+    from fdcontrol.server.app import create_app
+    from fdcontrol.server.worker import LoopWorker, WorkerError
 
     try:
         worker = LoopWorker(settings)

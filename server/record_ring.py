@@ -25,10 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from fdcontrol.loop.state import LoopState
 from fdcontrol.recording import Published
-from fdcontrol.state import LoopState
-
-from .worker import LAYOUT, OUT_SIZE
+from fdcontrol.server.worker import LAYOUT, OUT_SIZE
 
 SLOTS = 8192  # 16 s at 500 Hz: the reader polls every 20 ms
 EXTRA = 5  # t_mono, own_index, timing_index, compute, period_error

@@ -10,19 +10,18 @@ import numpy as np
 import pinocchio as pin
 
 from fdcontrol import RobotModel, make_mapping
-from fdcontrol.constraints import braking_inset
-from fdcontrol.control import ControlLaw, ForceTerm, MotionTerm, WrenchFilter
+from fdcontrol.control.law import ControlLaw, ForceTerm, MotionTerm, WrenchFilter
+from fdcontrol.control.link_loads import LinkLoads, link_loads_from_config
+from fdcontrol.control.posture import PostureTask
+from fdcontrol.control.twist import TwistTerm, admittance_damping
 from fdcontrol.drivers import RobotDriver
 from fdcontrol.drivers.registry import DRIVERS, build_driver
-from fdcontrol.integrators import make_integrator
-from fdcontrol.link_loads import LinkLoads, link_loads_from_config
-from fdcontrol.loop import ControlLoop
-from fdcontrol.posture import PostureTask
-from fdcontrol.safety import SafetyLimits
-from fdcontrol.solvers import make_solver
-from fdcontrol.twist import TwistTerm, admittance_damping
-
-from .settings import NEEDS_STOP, ControlParams, Settings
+from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop.integrators import make_integrator
+from fdcontrol.loop.solvers import make_solver
+from fdcontrol.model.constraints import braking_inset
+from fdcontrol.server.settings import NEEDS_STOP, ControlParams, Settings
 
 
 class ConflictError(RuntimeError):

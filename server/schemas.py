@@ -7,10 +7,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fdcontrol.loop.state import state_model
 from fdcontrol.mappings import mapping_names
-from fdcontrol.state import state_model
-
-from .settings import MappingName
+from fdcontrol.server.settings import MappingName
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 #: inputs: numbers are numbers (no "5", no true), finite
@@ -49,7 +48,7 @@ class RobotInfo(BaseModel):
     joints: list[Joint]
 
 
-#: the published loop state, derived from its one declaration (fdcontrol/state.py), plus the API's ``stale``
+#: the published loop state, derived from its one declaration (fdcontrol/loop/state.py), plus the API's ``stale``
 State = state_model(
     "State", stale=(bool, Field(False, description="the loop process is dead or stuck: this state is not current")))
 

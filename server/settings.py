@@ -15,11 +15,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from fdcontrol.integrators import INTEGRATORS
-from fdcontrol.laws import LAWS
+from fdcontrol.control.laws import LAWS
 from fdcontrol.limits import LIMITS
+from fdcontrol.limits.safety import DEFAULT_LIMITS, check_limit_names
+from fdcontrol.loop.integrators import INTEGRATORS
 from fdcontrol.mappings import mapping_names
-from fdcontrol.safety import DEFAULT_LIMITS, check_limit_names
 
 # the name types are built once, here, from the registries (reading one loads the installed
 # plugins, entry points "fdcontrol.plugins", first); settings, the API schema and PATCH /config
@@ -51,7 +51,7 @@ class SphereSpec(BaseModel):
 
 class LinkLoadSpec(BaseModel):
     """A repulsive spring–damper keeping a link frame's origin `margin` outside an obstacle
-    (fdcontrol.link_loads): F = k (margin − d) − b·(approach speed) inside the margin."""
+    (fdcontrol.control.link_loads): F = k (margin − d) − b·(approach speed) inside the margin."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -90,7 +90,7 @@ class ControlParams(BaseModel):
     tip: str | None = None
     mapping: MappingName = "fd"
     gamma: float = Field(1e3, gt=0, le=1e12, allow_inf_nan=False,
-                         description="FD mass dominance γ (per-algorithm bound: fdcontrol.virtual.GAMMA_MAX)")
+                         description="FD mass dominance γ (per-algorithm bound: fdcontrol.model.virtual.GAMMA_MAX)")
     alpha: float = Field(0.1, gt=0, le=10, allow_inf_nan=False, description="DLS damping α")
     gamma_max: float = Field(0.785398, gt=0, le=10, description="SDLS clamp γ_max (rad)")
     sdls_length: float = Field(0.5, gt=0, le=10, description="SDLS characteristic length L (m): rotations weigh L·rad")
@@ -128,7 +128,7 @@ class ControlParams(BaseModel):
     deadband_torque: float = Field(0.0, ge=0, le=10)
     filter_cutoff: float = Field(0.0, ge=0, le=1000, description="low-pass on the sensor (Hz, 0 off)")
     sensor_sign: Literal["robot_on_tool", "tool_on_robot"] = Field(
-        "robot_on_tool", description="raw F/T reading convention (fdcontrol.sensing)")
+        "robot_on_tool", description="raw F/T reading convention (fdcontrol.control.sensing)")
     sensor_position: list[Annotated[float, Field(ge=-2, le=2, allow_inf_nan=False)]] = Field(
         default_factory=lambda: [0.0, 0.0, 0.0], min_length=3, max_length=3,
         description="sensor origin in the tip frame (m)")
@@ -139,7 +139,7 @@ class ControlParams(BaseModel):
                         "or, at startup only, 'package.module:Class'")
     driver_options: dict[str, Any] = Field(default_factory=dict)
     posture: Literal["auto", "on", "off"] = Field(
-        "auto", description="null-space posture task (fdcontrol.posture); auto: on for redundant arms "
+        "auto", description="null-space posture task (fdcontrol.control.posture); auto: on for redundant arms "
         "(more joints than 6) with the FD mapping")
     posture_stiffness: float = Field(10.0, ge=0, le=1e4, allow_inf_nan=False,
                                      description="K (1/s², = ω² of the posture spring, mass-normalised)")
@@ -161,7 +161,7 @@ class ControlParams(BaseModel):
     @field_validator("robot")
     @classmethod
     def _robot_known(cls, v: str) -> str:
-        from fdcontrol.robot import SHIPPED
+        from fdcontrol.model.robot import SHIPPED
 
         if v not in SHIPPED and not v.endswith(".urdf"):
             raise ValueError(f"unknown robot {v!r}; shipped robots: {', '.join(SHIPPED)} or a .urdf path")

@@ -42,11 +42,10 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from fdcontrol.loop import ControlLoop, InputError, check_wrench
-from fdcontrol.state import LoopState, SharedLayout
-from fdcontrol.twist import TwistError, check_twist
-
-from .routers.sim import sim_call
+from fdcontrol.control.twist import TwistError, check_twist
+from fdcontrol.loop.cycle import ControlLoop, InputError, check_wrench
+from fdcontrol.loop.state import LoopState, SharedLayout
+from fdcontrol.server.routers.sim import sim_call
 
 MAX_DOF = 16
 FAULT_BYTES = 512  # UTF-8 bytes of each text field kept in shared memory (longer texts are cut)
@@ -55,7 +54,7 @@ RECORDED = ("start", "stop", "hold", "zero_sensor", "target")  # accepted comman
 # input slot (float64): version, wrench[6], frame (0 base, 1 tool), seq, t
 IN_SIZE = 10
 # state slot (float64): version, then the packed state — every LoopState field, laid out by
-# fdcontrol.state.SharedLayout from the declaration, plus last_cycle_at (time.monotonic(), s)
+# fdcontrol.loop.state.SharedLayout from the declaration, plus last_cycle_at (time.monotonic(), s)
 LAYOUT = SharedLayout(max_dof=MAX_DOF, text_bytes=FAULT_BYTES, extra=("last_cycle_at",))
 OUT_SIZE = LAYOUT.size  # the packed state's length (float64), also a row of the recording ring
 # block: wrench slot, twist slot (same layout), heartbeat, state slot
@@ -132,7 +131,7 @@ class Channel:
 
     # ------------------------------------------------------------------ state slot
     def write_state(self, s: LoopState, last_cycle_at: float) -> None:
-        """Pack ``s`` (fdcontrol.state.SharedLayout), then one seqlock write of the packed vector."""
+        """Pack ``s`` (fdcontrol.loop.state.SharedLayout), then one seqlock write of the packed vector."""
         LAYOUT.pack(s, self._tmp, last_cycle_at=last_cycle_at)
         v = self.out[0]
         self.out[0] = v + 1
@@ -222,10 +221,10 @@ def _beat(channel: Channel, stop: threading.Event) -> None:
 
 # ---------------------------------------------------------------------- worker process
 def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Connection) -> None:
-    from .metrics import LoopMetrics
-    from .record_ring import StateRing
-    from .runtime import ConflictError, Runtime
-    from .settings import Settings
+    from fdcontrol.server.metrics import LoopMetrics
+    from fdcontrol.server.record_ring import StateRing
+    from fdcontrol.server.runtime import ConflictError, Runtime
+    from fdcontrol.server.settings import Settings
 
     settings = Settings.model_validate_json(settings_json)
     sys.setswitchinterval(settings.switch_interval)
@@ -517,8 +516,7 @@ class LoopWorker:
     def __init__(self, settings: Any, stale_after: float | None = None) -> None:
         self.channel = Channel()
         from fdcontrol.recording import Recorder
-
-        from .record_ring import StateRing
+        from fdcontrol.server.record_ring import StateRing
 
         self.ring = StateRing(self.channel.name + "r", create=True)  # the loop process attaches by name
         ctx = mp.get_context("spawn")
@@ -627,7 +625,7 @@ class LoopWorker:
         self.recorder.push_command("wrench", w, frame, self._seq)
 
     def set_twist(self, twist: Any, frame: str = "base", seq: int | None = None) -> None:
-        """A commanded tip twist [v; ω] (fdcontrol.twist), validated here, handed over latest-wins."""
+        """A commanded tip twist [v; ω] (fdcontrol.control.twist), validated here, handed over latest-wins."""
         try:
             v = check_twist(twist, frame)
         except TwistError as exc:

@@ -51,7 +51,8 @@ for n in names:
 print(json.dumps({{"modules": names, "service": sorted(m for m in sys.modules
                   if m == {SERVICE!r} or m.startswith({SERVICE!r} + "."))}}))
 """)
-    assert {"fdcontrol.cli", "fdcontrol.loop", "fdcontrol.experiments.batch", "fdcontrol.plot"} <= set(out["modules"])
+    assert {"fdcontrol.cli", "fdcontrol.loop.cycle", "fdcontrol.experiments.batch",
+            "fdcontrol.plot"} <= set(out["modules"])
     assert out["service"] == []
 
 

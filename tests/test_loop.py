@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fdcontrol import RobotModel, make_mapping
-from fdcontrol.control import ControlLaw, ForceTerm
+from fdcontrol.control.law import ControlLaw, ForceTerm
 from fdcontrol.drivers import SimulatedRobot, SimulatedSensor, SpringPlane
-from fdcontrol.loop import ControlLoop, InputError
-from fdcontrol.safety import SafetyLimits
-from fdcontrol.solvers import make_solver
+from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.loop.cycle import ControlLoop, InputError
+from fdcontrol.loop.solvers import make_solver
 
 Q0 = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2])  # a well-conditioned UR10 pose
 DT = 0.002
@@ -345,7 +345,7 @@ def test_threaded_loop_keeps_running_and_reports_stats(ur10):
 
 
 def test_sub_chain_robot_runs_in_the_loop(rng):
-    from fdcontrol.robot import URDF_DIR
+    from fdcontrol.model.robot import URDF_DIR
 
     sub = RobotModel.from_urdf(URDF_DIR / "ur10.urdf", "base_link", "wrist_3_link")
     loop, sim = make_loop(sub)

@@ -278,7 +278,7 @@ class ScaledTranspose(Mapping):
 import numpy as np
 from fdcontrol import RobotModel, make_mapping
 from fdcontrol.cli import build_parser
-from fdcontrol.solvers import make_solver
+from fdcontrol.loop.solvers import make_solver
 from fdcontrol.server.schemas import MappingSpec
 from fdcontrol.server.settings import ControlParams
 r = RobotModel.load("ur10")

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from fdcontrol import RobotModel, make_mapping
-from fdcontrol.control import ControlLaw
+from fdcontrol.control.law import ControlLaw
 from fdcontrol.drivers import SimulatedRobot
-from fdcontrol.loop import ControlLoop
-from fdcontrol.robot import HOME
-from fdcontrol.safety import SafetyLimits
-from fdcontrol.solvers import make_solver
+from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop.solvers import make_solver
+from fdcontrol.model.robot import HOME
 
 
 class TaggedLaw(ControlLaw):

@@ -210,7 +210,7 @@ def test_serve_record_flag_records_from_startup_and_a_clean_stop_finishes_the_fi
 
 def test_a_faulted_state_with_nan_is_recorded_as_null(tmp_path):
     """A cycle that faults can publish a non-finite f_c; the file stays valid JSON and readable."""
-    from fdcontrol.loop import LoopState
+    from fdcontrol.loop.cycle import LoopState
     from fdcontrol.recording import Published, Recorder
 
     rec = Recorder()

@@ -28,7 +28,7 @@ class RobotDriver(Protocol):
     ``read_wrench()`` returns the raw 6-axis force–torque reading [F; τ] of a sensor mounted
     between flange and tool, in the SENSOR frame with the torque about the sensor origin, or
     None without a sensor. Its sign is the sensor's convention (``sensor_sign`` in the settings,
-    :mod:`fdcontrol.sensing`): ``robot_on_tool`` = the wrench the robot exerts on the tool
+    :mod:`fdcontrol.control.sensing`): ``robot_on_tool`` = the wrench the robot exerts on the tool
     (at rest without contact: minus the tool's weight), ``tool_on_robot`` the negative. The
     sensor's pose relative to the tip frame (``sensor_position`` / ``sensor_rpy``), the tool's
     mass and centre of mass and the bias are the WrenchFilter's business, not the driver's:

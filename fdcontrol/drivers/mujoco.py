@@ -19,7 +19,7 @@ machine precision) and completed with ``mujoco.MjSpec``:
 * a tool body below the tip (flange) frame: ``tool`` = {"mass": kg, "com": [m] in the tip
   frame, "length": m, "radius": m}, a cylinder along the tip z axis ending in a sphere;
 * a 6-axis force–torque sensor at the flange (MuJoCo ``force`` / ``torque`` sensors on a site
-  at the tip origin), read in the convention ``sensor_sign`` of :mod:`fdcontrol.sensing`, with
+  at the tip origin), read in the convention ``sensor_sign`` of :mod:`fdcontrol.control.sensing`, with
   an offset ``sensor_bias`` [6] and white noise ``sensor_noise`` (σ in N and N·m);
 * ``objects`` = [{"name", "kind": "box", "position": [m], "quaternion": [x, y, z, w],
   "size": [full lengths, m], "stiffness", "damping"}] (see EnvObject) in the robot's base frame;
@@ -42,9 +42,9 @@ from typing import Any, Literal
 import mujoco
 import numpy as np
 
-from ..robot import HOME, SHIPPED, URDF_DIR, ModelError, RobotModel
-from ..sensing import check_sign
-from .base import JointState
+from fdcontrol.control.sensing import check_sign
+from fdcontrol.drivers.base import JointState
+from fdcontrol.model.robot import HOME, SHIPPED, URDF_DIR, ModelError, RobotModel
 
 Interface = Literal["velocity", "position"]
 TABLE_GAP = 0.05  # m between the tool's end and the default table

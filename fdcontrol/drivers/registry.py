@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..registry import Registry
-from ..robot import RobotModel
-from .base import RobotDriver
+from fdcontrol.drivers.base import RobotDriver
+from fdcontrol.model.robot import RobotModel
+from fdcontrol.registry import Registry
 
 DRIVERS: Registry[RobotDriver] = Registry("driver")
 DRIVERS.register_lazy("simulated", "fdcontrol.drivers.simulated:SimulatedRobot")

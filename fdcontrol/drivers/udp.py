@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from ..robot import RobotModel
-from .base import JointState
+from fdcontrol.drivers.base import JointState
+from fdcontrol.model.robot import RobotModel
 
 
 class StaleStateError(RuntimeError):

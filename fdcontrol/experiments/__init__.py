@@ -6,8 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..robot import RobotModel
-from . import (
+from fdcontrol.experiments import (
     conditioning,
     decoupling,
     integrators,
@@ -19,7 +18,8 @@ from . import (
     singular_sweep,
     timing,
 )
-from .common import Context
+from fdcontrol.experiments.common import Context
+from fdcontrol.model.robot import RobotModel
 
 EXPERIMENTS = {
     "decoupling": decoupling.run,

@@ -20,15 +20,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..control import ControlLaw, ForceTerm
-from ..drivers.mujoco import EnvObject, MujocoRobot, Tool
-from ..loop import ControlLoop
-from ..mappings import make_mapping
-from ..robot import HOME, RobotModel
-from ..safety import SafetyLimits
-from ..sensing import WrenchFilter
-from ..solvers import make_solver
-from .common import Context, table, write_results
+from fdcontrol.control.law import ControlLaw, ForceTerm
+from fdcontrol.control.sensing import WrenchFilter
+from fdcontrol.drivers.mujoco import EnvObject, MujocoRobot, Tool
+from fdcontrol.experiments.common import Context, table, write_results
+from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop.solvers import make_solver
+from fdcontrol.mappings import make_mapping
+from fdcontrol.model.robot import HOME, RobotModel
 
 DT = 0.002
 TOOL = Tool(mass=0.8, com=(0.01, -0.005, 0.06), length=0.12, radius=0.02)

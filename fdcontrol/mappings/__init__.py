@@ -10,12 +10,12 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from .base import MAPPINGS, Analysis, Mapping, MappingProtocol, analyze, check_positive, make_mapping
-from .dls import DampedLeastSquares
-from .fd import ForwardDynamics
-from .ji import JacobianInverse
-from .jt import JacobianTranspose
-from .sdls import SelectivelyDampedLeastSquares
+from fdcontrol.mappings.base import MAPPINGS, Analysis, Mapping, MappingProtocol, analyze, check_positive, make_mapping
+from fdcontrol.mappings.dls import DampedLeastSquares
+from fdcontrol.mappings.fd import ForwardDynamics
+from fdcontrol.mappings.ji import JacobianInverse
+from fdcontrol.mappings.jt import JacobianTranspose
+from fdcontrol.mappings.sdls import SelectivelyDampedLeastSquares
 
 for _m in pkgutil.iter_modules(__path__):  # further mapping files register on import
     importlib.import_module(f"{__name__}.{_m.name}")

@@ -9,7 +9,7 @@ Every mapping has the same small interface:
 A mapping is one class in one file of this package, registered with
 ``@MAPPINGS.register("name")``; its ``__init__(robot, **params)`` keywords are the parameters
 ``make_mapping`` forwards (others are ignored), and ``solver`` names the solver family that
-drives it in the loop (``fdcontrol.solvers.SOLVERS``).
+drives it in the loop (``fdcontrol.loop.solvers.SOLVERS``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..registry import Registry, UnknownName
-from ..robot import ModelError, RobotModel
+from fdcontrol.model.robot import ModelError, RobotModel
+from fdcontrol.registry import Registry, UnknownName
 
 
 class MappingProtocol(Protocol):
@@ -38,7 +38,7 @@ class Mapping:
     """Base class: subclasses implement ``joint_space``; ``cartesian`` is J · joint_space."""
 
     name = "mapping"
-    #: solver family in ``fdcontrol.solvers.SOLVERS``: "velocity", "transpose" or "forward_dynamics"
+    #: solver family in ``fdcontrol.loop.solvers.SOLVERS``: "velocity", "transpose" or "forward_dynamics"
     solver = "velocity"
 
     def __init__(self, robot: RobotModel) -> None:

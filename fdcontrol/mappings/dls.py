@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..robot import RobotModel
-from .base import MAPPINGS, Mapping, check_positive
+from fdcontrol.mappings.base import MAPPINGS, Mapping, check_positive
+from fdcontrol.model.robot import RobotModel
 
 
 @MAPPINGS.register("dls")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..robot import ModelError, RobotModel
-from ..virtual import ALGORITHMS, Algorithm, VirtualModel, check_gamma
-from .base import MAPPINGS, Mapping
+from fdcontrol.mappings.base import MAPPINGS, Mapping
+from fdcontrol.model.robot import ModelError, RobotModel
+from fdcontrol.model.virtual import ALGORITHMS, Algorithm, VirtualModel, check_gamma
 
 
 @MAPPINGS.register("fd")

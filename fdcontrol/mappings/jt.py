@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import MAPPINGS, Mapping
+from fdcontrol.mappings.base import MAPPINGS, Mapping
 
 
 @MAPPINGS.register("jt")

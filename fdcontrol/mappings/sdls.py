@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from ..robot import RobotModel
-from .base import MAPPINGS, Mapping, check_positive
+from fdcontrol.mappings.base import MAPPINGS, Mapping, check_positive
+from fdcontrol.model.robot import RobotModel
 
 
 def clamp_max_abs(w: np.ndarray, d: float) -> np.ndarray:
@@ -47,7 +47,7 @@ class SelectivelyDampedLeastSquares(Mapping):
     omitted), so it can be analysed like the other mappings.
 
     The algorithm is positively homogeneous: solve(k e; k γ_max, k D_max) = k solve(e), which is
-    what makes the loop's per-second use rate-independent (``fdcontrol.solvers.VelocitySolver``).
+    what makes the loop's per-second use rate-independent (``fdcontrol.loop.solvers.VelocitySolver``).
     """
 
     name = "sdls"

@@ -15,11 +15,10 @@ import numpy as np
 from fastapi import APIRouter, HTTPException, Request
 
 from fdcontrol import ForwardDynamics, RobotModel, VirtualModel, analyze, make_mapping
-from fdcontrol.robot import SHIPPED
-
-from .. import schemas
-from ..errors import ERRORS
-from .deps import current_robot, shipped, worker
+from fdcontrol.model.robot import SHIPPED
+from fdcontrol.server import schemas
+from fdcontrol.server.errors import ERRORS
+from fdcontrol.server.routers.deps import current_robot, shipped, worker
 
 router = APIRouter(tags=["analysis"])
 ANALYSIS_LOCK = threading.Lock()

@@ -15,11 +15,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import ConfigDict, ValidationError, create_model
 
-from fdcontrol.robot import SHIPPED
-
-from ..errors import CONFLICT, ERRORS, clip
-from ..settings import GROW_ONLY, STARTUP_ONLY, TIGHTEN_ONLY, ControlParams
-from .deps import live, worker
+from fdcontrol.model.robot import SHIPPED
+from fdcontrol.server.errors import CONFLICT, ERRORS, clip
+from fdcontrol.server.routers.deps import live, worker
+from fdcontrol.server.settings import GROW_ONLY, STARTUP_ONLY, TIGHTEN_ONLY, ControlParams
 
 router = APIRouter(tags=["config"])
 

@@ -14,11 +14,10 @@ from typing import Any
 import numpy as np
 from fastapi import APIRouter, Body, HTTPException, Request
 
-from fdcontrol.loop import InputError
-
-from .. import schemas
-from ..errors import CONFLICT, ERRORS
-from .deps import ack, live, worker
+from fdcontrol.loop.cycle import InputError
+from fdcontrol.server import schemas
+from fdcontrol.server.errors import CONFLICT, ERRORS
+from fdcontrol.server.routers.deps import ack, live, worker
 
 router = APIRouter(tags=["control"])
 

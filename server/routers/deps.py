@@ -14,9 +14,8 @@ from typing import Any
 from fastapi import Request
 
 from fdcontrol import RobotModel
-from fdcontrol.loop import LoopState
-
-from ..worker import LoopWorker
+from fdcontrol.loop.cycle import LoopState
+from fdcontrol.server.worker import LoopWorker
 
 
 def worker(request: Request) -> LoopWorker:

@@ -15,8 +15,8 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..errors import ERRORS
-from ..schemas import Error, StrictFinite
+from fdcontrol.server.errors import ERRORS
+from fdcontrol.server.schemas import Error, StrictFinite
 
 router = APIRouter(tags=["simulation"])
 MAX_PUSH_FORCE = 500.0  # N, the simulated hand's strength (MuJocoDriver.set_push checks the same)
@@ -51,7 +51,7 @@ def sim_call(driver: Any, op: str, *args: Any) -> Any:
 
 
 def _call(request: Request, op: str, *args: Any) -> dict[str, Any]:
-    from ..worker import WorkerError
+    from fdcontrol.server.worker import WorkerError
 
     try:
         out = request.app.state.worker.call("sim", op, *args)

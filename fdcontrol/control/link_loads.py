@@ -32,7 +32,7 @@ from typing import Literal
 import numpy as np
 import pinocchio as pin
 
-from .robot import ModelError, RobotModel
+from fdcontrol.model.robot import ModelError, RobotModel
 
 LinkLoadMode = Literal["projected", "physical"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
-from .spatial import finite
+from fdcontrol.model.spatial import finite
 
 URDF_DIR = Path(__file__).resolve().parent / "urdf"  # installed wheel: fdcontrol/urdf
 if not URDF_DIR.is_dir():  # source checkout / editable install: the repository's urdf/

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .registry import Registry
+from fdcontrol.registry import Registry
 
 Accel = Callable[[np.ndarray, np.ndarray], np.ndarray]
 

@@ -32,7 +32,7 @@ import numpy as np
 import pinocchio as pin
 import scipy.linalg
 
-from .spatial import cross
+from fdcontrol.model.spatial import cross
 
 
 def locked_acceleration(H: np.ndarray, b: np.ndarray, locked: np.ndarray) -> np.ndarray:
@@ -134,7 +134,7 @@ class LockedDynamics:
     ``LockedABA``. Each meets the accuracy of its unconstrained form (GAMMA_MAX, tests).
     """
 
-    def __init__(self, virtual, algorithm: str) -> None:  # virtual: fdcontrol.virtual.VirtualModel
+    def __init__(self, virtual, algorithm: str) -> None:  # virtual: fdcontrol.model.virtual.VirtualModel
         self.virtual, self.algorithm = virtual, algorithm
         data = virtual.model.createData()
         pin.framesForwardKinematics(virtual.model, data, pin.neutral(virtual.model))

@@ -1,6 +1,6 @@
 """Compliance mode (seed 004 Fig. 2): motion PD + force term + f_applied."""
 
-from .base import Law
+from fdcontrol.control.laws.base import Law
 
 
 class Compliance(Law):

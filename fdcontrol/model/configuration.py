@@ -5,7 +5,7 @@ is updated once per cycle; the control law, the solver, the limits and the telem
 from it instead of running forward kinematics again.
 
 * :meth:`Configuration.update` (q) runs one pass: forward kinematics and the joint Jacobians —
-  with a :class:`~fdcontrol.virtual.VirtualModel`, the composite rigid body algorithm with the
+  with a :class:`~fdcontrol.model.virtual.VirtualModel`, the composite rigid body algorithm with the
   WORLD convention, which fills the Jacobians in the same pass, then the Cholesky factor of H
   (pinocchio's sparse LDLᵀ); :meth:`Configuration.solve` applies H⁻¹ with that factor.
 * Results the cycle needs are stored at once: ``pose`` (4×4, tip in base) and ``jacobian``
@@ -23,8 +23,8 @@ import math
 import numpy as np
 import pinocchio as pin
 
-from .robot import ModelError, RobotModel
-from .virtual import VirtualModel
+from fdcontrol.model.robot import ModelError, RobotModel
+from fdcontrol.model.virtual import VirtualModel
 
 
 class Configuration:

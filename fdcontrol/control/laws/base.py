@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..spatial import rotate6
+from fdcontrol.model.spatial import rotate6
 
 
 @dataclass
@@ -30,7 +30,7 @@ def in_frame_gains(R: np.ndarray, gains: np.ndarray, w: np.ndarray) -> np.ndarra
 class Law:
     """A mode of seed 004 Fig. 2: f_c = f_applied + Σ the named terms (+ twist tracking if streamed).
 
-    ``terms`` names attributes of :class:`fdcontrol.control.ControlLaw` (``"force"``,
+    ``terms`` names attributes of :class:`fdcontrol.control.law.ControlLaw` (``"force"``,
     ``"motion"``) — the law composes terms, it does not compute them.
     """
 

@@ -20,8 +20,8 @@ import numpy as np
 import pinocchio as pin
 import scipy.linalg
 
-from .robot import ModelError, RobotModel
-from .spatial import cross
+from fdcontrol.model.robot import ModelError, RobotModel
+from fdcontrol.model.spatial import cross
 
 Algorithm = Literal["cholesky", "aba", "qr"]
 ALGORITHMS: tuple[str, ...] = ("cholesky", "aba", "qr")

@@ -3,7 +3,7 @@
 Every solver has ``step(q_measured, qd_state, wrench, dt, tau=None, config=None) -> (q_ref, qd_ref)``;
 q̇ is the virtual velocity carried across cycles (the caller feeds back the limited q̇_ref),
 ``tau`` an optional extra joint torque in the virtual model (N·m; acceleration solvers only) and
-``config`` an optional :class:`~fdcontrol.configuration.Configuration` already updated at
+``config`` an optional :class:`~fdcontrol.model.configuration.Configuration` already updated at
 q_measured: where the solver evaluates the model at exactly that q it reads J and H⁻¹ from it
 instead of running CRBA again (the loop updates one per cycle; without it the solver computes
 its own, to the same result within rounding).
@@ -34,10 +34,10 @@ from typing import Literal, Protocol
 import numpy as np
 import pinocchio as pin
 
-from .configuration import Configuration
-from .constraints import JointLimitConstraints, LockedDynamics, clamp, inset_limits
-from .integrators import Integrator, SemiImplicitEuler
-from .mappings import ForwardDynamics, Mapping
+from fdcontrol.loop.integrators import Integrator, SemiImplicitEuler
+from fdcontrol.mappings import ForwardDynamics, Mapping
+from fdcontrol.model.configuration import Configuration
+from fdcontrol.model.constraints import JointLimitConstraints, LockedDynamics, clamp, inset_limits
 
 DEFAULT_DECAY = 10.0  # 1/s: time constant 0.1 s; 10 N on the 1 kg tip → 1 m/s steady state
 JointLimitMode = Literal["constraints", "clamp", "none"]
@@ -119,10 +119,10 @@ class ForwardDynamicsSolver(_AccelerationSolver):
     """Seed eq. 10 with damping: q̈ = H⁻¹(Jᵀf + τ − D q̇ − C q̇) − c q̇ on the mapping's virtual model.
 
     Joint limits (``joint_limits``): "constraints" — locked-joint dynamics by the mapping's FD
-    algorithm with the active set decided once per sub-step (``fdcontrol.constraints``);
+    algorithm with the active set decided once per sub-step (``fdcontrol.model.constraints``);
     "clamp" — the reference controller's clamping; "none". ``limit_inset`` (rad, per joint or
     scalar) moves the virtual limits inside the robot's, so that in the loop they act before
-    the safety envelope does (``fdcontrol.constraints.braking_inset``).
+    the safety envelope does (``fdcontrol.model.constraints.braking_inset``).
     """
 
     def __init__(self, mapping: ForwardDynamics, integrator: Integrator | None = None,

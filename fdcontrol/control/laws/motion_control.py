@@ -1,6 +1,6 @@
 """Motion mode (seed 004 Fig. 2): f_c = K_p ⊙ e − K_d ⊙ ẋ + f_applied."""
 
-from .base import Law
+from fdcontrol.control.laws.base import Law
 
 
 class MotionControl(Law):

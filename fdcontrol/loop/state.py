@@ -22,8 +22,8 @@ from typing import Annotated, Any, Literal
 import msgpack
 import numpy as np
 
-from .laws import LAWS
-from .limits import LIMITS
+from fdcontrol.control.laws import LAWS
+from fdcontrol.limits import LIMITS
 
 WATCHDOG: tuple[str, ...] = ("idle", "ok", "tripped")
 #: the keys of ``limits_active``: every registered limit, then the solver's virtual joint limit

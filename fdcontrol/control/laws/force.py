@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .base import ControlInput, in_frame_gains
+from fdcontrol.control.laws.base import ControlInput, in_frame_gains
 
 
 @dataclass

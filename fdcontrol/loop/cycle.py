@@ -9,14 +9,14 @@ Cycle (period dt = 1/rate):
    sees half of a change),
 1. read the driver (q, q̇), then the streamed inputs (``io.poll``: the newest wrench, also one
    that arrived while a simulator ran its physics in ``read``); update the cycle's one
-   :class:`~fdcontrol.configuration.Configuration` (pose, J and, for the FD solver, the
+   :class:`~fdcontrol.model.configuration.Configuration` (pose, J and, for the FD solver, the
    Cholesky factor of H of its virtual model) — the control law, the solver, the null-space
    loads, the limits and the telemetry all read it; read the wrench sensor and filter it (``WrenchFilter``),
 2. f_c = control law (mode) + the streamed wrench (+ the twist-tracking term for a streamed
    twist); a streamed input counts as zero and the loop holds when it is older than
    ``command_timeout`` (watchdog),
 3. (q_ref, q̇) = solver.step(q, q̇_state, f_c, dt, τ) in ``substeps`` virtual sub-steps, with
-   τ the null-space posture and link loads (fdcontrol.posture, fdcontrol.link_loads),
+   τ the null-space posture and link loads (fdcontrol.control.posture, fdcontrol.control.link_loads),
 4. q̇_ref = safety limits(q̇); q_ref = q + dt q̇_ref; q̇_state = q̇_ref (anti-windup),
 5. send; a non-finite value anywhere holds the robot and records a fault — it never
    reaches the driver.
@@ -43,17 +43,17 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from .configuration import Configuration
-from .control import ControlInput, ControlLaw, WrenchFilter
-from .drivers.base import RobotDriver
-from .link_loads import LinkLoads
-from .posture import PostureTask, joint_load
-from .robot import RobotModel
-from .safety import SafetyLimits
-from .solvers import Solver
-from .spatial import check_vec6, finite, rotate6
-from .state import LoopState, new_state  # declared once, with units: fdcontrol/state.py
-from .twist import TwistError, check_twist
+from fdcontrol.control.law import ControlInput, ControlLaw, WrenchFilter
+from fdcontrol.control.link_loads import LinkLoads
+from fdcontrol.control.posture import PostureTask, joint_load
+from fdcontrol.control.twist import TwistError, check_twist
+from fdcontrol.drivers.base import RobotDriver
+from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.loop.solvers import Solver
+from fdcontrol.loop.state import LoopState, new_state  # declared once, with units: fdcontrol/loop/state.py
+from fdcontrol.model.configuration import Configuration
+from fdcontrol.model.robot import RobotModel
+from fdcontrol.model.spatial import check_vec6, finite, rotate6
 
 STATS_WINDOW = 5000
 #: what :meth:`ControlLoop.reconfigure` may change at run time (loop attribute names)
@@ -143,7 +143,7 @@ class ControlLoop:
         self.stats = Stats()
         self._command: Command | None = None
         self._twist: Command | None = None
-        self.posture, self.link_loads = posture, link_loads  # null-space loads (fdcontrol.posture)
+        self.posture, self.link_loads = posture, link_loads  # null-space loads (fdcontrol.control.posture)
         self._target: np.ndarray | None = None
         self._hold_request = False
         self._stop_request = False
@@ -182,7 +182,7 @@ class ControlLoop:
     def set_twist(self, twist: np.ndarray | list[float], frame: str = "base",
                   seq: int | None = None, t: float | None = None) -> None:
         """Latest-wins commanded tip twist [v; ω] (m/s, rad/s) for the velocity-tracking term
-        (fdcontrol.twist); same watchdog as wrenches. A stale wrench stream is dropped."""
+        (fdcontrol.control.twist); same watchdog as wrenches. A stale wrench stream is dropped."""
         try:
             v = check_twist(twist, frame)
         except TwistError as exc:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .spatial import check_vec6, rotate6
+from fdcontrol.model.spatial import check_vec6, rotate6
 
 #: accepted input range: larger commands are refused (the safety limits clip far below these)
 MAX_LINEAR = 5.0  # m/s

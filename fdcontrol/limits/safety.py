@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .limits import (
+from fdcontrol.limits import (
     BRAKING_MARGIN,
     LIMITS,
     CartesianSpeed,
@@ -62,14 +62,14 @@ from .limits import (
     PositionEnvelope,
     run,
 )
-from .limits.base import per_joint
-from .robot import RobotModel
+from fdcontrol.limits.base import per_joint
+from fdcontrol.model.robot import RobotModel
 
 
 def _compiled_default_four() -> Callable[..., tuple] | None:
     """limits.compiled.default_four (compiled on first import), or None where numba is missing."""
     try:
-        from .limits.compiled import default_four
+        from fdcontrol.limits.compiled import default_four
     except ImportError:
         return None
     return default_four

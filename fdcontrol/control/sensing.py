@@ -21,7 +21,7 @@ is then moved to the tip origin T (sensor pose in the tip frame: R_TS, p_TS):
     F_T = R_TS F_S,   τ_T = R_TS τ_S + p_TS × F_T,
 
 rotated to the base frame, passed through a deadband and a first-order low-pass. The result
-is ``f_measured`` as documented in :mod:`fdcontrol.control`: the wrench the tool exerts on
+is ``f_measured`` as documented in :mod:`fdcontrol.control.law`: the wrench the tool exerts on
 the environment, at the tip origin, base frame. At rest without contact it is zero in any
 orientation; a hand pushing the tool with F reads −F.
 """
@@ -34,7 +34,7 @@ from typing import Literal
 
 import numpy as np
 
-from .spatial import cross, rotate6
+from fdcontrol.model.spatial import cross, rotate6
 
 GRAVITY = np.array([0.0, 0.0, -9.81])
 SensorSign = Literal["robot_on_tool", "tool_on_robot"]

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from .robot import RobotModel
+from fdcontrol.model.robot import RobotModel
 
 RCOND = 1e-9  # relative eigenvalue cut-off of J H⁻¹ Jᵀ (singular directions join the null space)
 
@@ -96,9 +96,9 @@ def joint_load(virtual, q: np.ndarray, qd: np.ndarray, posture: PostureTask | No
                link_loads=None, config=None) -> np.ndarray | None:
     """The per-cycle joint load on the virtual model: τ = N̄ᵀ H a_p + (N̄ᵀ) Σ J_pᵀ F.
 
-    `virtual` is the solver's :class:`~fdcontrol.virtual.VirtualModel`, `link_loads` a
-    :class:`~fdcontrol.link_loads.LinkLoads`; N̄ᵀ is formed once and shared. None when there is
-    nothing to apply. `config`, a :class:`~fdcontrol.configuration.Configuration` of `virtual`
+    `virtual` is the solver's :class:`~fdcontrol.model.virtual.VirtualModel`, `link_loads` a
+    :class:`~fdcontrol.control.link_loads.LinkLoads`; N̄ᵀ is formed once and shared. None when there is
+    nothing to apply. `config`, a :class:`~fdcontrol.model.configuration.Configuration` of `virtual`
     updated at q, supplies H and J without another CRBA.
     """
     if posture is None and link_loads is None:

@@ -1,7 +1,7 @@
 """Control laws: the Cartesian control signal f_c of seed 004 Fig. 2, by composition.
 
 Sign convention for measured wrenches: ``f_measured`` is the wrench the robot's tool exerts
-ON the environment, at the tip origin (the sensor model of :mod:`fdcontrol.sensing`: the
+ON the environment, at the tip origin (the sensor model of :mod:`fdcontrol.control.sensing`: the
 raw reading with its sign, the tool's weight and the bias compensated). So a person pushing the tool towards +x gives
 f_measured along −x, and pure force control with f_target = 0 (hand guiding) moves the
 tool towards +x; pressing on a wall with f_target = +10 N·n settles where the wall pushes
@@ -18,10 +18,12 @@ from typing import Literal
 
 import numpy as np
 
-from .laws import LAWS, ControlInput, ForceTerm, MotionTerm, in_frame_gains, pose_error
-from .sensing import GRAVITY as GRAVITY  # re-exported for compatibility
-from .sensing import WrenchFilter as WrenchFilter  # moved to fdcontrol.sensing; importable here too
-from .twist import TwistTerm
+from fdcontrol.control.laws import LAWS, ControlInput, ForceTerm, MotionTerm, in_frame_gains, pose_error
+from fdcontrol.control.sensing import GRAVITY as GRAVITY  # re-exported for compatibility
+from fdcontrol.control.sensing import (
+    WrenchFilter as WrenchFilter,  # moved to fdcontrol.control.sensing; importable here too
+)
+from fdcontrol.control.twist import TwistTerm
 
 Frame = Literal["base", "tool"]
 Mode = str  # a name in LAWS
@@ -55,10 +57,10 @@ _IDENTITY.setflags(write=False)  # shared by every cycle: a term that wrote into
 
 @dataclass
 class ControlLaw:
-    """f_c = Σ terms + f_applied. The mode, a law registered in :data:`fdcontrol.laws.LAWS`,
+    """f_c = Σ terms + f_applied. The mode, a law registered in :data:`fdcontrol.control.laws.LAWS`,
     names the terms (see each law's docstring for its equation).
 
-    In every mode a live streamed twist adds the velocity-tracking term (fdcontrol.twist).
+    In every mode a live streamed twist adds the velocity-tracking term (fdcontrol.control.twist).
     """
 
     mode: Mode = "admittance"

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pinocchio as pin
 
-from .base import ControlInput, in_frame_gains
+from fdcontrol.control.laws.base import ControlInput, in_frame_gains
 
 
 def pose_error(pose: np.ndarray, target: np.ndarray, max_position: float, max_rotation: float
