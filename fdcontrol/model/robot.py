@@ -16,9 +16,10 @@ import pinocchio as pin
 
 from fdcontrol.model.spatial import finite
 
-URDF_DIR = Path(__file__).resolve().parent / "urdf"  # installed wheel: fdcontrol/urdf
+_PACKAGE = Path(__file__).resolve().parent.parent  # fdcontrol/
+URDF_DIR = _PACKAGE / "urdf"  # installed wheel: fdcontrol/urdf
 if not URDF_DIR.is_dir():  # source checkout / editable install: the repository's urdf/
-    URDF_DIR = Path(__file__).resolve().parent.parent / "urdf"
+    URDF_DIR = _PACKAGE.parent / "urdf"
 
 #: shipped robots: name → (file, base frame, tip frame)
 SHIPPED: dict[str, tuple[str, str, str]] = {
