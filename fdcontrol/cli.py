@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import sys
 from collections.abc import Callable
 
 import numpy as np
 
-from fdcontrol.mappings import analyze, make_mapping, mapping_names
+from fdcontrol.mappings import analyze, make_mapping, mapping_names, mapping_params, settings_kwargs
 from fdcontrol.model.robot import ModelError, RobotModel
 
 ANALYZE_JSON = """--json prints one object:
@@ -53,8 +52,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     names = mapping_names() if args.mapping == "all" else (args.mapping,)
     out: dict[str, dict[str, object]] = {}
     for name in names:
-        m = make_mapping(name, robot, gamma=args.gamma, alpha=args.alpha, algorithm=args.algorithm,
-                         gamma_max=args.gamma_max, length=args.sdls_length, max_error=args.sdls_max_error)
+        m = make_mapping(name, robot, **settings_kwargs(name, vars(args)))
         matrix = m.joint_space(q) if args.type == "joint" else m.cartesian(q)
         out[name] = {"params": m.params(), **analyze(matrix).as_dict()}
     if args.json:
@@ -126,12 +124,13 @@ def build_parser(*commands: Command) -> argparse.ArgumentParser:
     a.add_argument("--q", required=True, nargs="+", metavar="Q",
                    help="joint positions (rad), comma or space separated; see below for negative values")
     a.add_argument("--mapping", default="all", choices=(*mapping_names(), "all"))
-    a.add_argument("--gamma", type=float, default=1e3, help="FD mass dominance γ (> 0)")
-    a.add_argument("--alpha", type=float, default=0.1, help="DLS damping α (> 0)")
-    a.add_argument("--algorithm", default="cholesky", choices=("cholesky", "aba", "qr"), help="FD algorithm")
-    a.add_argument("--gamma-max", type=float, default=math.pi / 4, help="SDLS clamp γ_max (rad)")
-    a.add_argument("--sdls-length", type=float, default=0.5, help="SDLS characteristic length L (m)")
-    a.add_argument("--sdls-max-error", type=float, default=0.1, help="SDLS target clamp D_max (m)")
+    seen: set[str] = set()
+    for prm in (x for n in mapping_names() for x in mapping_params(n)):  # each mapping's declared parameters
+        if prm.name not in seen:
+            seen.add(prm.name)
+            a.add_argument(f"--{prm.name.replace('_', '-')}", dest=prm.name, default=prm.default,
+                           type=float if prm.kind == "float" else str, choices=prm.options() or None,
+                           help=f"{prm.description}{f' ({prm.unit})' if prm.unit else ''} [{prm.owner}]")
     a.add_argument("--type", default="joint", choices=("joint", "cartesian"))
     a.add_argument("--json", action="store_true", help="print one JSON object (shape below)")
     a.set_defaults(func=cmd_analyze)

@@ -20,12 +20,26 @@ from fdcontrol.limits.safety import SafetyLimits
 from fdcontrol.loop.cycle import ControlLoop
 from fdcontrol.loop.integrators import make_integrator
 from fdcontrol.loop.solvers import make_solver
+from fdcontrol.mappings import settings_kwargs
 from fdcontrol.model.constraints import braking_inset
-from fdcontrol.server.settings import NEEDS_STOP, ControlParams, Settings
+from fdcontrol.params import change_errors
+from fdcontrol.server.settings import PARAMS, ControlParams, Settings
 
 
 class ConflictError(RuntimeError):
-    """A change that needs the loop stopped (HTTP 409)."""
+    """A change its run-time policy does not allow in the loop's present phase (HTTP 409)."""
+
+
+class PolicyError(ValueError):
+    """A change its run-time policy never allows (a safety bound loosened beyond startup; HTTP 422)."""
+
+
+def loop_phase(loop: ControlLoop) -> str:
+    """``stopped``, ``holding`` (running, held at standstill: every joint's reference velocity 0) or ``moving``."""
+    if not loop.running:
+        return "stopped"
+    s = loop.state
+    return "holding" if s.holding and not np.any(s.qd_ref) else "moving"
 
 
 def load_driver(spec: str, robot: RobotModel, dt: float, options: dict[str, Any]) -> RobotDriver:
@@ -45,8 +59,7 @@ def load_driver(spec: str, robot: RobotModel, dt: float, options: dict[str, Any]
 
 
 def build_solver(robot: RobotModel, p: ControlParams):
-    mapping = make_mapping(p.mapping, robot, gamma=p.gamma, alpha=p.alpha, gamma_max=p.gamma_max,
-                           algorithm=p.algorithm, length=p.sdls_length, max_error=p.sdls_max_error)
+    mapping = make_mapping(p.mapping, robot, **settings_kwargs(p.mapping, p))  # its declared parameters
     # virtual limits inside the safety envelope's braking distance: they act first (docs/numerics.md)
     inset = braking_inset(p.velocity_scale * robot.limits.velocity, p.max_joint_acceleration)
     return make_solver(mapping, make_integrator(p.integrator), decay=p.decay,
@@ -99,6 +112,13 @@ def build_filter(p: ControlParams, old: WrenchFilter | None = None, driver: Any 
     return f
 
 
+#: parameters whose change alters what the sensor reading or the law means: applied at standstill
+#: (their policy), after which the loop resumes from rest and re-zeroes the sensor bias at the held
+#: pose when the sensor model changed (nobody touches the tool while its calibration changes)
+_MEANING = frozenset(k for k, p in PARAMS.items() if p.policy == "holding")
+BRAKE_WAIT = 10.0  # s: longest wait for the arm to reach standstill before PATCH answers
+
+
 class Runtime:
     """Owns the loop; configuration changes build new parts and swap them in by reference."""
 
@@ -115,6 +135,7 @@ class Runtime:
                            limits=build_limits(robot, p), wrench_filter=build_filter(p, driver=driver),
                            rate=p.rate, command_timeout=p.command_timeout, max_force=p.max_force,
                            max_torque=p.max_torque, realtime=self.settings.realtime,
+                           sensor_timeout=p.sensor_timeout,
                            telemetry_decimation=p.telemetry_decimation,
                            posture=build_posture(robot, p), link_loads=build_link_loads(robot, p))
 
@@ -122,14 +143,24 @@ class Runtime:
     def robot(self) -> RobotModel:
         return self.loop.robot
 
+    def startup(self) -> dict[str, Any]:
+        """The parameters the service started with: the bounds of ``tighten`` parameters."""
+        return self.settings.model_dump(include=set(PARAMS))
+
     def update(self, changes: dict[str, Any]) -> ControlParams:
-        """Validate and apply a partial update; structural changes need the loop stopped."""
+        """Validate and apply a partial update under each parameter's run-time policy
+        (fdcontrol.params): the same check as the API's, here against the loop itself."""
         with self._lock:
             new = ControlParams.model_validate({**self.params.model_dump(), **changes})
-            structural = {k for k in changes if k in NEEDS_STOP and getattr(new, k) != getattr(self.params, k)}
-            if structural and self.loop.running:
-                raise ConflictError(f"changing {', '.join(sorted(structural))} needs the loop stopped "
-                                    "(POST /control/stop first)")
+            current = self.params.model_dump()
+            conflicts, refusals = change_errors(PARAMS, new.model_dump(include=set(changes)), current,
+                                                self.startup(), loop_phase(self.loop))
+            if refusals:
+                raise PolicyError("; ".join(m for _, m in refusals))
+            if conflicts:
+                raise ConflictError("; ".join(m for _, m in conflicts))
+            changed = {k for k in changes if getattr(new, k) != current[k]}
+            structural = {k for k in changed if PARAMS[k].policy in ("stopped", "startup")}
             if structural:
                 old = self.loop
                 old.driver.close()  # first: a new driver may need the same socket or device
@@ -146,8 +177,10 @@ class Runtime:
                     limits=build_limits(loop.robot, new), filter=build_filter(new, loop.filter, loop.driver),
                     posture=build_posture(loop.robot, new), link_loads=build_link_loads(loop.robot, new),
                     command_timeout=new.command_timeout, telemetry_decimation=new.telemetry_decimation,
-                    max_force=new.max_force, max_torque=new.max_torque)
-                done.wait(max(0.5, 20 * loop.period))  # applied at the next cycle: answer after it
+                    max_force=new.max_force, max_torque=new.max_torque, sensor_timeout=new.sensor_timeout,
+                    **({"rest": True} if changed & _MEANING else {}))
+                # applied at the next cycle (a change of meaning: at standstill, after braking): answer after it
+                done.wait(BRAKE_WAIT if changed & _MEANING else max(0.5, 20 * loop.period))
             self.params = new
             return new
 

@@ -223,7 +223,7 @@ def _beat(channel: Channel, stop: threading.Event) -> None:
 def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Connection) -> None:
     from fdcontrol.server.metrics import LoopMetrics
     from fdcontrol.server.record_ring import StateRing
-    from fdcontrol.server.runtime import ConflictError, Runtime
+    from fdcontrol.server.runtime import ConflictError, PolicyError, Runtime
     from fdcontrol.server.settings import Settings
 
     settings = Settings.model_validate_json(settings_json)
@@ -277,6 +277,8 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Co
             conn.send(("ok", result))
         except ConflictError as exc:
             conn.send(("conflict", str(exc)))
+        except PolicyError as exc:
+            conn.send(("invalid", str(exc)))
         except ValidationError as exc:
             conn.send(("invalid", [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()]))
         except Exception as exc:  # report, keep serving

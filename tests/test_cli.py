@@ -44,7 +44,7 @@ def test_analyze_table_and_singular_json():
     (("--robot", "ur10", "--q", "0,0,nan,0,0,0"), "NaN or Inf"),
     (("--robot", "ur10", "--q", "0,zero,0,0,0,0"), "cannot parse"),
     (("--robot", "ur10", "--tip", "flange", "--q", "0,0,0,0,0,0"), "available frames"),
-    (("--robot", "ur10", "--q", "0,0,0,0,0,0", "--gamma", "-1"), "gamma must be finite"),
+    (("--robot", "ur10", "--q", "0,0,0,0,0,0", "--gamma", "-1"), "gamma must be ≥ 1e-06"),
 ])
 def test_analyze_bad_input_exits_2_with_one_line(args, message):
     p = run("analyze", *args)

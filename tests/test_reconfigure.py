@@ -76,9 +76,9 @@ def test_applies_at_the_next_cycle_boundary() -> None:
     try:
         time.sleep(0.05)
         for k in range(20):
-            done = loop.reconfigure(command_timeout=0.25 + k, law=TaggedLaw(1000 + k, ref, seen))
+            done = loop.reconfigure(command_timeout=0.25 + 0.1 * k, law=TaggedLaw(1000 + k, ref, seen))
             assert done.wait(2.0)
-            assert loop.command_timeout == 0.25 + k
+            assert loop.command_timeout == 0.25 + 0.1 * k
             assert 0 <= done.applied_cycle - done.queued_cycle <= 1  # type: ignore[attr-defined]
             time.sleep(0.0007 * k)
     finally:

@@ -114,7 +114,7 @@ def test_decoupling_improves_with_gamma(ur10, rng):
 
 @pytest.mark.parametrize("gamma", [0.0, -1.0, float("nan"), float("inf")])
 def test_gamma_is_validated(ur10, gamma):
-    with pytest.raises(ModelError, match="gamma must be finite and > 0"):
+    with pytest.raises(ModelError, match="gamma must be"):
         VirtualModel(ur10, gamma)
 
 

@@ -24,9 +24,29 @@ from fdcontrol.control.sensing import (
     WrenchFilter as WrenchFilter,  # moved to fdcontrol.control.sensing; importable here too
 )
 from fdcontrol.control.twist import TwistTerm
+from fdcontrol.params import Param, declare
 
 Frame = Literal["base", "tool"]
 Mode = str  # a name in LAWS
+
+_GAIN = {"kind": "vector", "size": 6, "ge": 0, "le": 1e5}
+#: the laws' parameters, declared once (fdcontrol.params); the mode and frame change only at standstill
+PARAMS = declare(
+    "law",
+    Param("mode", "choice", "admittance", "the control law (a registered one): what f_c is made of",
+          policy="holding", choices=lambda: LAWS.names()),
+    Param("frame", "choice", "base", "axes of the per-axis gains: base or tool", policy="holding",
+          choices=("base", "tool")),
+    Param("stiffness", default=[200.0] * 3 + [50.0] * 3, description="motion law stiffness K "
+          "(N/m ×3, N·m/rad ×3)", **_GAIN),
+    Param("damping", default=[10.0] * 3 + [5.0] * 3, description="motion law damping "
+          "(N·s/m ×3, N·m·s/rad ×3)", **_GAIN),
+    Param("force_gain", default=[1.0] * 6, description="force law gain K_f (dimensionless)", **_GAIN),
+    Param("force_target", "vector", [0.0] * 6, "force law setpoint: the wrench to press with (N ×3, N·m ×3); a "
+          "setpoint, so it changes only at standstill", policy="holding", size=6, ge=-1e4, le=1e4),
+    Param("twist_gain", default=[50.0] * 3 + [5.0] * 3, description="twist tracking gain K_v "
+          "(N·s/m ×3, N·m·s/rad ×3)", **_GAIN),
+)
 
 
 def __getattr__(name: str) -> tuple[str, ...]:
@@ -74,6 +94,11 @@ class ControlLaw:
         if key == "mode":
             object.__setattr__(self, "_terms", LAWS.get(str(value)).terms)
         object.__setattr__(self, key, value)
+
+    @property
+    def uses_sensor(self) -> bool:
+        """The mode reads the force sensor (its force term): the loop's sensor watchdog guards it."""
+        return "force" in self._terms
 
     def __call__(self, x: ControlInput) -> np.ndarray:
         R = x.pose[:3, :3] if self.frame == "tool" else _IDENTITY

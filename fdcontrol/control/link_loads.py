@@ -33,8 +33,19 @@ import numpy as np
 import pinocchio as pin
 
 from fdcontrol.model.robot import ModelError, RobotModel
+from fdcontrol.params import Param, declare
 
 LinkLoadMode = Literal["projected", "physical"]
+
+#: the link loads' parameters, declared once (fdcontrol.params); the list's items are validated by
+#: :func:`link_loads_from_config` (and by the service's schema of one item)
+PARAMS = declare(
+    "link loads",
+    Param("link_loads", "spec", [], "repulsive spring–dampers keeping link origins outside planes or spheres",
+          policy="holding", max_items=32),
+    Param("link_load_mode", "choice", "projected", "projected: null space only (tip unaffected); physical: the "
+          "tip yields too", policy="holding", choices=("projected", "physical")),
+)
 
 
 def _unit(v: np.ndarray | list[float], name: str) -> np.ndarray:

@@ -32,6 +32,7 @@ import numpy as np
 import scipy.linalg
 
 from fdcontrol.model.robot import RobotModel
+from fdcontrol.params import Param, declare
 
 RCOND = 1e-9  # relative eigenvalue cut-off of J H⁻¹ Jᵀ (singular directions join the null space)
 
@@ -53,6 +54,19 @@ def _vec(x: float | np.ndarray | list[float], n: int, name: str) -> np.ndarray:
     if not np.all(np.isfinite(v)) or np.any(v < 0):
         raise ValueError(f"{name} must be {n} finite non-negative numbers (or one for all joints)")
     return v
+
+#: the posture task's parameters, declared once (fdcontrol.params)
+PARAMS = declare(
+    "posture",
+    Param("posture", "choice", "auto", "null-space posture task: on, off, or auto (on for redundant arms with "
+          "the FD mapping)", policy="holding", choices=("auto", "on", "off")),
+    Param("posture_stiffness", "float", 10.0, "K of the posture spring (mass-normalised, = ω²)", "1/s²", ge=0,
+          le=1e4),
+    Param("posture_damping", "float", 0.0, "D of the posture task, added to the velocity decay", "1/s", ge=0,
+          le=1e3),
+    Param("posture_preferred", "vector", None, "preferred posture (default: see the posture task)", "rad",
+          policy="holding", nullable=True, ge=-1e3, le=1e3),
+)
 
 
 def mid_range(robot: RobotModel) -> np.ndarray:

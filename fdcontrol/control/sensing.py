@@ -35,9 +35,29 @@ from typing import Literal
 import numpy as np
 
 from fdcontrol.model.spatial import cross, rotate6
+from fdcontrol.params import Param, declare
 
 GRAVITY = np.array([0.0, 0.0, -9.81])
 SensorSign = Literal["robot_on_tool", "tool_on_robot"]
+
+#: the sensor model's parameters, declared once (fdcontrol.params). What the reading means — its sign,
+#: where the sensor sits, the tool's weight — changes only while the arm is held at standstill.
+PARAMS = declare(
+    "sensor",
+    Param("tool_mass", "float", 0.0, "mass of the tool beyond the sensor, compensated (0 on a simulated "
+          "arm: the simulated tool's own mass)", "kg", policy="holding", ge=0, le=100),
+    Param("tool_com", "vector", [0.0, 0.0, 0.0], "the tool's centre of mass in the sensor frame", "m",
+          policy="holding", size=3, ge=-2, le=2),
+    Param("deadband_force", "float", 0.0, "forces below this norm read as zero", "N", ge=0, le=100),
+    Param("deadband_torque", "float", 0.0, "torques below this norm read as zero", "N·m", ge=0, le=10),
+    Param("filter_cutoff", "float", 0.0, "low-pass cut-off on the sensor (0: off)", "Hz", ge=0, le=1000),
+    Param("sensor_sign", "choice", "robot_on_tool", "the raw reading's convention: the wrench the robot "
+          "exerts on the tool, or the tool on the robot", policy="holding", choices=("robot_on_tool", "tool_on_robot")),
+    Param("sensor_position", "vector", [0.0, 0.0, 0.0], "sensor origin in the tip frame", "m",
+          policy="holding", size=3, ge=-2, le=2),
+    Param("sensor_rpy", "vector", [0.0, 0.0, 0.0], "sensor orientation in the tip frame, roll-pitch-yaw", "rad",
+          policy="holding", size=3, ge=-7, le=7),
+)
 SIGNS: tuple[str, ...] = ("robot_on_tool", "tool_on_robot")
 
 

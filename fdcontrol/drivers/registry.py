@@ -11,9 +11,18 @@ from typing import Any
 
 from fdcontrol.drivers.base import RobotDriver
 from fdcontrol.model.robot import RobotModel
+from fdcontrol.params import Param, declare
 from fdcontrol.registry import Registry
 
 DRIVERS: Registry[RobotDriver] = Registry("driver")
+#: the driver's parameters, declared once (fdcontrol.params): startup only (nothing executable or
+#: file-system shaped from the network)
+PARAMS = declare(
+    "driver",
+    Param("driver", "str", "mujoco", "a registered driver or, at startup only, 'package.module:Class'",
+          policy="startup"),
+    Param("driver_options", "spec", {}, "the driver's own options (see its documentation)", policy="startup"),
+)
 DRIVERS.register_lazy("simulated", "fdcontrol.drivers.simulated:SimulatedRobot")
 DRIVERS.register_lazy("udp", "fdcontrol.drivers.udp:UdpBridgeDriver")
 DRIVERS.register_lazy("mujoco", "fdcontrol.drivers.mujoco:MujocoRobot")

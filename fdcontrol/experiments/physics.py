@@ -51,7 +51,7 @@ def rig(robot: RobotModel, mapping: str = "fd", mode: str = "velocity", law: Con
     drv = MujocoRobot(robot, dt=DT, mode=mode, q0=q0, tool=tool, objects=objects or [],  # type: ignore[arg-type]
                       sensor_sign=sign)
     filt = WrenchFilter(tool_mass=tool.mass, tool_com=np.array(tool.com), sign=sign)  # type: ignore[arg-type]
-    solver = make_solver(make_mapping(mapping, robot, gamma=1e3))
+    solver = make_solver(make_mapping(mapping, robot))
     loop = ControlLoop(robot, drv, solver, law=law, limits=SafetyLimits.from_robot(robot),
                        wrench_filter=filt, rate=1 / DT)
     return Rig(loop, drv, robot)

@@ -64,6 +64,7 @@ from fdcontrol.limits import (
 )
 from fdcontrol.limits.base import per_joint
 from fdcontrol.model.robot import RobotModel
+from fdcontrol.params import Param, declare
 
 
 def _compiled_default_four() -> Callable[..., tuple] | None:
@@ -79,6 +80,20 @@ __all__ = ["BRAKING_MARGIN", "DEFAULT_LIMITS", "LimitParams", "SafetyLimits", "c
 
 #: the limits composed unless configured otherwise, in their order
 DEFAULT_LIMITS: tuple[str, ...] = ("cartesian", "position", "velocity", "acceleration")
+
+#: the limits' parameters, declared once (fdcontrol.params): bounds that may only be tightened at run time
+PARAMS = declare(
+    "limits",
+    Param("velocity_scale", "float", 0.5, "joint velocity limit as a fraction of the robot description's",
+          policy="tighten", gt=0, le=1),
+    Param("max_joint_acceleration", "float", 4.0, "joint acceleration limit", "rad/s²", policy="tighten",
+          gt=0, le=50),
+    Param("max_linear_speed", "float", 0.5, "tip speed limit", "m/s", policy="tighten", gt=0, le=3),
+    Param("max_angular_speed", "float", 1.5, "tip angular speed limit", "rad/s", policy="tighten", gt=0, le=10),
+    Param("limits", "names", list(DEFAULT_LIMITS), "the safety limits composed after the solver, in their "
+          "fixed order; position, velocity and acceleration are required; at run time limits may be added, "
+          "not removed", policy="tighten", choices=lambda: LIMITS.names()),
+)
 
 
 @dataclass(frozen=True)

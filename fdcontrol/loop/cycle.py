@@ -54,11 +54,25 @@ from fdcontrol.loop.state import LoopState, new_state  # declared once, with uni
 from fdcontrol.model.configuration import Configuration
 from fdcontrol.model.robot import RobotModel
 from fdcontrol.model.spatial import check_vec6, finite, rotate6
+from fdcontrol.params import Param, declare
 
 STATS_WINDOW = 5000
 #: what :meth:`ControlLoop.reconfigure` may change at run time (loop attribute names)
 RECONFIGURABLE = frozenset({"law", "solver", "limits", "filter", "posture", "link_loads", "command_timeout",
-                            "telemetry_decimation", "max_force", "max_torque", "max_tracking_error", "spin"})
+                            "telemetry_decimation", "max_force", "max_torque", "max_tracking_error", "spin",
+                            "sensor_timeout", "rest"})
+#: the loop's parameters, declared once (fdcontrol.params)
+PARAMS = declare(
+    "loop",
+    Param("rate", "float", 500.0, "control loop rate", "Hz", policy="stopped", ge=10, le=2000),
+    Param("command_timeout", "float", 0.1, "watchdog: a streamed wrench or twist older than this counts as zero "
+          "and the arm holds", "s", policy="tighten", ge=0.005, le=10),
+    Param("sensor_timeout", "float", 0.05, "sensor watchdog: a law that reads the force sensor holds the arm when "
+          "its newest reading is older than this", "s", policy="tighten", ge=0.002, le=10),
+    Param("telemetry_decimation", "int", 10, "σmin(J) and κ(H) every n-th cycle", ge=1, le=10000),
+    Param("max_force", "float", 500.0, "largest |F| of an input wrench", "N", policy="tighten", gt=0, le=1e4),
+    Param("max_torque", "float", 50.0, "largest |τ| of an input wrench", "N·m", policy="tighten", gt=0, le=1e3),
+)
 
 
 @dataclass(frozen=True)
@@ -125,16 +139,19 @@ class ControlLoop:
                  command_timeout: float = 0.1, max_force: float = 500.0,
                  max_torque: float = 50.0, realtime: bool = False, spin: float = 0.0,
                  telemetry_decimation: int = 10, posture: PostureTask | None = None,
-                 link_loads: LinkLoads | None = None) -> None:
+                 link_loads: LinkLoads | None = None, sensor_timeout: float = 0.05) -> None:
         if not (math.isfinite(rate) and 1.0 <= rate <= 5000.0):
             raise ValueError("rate must be within [1, 5000] Hz")
-        _check_params({"command_timeout": command_timeout, "telemetry_decimation": telemetry_decimation})
+        _check_params({"command_timeout": command_timeout, "telemetry_decimation": telemetry_decimation,
+                       "sensor_timeout": sensor_timeout, "max_force": max_force, "max_torque": max_torque})
         self.robot, self.driver, self.solver = robot, driver, solver
         self.law = law or ControlLaw()
         self.limits = limits or SafetyLimits.from_robot(robot)
         self.filter = wrench_filter or WrenchFilter()
         self.rate, self.period = float(rate), 1.0 / rate
         self.command_timeout = float(command_timeout)
+        self.sensor_timeout = float(sensor_timeout)
+        self._sensor_at = -math.inf  # the loop's time of the newest sensor reading
         self.max_force, self.max_torque = float(max_force), float(max_torque)
         self.realtime = realtime
         self.spin = float(spin)
@@ -234,6 +251,11 @@ class ControlLoop:
         counts at both moments (applied at the next cycle boundary: they differ by at most 1).
         Build new parts (law, solver, limits…) outside, pass them here:
         the loop only swaps references.
+
+        ``rest=True`` marks a change of what the sensor or the law means (the ``holding`` policy,
+        fdcontrol.params): the loop brakes to standstill within its limits first, applies the
+        changes there, takes the sensor bias again at the held pose and resumes from rest, with
+        fresh inputs (the stream's next command re-arms the watchdog).
         """
         unknown = set(changes) - RECONFIGURABLE
         if unknown:
@@ -259,8 +281,13 @@ class ControlLoop:
         with self._pending_lock:
             changes, done = self._pending, self._pending_done
             self._pending, self._pending_done = {}, []
+        rest = changes.pop("rest", False)
         for name, value in changes.items():
             setattr(self, name, _SCALARS[name](value) if name in _SCALARS else value)  # type: ignore[operator]
+        if rest:  # what the sensor or the law means changed (at standstill): resume from rest, fresh inputs,
+            self.qd_state = np.zeros(self.robot.dof)  # and the sensor bias taken again at the held pose
+            self._command = self._twist = None
+            self._zero_request = True
         for e in done:
             e.applied_cycle = self.cycle  # type: ignore[attr-defined]
             e.set()
@@ -277,8 +304,12 @@ class ControlLoop:
 
     def step(self, now: float | None = None) -> LoopState:
         """One control cycle (public so tests and simulations can run the loop synchronously)."""
+        braking = False
         if self._pending:  # a cycle boundary: everything reconfigure() queued, at once
-            self._apply_pending()
+            if self._pending.get("rest") and np.any(self.qd_ref):
+                braking = True  # a change of meaning waits for standstill: this cycle brakes
+            else:
+                self._apply_pending()
         dt = self.period
         js = self.driver.read()  # first, so that inputs that arrive meanwhile still count in this cycle
         if self.io is not None:
@@ -295,6 +326,7 @@ class ControlLoop:
         raw = self.driver.read_wrench()
         f_meas = self._zero6
         if raw is not None:
+            self._sensor_at = now
             R = pose[:3, :3]
             if self._zero_request:
                 self.filter.zero(raw, R)
@@ -314,7 +346,10 @@ class ControlLoop:
                 watchdog = "tripped"
             else:
                 watchdog, v_cmd = ("tripped" if watchdog == "tripped" else "ok"), tw.wrench
-        holding = self._hold_request or self._stop_request or watchdog == "tripped" or self.fault is not None
+        if self.law.uses_sensor and math.isfinite(self._sensor_at) and now - self._sensor_at > self.sensor_timeout:
+            watchdog = "sensor_stale"  # hand guiding on a sensor stream gone quiet: hold until readings return
+        holding = self._hold_request or self._stop_request or watchdog in ("tripped", "sensor_stale") \
+            or self.fault is not None or braking
         fc = self.law(ControlInput(pose, conf.twist(js.qd), f_meas, f_applied, self._target, v_cmd))
         if holding:
             qd_des = np.zeros(self.robot.dof)
@@ -475,17 +510,15 @@ class ControlLoop:
 
 #: the scalar parameters among RECONFIGURABLE, with the type they are stored as
 _SCALARS = {"telemetry_decimation": int, "command_timeout": float, "max_force": float, "max_torque": float,
-            "max_tracking_error": float, "spin": float}
+            "max_tracking_error": float, "spin": float, "sensor_timeout": float}
 
 
 def _check_params(changes: dict[str, object]) -> None:
-    """The checks of the scalar parameters among `changes` (construction and reconfigure)."""
-    t = changes.get("command_timeout")
-    if t is not None and not (math.isfinite(float(t)) and float(t) > 0):  # type: ignore[arg-type]
-        raise ValueError("command_timeout must be > 0 s")
-    n = changes.get("telemetry_decimation")
-    if n is not None and int(n) < 1:  # type: ignore[call-overload]
-        raise ValueError("telemetry_decimation must be >= 1")
+    """The loop's declared parameters among `changes`, checked by their declarations (construction and
+    reconfigure): ParamError (a ValueError) names the parameter and its bounds."""
+    for p in PARAMS:
+        if p.name in changes:
+            p.check(changes[p.name])
 
 
 def _fresh(c: Command | None, now: float, timeout: float) -> Command | None:

@@ -16,6 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
+from fdcontrol.params import Param, declare
 from fdcontrol.registry import Registry
 
 Accel = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -129,6 +130,8 @@ class BogackiShampine:
 
 
 INTEGRATORS: Registry[Integrator] = Registry("integrator")
+PARAMS = declare("integrator", Param("integrator", "choice", "euler", "integrator of the virtual model "
+                                     "(a registered one)", choices=lambda: INTEGRATORS.names()))
 for _cls in (SemiImplicitEuler, RK4, BogackiShampine):
     INTEGRATORS.register(_cls.name)(_cls)
 

@@ -38,9 +38,21 @@ from fdcontrol.loop.integrators import Integrator, SemiImplicitEuler
 from fdcontrol.mappings import ForwardDynamics, Mapping
 from fdcontrol.model.configuration import Configuration
 from fdcontrol.model.constraints import JointLimitConstraints, LockedDynamics, clamp, inset_limits
+from fdcontrol.params import Param, declare
 
 DEFAULT_DECAY = 10.0  # 1/s: time constant 0.1 s; 10 N on the 1 kg tip → 1 m/s steady state
 JointLimitMode = Literal["constraints", "clamp", "none"]
+
+#: the solvers' parameters, declared once (fdcontrol.params)
+PARAMS = declare(
+    "solver",
+    Param("decay", "float", DEFAULT_DECAY, "velocity decay c: damping D = c·H, so a constant wrench settles at "
+          "q̇ = H⁻¹Jᵀf/c", "1/s", policy="holding", gt=0, le=1000),
+    Param("substeps", "int", 1, "virtual integration sub-steps per cycle", ge=1, le=64),
+    Param("coriolis", "bool", True, "keep C(q, q̇)q̇ of the virtual model in the solver"),
+    Param("joint_limits", "choice", "constraints", "the virtual model at a joint limit: locked-joint dynamics "
+          "(constraints), clamping, or none", policy="holding", choices=("constraints", "clamp", "none")),
+)
 
 
 class Solver(Protocol):

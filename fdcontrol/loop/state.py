@@ -25,7 +25,8 @@ import numpy as np
 from fdcontrol.control.laws import LAWS
 from fdcontrol.limits import LIMITS
 
-WATCHDOG: tuple[str, ...] = ("idle", "ok", "tripped")
+#: sensor_stale: a law that reads the force sensor got no reading for ``sensor_timeout``
+WATCHDOG: tuple[str, ...] = ("idle", "ok", "tripped", "sensor_stale")
 #: the keys of ``limits_active``: every registered limit, then the solver's virtual joint limit
 LIMIT_KEYS: tuple[str, ...] = (*LIMITS.names(), "virtual_joint_limit")
 
@@ -80,7 +81,7 @@ class LoopState:
     mode: str = field(metadata=choice(LAWS.names(), "control law mode"))
     running: bool = field(metadata=scalar("bool", "the fixed-rate loop is running"))
     holding: bool = field(metadata=scalar("bool", "braking to / holding standstill (hold, watchdog or fault)"))
-    watchdog: str = field(metadata=choice(WATCHDOG, "streamed-wrench watchdog: idle, ok or tripped"))
+    watchdog: str = field(metadata=choice(WATCHDOG, "input watchdog: idle, ok, tripped (stale stream) or sensor_stale"))
     seq_ack: int = field(metadata=scalar("int", "sequence number of the last streamed wrench used"))
     fault: str | None = field(metadata=text("why the loop holds after a fault; null when none"))
     sigma_min_j: float = field(metadata=scalar("float", "σmin of the Jacobian (singularity telemetry)"))

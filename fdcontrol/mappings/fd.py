@@ -6,7 +6,8 @@ import numpy as np
 
 from fdcontrol.mappings.base import MAPPINGS, Mapping
 from fdcontrol.model.robot import ModelError, RobotModel
-from fdcontrol.model.virtual import ALGORITHMS, Algorithm, VirtualModel, check_gamma
+from fdcontrol.model.virtual import ALGORITHM, ALGORITHMS, GAMMA, Algorithm, VirtualModel, check_gamma
+from fdcontrol.params import declare
 
 
 @MAPPINGS.register("fd")
@@ -18,8 +19,10 @@ class ForwardDynamics(Mapping):
 
     name = "fd"
     solver = "forward_dynamics"
+    PARAMS = declare("mapping fd", GAMMA, ALGORITHM)
 
-    def __init__(self, robot: RobotModel, gamma: float = 1e3, algorithm: Algorithm = "cholesky") -> None:
+    def __init__(self, robot: RobotModel, gamma: float = GAMMA.default, algorithm: Algorithm = ALGORITHM.default
+                 ) -> None:
         super().__init__(robot)
         if algorithm not in ALGORITHMS:
             raise ModelError(f"unknown algorithm {algorithm!r}; expected 'cholesky', 'aba' or 'qr'")

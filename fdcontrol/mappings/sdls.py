@@ -6,8 +6,9 @@ import math
 
 import numpy as np
 
-from fdcontrol.mappings.base import MAPPINGS, Mapping, check_positive
+from fdcontrol.mappings.base import MAPPINGS, Mapping, check_param
 from fdcontrol.model.robot import RobotModel
+from fdcontrol.params import Param, declare
 
 
 def clamp_max_abs(w: np.ndarray, d: float) -> np.ndarray:
@@ -52,13 +53,20 @@ class SelectivelyDampedLeastSquares(Mapping):
 
     name = "sdls"
     solver = "velocity"
+    PARAMS = declare(
+        "mapping sdls",
+        Param("gamma_max", "float", math.pi / 4, "largest joint step γ_max of one solve", "rad", ge=1e-9, le=10),
+        # upper bounds wide enough for a model in millimetres (the algorithm is unit-consistent)
+        Param("sdls_length", "float", 0.5, "characteristic length L: a rotation of 1 rad weighs L metres", "m",
+              ge=1e-6, le=1e4, arg="length"),
+        Param("sdls_max_error", "float", 0.1, "clamp D_max of the Cartesian error per solve", "m", ge=1e-9,
+              le=1e4, arg="max_error"))
 
-    def __init__(self, robot: RobotModel, gamma_max: float = math.pi / 4, length: float = 0.5,
-                 max_error: float = 0.1) -> None:
+    def __init__(self, robot: RobotModel, gamma_max: float = PARAMS[0].default, length: float = PARAMS[1].default,
+                 max_error: float = PARAMS[2].default) -> None:
         super().__init__(robot)
-        self.gamma_max = check_positive("gamma_max", gamma_max)
-        self.length = check_positive("length", length)
-        self.max_error = check_positive("max_error", max_error)
+        self.gamma_max, self.length, self.max_error = (
+            check_param(p, v) for p, v in zip(self.PARAMS, (gamma_max, length, max_error), strict=True))
         self._scale = np.array([1.0, 1.0, 1.0, self.length, self.length, self.length])
 
     def _svd(self, q: np.ndarray):

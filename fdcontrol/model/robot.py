@@ -15,6 +15,7 @@ import numpy as np
 import pinocchio as pin
 
 from fdcontrol.model.spatial import finite
+from fdcontrol.params import Param, declare
 
 _PACKAGE = Path(__file__).resolve().parent.parent  # fdcontrol/
 URDF_DIR = _PACKAGE / "urdf"  # installed wheel: fdcontrol/urdf
@@ -27,6 +28,16 @@ SHIPPED: dict[str, tuple[str, str, str]] = {
     "panda": ("panda.urdf", "panda_link0", "panda_link8"),
     "planar2": ("planar2.urdf", "base", "tip"),
 }
+
+#: the robot model's parameters, declared once (fdcontrol.params)
+PARAMS = declare(
+    "robot",
+    Param("robot", "str", "ur10", f"a shipped robot ({', '.join(SHIPPED)}) or a .urdf path", policy="stopped"),
+    Param("base", "str", None, "base frame of the chain (default: the shipped robot's)", policy="startup",
+          nullable=True),
+    Param("tip", "str", None, "tip frame of the chain (default: the shipped robot's)", policy="startup",
+          nullable=True),
+)
 
 
 #: a well-conditioned start pose per shipped robot (rad), used by the simulators and examples

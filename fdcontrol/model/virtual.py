@@ -13,7 +13,6 @@ configuration-dependent damping H_l(q)/γ, and J H⁻¹ Jᵀ → I as γ grows (
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
 import numpy as np
@@ -22,6 +21,7 @@ import scipy.linalg
 
 from fdcontrol.model.robot import ModelError, RobotModel
 from fdcontrol.model.spatial import cross
+from fdcontrol.params import Param, ParamError
 
 Algorithm = Literal["cholesky", "aba", "qr"]
 ALGORITHMS: tuple[str, ...] = ("cholesky", "aba", "qr")
@@ -33,12 +33,21 @@ ALGORITHMS: tuple[str, ...] = ("cholesky", "aba", "qr")
 #: (`fdcontrol experiments numerics`, docs/experiments/numerics/summary.md).
 GAMMA_MAX: dict[str, float] = {"cholesky": 1e9, "aba": 1e10, "qr": 1e12}
 
+#: γ, declared once: its default, its widest bound (the QR algorithm's) and its lower bound (1/γ
+#: must stay a normal float: a subnormal γ makes the virtual links' inertia infinite)
+GAMMA = Param("gamma", "float", 1e3, "mass dominance γ = m_e/m_l of the virtual model (the bound depends on the "
+              "algorithm: cholesky ≤ 1e9, aba ≤ 1e10, qr ≤ 1e12)", ge=1e-6, le=max(GAMMA_MAX.values()))
+ALGORITHM = Param("algorithm", "choice", "cholesky", "how q̈ = H⁻¹Jᵀf is solved: CRBA + Cholesky, ABA, "
+                  "or QR of the square-root form", choices=ALGORITHMS)
+
 
 def check_gamma(gamma: float, algorithm: str = "qr") -> float:
-    """γ must be finite, > 0 and ≤ GAMMA_MAX[algorithm]."""
-    g = float(gamma)
-    if not math.isfinite(g) or g <= 0.0:
-        raise ModelError(f"gamma must be finite and > 0, got {gamma!r}")
+    """γ within its declaration (:data:`GAMMA`) and ≤ GAMMA_MAX[algorithm] — the one check of γ, used
+    by the virtual model, the FD mapping and the service's settings alike."""
+    try:
+        g = GAMMA.check(gamma)
+    except ParamError as exc:
+        raise ModelError(str(exc)) from None
     limit = GAMMA_MAX.get(algorithm, max(GAMMA_MAX.values()))
     if g > limit:
         raise ModelError(f"gamma = {g:g} exceeds the accurate range of the {algorithm} algorithm "
@@ -55,7 +64,7 @@ class VirtualModel:
     eq. 10 (section 5 discusses keeping them).
     """
 
-    def __init__(self, robot: RobotModel, gamma: float = 1e3, *, m_e: float = 1.0,
+    def __init__(self, robot: RobotModel, gamma: float = GAMMA.default, *, m_e: float = 1.0,
                  ip_e: float = 1.0, gravity: bool = False, coriolis: bool = False) -> None:
         self.robot = robot
         self.gamma = check_gamma(gamma)
