@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, get_origin
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -32,7 +33,7 @@ from fdcontrol.loop.parameters import declared
 from fdcontrol.mappings import mapping_names
 from fdcontrol.model.robot import ModelError
 from fdcontrol.model.virtual import check_gamma
-from fdcontrol.params import Param
+from fdcontrol.params import Param, unknown_names
 
 # the name types are built once, here, from the registries (reading one loads the installed
 # plugins, entry points "fdcontrol.plugins", first); settings, the API schema and PATCH /config
@@ -89,13 +90,20 @@ SPEC_TYPES: dict[str, Any] = {
 }
 
 
+def _bounds_schema(p: Param) -> dict[str, float]:
+    keys = {"ge": "minimum", "gt": "exclusiveMinimum", "le": "maximum"}
+    return {keys[b]: getattr(p, b) for b in keys if getattr(p, b) is not None}
+
+
 def annotation(p: Param) -> Any:
-    """The pydantic type of a declared parameter: its kind, bounds and choices."""
-    bounds = {"ge": p.ge, "gt": p.gt, "le": p.le, "allow_inf_nan": False}
+    """The pydantic type of a declared parameter. Its values are checked by the declaration itself
+    (``Param.check`` after pydantic's type coercion), so the service refuses exactly what the library
+    refuses, with the same message; bounds and sizes are also written into the JSON schema."""
+    check = AfterValidator(p.check)
     if p.kind == "float":
-        t: Any = Annotated[float, Field(**bounds)]
+        t: Any = Annotated[float, check, Field(json_schema_extra=_bounds_schema(p))]
     elif p.kind == "int":
-        t = Annotated[int, Field(ge=p.ge, gt=p.gt, le=p.le)]
+        t = Annotated[int, check, Field(json_schema_extra=_bounds_schema(p))]
     elif p.kind == "bool":
         t = bool
     elif p.kind == "str":
@@ -103,13 +111,14 @@ def annotation(p: Param) -> Any:
     elif p.kind == "choice":
         t = Literal[p.options()]  # type: ignore[valid-type]
     elif p.kind == "vector":
-        t = Annotated[list[Annotated[float, Field(**bounds)]],
-                      Field(min_length=p.size, max_length=p.size or p.max_items)]
+        item = Annotated[float, Field(json_schema_extra=_bounds_schema(p))]
+        t = Annotated[list[item], check, Field(json_schema_extra={"minItems": p.size, "maxItems": p.size}
+                                                if p.size else {"maxItems": p.max_items})]
     elif p.kind == "names":
         t = Annotated[list[Literal[p.options()]], Field(max_length=p.max_items)]  # type: ignore[valid-type]
     else:
         t = SPEC_TYPES[p.name]
-        if p.kind == "spec" and p.max_items and get_origin(t) is list:
+        if p.max_items and get_origin(t) is list:
             t = Annotated[t, Field(max_length=p.max_items)]
     return t | None if p.nullable else t
 
@@ -230,6 +239,13 @@ def load_settings(config: str | None = None, **overrides: Any) -> Settings:
             raise ValueError(f"config file {p}{where}: malformed YAML ({getattr(exc, 'problem', exc)})") from None
         if not isinstance(data, dict):
             raise ValueError(f"config file {p} must hold a mapping of settings")
+    valid = set(Settings.model_fields)
+    unknown_env = {k[len("FDCONTROL_"):].lower() for k in os.environ if k.startswith("FDCONTROL_")} - valid - {
+        "config"}
+    for source, names in ((f"in {path}", set(data)), ("", set(overrides)), ("in the environment (FDCONTROL_…)",
+                                                                           unknown_env)):
+        if names - valid:
+            raise ValueError(f"{unknown_names(names, valid, 'setting')}{' ' + source if source else ''}")
     env = Settings()  # environment over defaults
     merged = {**data, **{k: getattr(env, k) for k in env.model_fields_set},
               **{k: v for k, v in overrides.items() if v is not None}}

@@ -19,15 +19,15 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from fdcontrol.model.robot import SHIPPED
-from fdcontrol.params import POLICY_TEXT, change_errors
+from fdcontrol.params import POLICY_TEXT, change_errors, unknown_names
 from fdcontrol.server.errors import CONFLICT, ERRORS, clip
 from fdcontrol.server.routers.deps import live, worker
 from fdcontrol.server.settings import PARAMS, ControlParams, Settings
 
 router = APIRouter(tags=["config"])
 
-ConfigPatch = create_model(  # every parameter, optional and strict, for PATCH /config
-    "ConfigPatch", __config__=ConfigDict(extra="forbid", strict=True),
+ConfigPatch = create_model(  # every parameter, optional and strict, for PATCH /config (unknown names: below)
+    "ConfigPatch", __config__=ConfigDict(extra="allow", strict=True),
     **{k: (Optional[f.annotation], None) for k, f in ControlParams.model_fields.items()},  # noqa: UP045
 )
 
@@ -90,6 +90,10 @@ def patch_config(patch: ConfigPatch, request: Request) -> Any:  # type: ignore[v
     """Change parameters under their run-time policies (GET /params): ``holding`` ones (what the sensor
     or the law means) only while the arm is held at standstill, ``stopped`` ones with the loop stopped,
     ``startup`` ones never; ``tighten`` ones toward safer values only. All problems are reported at once."""
+    extra = patch.model_extra or {}  # type: ignore[attr-defined]
+    if extra:  # a misspelled name is an error that lists the valid ones, never silently dropped
+        return JSONResponse(status_code=422, content={"detail": [{"loc": ["body", clip(str(k))[:80]], "msg": clip(str(
+            unknown_names(extra, PARAMS, "parameter")))} for k in list(extra)[:20]]})
     changes = patch.model_dump(exclude_unset=True)  # type: ignore[attr-defined]
     current = worker(request).params
     errors: list[dict[str, Any]] = []
