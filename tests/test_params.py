@@ -26,8 +26,8 @@ SPECIAL: dict[str, object] = {
     "tip": "wrist_3_link",
     "driver": "simulated",
     "driver_options": {"q0": [0.0, -1.2, 1.5, -0.3, 1.2, 0.4]},
-    "link_loads": [{"link": "wrist_3_link", "plane": None, "sphere": {"center": [3.0, 3.0, 3.0], "radius": 0.1}, "margin": 0.05,
-                    "stiffness": 100.0, "damping": 0.0}],
+    "link_loads": [{"link": "wrist_3_link", "plane": None, "sphere": {"center": [3.0, 3.0, 3.0], "radius": 0.1},
+                    "margin": 0.05, "stiffness": 100.0, "damping": 0.0}],
     "posture_preferred": [0.1, -1.2, 1.5, -0.3, 1.2, 0.4],
 }
 
