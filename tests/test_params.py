@@ -261,3 +261,19 @@ def test_random_configuration_and_control_calls_never_move_the_mujoco_arm_by_the
         print(f"largest tip displacement over {len(calls)} calls: {worst * 1e3:.4f} mm")
     finally:
         svc.stop()
+
+
+def test_the_parameter_table_of_the_docs_is_the_declarations():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "render_params.py"
+    spec = importlib.util.spec_from_file_location("render_params", path)
+    render = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(render)  # type: ignore[union-attr]
+    text = render.DOC.read_text()
+    assert render.render(text) == text, "docs/parameters.md is stale: run python scripts/render_params.py"
+    for p in PARAMS.values():
+        assert f"| `{p.name}` | {p.owner} |" in text and f"`{p.policy}`" in text
+    edited = text.replace("| `gamma` |", "| `gama` |")
+    assert render.render(edited) != edited  # a hand edit is caught
