@@ -250,6 +250,14 @@ class _Session:
 Source = Callable[[], tuple[list[Published], int]]
 
 
+def _declarations() -> dict[str, str]:
+    """Every parameter's declaration (fdcontrol.params: unit, bounds, policy…), one JSON text per name:
+    a recording says what its configuration's values mean."""
+    from fdcontrol.loop.parameters import declared
+
+    return {name: json.dumps(p.describe()) for name, p in declared().items()}
+
+
 class Recorder:
     """MCAP recorder, one file at a time, fed by a bounded queue or a polled ``source``.
 
@@ -311,6 +319,7 @@ class Recorder:
                     channels[topic] = w.register_channel(topic, "json", sid)
                 w.add_metadata("fdcontrol", {"robot": json.dumps(robot), "params": _dumps(params).decode(),
                                              **(metadata or {})})
+                w.add_metadata("fdcontrol.parameters", _declarations())  # what each value means
                 now = time.monotonic()
                 s = _Session(p, f, w, channels, time.time() - now, now, last_flush=now)
                 self._write(s, CONFIG_TOPIC, now, {"params": params, "changes": {}, "robot": robot})

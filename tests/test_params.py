@@ -128,8 +128,11 @@ def test_every_parameter_is_settable_through_settings_environment_yaml_and_cli(t
 
 # ------------------------------------------------------------------ the API, under each policy
 @pytest.fixture(scope="module")
-def service():
-    svc = Service("--driver", "simulated", "--limits", "position,velocity,acceleration")  # cartesian may be added
+def service(tmp_path_factory):
+    rec = tmp_path_factory.mktemp("rec")
+    svc = Service("--driver", "simulated", "--limits", "position,velocity,acceleration",  # cartesian may be added
+                  "--record-dir", str(rec))
+    svc.record_dir = rec  # type: ignore[attr-defined]
     try:
         yield svc, httpx.Client(base_url=svc.url, timeout=20)
     finally:
@@ -277,3 +280,21 @@ def test_the_parameter_table_of_the_docs_is_the_declarations():
         assert f"| `{p.name}` | {p.owner} |" in text and f"`{p.policy}`" in text
     edited = text.replace("| `gamma` |", "| `gama` |")
     assert render.render(edited) != edited  # a hand edit is caught
+
+
+def test_a_recording_carries_the_configuration_and_what_each_parameter_means(service):
+    from mcap.reader import make_reader
+
+    svc, http = service
+    assert http.patch("/config", json={"max_force": 123.0}).status_code == 200
+    r = http.post("/recording/start", json={"name": "params.mcap"})
+    assert r.status_code == 200, r.text
+    assert http.post("/recording/stop").status_code == 200
+    with open(svc.record_dir / "params.mcap", "rb") as f:
+        meta = {m.name: m.metadata for m in make_reader(f).iter_metadata()}
+    assert json.loads(meta["fdcontrol"]["params"])["max_force"] == 123.0
+    declared_here = {k: json.loads(v) for k, v in meta["fdcontrol.parameters"].items()}
+    assert declared_here.keys() == PARAMS.keys()
+    for name, p in PARAMS.items():
+        assert declared_here[name]["policy"] == p.policy and declared_here[name]["unit"] == p.unit, name
+    assert http.patch("/config", json={"max_force": 500.0}).status_code == 200
