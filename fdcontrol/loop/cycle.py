@@ -273,8 +273,8 @@ class ControlLoop:
             thread = self._thread
             deferred = self.running and thread is not None and thread.is_alive() \
                 and thread is not threading.current_thread()
-        if not deferred:
-            self._apply_pending()
+        if not deferred and not (changes.get("rest") and np.any(self.qd_ref)):
+            self._apply_pending()  # (a change of meaning under a moving arm waits for the cycles' braking)
         return done
 
     def _apply_pending(self) -> None:
