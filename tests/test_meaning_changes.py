@@ -63,7 +63,7 @@ def test_admittance_does_not_read_the_sensor_and_keeps_going_without_it(ur10):
 
 
 def test_a_change_of_meaning_brakes_to_standstill_then_applies_and_resumes_from_rest(ur10):
-    loop, sim = loop_on(ur10, bias=(2.0, 0, -1.0, 0, 0, 0))  # an offset that would push in force mode
+    loop, _sim = loop_on(ur10, bias=(2.0, 0, -1.0, 0, 0, 0))  # an offset that would push in force mode
     states, t = stream(loop, 0.3, 0.0, wrench=[10.0, 0, 0, 0, 0, 0])
     v0 = np.abs(states[-1].qd_ref).max()
     assert v0 > 0.05  # moving
