@@ -238,7 +238,8 @@ class ControlLoop:
             self._twist = None
 
     def zero_sensor(self) -> None:
-        """Request sensor bias zeroing on the next cycle."""
+        """Request sensor bias zeroing: on the next cycle at standstill (every reference velocity zero) —
+        a bias taken under a moving arm would hold its inertial forces."""
         self._zero_request = True
 
     # ------------------------------------------------------------------ run-time changes
@@ -321,14 +322,15 @@ class ControlLoop:
             conf = self.config = self._configuration()
         conf.update(js.q)
         q, pose, J = conf.q, conf.pose, conf.jacobian
-        if self._zero_request and hasattr(self.driver, "zero_sensor"):
+        zero = self._zero_request and not np.any(self.qd_ref)  # the bias only at standstill
+        if zero and hasattr(self.driver, "zero_sensor"):
             self.driver.zero_sensor()  # a sensor that zeroes itself (UR's zeroFtSensor), in the loop thread
         raw = self.driver.read_wrench()
         f_meas = self._zero6
         if raw is not None:
             self._sensor_at = now
             R = pose[:3, :3]
-            if self._zero_request:
+            if zero:
                 self.filter.zero(raw, R)
                 self._zero_request = False
             f_meas = self.filter.apply(raw, R, dt)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -21,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from fdcontrol.model.robot import SHIPPED
 from fdcontrol.params import POLICY_TEXT, change_errors, unknown_names
 from fdcontrol.server.errors import CONFLICT, ERRORS, clip
-from fdcontrol.server.routers.deps import live, worker
+from fdcontrol.server.routers.deps import live, phase, worker
 from fdcontrol.server.settings import PARAMS, ControlParams, Settings
 
 router = APIRouter(tags=["config"])
@@ -56,14 +55,6 @@ class ParamList(BaseModel):
 def startup_params(request: Request) -> dict[str, Any]:
     """The parameters the service started with: the bounds of ``tighten`` parameters."""
     return request.app.state.settings.model_dump(include=set(PARAMS))
-
-
-def phase(request: Request) -> str:
-    """The loop's phase as the policies see it (the loop process checks again against itself)."""
-    s, _ = worker(request).state()
-    if not s.running:
-        return "stopped"
-    return "holding" if s.holding and not np.any(s.qd_ref) else "moving"
 
 
 @router.get("/params", response_model=ParamList)

@@ -46,6 +46,9 @@ def hold(request: Request, body: schemas.HoldIn = Body(default_factory=schemas.H
 def zero_sensor(request: Request) -> dict[str, Any]:
     if not live(request).call("has_sensor"):
         raise HTTPException(409, "the driver has no force-torque sensor")
+    if any(worker(request).state()[0].qd_ref):
+        raise HTTPException(409, "policy 'holding': the sensor bias is taken at standstill only "
+                                 "(POST /control/hold, then zero the sensor)")
     worker(request).call("zero_sensor")
     return ack(request, "bias zeroed on the next cycle")
 

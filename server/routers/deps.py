@@ -22,6 +22,15 @@ def worker(request: Request) -> LoopWorker:
     return request.app.state.worker
 
 
+def phase(request: Request) -> str:
+    """The loop's phase as the run-time policies see it (fdcontrol.params): ``stopped``, ``holding`` (at
+    standstill: every reference velocity zero) or ``moving``; the loop process checks again itself."""
+    s, _ = worker(request).state()
+    if not s.running:
+        return "stopped"
+    return "holding" if s.holding and not any(s.qd_ref) else "moving"
+
+
 def live(request: Request) -> LoopWorker:
     """The worker, after checking it can take commands (else 503, never a false ack)."""
     w = worker(request)
