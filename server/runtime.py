@@ -58,7 +58,8 @@ def build_law(p: ControlParams) -> ControlLaw:
     return ControlLaw(
         mode=p.mode, frame=p.frame,
         force=ForceTerm(gain=np.array(p.force_gain), target=np.array(p.force_target)),
-        motion=MotionTerm(stiffness=np.array(p.stiffness), damping=np.array(p.damping)),
+        motion=MotionTerm(stiffness=np.array(p.stiffness), damping=np.array(p.damping),
+                          error_clip=None if p.error_clip is None else np.array(p.error_clip)),
         twist=TwistTerm(gain=np.array(p.twist_gain), feedforward=admittance_damping(p.decay)),
     )
 

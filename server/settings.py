@@ -31,6 +31,9 @@ IntegratorName = Literal[INTEGRATORS.names()]  # type: ignore[valid-type]  # the
 Vec6 = Annotated[list[Annotated[float, Field(ge=0, le=1e5, allow_inf_nan=False)]],
                  Field(min_length=6, max_length=6)]
 
+ErrorClip = Annotated[list[Annotated[float, Field(gt=0, le=3.2, allow_inf_nan=False)]],
+                     Field(min_length=6, max_length=6)]  # m ×3 (≤ 1 checked below), rad ×3
+
 Coord3 = Annotated[list[Annotated[float, Field(allow_inf_nan=False, ge=-100, le=100)]],
                   Field(min_length=3, max_length=3)]
 
@@ -152,6 +155,16 @@ class ControlParams(BaseModel):
         "projected", description="projected: null space only (tip unaffected); physical: the tip yields too")
     twist_gain: Vec6 = Field(default_factory=lambda: [50.0] * 3 + [5.0] * 3,
                              description="twist tracking K_v (N·s/m ×3, N·m·s/rad ×3)")
+    error_clip: ErrorClip | None = Field(
+        None, description="reference limiting: per-axis bounds on the motion law's pose error in the law's frame "
+        "(m ×3, rad ×3); a target inside a surface presses with at most stiffness·bound; null: off")
+
+    @field_validator("error_clip")
+    @classmethod
+    def _clip_positions(cls, v: list[float] | None) -> list[float] | None:
+        if v is not None and max(v[:3]) > 1.0:
+            raise ValueError("error_clip: the position bounds (first three) must be ≤ 1 m")
+        return v
 
     @field_validator("limits")
     @classmethod
