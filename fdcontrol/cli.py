@@ -1,4 +1,4 @@
-"""The library's commands: ``analyze``, ``experiments``, ``plot``.
+"""The library's commands: ``analyze``, ``experiments``, ``plot``, ``export``.
 
 ``build_parser(*commands)`` takes more commands from a caller: the ``fdcontrol`` console
 script is the service's entry point (server/main.py), which adds ``serve``; the library
@@ -106,6 +106,18 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from fdcontrol.export import ExportError, export
+
+    try:
+        out = export(args.file, args.to, args.out)
+    except (OSError, ValueError, ExportError) as exc:
+        print(f"fdcontrol export: error: {exc}", file=sys.stderr)
+        return 2
+    print(out)
+    return 0
+
+
 #: adds one sub-command (its parser's ``func`` default runs it and returns the exit code)
 Command = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
@@ -153,6 +165,11 @@ def build_parser(*commands: Command) -> argparse.ArgumentParser:
     pl.add_argument("file", help="a recording (.mcap) from POST /recording/start or serve --record")
     pl.add_argument("--out", default=None, help="output directory (default: next to the file, FILE stem)")
     pl.set_defaults(func=cmd_plot)
+    ex = sub.add_parser("export", help="episodes of an MCAP recording as aligned arrays (npz or parquet)")
+    ex.add_argument("file", help="a recording (.mcap) holding episodes (POST /episode/start)")
+    ex.add_argument("--to", default="npz", choices=("npz", "parquet"))
+    ex.add_argument("--out", default=None, help="output file (default: next to the recording)")
+    ex.set_defaults(func=cmd_export)
     return p
 
 

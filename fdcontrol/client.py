@@ -133,10 +133,11 @@ class Client:
         return self._send("PUT", "/control/wrench", _Routes.wrench(wrench, frame, seq))
 
     def set_action(self, position: Sequence[float], orientation: Sequence[float] | None, step: float, seq: int,
-                   obs_cycle: int | None = None) -> dict[str, Any]:
+                   obs_cycle: int | None = None, policy_action: Sequence[float] | None = None) -> dict[str, Any]:
         """A policy's goal pose (base frame, quaternion [x, y, z, w]) reached over ``step`` s (docs/learning.md)."""
         body = {**_Routes.target(position, orientation), "step": float(step), "seq": int(seq),
-                "obs_cycle": obs_cycle}
+                "obs_cycle": obs_cycle,
+                "policy_action": None if policy_action is None else [float(x) for x in policy_action]}
         return self._send("PUT", "/control/action", body)
 
     def start_recording(self, name: str | None = None) -> dict[str, Any]:

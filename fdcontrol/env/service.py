@@ -98,7 +98,10 @@ class ServiceEnv(gym.Env):
             self.client.hold(False)
         self._move_home(options)
         if self.episodes:
-            self.client.start_episode(self.task, self.policy_id, (options or {}).get("metadata"))
+            meta = {"action_type": self.spec_action.type, "action_frame": self.spec_action.frame,
+                    "action_origin": self.spec_action.origin, "policy_rate_hz": f"{self.rate:g}",
+                    **(options or {}).get("metadata", {})}
+            self.client.start_episode(self.task, self.policy_id, meta)
             self._episode_open, self._success = True, None
         self._steps = 0
         obs, info = self._observe()
@@ -110,7 +113,7 @@ class ServiceEnv(gym.Env):
         measured = np.asarray(self._state["tip_pose"], float) if self._state else self._goal
         goal, qg = goal_pose(self.spec_action, a, self._goal, measured, self.period, self.robot, self._q_goal)
         t_step = time.monotonic()
-        seq = self._send(goal)
+        seq = self._send(goal, a)
         self._goal = goal
         if qg is not None:
             self._q_goal = qg
@@ -156,11 +159,11 @@ class ServiceEnv(gym.Env):
         return self.timing.summary()
 
     # ------------------------------------------------------------------ internals
-    def _send(self, goal: np.ndarray) -> int:
+    def _send(self, goal: np.ndarray, action: np.ndarray | None = None) -> int:
         self._seq += 1
         p = pose7(goal)
         self.client.set_action(p[:3].tolist(), p[3:].tolist(), self.period, self._seq,
-                               obs_cycle=self._state.get("cycle"))
+                               obs_cycle=self._state.get("cycle"), policy_action=action)
         return self._seq
 
     def _observe(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

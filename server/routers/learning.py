@@ -37,6 +37,8 @@ class ActionIn(Target):
     seq: Annotated[int, Field(strict=True, ge=1, le=SEQ_MAX)] = Field(description="the action's sequence number")
     obs_cycle: Annotated[int, Field(strict=True, ge=0, le=SEQ_MAX)] | None = Field(
         None, description="loop cycle of the observation the action answers (recorded for alignment)")
+    policy_action: Annotated[list[StrictFinite], Field(max_length=64)] | None = Field(
+        None, description="the policy's action as it gave it (recorded for the dataset, not used by the loop)")
 
 
 class ActionAck(BaseModel):
@@ -89,7 +91,7 @@ def put_action(body: ActionIn, request: Request) -> dict[str, Any]:
     w.call("action", T, float(body.step), body.seq, arrival)
     w.recorder.push_command("action", {"position": T[:3, 3].tolist(), "orientation": _quat(T),
                                        "step": body.step, "seq": body.seq, "obs_cycle": body.obs_cycle,
-                                       "arrival": arrival})
+                                       "policy_action": body.policy_action, "arrival": arrival})
     s = w.state()[0]
     return {"seq": body.seq, "arrival": arrival, "running": s.running, "holding": s.holding}
 
