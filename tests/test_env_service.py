@@ -90,7 +90,7 @@ def _press(env: ServiceEnv, depth: float) -> np.ndarray:
     goal = env.home.copy()
     goal[2, 3] -= gap + depth
     for _ in range(int(3 * env.rate)):
-        obs, *_ = env.step(pose7(goal))
+        env.step(pose7(goal))
     f = [env.step(pose7(goal))[0]["wrench"] for _ in range(10)]
     return np.array(f)
 
