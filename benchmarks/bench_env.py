@@ -22,8 +22,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from fdcontrol.env.service import ServiceEnv  # noqa: E402
-from tests.service import Service  # noqa: E402
+from fdcontrol.env.service import ServiceEnv
+from tests.service import Service
 
 
 def run(url: str, rate: float, steps: int) -> dict[str, object]:

@@ -128,7 +128,7 @@ def build_parser(*commands: Command) -> argparse.ArgumentParser:
     Every choice is read from a registry, so it includes the installed plugins' parts.
     """
     p = argparse.ArgumentParser(prog="fdcontrol", description="Cartesian admittance control with virtual "
-                                "forward dynamics: analyze | experiments | serve | plot.")
+                                "forward dynamics: analyze | experiments | serve | plot | export.")
     sub = p.add_subparsers(dest="command", required=True)
     a = sub.add_parser("analyze", help="singular values of the mappings at one configuration",
                        epilog=ANALYZE_JSON, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -242,3 +242,23 @@ def test_episode_export_aligned_with_the_recording(service, tmp_path):
     assert table.column("obs_cycle").to_pylist()[: steps[0]] == data["episode_000/obs_cycle"].tolist()
     meta = json.loads(table.schema.metadata[b"fdcontrol.episodes"])
     assert meta[2]["params"]["stiffness"][0] == 250.0
+
+
+def test_creating_the_env_does_not_move_the_arm(service):
+    """Selecting the compliance law must not pull the arm to a target left from before."""
+    import time
+
+    from fdcontrol.client import Client
+
+    with Client(service.url) as c:
+        c.patch_config(mode="admittance")
+        T = np.asarray(c.state()["tip_pose"])
+        c.set_target((T[:3, 3] + [0.05, 0.0, 0.0]).tolist())  # an old target 5 cm away, inactive in admittance
+        before = np.asarray(c.state()["tip_pose"])[:3, 3]
+        env = ServiceEnv(service.url, rate=RATE)
+        try:
+            time.sleep(0.5)
+            after = np.asarray(c.state()["tip_pose"])[:3, 3]
+            assert np.linalg.norm(after - before) < 2e-4
+        finally:
+            env.close()

@@ -63,6 +63,11 @@ class ServiceEnv(gym.Env):
         self.same_clock = urlparse(url).hostname in LOCAL_HOSTS
         self.rate, self.period = float(rate), 1.0 / rate
         self.spec_action = action or ActionSpec()
+        # the target first becomes the tip's own pose: selecting a mode with a motion term must not pull
+        # the arm to an older target (no configuration change moves the arm by itself)
+        T = np.asarray(self.client.state()["tip_pose"], dtype=float)
+        p = pose7(T)
+        self.client.set_target(p[:3].tolist(), p[3:].tolist())
         params = self.client.patch_config(mode=mode, **(config or {}))
         self.robot = RobotModel.resolve(params["robot"], params["base"], params["tip"])
         self.home_q = np.array(home if home is not None else HOME.get(params["robot"], np.zeros(self.robot.dof)),
