@@ -122,7 +122,7 @@ def without(robot: RobotModel, part: str) -> ControlLoop:
         js = loop.driver.read()
         loop.driver.read, loop.driver.send = (lambda: js), (lambda q, qd: None)  # type: ignore[method-assign]
     elif part == "publish":
-        loop._publish = lambda *args: loop.state  # type: ignore[method-assign]
+        loop._publish = lambda *args, **kw: loop.state  # type: ignore[method-assign]
     return loop
 
 

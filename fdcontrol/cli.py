@@ -1,4 +1,4 @@
-"""The library's commands: ``analyze``, ``experiments``, ``plot``.
+"""The library's commands: ``analyze``, ``experiments``, ``plot``, ``export``.
 
 ``build_parser(*commands)`` takes more commands from a caller: the ``fdcontrol`` console
 script is the service's entry point (server/main.py), which adds ``serve``; the library
@@ -104,6 +104,18 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from fdcontrol.export import ExportError, export
+
+    try:
+        out = export(args.file, args.to, args.out)
+    except (OSError, ValueError, ExportError) as exc:
+        print(f"fdcontrol export: error: {exc}", file=sys.stderr)
+        return 2
+    print(out)
+    return 0
+
+
 #: adds one sub-command (its parser's ``func`` default runs it and returns the exit code)
 Command = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
 
@@ -114,7 +126,7 @@ def build_parser(*commands: Command) -> argparse.ArgumentParser:
     Every choice is read from a registry, so it includes the installed plugins' parts.
     """
     p = argparse.ArgumentParser(prog="fdcontrol", description="Cartesian admittance control with virtual "
-                                "forward dynamics: analyze | experiments | serve | plot.")
+                                "forward dynamics: analyze | experiments | serve | plot | export.")
     sub = p.add_subparsers(dest="command", required=True)
     a = sub.add_parser("analyze", help="singular values of the mappings at one configuration",
                        epilog=ANALYZE_JSON, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -152,6 +164,11 @@ def build_parser(*commands: Command) -> argparse.ArgumentParser:
     pl.add_argument("file", help="a recording (.mcap) from POST /recording/start or serve --record")
     pl.add_argument("--out", default=None, help="output directory (default: next to the file, FILE stem)")
     pl.set_defaults(func=cmd_plot)
+    ex = sub.add_parser("export", help="episodes of an MCAP recording as aligned arrays (npz or parquet)")
+    ex.add_argument("file", help="a recording (.mcap) holding episodes (POST /episode/start)")
+    ex.add_argument("--to", default="npz", choices=("npz", "parquet"))
+    ex.add_argument("--out", default=None, help="output file (default: next to the recording)")
+    ex.set_defaults(func=cmd_export)
     return p
 
 

@@ -18,8 +18,8 @@ Run-time policies (when a value may change while the service runs), from loosest
 ``holding``
     applied only at standstill. These change what the sensor reading or the control law *means*,
     so they never change under a moving arm: a change while the arm moves first brakes it to
-    standstill within the limits, then applies, re-zeroes the sensor bias at the held pose, and
-    resumes from rest (a hold that was requested before stays).
+    standstill within the limits, then applies (after a change of the sensor model it takes the
+    sensor bias again at the held pose) and resumes from rest (a hold requested before stays).
 ``stopped``
     only while the loop is stopped (the robot model, the loop rate).
 ``startup``

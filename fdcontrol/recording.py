@@ -52,6 +52,7 @@ from mcap.writer import CompressionType, Writer
 
 STATE_TOPIC, TIP_TOPIC = "/fdcontrol/state", "/fdcontrol/tip"
 COMMAND_TOPIC, CONFIG_TOPIC = "/fdcontrol/command", "/fdcontrol/config"
+EPISODE_TOPIC = "/fdcontrol/episode"
 TIP_DECIMATION = 10
 PROFILE = "fdcontrol"
 
@@ -87,6 +88,8 @@ STATE_SCHEMA: dict[str, Any] = {
         "kappa_h": {**_NUM_OR_NULL, "description": "κ(H) of the FD virtual inertia (null: other mapping)"},
         "compute_s": {**_NUM_OR_NULL, "description": "this cycle's compute time (s)"},
         "period_error_s": {**_NUM_OR_NULL, "description": "start time − scheduled start (s)"},
+        "tip_twist": {**_VEC6, "description": "measured tip twist J q̇ [v; ω], base frame (m/s, rad/s)"},
+        "action_seq": {"type": "integer", "description": "sequence number of the policy action in use (0: none)"},
     },
     "required": ["t", "cycle", "q", "qd", "q_ref", "qd_ref", "tip_position", "tip_orientation", "f_c",
                  "f_measured", "mode", "running", "holding", "watchdog", "seq_ack", "fault",
@@ -134,8 +137,25 @@ POSE_SCHEMA: dict[str, Any] = {
     },
 }
 
+EPISODE_SCHEMA: dict[str, Any] = {
+    "title": "fdcontrol.Episode",
+    "description": "An episode opened or closed (docs/learning.md); 'params' is the full parameter set at its start.",
+    "type": "object",
+    "properties": {
+        "event": {"type": "string", "enum": ["start", "stop"]},
+        "episode": {"type": "integer", "description": "episode number within the recording, from 0"},
+        "task": {"type": ["string", "null"]},
+        "policy_id": {"type": ["string", "null"]},
+        "success": {"type": ["boolean", "null"], "description": "on stop; null: not judged"},
+        "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+        "params": {"type": "object"},
+        "monotonic_s": {"type": "number", "description": "time.monotonic() of the API process (s)"},
+    },
+    "required": ["event", "episode", "monotonic_s"],
+}
+
 SCHEMAS = {STATE_TOPIC: STATE_SCHEMA, TIP_TOPIC: POSE_SCHEMA, COMMAND_TOPIC: COMMAND_SCHEMA,
-           CONFIG_TOPIC: CONFIG_SCHEMA}
+           CONFIG_TOPIC: CONFIG_SCHEMA, EPISODE_TOPIC: EPISODE_SCHEMA}
 
 
 def quaternion(R: np.ndarray) -> list[float]:
@@ -172,6 +192,8 @@ def state_message(s: Any, compute: float | None, period_error: float | None) -> 
         "limits_active": {k: bool(v) for k, v in s.limits_active.items()},
         "sigma_min_j": float(s.sigma_min_j), "kappa_h": _finite_or_none(s.kappa_h),
         "compute_s": compute, "period_error_s": period_error,
+        "tip_twist": np.asarray(getattr(s, "tip_twist", np.zeros(6))).tolist(),
+        "action_seq": int(getattr(s, "action_seq", 0)),
     }
 
 
@@ -295,6 +317,11 @@ class Recorder:
         if self.active:
             self._other.append((COMMAND_TOPIC, time.monotonic(),
                                 {"command": command, "args": list(args), "monotonic_s": time.monotonic()}))
+
+    def push_episode(self, message: dict[str, Any]) -> None:
+        """Any thread: queue an episode event (EPISODE_SCHEMA)."""
+        if self.active:
+            self._other.append((EPISODE_TOPIC, time.monotonic(), message))
 
     def push_config(self, params: dict[str, Any], changes: dict[str, Any], robot: dict[str, Any]) -> None:
         if self.active:
@@ -543,6 +570,6 @@ def robot_info_from_params(params: dict[str, Any]) -> dict[str, Any]:
             "velocity_limit": (params["velocity_scale"] * lim.velocity).tolist(), "rate": params["rate"]}
 
 
-__all__ = ["COMMAND_TOPIC", "CONFIG_TOPIC", "SCHEMAS", "STATE_FIELDS", "STATE_SCHEMA", "STATE_TOPIC",
+__all__ = ["COMMAND_TOPIC", "CONFIG_TOPIC", "EPISODE_TOPIC", "SCHEMAS", "STATE_FIELDS", "STATE_SCHEMA", "STATE_TOPIC",
            "TIP_TOPIC", "LoopTap", "Published", "Recorder", "Recording", "quaternion", "read_recording", "robot_info",
            "robot_info_from_params", "state_message"]

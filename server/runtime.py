@@ -10,6 +10,7 @@ import numpy as np
 import pinocchio as pin
 
 from fdcontrol import RobotModel, make_mapping
+from fdcontrol.control import sensing
 from fdcontrol.control.law import ControlLaw, ForceTerm, MotionTerm, WrenchFilter
 from fdcontrol.control.link_loads import LinkLoads, link_loads_from_config
 from fdcontrol.control.posture import PostureTask
@@ -71,7 +72,8 @@ def build_law(p: ControlParams) -> ControlLaw:
     return ControlLaw(
         mode=p.mode, frame=p.frame,
         force=ForceTerm(gain=np.array(p.force_gain), target=np.array(p.force_target)),
-        motion=MotionTerm(stiffness=np.array(p.stiffness), damping=np.array(p.damping)),
+        motion=MotionTerm(stiffness=np.array(p.stiffness), damping=np.array(p.damping),
+                          error_clip=None if p.error_clip is None else np.array(p.error_clip)),
         twist=TwistTerm(gain=np.array(p.twist_gain), feedforward=admittance_damping(p.decay)),
     )
 
@@ -116,6 +118,8 @@ def build_filter(p: ControlParams, old: WrenchFilter | None = None, driver: Any 
 #: (their policy), after which the loop resumes from rest and re-zeroes the sensor bias at the held
 #: pose when the sensor model changed (nobody touches the tool while its calibration changes)
 _MEANING = frozenset(k for k, p in PARAMS.items() if p.policy == "holding")
+#: the sensor model's meaning (tool, sign, sensor pose): after a change, the bias is taken again at the held pose
+_SENSOR = frozenset(p.name for p in sensing.PARAMS if p.policy == "holding")
 BRAKE_WAIT = 10.0  # s: longest wait for the arm to reach standstill before PATCH answers
 
 
@@ -178,7 +182,7 @@ class Runtime:
                     posture=build_posture(loop.robot, new), link_loads=build_link_loads(loop.robot, new),
                     command_timeout=new.command_timeout, telemetry_decimation=new.telemetry_decimation,
                     max_force=new.max_force, max_torque=new.max_torque, sensor_timeout=new.sensor_timeout,
-                    **({"rest": True} if changed & _MEANING else {}))
+                    **({"rest": True, "rezero": bool(changed & _SENSOR)} if changed & _MEANING else {}))
                 # applied at the next cycle (a change of meaning: at standstill, after braking): answer after it
                 done.wait(BRAKE_WAIT if changed & _MEANING else max(0.5, 20 * loop.period))
             self.params = new

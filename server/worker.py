@@ -255,6 +255,7 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Co
         "hold": lambda on: runtime.loop.hold(on),
         "zero_sensor": lambda: runtime.loop.zero_sensor(),
         "target": lambda pose: runtime.loop.set_target(pose),
+        "action": lambda pose, step, seq, t: runtime.loop.set_action(pose, step, seq, t),  # routers/learning.py
         "stats": lambda: runtime.loop.stats.summary(),
         "has_sensor": lambda: runtime.loop.driver.read_wrench() is not None,
         "sim": lambda op, *a: sim_call(runtime.loop.driver, op, *a),  # server/routers/sim.py

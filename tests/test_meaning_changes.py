@@ -67,7 +67,7 @@ def test_a_change_of_meaning_brakes_to_standstill_then_applies_and_resumes_from_
     states, t = stream(loop, 0.3, 0.0, wrench=[10.0, 0, 0, 0, 0, 0])
     v0 = np.abs(states[-1].qd_ref).max()
     assert v0 > 0.05  # moving
-    done = loop.reconfigure(law=ControlLaw(mode="force"), rest=True)
+    done = loop.reconfigure(law=ControlLaw(mode="force"), rest=True, rezero=True)  # as for a new tool model
     applied_at = None
     for i in range(round(2.0 / DT)):  # the stream goes on: the change still waits for standstill
         now = t + i * DT

@@ -29,6 +29,7 @@ SPECIAL: dict[str, object] = {
     "link_loads": [{"link": "wrist_3_link", "plane": None, "sphere": {"center": [3.0, 3.0, 3.0], "radius": 0.1},
                     "margin": 0.05, "stiffness": 100.0, "damping": 0.0}],
     "posture_preferred": [0.1, -1.2, 1.5, -0.3, 1.2, 0.4],
+    "error_clip": [0.01, 0.01, 0.01, 0.05, 0.05, 0.05],
 }
 
 

@@ -46,6 +46,9 @@ PARAMS = declare(
           "setpoint, so it changes only at standstill", policy="holding", size=6, ge=-1e4, le=1e4),
     Param("twist_gain", default=[50.0] * 3 + [5.0] * 3, description="twist tracking gain K_v "
           "(N·s/m ×3, N·m·s/rad ×3)", **_GAIN),
+    Param("error_clip", "vector", None, "reference limiting: per-axis bounds on the motion law's pose error in "
+          "the law's frame (m ×3, rad ×3); a target inside a surface presses with at most stiffness·bound; "
+          "null: off", "m, rad", policy="holding", size=6, gt=0, le=3.2, nullable=True),
 )
 
 

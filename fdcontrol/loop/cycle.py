@@ -49,6 +49,7 @@ from fdcontrol.control.posture import PostureTask, joint_load
 from fdcontrol.control.twist import TwistError, check_twist
 from fdcontrol.drivers.base import RobotDriver
 from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.loop.action import Action, ActionInput
 from fdcontrol.loop.solvers import Solver
 from fdcontrol.loop.state import LoopState, new_state  # declared once, with units: fdcontrol/loop/state.py
 from fdcontrol.model.configuration import Configuration
@@ -60,7 +61,7 @@ STATS_WINDOW = 5000
 #: what :meth:`ControlLoop.reconfigure` may change at run time (loop attribute names)
 RECONFIGURABLE = frozenset({"law", "solver", "limits", "filter", "posture", "link_loads", "command_timeout",
                             "telemetry_decimation", "max_force", "max_torque", "max_tracking_error", "spin",
-                            "sensor_timeout", "rest"})
+                            "sensor_timeout", "rest", "rezero"})
 #: the loop's parameters, declared once (fdcontrol.params)
 PARAMS = declare(
     "loop",
@@ -162,6 +163,7 @@ class ControlLoop:
         self._twist: Command | None = None
         self.posture, self.link_loads = posture, link_loads  # null-space loads (fdcontrol.control.posture)
         self._target: np.ndarray | None = None
+        self.action: ActionInput | None = None  # a policy's goals, interpolated (fdcontrol.loop.action)
         self._hold_request = False
         self._stop_request = False
         self._zero_request = False
@@ -218,6 +220,7 @@ class ControlLoop:
         """
         if pose is None:
             self._target = None
+            self.action = None
             return
         T = np.asarray(pose, dtype=float)
         if T.shape != (4, 4) or not np.all(np.isfinite(T)):
@@ -226,7 +229,28 @@ class ControlLoop:
         if not np.allclose(R @ R.T, np.eye(3), atol=1e-6) or np.linalg.det(R) < 0:
             raise InputError("target rotation is not orthonormal")
         self._target = T.copy()
+        self.action = None  # a target set directly replaces a policy's interpolated goals
         self._command = None  # a fresh target is fresh input: a stale wrench no longer holds the arm
+        self._twist = None
+
+    def set_action(self, pose: np.ndarray, step: float, seq: int, t: float | None = None) -> None:
+        """A policy's goal pose (4×4, tip in base), reached over ``step`` s by the target interpolator
+        (fdcontrol.control.interpolator); like a target, it drops a stale wrench or twist."""
+        T = np.asarray(pose, dtype=float)
+        if T.shape != (4, 4) or not np.all(np.isfinite(T)):
+            raise InputError("action pose must be a finite 4×4 homogeneous transform")
+        R = T[:3, :3]
+        if not np.allclose(R @ R.T, np.eye(3), atol=1e-6) or np.linalg.det(R) < 0:
+            raise InputError("action rotation is not orthonormal")
+        if not (math.isfinite(step) and 0 < step <= 10):
+            raise InputError("action step must be in (0, 10] s")
+        now = time.monotonic() if t is None else t
+        if self.action is None:  # starts at rest at the current target (or the tip)
+            start = self._target if self._target is not None else self.state.tip_pose
+            self.action = ActionInput(start, now)
+        self.action.put(Action(T.copy(), float(step), int(seq), now))
+        self._target = T.copy()
+        self._command = None
         self._twist = None
 
     def hold(self, on: bool = True) -> None:
@@ -255,8 +279,9 @@ class ControlLoop:
 
         ``rest=True`` marks a change of what the sensor or the law means (the ``holding`` policy,
         fdcontrol.params): the loop brakes to standstill within its limits first, applies the
-        changes there, takes the sensor bias again at the held pose and resumes from rest, with
-        fresh inputs (the stream's next command re-arms the watchdog).
+        changes there and resumes from rest, with fresh inputs (the stream's next command re-arms
+        the watchdog); with ``rezero=True`` too (the sensor model changed: tool, sign, sensor pose)
+        it takes the sensor bias again at the held pose.
         """
         unknown = set(changes) - RECONFIGURABLE
         if unknown:
@@ -282,12 +307,13 @@ class ControlLoop:
         with self._pending_lock:
             changes, done = self._pending, self._pending_done
             self._pending, self._pending_done = {}, []
-        rest = changes.pop("rest", False)
+        rest, rezero = changes.pop("rest", False), changes.pop("rezero", False)
         for name, value in changes.items():
             setattr(self, name, _SCALARS[name](value) if name in _SCALARS else value)  # type: ignore[operator]
-        if rest:  # what the sensor or the law means changed (at standstill): resume from rest, fresh inputs,
-            self.qd_state = np.zeros(self.robot.dof)  # and the sensor bias taken again at the held pose
+        if rest:  # what the sensor or the law means changed (at standstill): resume from rest, fresh inputs
+            self.qd_state = np.zeros(self.robot.dof)
             self._command = self._twist = None
+        if rezero:  # the sensor model changed: its bias taken again at the held pose
             self._zero_request = True
         for e in done:
             e.applied_cycle = self.cycle  # type: ignore[attr-defined]
@@ -352,7 +378,11 @@ class ControlLoop:
             watchdog = "sensor_stale"  # hand guiding on a sensor stream gone quiet: hold until readings return
         holding = self._hold_request or self._stop_request or watchdog in ("tripped", "sensor_stale") \
             or self.fault is not None or braking
-        fc = self.law(ControlInput(pose, conf.twist(js.qd), f_meas, f_applied, self._target, v_cmd))
+        act, target = self.action, self._target
+        if act is not None:
+            target = act.target(now)
+        twist = conf.twist(js.qd)
+        fc = self.law(ControlInput(pose, twist, f_meas, f_applied, target, v_cmd))
         if holding:
             qd_des = np.zeros(self.robot.dof)
         else:  # null-space loads need the FD virtual model
@@ -381,7 +411,7 @@ class ControlLoop:
         s, kh = self._telemetry(conf)
         last = tw if cmd is None or (tw is not None and tw.t > cmd.t) else cmd  # the newer input
         self.state = self._publish(js.t, q, js.qd, q_ref, qd_ref, pose, fc, f_meas, watchdog,
-                                   s, holding, last.seq if last is not None else 0, kh)
+                                   s, holding, last.seq if last is not None else 0, kh, twist=twist, now=now)
         if self.io is not None:
             self.io.publish(self, self.state)
         if self.exchange is not None:
@@ -415,7 +445,8 @@ class ControlLoop:
         return q_ref, holding
 
     def _publish(self, t, q, qd, q_ref, qd_ref, pose, fc, f_meas, watchdog, sigma,
-                 holding: bool = False, seq: int = 0, kappa_h: float = math.nan) -> LoopState:
+                 holding: bool = False, seq: int = 0, kappa_h: float = math.nan,
+                 twist: np.ndarray | None = None, now: float = math.nan) -> LoopState:
         active = dict(self.limits.active)
         c = getattr(self.solver, "constraints", None)
         active["virtual_joint_limit"] = c is not None and c.engaged
@@ -424,7 +455,10 @@ class ControlLoop:
                          self.running, holding, watchdog, seq, self.fault, sigma, active, kappa_h,
                          self.posture.distance(q) if self.posture is not None else math.nan,
                          ll.clearance() if ll is not None and ll.loads else math.nan,
-                         getattr(self.driver, "speed_scaling", math.nan), getattr(self.driver, "safety_mode", None))
+                         getattr(self.driver, "speed_scaling", math.nan), getattr(self.driver, "safety_mode", None),
+                         self._zero6 if twist is None else twist, now,
+                         self.action.seq if self.action is not None else 0,
+                         self.action.used_at if self.action is not None else math.nan)
 
     # ------------------------------------------------------------------ thread
     @property

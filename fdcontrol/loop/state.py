@@ -99,6 +99,16 @@ class LoopState:
         "null when the driver has none", nullable=True))
     safety_mode: str | None = field(default=None, metadata=text(
         "the robot controller's safety mode (UR: NORMAL, REDUCED, PROTECTIVE_STOP, …); null when the driver has none"))
+    tip_twist: np.ndarray = field(default_factory=lambda: np.zeros(6), metadata=array(
+        (6,), "measured tip twist J q̇ [v; ω], base frame", "m/s, rad/s"))
+    stamp: float = field(default=math.nan, metadata=scalar(
+        "float", "the loop's time.monotonic() at this cycle's start (compare on the same host only)", "s",
+        nullable=True))
+    action_seq: int = field(default=0, metadata=scalar(
+        "int", "sequence number of the newest policy action the motion law uses (0: none)"))
+    action_used_at: float = field(default=math.nan, metadata=scalar(
+        "float", "the loop's time.monotonic() of the first cycle that used action_seq; null before any", "s",
+        nullable=True))
 
 
 FIELDS = fields(LoopState)
