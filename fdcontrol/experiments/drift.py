@@ -65,6 +65,7 @@ class Variant:
     gamma: float = GAMMA
     substeps: int = 1
     push: float = PUSH
+    tool_mass: float = TOOL.mass  # kg (MuJoCo arm; the sensor model is configured with it)
 
     def label(self) -> str:
         base = Variant()
@@ -129,9 +130,10 @@ def build(arm: Arm, q0: np.ndarray, v: Variant, law: ControlLaw | None = None,
         drv: IdealArm | MujocoRobot = IdealArm(robot, q0)
         filt = WrenchFilter(cutoff=v.wrench_cutoff)
     elif v.servo == "mujoco":
-        drv = MujocoRobot(robot, dt=DT, q0=q0, tool=TOOL, bandwidth=v.bandwidth, urdf=arm.urdf,
+        tool = replace(TOOL, mass=v.tool_mass)
+        drv = MujocoRobot(robot, dt=DT, q0=q0, tool=tool, bandwidth=v.bandwidth, urdf=arm.urdf,
                           **driver)  # type: ignore[arg-type]
-        filt = WrenchFilter(tool_mass=TOOL.mass, tool_com=np.array(TOOL.com), cutoff=v.wrench_cutoff)
+        filt = WrenchFilter(tool_mass=tool.mass, tool_com=np.array(tool.com), cutoff=v.wrench_cutoff)
     else:
         raise ValueError(f"servo must be 'mujoco' or 'ideal', got {v.servo!r}")
     drv.push_point = np.array([0.0, 0.0, v.push_at])
@@ -189,21 +191,33 @@ def random_poses(arm: Arm, n: int, seed: int = SEED, max_tries: int = 2000) -> l
     return out
 
 
-#: the sources separated, one switch at a time, from the baseline
+#: the sources separated, one switch at a time: first the controller alone (ideal arm), then on
+#: the MuJoCo arm; γ = 1e6 takes the virtual model's own coupling out (see docs/physics.md)
 SOURCES: tuple[Variant, ...] = (
+    Variant(servo="ideal", limits="none", push=1.0),
+    Variant(servo="ideal", limits="none", push=1.0, gamma=1e6),
+    Variant(servo="ideal", limits="none", push=1.0, gamma=1e6, coriolis=False),
+    Variant(servo="ideal", gamma=1e6),
+    Variant(servo="ideal", gamma=1e6, limits="no_cartesian"),
+    Variant(servo="ideal", gamma=1e6, limits="no_acceleration"),
+    Variant(servo="ideal", gamma=1e6, limits="path"),
     Variant(),
-    Variant(servo="ideal"),
-    Variant(servo="ideal", limits="none"),
-    Variant(servo="ideal", coriolis=False),
-    Variant(servo="ideal", integration="reference"),
-    Variant(limits="no_cartesian"),
-    Variant(limits="none"),
-    Variant(coriolis=False),
-    Variant(bandwidth=100.0),
-    Variant(push_at=TOOL.length),
-    Variant(integration="reference"),
-    Variant(integration="reference", limits="none"),
-    Variant(integration="reference", push_at=TOOL.length),
+    Variant(limits="path"),
+    Variant(limits="path", integration="reference"),
+    Variant(limits="path", gamma=1e6),
+    Variant(limits="path", gamma=1e6, integration="reference"),
+    Variant(limits="path", gamma=1e6, bandwidth=100.0),
+    Variant(limits="path", gamma=1e6, tool_mass=0.05),
+    Variant(limits="path", gamma=1e6, push_at=TOOL.length),
+    Variant(limits="path", gamma=1e6, push=3.0),
+)
+
+#: every mapping on the MuJoCo arm with the default limits (DLS and J⁻¹ also with the sensor
+#: low-pass that makes them settle on contact, fdcontrol.experiments.contact)
+MAPPINGS: tuple[Variant, ...] = (
+    Variant(), Variant(gamma=1e6), Variant(limits="path", gamma=1e6),
+    Variant(mapping="dls"), Variant(mapping="dls", wrench_cutoff=5.0),
+    Variant(mapping="jt"), Variant(mapping="ji"), Variant(mapping="ji", wrench_cutoff=5.0),
 )
 
 
@@ -232,5 +246,3 @@ def sweep(arms: tuple[str, ...] = ARMS, n_poses: int = 20, variants: tuple[Varia
     return res
 
 
-def with_(v: Variant, **kw: object) -> Variant:
-    return replace(v, **kw)  # type: ignore[arg-type]
