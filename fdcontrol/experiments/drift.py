@@ -36,6 +36,7 @@ from fdcontrol.control.sensing import WrenchFilter, physical_reading
 from fdcontrol.drivers.base import JointState
 from fdcontrol.drivers.mujoco import MujocoRobot, Tool
 from fdcontrol.experiments.arms import ARMS, Arm, load_arm
+from fdcontrol.experiments.common import Context, table, write_results
 from fdcontrol.limits.safety import DEFAULT_LIMITS, SafetyLimits
 from fdcontrol.loop.cycle import ControlLoop
 from fdcontrol.loop.reference import ReferenceIntegration
@@ -246,3 +247,43 @@ def sweep(arms: tuple[str, ...] = ARMS, n_poses: int = 20, variants: tuple[Varia
     return res
 
 
+
+
+def rows(res: dict) -> list[list[object]]:
+    out = []
+    for key, r in res.items():
+        name, label = key.split("/", 1)
+        out.append([name, label, f"{r['p50']:.3f}", f"{r['p90']:.3f}", f"{r['max']:.3f}",
+                    f"{r['along_m_p50']:.3f}", r["faults"]])
+    return out
+
+
+HEADER = ["arm", "condition (changes from the baseline)", "drift p50 %", "p90 %", "max %", "travel p50 (m)", "faults"]
+
+
+def mapping_drift(ctx: Context) -> tuple[dict, str]:
+    """Drift percentiles of every mapping (:data:`MAPPINGS`) — for ``fdcontrol experiments physics``."""
+    arms = ARMS if not ctx.quick else ("ur10",)
+    res = sweep(arms, ctx.n(20, 3), MAPPINGS, SEED + ctx.seed, progress=ctx.progress)
+    return res, table(HEADER, rows(res))
+
+
+def run_experiment(ctx: Context) -> dict:
+    arms = ARMS if not ctx.quick else ("ur10",)
+    n = ctx.n(20, 3)
+    res = sweep(arms, n, SOURCES, SEED + ctx.seed, progress=ctx.progress)
+    write_results(ctx.folder("drift"), res, f"""# Sideways drift of hand guiding: its sources
+
+`fdcontrol experiments drift` — {n} seeded poses per arm (σ_min(J) ≥ {SIGMA_MIN} along the whole
+push, joints {MARGIN:.0%} of their range inside the limits), a {PUSH} N push along base +x for
+{GUIDE_S} s, force mode, FD, decay {DEFAULT_DECAY} 1/s, 500 Hz. Baseline: γ = {GAMMA:g}, the
+MuJoCo arm (PI velocity servo 20 Hz, {TOOL.mass} kg tool on a flange sensor), the default
+limits, the virtual model started at the measured q, Coriolis on, the push at the sensor.
+Drift = lateral / along-push displacement of the tip.
+
+{table(HEADER, rows(res))}
+""")
+    return res
+
+
+run = run_experiment
