@@ -106,7 +106,6 @@ def test_reference_integration_starts_at_the_integrated_reference_within_the_bou
 
 
 def test_xarm7_from_example_robot_data_compiles_with_pinocchio_kinematics():
-    pytest.importorskip("cmeel")
     arm = load_arm("xarm7")
     from fdcontrol.drivers.mujoco import MujocoRobot
 
@@ -124,8 +123,8 @@ def test_dls_rings_on_the_table_without_a_low_pass_and_settles_with_the_document
     robot = RobotModel.load("ur10")
     bare = press(robot, Press(), seconds=2.5)
     assert bare["settle_s"] is None and bare["ripple_N"] > 1.0  # the 250 Hz limit cycle
-    best = press(robot, Press(cutoff=DLS_CUTOFF_HZ), seconds=2.5)
+    best = press(robot, Press(cutoff=DLS_CUTOFF_HZ), seconds=3.0)
     assert best["fault"] is None
     assert best["settle_s"] is not None and best["settle_s"] < 2.0
-    assert abs(best["mean_N"] - 10.0) < 0.1 and best["ripple_N"] < 0.05
+    assert abs(best["mean_N"] - 10.0) < 0.05 and best["ripple_N"] < 0.1
     assert best["peak_N"] < 15.0
