@@ -128,3 +128,19 @@ def test_dls_rings_on_the_table_without_a_low_pass_and_settles_with_the_document
     assert best["settle_s"] is not None and best["settle_s"] < 2.0
     assert abs(best["mean_N"] - 10.0) < 0.05 and best["ripple_N"] < 0.1
     assert best["peak_N"] < 15.0
+
+
+def test_dls_creeps_without_a_push_unless_the_low_pass_is_on():
+    """Force mode, no push, 2 s: DLS's unfiltered loop chatters and the tip creeps; with the
+    documented low-pass it stands still like FD (tip displacement from the loop's own state)."""
+    from fdcontrol.experiments import physics as P
+
+    robot = RobotModel.load("ur10")
+    moved = {}
+    for cutoff in (0.0, DLS_CUTOFF_HZ):
+        r = P.rig(robot, "dls", law=P.force_law())
+        r.loop.filter.cutoff = cutoff
+        p0 = r.loop.state.tip_pose[:3, 3].copy()
+        moved[cutoff] = max(float(np.linalg.norm(s.tip_pose[:3, 3] - p0)) for s in P.advance(r, 2.0))
+    assert moved[0.0] > 5e-5  # the creep (0.47 mm here)
+    assert moved[DLS_CUTOFF_HZ] < 1e-6
