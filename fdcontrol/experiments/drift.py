@@ -264,13 +264,13 @@ HEADER = ["arm", "condition (changes from the baseline)", "drift p50 %", "p90 %"
 def mapping_drift(ctx: Context) -> tuple[dict, str]:
     """Drift percentiles of every mapping (:data:`MAPPINGS`) — for ``fdcontrol experiments physics``."""
     arms = ARMS if not ctx.quick else ("ur10",)
-    res = sweep(arms, ctx.n(20, 2), MAPPINGS, SEED + ctx.seed, progress=ctx.progress)
+    res = sweep(arms, ctx.n(20, 1), MAPPINGS, SEED + ctx.seed, progress=ctx.progress)
     return res, table(HEADER, rows(res))
 
 
 def run_experiment(ctx: Context) -> dict:
     arms = ARMS if not ctx.quick else ("ur10",)
-    n = ctx.n(20, 2)
+    n = ctx.n(20, 1)
     res = sweep(arms, n, SOURCES, SEED + ctx.seed, progress=ctx.progress)
     write_results(ctx.folder("drift"), res, f"""# Sideways drift of hand guiding: its sources
 
