@@ -289,6 +289,7 @@ class MujocoRobot:
                 d.ctrl[0::2] = q0
             self._q_ref_prev = np.array(q0, dtype=float)
             self._push = np.zeros(6)
+            self.push_point = np.zeros(3)  # where the hand acts: offset from the tip origin, tip frame (m)
             self._due: tuple[np.ndarray | None, np.ndarray | None] | None = None
             self.t, self.sent = 0.0, 0
             mujoco.mj_forward(self.model, d)
@@ -381,11 +382,13 @@ class MujocoRobot:
         return self._push.copy()
 
     def _apply_push(self) -> None:
-        """xfrc_applied acts at the tool's centre of mass: τ_com = τ + (p_tip − p_com) × F."""
+        """xfrc_applied acts at the tool's centre of mass: τ_com = τ + (p − p_com) × F, with p the
+        tip origin moved by ``push_point`` (tip frame; zero: the hand pushes at the sensor)."""
         d = self._data
         Rb, _ = self._base_pose()
         F, tau = Rb @ self._push[:3], Rb @ self._push[3:]
-        lever = d.xpos[self._tip_id] - d.xipos[self._tool_id]
+        at = d.xpos[self._tip_id] + d.xmat[self._tip_id].reshape(3, 3) @ self.push_point
+        lever = at - d.xipos[self._tool_id]
         d.xfrc_applied[self._tool_id, :3] = F
         d.xfrc_applied[self._tool_id, 3:] = tau + np.cross(lever, F)
 

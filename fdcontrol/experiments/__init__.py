@@ -9,6 +9,7 @@ from typing import Any
 from fdcontrol.experiments import (
     conditioning,
     decoupling,
+    drift,
     integrators,
     limits,
     numerics,
@@ -32,6 +33,7 @@ EXPERIMENTS = {
     "integrators": integrators.run,  # issue 7: error vs CPU time
     "sdls-rate": sdls_rate.run,  # issue 17: SDLS in the loop is rate-independent
     "physics": physics.run,  # issue 11: the mappings on the MuJoCo arm
+    "drift": drift.run,  # hand guiding's sideways drift at random poses, source by source
 }
 
 

@@ -23,6 +23,7 @@ import numpy as np
 from fdcontrol.control.law import ControlLaw, ForceTerm
 from fdcontrol.control.sensing import WrenchFilter
 from fdcontrol.drivers.mujoco import EnvObject, MujocoRobot, Tool
+from fdcontrol.experiments import drift
 from fdcontrol.experiments.common import Context, table, write_results
 from fdcontrol.limits.safety import SafetyLimits
 from fdcontrol.loop.cycle import ControlLoop
@@ -152,6 +153,7 @@ def run_experiment(ctx: Context) -> dict:
                              f"{s['position_violation_rad']:.1e}"])
                 if ctx.progress:
                     print(rows[-1])
+    res["drift"], drift_table = drift.mapping_drift(ctx)
     folder = ctx.folder("physics")
     write_results(folder, res, f"""# Mappings on the MuJoCo arm (issue 11)
 
@@ -171,6 +173,12 @@ safety limit was active and held. DLS and J⁻¹ map the sensed wrench straight 
 high-gain loop that chatters from round-off up to a ~0.4 N limit cycle, so the tip creeps
 ("still" > 0) and the force does not settle; FD's virtual mass filters it. Jᵀ drifts far
 across the push (its metric is not the Cartesian one).
+
+Hand-guiding drift over seeded random poses (a {drift.PUSH} N push along +x for {drift.GUIDE_S} s,
+the MuJoCo arm, the default limits unless stated; DLS and J⁻¹ also with the 5 Hz sensor
+low-pass that lets them settle on contact; sources separated in `fdcontrol experiments drift`):
+
+{drift_table}
 """)
     return res
 

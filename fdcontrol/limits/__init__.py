@@ -11,6 +11,7 @@ from fdcontrol.limits.acceleration import JointAcceleration
 from fdcontrol.limits.base import Cycle, Limit, LimitSettings, run
 from fdcontrol.limits.braking import braking_steps
 from fdcontrol.limits.cartesian import CartesianSpeed
+from fdcontrol.limits.path_acceleration import PathAcceleration
 from fdcontrol.limits.position import BRAKING_MARGIN, PositionEnvelope
 from fdcontrol.limits.velocity import JointVelocity
 from fdcontrol.registry import Registry
@@ -18,6 +19,7 @@ from fdcontrol.registry import Registry
 LIMITS: Registry[Limit] = Registry("limit")
 for _cls in (CartesianSpeed, PositionEnvelope, JointVelocity, JointAcceleration):
     LIMITS.register(_cls.name)(_cls)
+LIMITS.register(PathAcceleration.name)(PathAcceleration)  # optional: select it in the settings' ``limits``
 
 __all__ = ["BRAKING_MARGIN", "LIMITS", "CartesianSpeed", "Cycle", "JointAcceleration", "JointVelocity",
-           "Limit", "LimitSettings", "PositionEnvelope", "braking_steps", "run"]
+           "Limit", "LimitSettings", "PathAcceleration", "PositionEnvelope", "braking_steps", "run"]
