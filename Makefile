@@ -1,6 +1,6 @@
 # Two entry points, each works alone from a fresh clone:
 #   make serve   — create .venv if missing, install, run the service on the simulated robot
-#   make test    — create .venv if missing, install with the test and ur extras, lint, run pytest
+#   make test    — create .venv if missing, install with every extra and the test tools, lint, run pytest
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -13,11 +13,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 
-install: $(BIN)/python
-	$(BIN)/pip install -e .
+install: $(BIN)/python  # what the service needs: the server, the simulated arm, the compiled limits
+	$(BIN)/pip install -e '.[server,mujoco,fast]'
 
 install-test: $(BIN)/python
-	$(BIN)/pip install -e '.[test,ur]'
+	$(BIN)/pip install -e '.[all,test]'
 
 serve: install
 	$(BIN)/fdcontrol serve --host $(HOST) --port $(PORT)

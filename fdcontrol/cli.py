@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from fdcontrol.extras import MissingExtra, require
 from fdcontrol.mappings import analyze, make_mapping, mapping_names
 from fdcontrol.model.robot import ModelError, RobotModel
 
@@ -72,6 +73,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_experiments(args: argparse.Namespace) -> int:
+    require("experiments", "fdcontrol experiments")
     from fdcontrol.experiments import EXPERIMENTS, run
 
     if args.recording:  # the singular-value study along a recorded trajectory
@@ -94,6 +96,7 @@ def cmd_experiments(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    require("experiments", "fdcontrol plot")
     from fdcontrol.plot import plot_file
 
     try:
@@ -162,7 +165,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     args = parser.parse_args(_attach_negative_values(sys.argv[1:] if argv is None else list(argv)))
     try:
         return int(args.func(args))
-    except ModelError as exc:
+    except (ModelError, MissingExtra) as exc:
         print(f"fdcontrol: error: {exc}", file=sys.stderr)
         return 2
 

@@ -16,12 +16,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.figure import Figure
+
+from fdcontrol.extras import missing
+
+try:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+except ImportError as exc:
+    raise missing("experiments", "fdcontrol plot", exc) from exc
 
 from fdcontrol.recording import Recording, read_recording
 

@@ -45,10 +45,16 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-from mcap.exceptions import McapError
-from mcap.records import Channel, Message, Metadata, Schema
-from mcap.stream_reader import StreamReader
-from mcap.writer import CompressionType, Writer
+
+from fdcontrol.extras import missing
+
+try:
+    from mcap.exceptions import McapError
+    from mcap.records import Channel, Message, Metadata, Schema
+    from mcap.stream_reader import StreamReader
+    from mcap.writer import CompressionType, Writer
+except ImportError as exc:
+    raise missing("record", "recording (MCAP)", exc) from exc
 
 STATE_TOPIC, TIP_TOPIC = "/fdcontrol/state", "/fdcontrol/tip"
 COMMAND_TOPIC, CONFIG_TOPIC = "/fdcontrol/command", "/fdcontrol/config"

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from fdcontrol import cli
 from fdcontrol.control.laws import LAWS
+from fdcontrol.extras import MissingExtra, require
 from fdcontrol.limits import LIMITS
 from fdcontrol.loop.integrators import INTEGRATORS
 from fdcontrol.mappings import MAPPING_NAMES, MAPPINGS
@@ -92,6 +93,10 @@ def ready_line(settings: Settings, token: bool) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """``fdcontrol serve``: check the configuration, start the loop process, then serve."""
+    try:
+        require("server", "fdcontrol serve")
+    except MissingExtra as exc:
+        return fail(str(exc))
     import uvicorn
     from pydantic import ValidationError
 
