@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from fdcontrol.drivers.base import SimulatedWorld
+
 
 def sim_call(driver: Any, op: str, *args: Any) -> Any:
     """Runs in the loop process (server/worker.py handler "sim")."""
-    if not hasattr(driver, "set_push") or not hasattr(driver, "environment"):
+    if not isinstance(driver, SimulatedWorld):
         return {"error": f"the {type(driver).__name__} driver has no simulated environment"}
     if op == "environment":
         return driver.environment()

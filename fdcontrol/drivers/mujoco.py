@@ -42,7 +42,7 @@ from typing import Any, Literal
 import numpy as np
 
 from fdcontrol.control.sensing import check_sign
-from fdcontrol.drivers.base import JointState
+from fdcontrol.drivers.base import JointState, RobotDriver
 from fdcontrol.extras import missing
 from fdcontrol.model.robot import HOME, SHIPPED, URDF_DIR, ModelError, RobotModel
 
@@ -118,7 +118,7 @@ def _urdf_of(robot: RobotModel, path: str | None) -> str:
     raise ModelError("MujocoRobot needs the robot's URDF: pass urdf=<path>")
 
 
-class MujocoRobot:
+class MujocoRobot(RobotDriver):
     """A MuJoCo arm behind the RobotDriver protocol (see the module doc)."""
 
     simulated = True

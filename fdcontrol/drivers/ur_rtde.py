@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from fdcontrol.drivers.base import JointState
+from fdcontrol.drivers.base import JointState, RobotDriver
 from fdcontrol.drivers.udp import StaleStateError
 from fdcontrol.extras import missing
 from fdcontrol.model.robot import RobotModel
@@ -76,7 +76,7 @@ def _default_receive(host: str, frequency: float):
     return rtde_receive.RTDEReceiveInterface(host, frequency)
 
 
-class UrRtdeDriver:
+class UrRtdeDriver(RobotDriver):
     simulated = False
 
     def __init__(self, robot: RobotModel, dt: float = 0.002, *, host: str, interface: str = "velocity",
