@@ -140,6 +140,7 @@ class ControlLoop:
         self.spin = float(spin)
         self.telemetry_decimation = int(telemetry_decimation)  # σmin(J), κ(H) every n-th cycle (~30 µs)
         self.max_tracking_error = 0.05  # rad, position interfaces only (see _position_reference)
+        self._q_ref: np.ndarray | None = None  # the last position reference (position interfaces)
         self.stats = Stats()
         self._command: Command | None = None
         self._twist: Command | None = None
@@ -372,7 +373,7 @@ class ControlLoop:
         and resumes from where it is, without a jump, when released."""
         if self.driver.interface != "position":
             return q + dt * qd_ref, holding
-        prev = getattr(self, "_q_ref", None)
+        prev = self._q_ref
         q_ref = q.copy() if self.cycle == 0 or prev is None else prev + dt * qd_ref
         e = self.max_tracking_error
         q_ref = q + np.clip(q_ref - q, -e, e)
@@ -409,7 +410,7 @@ class ControlLoop:
 
     def braking_time(self) -> float:
         """Time (s) to bring the current reference to zero at the acceleration limit."""
-        amax = np.asarray(getattr(self.limits, "max_acceleration", 1.0), dtype=float)
+        amax = np.asarray(self.limits.max_acceleration, dtype=float)
         with np.errstate(divide="ignore", invalid="ignore"):
             t = np.abs(self.qd_ref) / amax
         return float(np.nanmax(t)) if t.size and finite(t) else 0.0
@@ -509,7 +510,7 @@ def _hold_after(loop: ControlLoop, exc: Exception) -> None:
     loop.fault = f"{type(exc).__name__}: {exc}"[:400]
     loop._hold_request = True
     try:
-        amax = getattr(loop.limits, "max_acceleration", 0.0)
+        amax = loop.limits.max_acceleration
         qd = brake_step(np.asarray(loop.qd_ref, dtype=float), amax, loop.period)
         if not finite(qd):
             qd = np.zeros(loop.robot.dof)
