@@ -26,12 +26,12 @@ test: install-test
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
-bench: install
+bench: install-test  # the benchmarks use the experiments, the drivers and the test fixtures
 	$(BIN)/python benchmarks/bench_mappings.py
 
 # the README's "Measured here" numbers: runs the speed benchmarks (minutes), rewrites the section and
 # docs/measured.json; e.g. `make measure MEASURE_ARGS="--only ws"` or `MEASURE_ARGS=--quick`
-measure: install
+measure: install-test
 	$(BIN)/python scripts/measure.py $(MEASURE_ARGS)
 
 clean:
