@@ -73,7 +73,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_experiments(args: argparse.Namespace) -> int:
-    require("experiments", "fdcontrol experiments")
+    require("experiments", "the experiments")
     from fdcontrol.experiments import EXPERIMENTS, run
 
     if args.recording:  # the singular-value study along a recorded trajectory
@@ -96,7 +96,7 @@ def cmd_experiments(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    require("experiments", "fdcontrol plot")
+    require("experiments", "plotting")
     from fdcontrol.plot import plot_file
 
     try:

@@ -94,7 +94,7 @@ def ready_line(settings: Settings, token: bool) -> str:
 def run(args: argparse.Namespace) -> int:
     """``fdcontrol serve``: check the configuration, start the loop process, then serve."""
     try:
-        require("server", "fdcontrol serve")
+        require("server", "the service")
     except MissingExtra as exc:
         return fail(str(exc))
     import uvicorn
