@@ -257,5 +257,16 @@ def test_a_registered_law_runs_and_a_law_naming_terms_must_add_them():
             terms = ("force",)
 
 
-def test_mapping_base_defaults():
+def test_mapping_base_defaults(ur10):
     assert not Mapping.solves_displacement and MAPPINGS.get("sdls").solves_displacement
+
+    class OwnPass(Mapping):  # a mapping that only says M(q): still usable by the velocity solver
+        def joint_space(self, q):
+            return 2.0 * self.robot.jacobian(q).T
+
+    m = OwnPass(ur10)
+    conf = Configuration(ur10, Q0)
+    assert np.allclose(m.joint_space_at(conf), 2.0 * conf.jacobian.T)
+    f = np.array([1.0, 0, 0, 0, 0, 0])
+    assert np.allclose(VelocitySolver(m, decay=10.0).step(conf.q, np.zeros(6), f, DT, config=conf)[1],
+                       2.0 * conf.jacobian.T @ f / 10.0)

@@ -59,7 +59,10 @@ class Mapping:
         return self.from_jacobian(self.robot.jacobian(q))
 
     def joint_space_at(self, conf: Configuration) -> np.ndarray:
-        """M at the configuration's q, from its Jacobian (and H where the mapping needs it)."""
+        """M at the configuration's q, from its Jacobian (and H where the mapping needs it); a
+        mapping that only defines ``joint_space(q)`` is evaluated at the configuration's q."""
+        if type(self).from_jacobian is Mapping.from_jacobian:
+            return self.joint_space(conf.q)
         return self.from_jacobian(conf.jacobian)
 
     def solve(self, q: np.ndarray, error: np.ndarray) -> np.ndarray:
