@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fdcontrol.loop.cycle import Stats
 from fdcontrol.server.record_ring import StateRing
-from fdcontrol.server.worker import OUT_SIZE
+from fdcontrol.server.shm_layout import OUT_SIZE
 from tests.service import Service
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from fdcontrol.extras import MissingExtra, require
 from fdcontrol.mappings import analyze, make_mapping, mapping_names, mapping_params, settings_kwargs
 from fdcontrol.model.robot import ModelError, RobotModel
 
@@ -70,6 +71,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_experiments(args: argparse.Namespace) -> int:
+    require("experiments", "the experiments")
     from fdcontrol.experiments import EXPERIMENTS, run
 
     if args.recording:  # the singular-value study along a recorded trajectory
@@ -92,6 +94,7 @@ def cmd_experiments(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    require("experiments", "plotting")
     from fdcontrol.plot import plot_file
 
     try:
@@ -178,7 +181,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     args = parser.parse_args(_attach_negative_values(sys.argv[1:] if argv is None else list(argv)))
     try:
         return int(args.func(args))
-    except ModelError as exc:
+    except (ModelError, MissingExtra) as exc:
         print(f"fdcontrol: error: {exc}", file=sys.stderr)
         return 2
 

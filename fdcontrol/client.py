@@ -16,11 +16,16 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-import httpx
-import msgpack
-from websockets.asyncio.client import ClientConnection as AsyncConnection
-from websockets.asyncio.client import connect as aconnect
-from websockets.sync.client import ClientConnection, connect
+from fdcontrol.extras import missing
+
+try:
+    import httpx
+    import msgpack
+    from websockets.asyncio.client import ClientConnection as AsyncConnection
+    from websockets.asyncio.client import connect as aconnect
+    from websockets.sync.client import ClientConnection, connect
+except ImportError as exc:
+    raise missing("server", "the fdcontrol client", exc) from exc
 
 
 class ServiceError(RuntimeError):

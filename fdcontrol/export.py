@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from fdcontrol.recording import COMMAND_TOPIC, CONFIG_TOPIC, EPISODE_TOPIC, STATE_TOPIC, read_recording
+from fdcontrol.recording import COMMAND_TOPIC, CONFIG_TOPIC, EPISODE_TOPIC, STATE_TOPIC, quaternion, read_recording
 
 ARRAYS = ("t", "seq", "obs_cycle", "obs_q", "obs_qd", "obs_tip_pose", "obs_tip_twist", "obs_wrench", "action", "goal")
 
@@ -107,7 +107,8 @@ def _arrays(rows: list[dict[str, Any]], t0: int, states: list, state_times: list
         cols["obs_cycle"].append(int(a["obs_cycle"]))
         cols["obs_q"].append(s["q"])
         cols["obs_qd"].append(s["qd"])
-        cols["obs_tip_pose"].append([*s["tip_position"], *s["tip_orientation"]])
+        T = np.asarray(s["tip_pose"], dtype=float)  # the recorded state: the LoopState's own 4×4
+        cols["obs_tip_pose"].append([*T[:3, 3], *quaternion(T[:3, :3])])
         cols["obs_tip_twist"].append(s.get("tip_twist") or [np.nan] * 6)
         cols["obs_wrench"].append(s["f_measured"])
         cols["action"].append(a.get("policy_action") or [])

@@ -45,10 +45,16 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-from mcap.exceptions import McapError
-from mcap.records import Channel, Message, Metadata, Schema
-from mcap.stream_reader import StreamReader
-from mcap.writer import CompressionType, Writer
+
+from fdcontrol.extras import missing
+
+try:
+    from mcap.exceptions import McapError
+    from mcap.records import Channel, Message, Metadata, Schema
+    from mcap.stream_reader import StreamReader
+    from mcap.writer import CompressionType, Writer
+except ImportError as exc:
+    raise missing("record", "recording (MCAP)", exc) from exc
 
 STATE_TOPIC, TIP_TOPIC = "/fdcontrol/state", "/fdcontrol/tip"
 COMMAND_TOPIC, CONFIG_TOPIC = "/fdcontrol/command", "/fdcontrol/config"
@@ -57,44 +63,56 @@ TIP_DECIMATION = 10
 PROFILE = "fdcontrol"
 
 _VEC = {"type": "array", "items": {"type": ["number", "null"]}}  # null: a non-finite value (a fault)
-_VEC6 = {**_VEC, "minItems": 6, "maxItems": 6}
 _NUM_OR_NULL = {"type": ["number", "null"]}
-
-STATE_SCHEMA: dict[str, Any] = {
-    "title": "fdcontrol.LoopState",
-    "description": "One control cycle. SI units; wrenches [F; τ] (N, N·m) in the base frame.",
-    "type": "object",
-    "properties": {
-        "t": {"type": "number", "description": "driver time (s)"},
-        "cycle": {"type": "integer", "description": "cycle number since the loop started"},
-        "q": {**_VEC, "description": "measured joint positions (rad)"},
-        "qd": {**_VEC, "description": "measured joint velocities (rad/s)"},
-        "q_ref": {**_VEC, "description": "joint position references sent (rad)"},
-        "qd_ref": {**_VEC, "description": "joint velocity references sent, after limits (rad/s)"},
-        "tip_position": {**_VEC, "minItems": 3, "maxItems": 3, "description": "tip position, base frame (m)"},
-        "tip_orientation": {**_VEC, "minItems": 4, "maxItems": 4,
-                            "description": "tip orientation quaternion [x, y, z, w], base frame"},
-        "f_c": {**_VEC6, "description": "wrench f_c given to the solver [N, N·m]"},
-        "f_measured": {**_VEC6, "description": "filtered sensor wrench the tool exerts [N, N·m]"},
-        "mode": {"type": "string", "enum": ["admittance", "force", "motion", "compliance"]},
-        "running": {"type": "boolean"},
-        "holding": {"type": "boolean"},
-        "watchdog": {"type": "string", "enum": ["idle", "ok", "tripped"]},
-        "seq_ack": {"type": "integer", "description": "sequence number of the wrench in use"},
-        "fault": {"type": ["string", "null"]},
-        "limits_active": {"type": "object", "additionalProperties": {"type": "boolean"},
-                          "description": "which safety limits scaled or clamped this cycle"},
-        "sigma_min_j": {"type": "number", "description": "σmin(J), smallest singular value of the Jacobian"},
-        "kappa_h": {**_NUM_OR_NULL, "description": "κ(H) of the FD virtual inertia (null: other mapping)"},
-        "compute_s": {**_NUM_OR_NULL, "description": "this cycle's compute time (s)"},
-        "period_error_s": {**_NUM_OR_NULL, "description": "start time − scheduled start (s)"},
-        "tip_twist": {**_VEC6, "description": "measured tip twist J q̇ [v; ω], base frame (m/s, rad/s)"},
-        "action_seq": {"type": "integer", "description": "sequence number of the policy action in use (0: none)"},
-    },
-    "required": ["t", "cycle", "q", "qd", "q_ref", "qd_ref", "tip_position", "tip_orientation", "f_c",
-                 "f_measured", "mode", "running", "holding", "watchdog", "seq_ack", "fault",
-                 "limits_active", "sigma_min_j", "kappa_h", "compute_s", "period_error_s"],
+#: what a recorded state carries beyond the LoopState fields: the cycle's timing from the loop's Stats
+TIMING_SCHEMA: dict[str, Any] = {
+    "compute_s": {**_NUM_OR_NULL, "description": "this cycle's compute time (s)"},
+    "period_error_s": {**_NUM_OR_NULL, "description": "start time − scheduled start (s)"},
 }
+
+
+def _field_schema(meta: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema of one LoopState field, from its declaration in :mod:`fdcontrol.loop.state`."""
+    kind = meta["kind"]
+    out: dict[str, Any]
+    if kind == "array":
+        out = {"type": ["number", "null"]}  # null: a non-finite value (a fault)
+        for dim in reversed(meta["shape"]):
+            out = {"type": "array", "items": out}
+            if dim != "dof":
+                out["minItems"] = out["maxItems"] = int(dim)
+    elif kind == "choice":
+        out = {"type": "string", "enum": list(meta["choices"])}
+    elif kind == "text":
+        out = {"type": ["string", "null"]}
+    elif kind == "flags":
+        out = {"type": "object", "properties": {k: {"type": "boolean"} for k in meta["choices"]},
+               "additionalProperties": {"type": "boolean"}}
+    else:
+        base = {"float": "number", "int": "integer", "bool": "boolean"}[kind]
+        # a float can be non-finite in a faulted cycle; JSON carries it as null
+        out = {"type": [base, "null"] if kind == "float" else base}
+    desc = meta["description"] + (f" ({meta['unit']})" if meta["unit"] else "")
+    return {**out, "description": desc}
+
+
+def state_schema() -> dict[str, Any]:
+    """The ``/fdcontrol/state`` JSON schema, generated from the LoopState declaration.
+
+    Every field under its own name, kind, shape and unit (``fdcontrol/loop/state.py``), the mode's
+    choices as the registry of laws holds them (plugins included), and the cycle's timing.
+    """
+    from fdcontrol.loop import state
+
+    props = {f.name: _field_schema(dict(f.metadata)) for f in state.FIELDS}
+    props.update(TIMING_SCHEMA)
+    return {"title": "fdcontrol.LoopState",
+            "description": "One control cycle (fdcontrol.loop.state.LoopState and its timing). SI units; "
+                          "wrenches [F; τ] (N, N·m) and the tip pose in the base frame.",
+            "type": "object", "properties": props, "required": list(props)}
+
+
+STATE_SCHEMA: dict[str, Any] = state_schema()
 STATE_FIELDS: tuple[str, ...] = tuple(STATE_SCHEMA["required"])
 
 COMMAND_SCHEMA: dict[str, Any] = {
@@ -176,25 +194,12 @@ def quaternion(R: np.ndarray) -> list[float]:
     return q
 
 
-def _finite_or_none(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
-
-
 def state_message(s: Any, compute: float | None, period_error: float | None) -> dict[str, Any]:
-    """The ``/fdcontrol/state`` message of a :class:`~fdcontrol.loop.cycle.LoopState`."""
-    pose = s.tip_pose
-    return {
-        "t": float(s.t), "cycle": int(s.cycle), "q": s.q.tolist(), "qd": s.qd.tolist(),
-        "q_ref": s.q_ref.tolist(), "qd_ref": s.qd_ref.tolist(), "tip_position": pose[:3, 3].tolist(),
-        "tip_orientation": quaternion(pose[:3, :3]), "f_c": s.wrench.tolist(),
-        "f_measured": s.f_measured.tolist(), "mode": s.mode, "running": bool(s.running),
-        "holding": bool(s.holding), "watchdog": s.watchdog, "seq_ack": int(s.seq_ack), "fault": s.fault,
-        "limits_active": {k: bool(v) for k, v in s.limits_active.items()},
-        "sigma_min_j": float(s.sigma_min_j), "kappa_h": _finite_or_none(s.kappa_h),
-        "compute_s": compute, "period_error_s": period_error,
-        "tip_twist": np.asarray(getattr(s, "tip_twist", np.zeros(6))).tolist(),
-        "action_seq": int(getattr(s, "action_seq", 0)),
-    }
+    """The ``/fdcontrol/state`` message of a :class:`~fdcontrol.loop.state.LoopState`: its wire
+    encoding (:func:`fdcontrol.loop.state.to_dict`, every field by its own name) and the cycle's timing."""
+    from fdcontrol.loop.state import to_dict
+
+    return {**to_dict(s), "compute_s": compute, "period_error_s": period_error}
 
 
 def _json_default(o: Any) -> Any:
@@ -571,5 +576,5 @@ def robot_info_from_params(params: dict[str, Any]) -> dict[str, Any]:
 
 
 __all__ = ["COMMAND_TOPIC", "CONFIG_TOPIC", "EPISODE_TOPIC", "SCHEMAS", "STATE_FIELDS", "STATE_SCHEMA", "STATE_TOPIC",
-           "TIP_TOPIC", "LoopTap", "Published", "Recorder", "Recording", "quaternion", "read_recording", "robot_info",
-           "robot_info_from_params", "state_message"]
+           "TIMING_SCHEMA", "TIP_TOPIC", "LoopTap", "Published", "Recorder", "Recording", "quaternion",
+           "read_recording", "robot_info", "robot_info_from_params", "state_message", "state_schema"]

@@ -92,7 +92,7 @@ def _autostart(settings: Settings) -> bool:
         return settings.autostart
     from fdcontrol.drivers.registry import DRIVERS
 
-    return settings.driver in DRIVERS and getattr(DRIVERS.get(settings.driver), "simulated", False)
+    return settings.driver in DRIVERS and DRIVERS.get(settings.driver).simulated
 
 
 def _allowed_methods(app: FastAPI, path: str) -> list[str]:

@@ -18,6 +18,7 @@ from fdcontrol import ModelError
 from fdcontrol.loop.cycle import InputError
 from fdcontrol.server import schemas
 from fdcontrol.server.auth import MIDDLEWARE_ERRORS, UNSAFE
+from fdcontrol.server.worker import WorkerError
 
 MAX_DETAIL = 300  # characters of an error message
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -51,9 +52,6 @@ def detail_text(detail: Any) -> str:
 
 def install_handlers(app: FastAPI) -> None:
     """Exception → status: library input errors are 422, worker errors by kind (409, 422, 503)."""
-    from fdcontrol.server.worker import (
-        WorkerError,  # here: worker.py imports server/routers/sim.py, which imports ERRORS
-    )
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

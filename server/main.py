@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fdcontrol import cli
+from fdcontrol.extras import MissingExtra, require
 from fdcontrol.loop.parameters import declared
 from fdcontrol.params import Param
 
@@ -107,6 +108,10 @@ def ready_line(settings: Settings, token: bool) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """``fdcontrol serve``: check the configuration, start the loop process, then serve."""
+    try:
+        require("server", "the service")
+    except MissingExtra as exc:
+        return fail(str(exc))
     import uvicorn
     from pydantic import ValidationError
 

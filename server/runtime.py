@@ -55,7 +55,7 @@ def load_driver(spec: str, robot: RobotModel, dt: float, options: dict[str, Any]
     cls = getattr(importlib.import_module(module), name)
     driver = cls(robot=robot, dt=dt, **options)
     if not isinstance(driver, RobotDriver):
-        raise TypeError(f"{spec} does not implement fdcontrol.drivers.RobotDriver")
+        raise TypeError(f"{spec} is not a subclass of fdcontrol.drivers.RobotDriver")
     return driver
 
 
@@ -102,7 +102,7 @@ def build_limits(robot: RobotModel, p: ControlParams) -> SafetyLimits:
 def build_filter(p: ControlParams, old: WrenchFilter | None = None, driver: Any = None) -> WrenchFilter:
     """The sensor model from the settings; tool_mass 0 on a simulated tool (a driver with a
     ``tool``) means that tool's own payload, as a user would enter it on a real controller."""
-    tool = getattr(driver, "tool", None)
+    tool = driver.tool if isinstance(driver, RobotDriver) else None
     mass, com = (tool.mass, tool.com) if tool is not None and p.tool_mass == 0 else (p.tool_mass, p.tool_com)
     f = WrenchFilter(tool_mass=mass, tool_com=np.array(com),
                      deadband_force=p.deadband_force, deadband_torque=p.deadband_torque,

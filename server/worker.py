@@ -44,19 +44,15 @@ from pydantic import ValidationError
 
 from fdcontrol.control.twist import TwistError, check_twist
 from fdcontrol.loop.cycle import ControlLoop, InputError, check_wrench
-from fdcontrol.loop.state import LoopState, SharedLayout
-from fdcontrol.server.routers.sim import sim_call
+from fdcontrol.loop.state import LoopState
+from fdcontrol.server.shm_layout import FAULT_BYTES, LAYOUT, MAX_DOF, OUT_SIZE  # noqa: F401  (re-exported)
+from fdcontrol.server.sim_ops import sim_call
 
-MAX_DOF = 16
-FAULT_BYTES = 512  # UTF-8 bytes of each text field kept in shared memory (longer texts are cut)
 RECORDED = ("start", "stop", "hold", "zero_sensor", "target")  # accepted commands that go into a recording
 
 # input slot (float64): version, wrench[6], frame (0 base, 1 tool), seq, t
 IN_SIZE = 10
-# state slot (float64): version, then the packed state — every LoopState field, laid out by
-# fdcontrol.loop.state.SharedLayout from the declaration, plus last_cycle_at (time.monotonic(), s)
-LAYOUT = SharedLayout(max_dof=MAX_DOF, text_bytes=FAULT_BYTES, extra=("last_cycle_at",))
-OUT_SIZE = LAYOUT.size  # the packed state's length (float64), also a row of the recording ring
+# state slot (float64): version, then the packed state (server/shm_layout.py: LAYOUT, OUT_SIZE)
 # block: wrench slot, twist slot (same layout), heartbeat, state slot
 TWIST_OFFSET = 8 * IN_SIZE
 HEARTBEAT_OFFSET = TWIST_OFFSET + 8 * IN_SIZE
@@ -258,8 +254,9 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Co
         "action": lambda pose, step, seq, t: runtime.loop.set_action(pose, step, seq, t),  # routers/learning.py
         "stats": lambda: runtime.loop.stats.summary(),
         "has_sensor": lambda: runtime.loop.driver.read_wrench() is not None,
-        "sim": lambda op, *a: sim_call(runtime.loop.driver, op, *a),  # server/routers/sim.py
+        "sim": lambda op, *a: sim_call(runtime.loop.driver, op, *a),  # server/sim_ops.py
         "metrics": lambda: io.metrics.snapshot(runtime.loop.stats),
+        "modules": lambda: sorted(sys.modules),  # what the loop process imported (tests/test_layering.py)
     }
     while True:
         try:

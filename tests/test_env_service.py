@@ -225,7 +225,7 @@ def test_episode_export_aligned_with_the_recording(service, tmp_path):
             s = states[cyc]
             np.testing.assert_allclose(data[pre + "obs_q"][i], s["q"])
             np.testing.assert_allclose(data[pre + "obs_wrench"][i], s["f_measured"])
-            np.testing.assert_allclose(data[pre + "obs_tip_pose"][i, :3], s["tip_position"])
+            np.testing.assert_allclose(data[pre + "obs_tip_pose"][i, :3], np.asarray(s["tip_pose"])[:3, 3])
         # consecutive observations are a policy period apart in loop cycles (500 Hz loop, 20 Hz policy)
         gaps = np.diff(data[pre + "obs_cycle"])
         assert np.median(gaps) == pytest.approx(500 / RATE, abs=2)

@@ -80,8 +80,8 @@ _IDENTITY.setflags(write=False)  # shared by every cycle: a term that wrote into
 
 @dataclass
 class ControlLaw:
-    """f_c = Σ terms + f_applied. The mode, a law registered in :data:`fdcontrol.control.laws.LAWS`,
-    names the terms (see each law's docstring for its equation).
+    """f_c = Σ terms + f_applied. The mode names a law registered in :data:`fdcontrol.control.laws.LAWS`,
+    which adds its terms (see each law's docstring for its equation).
 
     In every mode a live streamed twist adds the velocity-tracking term (fdcontrol.control.twist).
     """
@@ -95,19 +95,18 @@ class ControlLaw:
     def __setattr__(self, key: str, value: object) -> None:
         # the mode is looked up once per change, not once per cycle; unknown names fail here
         if key == "mode":
-            object.__setattr__(self, "_terms", LAWS.get(str(value)).terms)
+            object.__setattr__(self, "_law", LAWS.create(str(value)))
         object.__setattr__(self, key, value)
 
     @property
     def uses_sensor(self) -> bool:
         """The mode reads the force sensor (its force term): the loop's sensor watchdog guards it."""
-        return "force" in self._terms
+        return "force" in self._law.terms
 
     def __call__(self, x: ControlInput) -> np.ndarray:
         R = x.pose[:3, :3] if self.frame == "tool" else _IDENTITY
         f = x.f_applied.copy()
-        for term in self._terms:
-            f += getattr(self, term)(x, R)
+        self._law.add(self, x, R, f)
         if x.twist_cmd is not None:
             f += self.twist(x.twist_cmd, x.twist, R)
         return f

@@ -39,12 +39,17 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import mujoco
 import numpy as np
 
 from fdcontrol.control.sensing import check_sign
-from fdcontrol.drivers.base import JointState
+from fdcontrol.drivers.base import JointState, RobotDriver
+from fdcontrol.extras import missing
 from fdcontrol.model.robot import HOME, SHIPPED, URDF_DIR, ModelError, RobotModel
+
+try:
+    import mujoco
+except ImportError as exc:
+    raise missing("mujoco", "the MuJoCo driver", exc) from exc
 
 Interface = Literal["velocity", "position"]
 TABLE_GAP = 0.05  # m between the tool's end and the default table
@@ -113,7 +118,7 @@ def _urdf_of(robot: RobotModel, path: str | None) -> str:
     raise ModelError("MujocoRobot needs the robot's URDF: pass urdf=<path>")
 
 
-class MujocoRobot:
+class MujocoRobot(RobotDriver):
     """A MuJoCo arm behind the RobotDriver protocol (see the module doc)."""
 
     simulated = True

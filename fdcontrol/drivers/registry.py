@@ -1,8 +1,8 @@
 """The drivers fdcontrol can run, by name (``driver:`` in the settings, ``--driver`` on the CLI).
 
-A driver is one class implementing :class:`~fdcontrol.drivers.base.RobotDriver`, built as
-``Class.from_options(robot, dt, options)`` when it defines that classmethod, else
-``Class(robot=robot, dt=dt, **options)``. Drivers with optional dependencies register lazily.
+A driver is one subclass of :class:`~fdcontrol.drivers.base.RobotDriver`, built as
+``Class.from_options(robot, dt, options)`` (by default ``Class(robot=robot, dt=dt, **options)``).
+Drivers with optional dependencies register lazily.
 """
 
 from __future__ import annotations
@@ -33,8 +33,6 @@ DRIVERS.register_lazy("ur_rtde", "fdcontrol.drivers.ur_rtde:UrRtdeDriver")
 def build_driver(name: str, robot: RobotModel, dt: float, options: dict[str, Any]) -> RobotDriver:
     """Construct the driver registered as `name` (see the module doc)."""
     cls = DRIVERS.get(name)
-    factory = getattr(cls, "from_options", None)
-    driver = factory(robot, dt, dict(options)) if factory is not None else cls(robot=robot, dt=dt, **options)
-    if not isinstance(driver, RobotDriver):
-        raise TypeError(f"driver {name!r} does not implement fdcontrol.drivers.RobotDriver")
-    return driver
+    if not (isinstance(cls, type) and issubclass(cls, RobotDriver)):
+        raise TypeError(f"driver {name!r} is not a subclass of fdcontrol.drivers.RobotDriver")
+    return cls.from_options(robot, dt, dict(options))

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from fdcontrol.drivers.base import JointState
+from fdcontrol.drivers.base import JointState, RobotDriver
 from fdcontrol.drivers.udp import StaleStateError
 from fdcontrol.model.robot import RobotModel
 
@@ -82,7 +82,7 @@ def matrix_from_quat(x: float, y: float, z: float, w: float) -> np.ndarray:
                      [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
 
 
-class Ros2Driver:
+class Ros2Driver(RobotDriver):
     simulated = False
 
     def __init__(self, robot: RobotModel, dt: float = 0.002, *, domain_id: int | None = None,

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from fdcontrol.control.sensing import check_sign, physical_reading
-from fdcontrol.drivers.base import JointState
+from fdcontrol.drivers.base import JointState, RobotDriver
 from fdcontrol.model.robot import HOME, RobotModel
 
 
@@ -76,7 +76,7 @@ class SimulatedSensor:
         return w
 
 
-class SimulatedRobot:
+class SimulatedRobot(RobotDriver):
     """Velocity-actuated arm following q̇_ref through a first-order lag (see module doc)."""
 
     simulated = True  # no hardware behind it: the service may start the loop by itself

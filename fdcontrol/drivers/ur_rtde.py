@@ -30,8 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from fdcontrol.drivers.base import JointState
+from fdcontrol.drivers.base import JointState, RobotDriver
 from fdcontrol.drivers.udp import StaleStateError
+from fdcontrol.extras import missing
 from fdcontrol.model.robot import RobotModel
 
 SAFETY_MODES = {1: "NORMAL", 2: "REDUCED", 3: "PROTECTIVE_STOP", 4: "RECOVERY", 5: "SAFEGUARD_STOP",
@@ -58,18 +59,24 @@ def base_to_tip(w_base: np.ndarray, R_tip: np.ndarray, base_yaw: float = 0.0) ->
 
 
 def _default_control(host: str, frequency: float):
-    import rtde_control
+    try:
+        import rtde_control
+    except ImportError as exc:
+        raise missing("ur", "the UR driver", exc) from exc
 
     return rtde_control.RTDEControlInterface(host, frequency)
 
 
 def _default_receive(host: str, frequency: float):
-    import rtde_receive
+    try:
+        import rtde_receive
+    except ImportError as exc:
+        raise missing("ur", "the UR driver", exc) from exc
 
     return rtde_receive.RTDEReceiveInterface(host, frequency)
 
 
-class UrRtdeDriver:
+class UrRtdeDriver(RobotDriver):
     simulated = False
 
     def __init__(self, robot: RobotModel, dt: float = 0.002, *, host: str, interface: str = "velocity",

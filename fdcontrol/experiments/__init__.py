@@ -6,21 +6,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fdcontrol.experiments import (
-    conditioning,
-    decoupling,
-    drift,
-    integrators,
-    limits,
-    numerics,
-    physics,
-    sdls_rate,
-    singular_path,
-    singular_sweep,
-    timing,
-)
-from fdcontrol.experiments.common import Context
+from fdcontrol.extras import missing
 from fdcontrol.model.robot import RobotModel
+
+try:
+    from fdcontrol.experiments import (
+        conditioning,
+        decoupling,
+        drift,
+        integrators,
+        limits,
+        numerics,
+        physics,
+        sdls_rate,
+        singular_path,
+        singular_sweep,
+        timing,
+    )
+    from fdcontrol.experiments.common import Context
+except ImportError as exc:
+    raise missing("experiments", "the experiments", exc) from exc
 
 EXPERIMENTS = {
     "decoupling": decoupling.run,

@@ -158,6 +158,7 @@ class ControlLoop:
         self.spin = float(spin)
         self.telemetry_decimation = int(telemetry_decimation)  # σmin(J), κ(H) every n-th cycle (~30 µs)
         self.max_tracking_error = 0.05  # rad, position interfaces only (see _position_reference)
+        self._q_ref: np.ndarray | None = None  # the last position reference (position interfaces)
         self.stats = Stats()
         self._command: Command | None = None
         self._twist: Command | None = None
@@ -170,7 +171,11 @@ class ControlLoop:
         self._thread: threading.Thread | None = None
         self._running = threading.Event()
         self.io: LoopIO | None = None
-        self.exchange = getattr(driver, "exchange", None)  # optional driver hook: its own inputs/outputs
+        if not isinstance(driver, RobotDriver):
+            raise TypeError(f"{type(driver).__name__} is not a subclass of fdcontrol.drivers.RobotDriver")
+        if not isinstance(solver, Solver):
+            raise TypeError(f"{type(solver).__name__} is not a subclass of fdcontrol.loop.solvers.Solver")
+        self.exchange = driver.exchange if driver.has_exchange else None  # the driver's own inputs/outputs
         self.fault: str | None = None
         self.last_cycle_at = 0.0  # time.monotonic() of the last cycle, 0 before the first
         self._pending: dict[str, object] = {}  # reconfigure() → the loop thread, at a cycle boundary
@@ -289,8 +294,10 @@ class ControlLoop:
                              f"expected any of {', '.join(sorted(RECONFIGURABLE))}")
         _check_params(changes)
         if "solver" in changes:  # built here, not in the loop thread (pinocchio data, a first pass)
-            vm = getattr(changes["solver"], "virtual", None)
-            changes = {**changes, "config": Configuration(self.robot, virtual=vm)}
+            solver = changes["solver"]
+            if not isinstance(solver, Solver):
+                raise TypeError(f"{type(solver).__name__} is not a subclass of fdcontrol.loop.solvers.Solver")
+            changes = {**changes, "config": Configuration(self.robot, virtual=solver.virtual)}
         done = threading.Event()
         with self._pending_lock:
             done.queued_cycle = self.cycle  # type: ignore[attr-defined]
@@ -321,7 +328,7 @@ class ControlLoop:
 
     def _configuration(self) -> Configuration:
         """One Configuration per loop, on the FD solver's virtual model when there is one."""
-        return Configuration(self.robot, virtual=getattr(self.solver, "virtual", None))
+        return Configuration(self.robot, virtual=self.solver.virtual)
 
     # ------------------------------------------------------------------ cycle
     def _reset_state(self) -> None:
@@ -343,13 +350,13 @@ class ControlLoop:
             self.io.poll(self)
         now = time.monotonic() if now is None else now
         solver, conf = self.solver, self.config
-        vm = getattr(solver, "virtual", None)
+        vm = solver.virtual
         if conf.virtual is not vm:  # a new solver brought another virtual model
             conf = self.config = self._configuration()
         conf.update(js.q)
         q, pose, J = conf.q, conf.pose, conf.jacobian
         zero = self._zero_request and not np.any(self.qd_ref)  # the bias only at standstill
-        if zero and hasattr(self.driver, "zero_sensor"):
+        if zero:
             self.driver.zero_sensor()  # a sensor that zeroes itself (UR's zeroFtSensor), in the loop thread
         raw = self.driver.read_wrench()
         f_meas = self._zero6
@@ -387,12 +394,8 @@ class ControlLoop:
             qd_des = np.zeros(self.robot.dof)
         else:  # null-space loads need the FD virtual model
             tau = joint_load(vm, q, self.qd_state, self.posture, self.link_loads, conf) if vm is not None else None
-            if getattr(solver, "shares_configuration", False):
-                _, qd_des = solver.step(q, self.qd_state, fc, dt, tau, config=conf)
-            else:  # a solver of the bare Solver protocol
-                _, qd_des = (solver.step(q, self.qd_state, fc, dt) if tau is None
-                             else solver.step(q, self.qd_state, fc, dt, tau))
-            if not getattr(solver, "last_converged", True):
+            _, qd_des = solver.step(q, self.qd_state, fc, dt, tau, config=conf)
+            if not solver.last_converged:
                 self.stats.integrator_nonconverged += 1
             if not (finite(qd_des) and finite(fc)):
                 self.fault = f"non-finite value in the model at cycle {self.cycle}; holding"
@@ -435,9 +438,9 @@ class ControlLoop:
         the tracking error is bounded: q_ref = q + clip(q_ref − q, ±``max_tracking_error``) (rad),
         so an arm held back (contact, torque limit) is pushed with at most k_p·e_max per joint
         and resumes from where it is, without a jump, when released."""
-        if getattr(self.driver, "interface", "velocity") != "position":
+        if self.driver.interface != "position":
             return q + dt * qd_ref, holding
-        prev = getattr(self, "_q_ref", None)
+        prev = self._q_ref
         q_ref = q.copy() if self.cycle == 0 or prev is None else prev + dt * qd_ref
         e = self.max_tracking_error
         q_ref = q + np.clip(q_ref - q, -e, e)
@@ -448,14 +451,14 @@ class ControlLoop:
                  holding: bool = False, seq: int = 0, kappa_h: float = math.nan,
                  twist: np.ndarray | None = None, now: float = math.nan) -> LoopState:
         active = dict(self.limits.active)
-        c = getattr(self.solver, "constraints", None)
+        c = self.solver.constraints
         active["virtual_joint_limit"] = c is not None and c.engaged
         ll = self.link_loads
         return new_state(t, self.cycle, q, qd, q_ref, qd_ref, pose, fc, f_meas, self.law.mode,
                          self.running, holding, watchdog, seq, self.fault, sigma, active, kappa_h,
                          self.posture.distance(q) if self.posture is not None else math.nan,
                          ll.clearance() if ll is not None and ll.loads else math.nan,
-                         getattr(self.driver, "speed_scaling", math.nan), getattr(self.driver, "safety_mode", None),
+                         self.driver.speed_scaling, self.driver.safety_mode,
                          self._zero6 if twist is None else twist, now,
                          self.action.seq if self.action is not None else 0,
                          self.action.used_at if self.action is not None else math.nan)
@@ -478,7 +481,7 @@ class ControlLoop:
 
     def braking_time(self) -> float:
         """Time (s) to bring the current reference to zero at the acceleration limit."""
-        amax = np.asarray(getattr(self.limits, "max_acceleration", 1.0), dtype=float)
+        amax = np.asarray(self.limits.max_acceleration, dtype=float)
         with np.errstate(divide="ignore", invalid="ignore"):
             t = np.abs(self.qd_ref) / amax
         return float(np.nanmax(t)) if t.size and finite(t) else 0.0
@@ -576,7 +579,7 @@ def _hold_after(loop: ControlLoop, exc: Exception) -> None:
     loop.fault = f"{type(exc).__name__}: {exc}"[:400]
     loop._hold_request = True
     try:
-        amax = getattr(loop.limits, "max_acceleration", 0.0)
+        amax = loop.limits.max_acceleration
         qd = brake_step(np.asarray(loop.qd_ref, dtype=float), amax, loop.period)
         if not finite(qd):
             qd = np.zeros(loop.robot.dof)

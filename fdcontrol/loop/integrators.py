@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Protocol
 
 import numpy as np
 
@@ -22,15 +21,22 @@ from fdcontrol.registry import Registry
 Accel = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
-class Integrator(Protocol):
-    name: str
-    last_substeps: int
+class Integrator:
+    """Base of the integrators: ``step`` advances (q, q̇) by dt under q̈ = accel(q, q̇).
+
+    ``last_substeps``: internal steps the last call took; ``last_converged``: it met its error
+    tolerance (fixed-step integrators: always True, the default here)."""
+
+    name: str = "integrator"
+    last_substeps: int = 1
+    last_converged: bool = True
 
     def step(self, accel: Accel, q: np.ndarray, qd: np.ndarray, dt: float
-             ) -> tuple[np.ndarray, np.ndarray]: ...
+             ) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
 
 
-class SemiImplicitEuler:
+class SemiImplicitEuler(Integrator):
     """Symplectic Euler, first order: q̇⁺ = q̇ + dt·a(q, q̇);  q⁺ = q + dt·q̇⁺."""
 
     name = "euler"
@@ -44,7 +50,7 @@ class SemiImplicitEuler:
         return q + dt * qd1, qd1
 
 
-class RK4:
+class RK4(Integrator):
     """Classic fourth-order Runge–Kutta on the state y = (q, q̇), ẏ = (q̇, a(q, q̇))."""
 
     name = "rk4"
@@ -64,7 +70,7 @@ class RK4:
                 qd + s * (k1v + 2 * k2v + 2 * k3v + k4v))
 
 
-class BogackiShampine:
+class BogackiShampine(Integrator):
     """Adaptive embedded Runge–Kutta 3(2) pair (Bogacki & Shampine 1989), FSAL.
 
     Local error control as in seed 003 ("adaptive step size based on the embedded

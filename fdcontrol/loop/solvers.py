@@ -7,7 +7,10 @@ q̇ is the virtual velocity carried across cycles (the caller feeds back the lim
 q_measured: where the solver evaluates the model at exactly that q it reads J and H⁻¹ from it
 instead of running CRBA again (the loop updates one per cycle; without it the solver computes
 its own, to the same result within rounding).
-The solver family of a mapping is its ``solver`` attribute, looked up in ``SOLVERS``.
+The solver family of a mapping is its ``solver`` attribute, the name of a solver registered in
+``SOLVERS`` (a registry like the mappings' and the laws'; a plugin may add one). Every solver is a
+:class:`Solver`: the loop reads its optional parts (``virtual``, ``constraints``,
+``last_converged``) as typed attributes with defaults, never by probing.
 
 * ``ForwardDynamicsSolver`` — seed eq. 10 with damping:  q̈ = H⁻¹ (Jᵀ f + τ − D q̇ − C q̇) − c q̇,
   integrated by any integrator in ``substeps`` virtual sub-steps. The Coriolis and
@@ -29,7 +32,8 @@ the FZI controller's hidden per-cycle 0.9 velocity decay with a rate-independent
 from __future__ import annotations
 
 import math
-from typing import Literal, Protocol
+from abc import ABC, abstractmethod
+from typing import Any, Literal
 
 import numpy as np
 import pinocchio as pin
@@ -38,7 +42,9 @@ from fdcontrol.loop.integrators import Integrator, SemiImplicitEuler
 from fdcontrol.mappings import ForwardDynamics, Mapping
 from fdcontrol.model.configuration import Configuration
 from fdcontrol.model.constraints import JointLimitConstraints, LockedDynamics, clamp, inset_limits
+from fdcontrol.model.virtual import VirtualModel
 from fdcontrol.params import Param, declare
+from fdcontrol.registry import Registry
 
 DEFAULT_DECAY = 10.0  # 1/s: time constant 0.1 s; 10 N on the 1 kg tip → 1 m/s steady state
 JointLimitMode = Literal["constraints", "clamp", "none"]
@@ -55,12 +61,38 @@ PARAMS = declare(
 )
 
 
-class Solver(Protocol):
-    mapping: Mapping
+class Solver(ABC):
+    """One control cycle of a mapping: ``step`` from (q, q̇, f_c) to (q_ref, q̇_ref).
 
+    Optional parts, with their defaults (a solver overrides what it has):
+
+    * ``virtual`` — the FD virtual model; the loop builds its per-cycle Configuration on it
+      (H, H⁻¹ and the null-space loads need it),
+    * ``constraints`` — the virtual joint limits (published as ``virtual_joint_limit``),
+    * ``last_converged`` — every virtual sub-step of the last step met its integrator's tolerance.
+
+    ``build`` makes a solver from the loop's common options (:func:`make_solver`); each solver
+    takes the options it uses.
+    """
+
+    mapping: Mapping
+    virtual: VirtualModel | None = None
+    constraints: JointLimitConstraints | None = None
+    last_converged: bool = True
+
+    @abstractmethod
     def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
              tau: np.ndarray | None = None, config: Configuration | None = None
-             ) -> tuple[np.ndarray, np.ndarray]: ...
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """``config``: the cycle's Configuration, updated at this very ``q`` (or None)."""
+
+    @classmethod
+    def build(cls, mapping: Mapping, integrator: Integrator | None = None, **options: Any) -> Solver:
+        """The solver for `mapping` from :func:`make_solver`'s options (those this solver takes)."""
+        raise NotImplementedError(f"{cls.__name__} does not say how to build it (Solver.build)")
+
+
+SOLVERS: Registry[Solver] = Registry("solver")
 
 
 def _check_damping(decay: float, joint_damping: float | np.ndarray, dof: int) -> tuple[float, np.ndarray]:
@@ -72,11 +104,9 @@ def _check_damping(decay: float, joint_damping: float | np.ndarray, dof: int) ->
     return float(decay), D
 
 
-class _AccelerationSolver:
+class _AccelerationSolver(Solver):
     """Shared integration for solvers that produce q̈. ``last_converged``: every sub-step met
     the integrator's error tolerance (always True for fixed-step integrators)."""
-
-    shares_configuration = True  # step() takes config= (the loop's Configuration)
 
     def __init__(self, mapping: Mapping, integrator: Integrator | None, decay: float,
                  joint_damping: float | np.ndarray, substeps: int) -> None:
@@ -120,13 +150,14 @@ class _AccelerationSolver:
             for _ in range(self.substeps):
                 q, qd = self.before_substep(q, qd, wrench, tau)
                 q, qd = self.after_substep(*self.integrator.step(a, q, qd, h))
-                converged &= bool(getattr(self.integrator, "last_converged", True))
+                converged &= self.integrator.last_converged
         finally:
             self._config = None
         self.last_converged = converged
         return q, qd
 
 
+@SOLVERS.register("forward_dynamics")
 class ForwardDynamicsSolver(_AccelerationSolver):
     """Seed eq. 10 with damping: q̈ = H⁻¹(Jᵀf + τ − D q̇ − C q̇) − c q̇ on the mapping's virtual model.
 
@@ -156,6 +187,15 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         # a shared Configuration holds the Cholesky H⁻¹ of a gravity-free model: usable as is
         # when that is what the mapping's algorithm computes (ABA and QR keep their own path)
         self._fast = self.algorithm == "cholesky" and not vm.gravity
+
+    @classmethod
+    def build(cls, mapping: Mapping, integrator: Integrator | None = None, *, decay: float = DEFAULT_DECAY,
+              joint_damping: float | np.ndarray = 0.0, substeps: int = 1, coriolis: bool = True,
+              joint_limits: JointLimitMode = "constraints", limit_inset: float | np.ndarray = 0.0,
+              **_: Any) -> ForwardDynamicsSolver:
+        if not isinstance(mapping, ForwardDynamics):
+            raise ValueError(f"the forward-dynamics solver needs an FD mapping, got {mapping!r}")
+        return cls(mapping, integrator, decay, joint_damping, substeps, coriolis, joint_limits, limit_inset)
 
     def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
              tau: np.ndarray | None = None, config: Configuration | None = None
@@ -233,8 +273,14 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         return q, qd
 
 
+@SOLVERS.register("transpose")
 class TransposeSolver(_AccelerationSolver):
     """Wolovich & Elliott (seed eq. 6, K = I): q̈ = Jᵀ f + τ − D q̇ − c q̇ (unit joint inertia)."""
+
+    @classmethod
+    def build(cls, mapping: Mapping, integrator: Integrator | None = None, *, decay: float = DEFAULT_DECAY,
+              joint_damping: float | np.ndarray = 0.0, substeps: int = 1, **_: Any) -> TransposeSolver:
+        return cls(mapping, integrator, decay, joint_damping, substeps)
 
     def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None = None
               ) -> np.ndarray:
@@ -244,7 +290,8 @@ class TransposeSolver(_AccelerationSolver):
         return a if tau is None else a + tau
 
 
-class VelocitySolver:
+@SOLVERS.register("velocity")
+class VelocitySolver(Solver):
     """Velocity-resolved: q̇ = M(q) f / c and q⁺ = q + dt q̇, for J⁻¹, DLS and SDLS.
 
     SDLS runs Buss & Kim's full nonlinear step on the Cartesian displacement the admittance
@@ -253,8 +300,6 @@ class VelocitySolver:
     (the algorithm is positively homogeneous, so this is its per-second form).
     """
 
-    shares_configuration = True  # step() takes config= (unused: M(q) is the mapping's own)
-
     def __init__(self, mapping: Mapping, decay: float = DEFAULT_DECAY) -> None:
         self.mapping = mapping
         if not math.isfinite(decay) or decay <= 0:
@@ -262,36 +307,37 @@ class VelocitySolver:
         self.decay = float(decay)
         self.last_converged = True
 
+    @classmethod
+    def build(cls, mapping: Mapping, integrator: Integrator | None = None, *, decay: float = DEFAULT_DECAY,
+              **_: Any) -> VelocitySolver:
+        return cls(mapping, decay)
+
     def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
              tau: np.ndarray | None = None, config: Configuration | None = None
              ) -> tuple[np.ndarray, np.ndarray]:
         if tau is not None:
             raise ValueError("a joint torque needs an acceleration-resolved mapping (fd, jt)")
         twist = wrench / self.decay
-        solve = getattr(self.mapping, "solve", None)
-        if solve is not None:
-            v = solve(q, twist / self.decay) * self.decay
-        else:
-            v = self.mapping.joint_space(q) @ twist
+        conf = config if config is not None and config.q is q else None
+        m = self.mapping
+        if m.solves_displacement:  # SDLS: the nonlinear step on the displacement over 1/c
+            v = (m.solve_at(conf, twist / self.decay) if conf is not None else m.solve(q, twist / self.decay)) \
+                * self.decay
+        else:  # M from the cycle's J (no second kinematics pass)
+            v = (m.joint_space_at(conf) if conf is not None else m.joint_space(q)) @ twist
         return q + dt * v, v
-
-
-#: solver family (a mapping's ``solver`` attribute) → builder
-SOLVERS = {"forward_dynamics": ForwardDynamicsSolver, "transpose": TransposeSolver, "velocity": VelocitySolver}
 
 
 def make_solver(mapping: Mapping, integrator: Integrator | None = None, *,
                 decay: float = DEFAULT_DECAY, joint_damping: float | np.ndarray = 0.0,
                 substeps: int = 1, coriolis: bool = True, joint_limits: JointLimitMode = "constraints",
                 limit_inset: float | np.ndarray = 0.0) -> Solver:
-    """The solver that drives `mapping` the way the seed paper compares them (by ``mapping.solver``)."""
-    kind = getattr(mapping, "solver", None)
-    if kind == "forward_dynamics":
-        return ForwardDynamicsSolver(mapping, integrator, decay, joint_damping, substeps, coriolis,  # type: ignore[arg-type]
-                                     joint_limits, limit_inset)
-    if kind == "transpose":
-        return TransposeSolver(mapping, integrator, decay, joint_damping, substeps)
-    if kind == "velocity":
-        return VelocitySolver(mapping, decay)
-    raise ValueError(f"no solver for mapping {mapping!r} (solver family {kind!r}; "
-                     f"expected one of {', '.join(SOLVERS)})")
+    """The solver that drives `mapping` the way the seed paper compares them: the one registered in
+    ``SOLVERS`` under the mapping's ``solver`` name, built from these options (those it takes)."""
+    kind = mapping.solver
+    if kind not in SOLVERS:
+        raise ValueError(f"no solver for mapping {mapping!r} (solver family {kind!r}; "
+                         f"expected one of {', '.join(SOLVERS.names())})")
+    return SOLVERS.get(kind).build(mapping, integrator, decay=decay, joint_damping=joint_damping,
+                                   substeps=substeps, coriolis=coriolis, joint_limits=joint_limits,
+                                   limit_inset=limit_inset)

@@ -19,7 +19,6 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, Literal
 
-import msgpack
 import numpy as np
 
 from fdcontrol.control.laws import LAWS
@@ -281,10 +280,14 @@ def from_json(raw: str | bytes) -> LoopState:
 
 
 def to_msgpack(s: LoopState) -> bytes:
+    import msgpack  # the server extra's: the library's state needs it only on the wire
+
     return msgpack.packb(to_dict(s))
 
 
 def from_msgpack(raw: bytes) -> LoopState:
+    import msgpack
+
     return from_dict(msgpack.unpackb(raw))
 
 

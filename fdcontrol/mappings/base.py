@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from fdcontrol.model.configuration import Configuration
 from fdcontrol.model.robot import ModelError, RobotModel
 from fdcontrol.params import Param, ParamError, unknown_names
 from fdcontrol.registry import Registry, UnknownName
@@ -35,17 +36,42 @@ class MappingProtocol(Protocol):
 
 
 class Mapping:
-    """Base class: subclasses implement ``joint_space``; ``cartesian`` is J · joint_space."""
+    """Base class: M from the Jacobian (``from_jacobian``), at a q (``joint_space``) or from the
+    cycle's :class:`~fdcontrol.model.configuration.Configuration` (``joint_space_at``: its J, and
+    its H for FD — no second kinematics pass); ``cartesian`` is J · joint_space."""
 
     name = "mapping"
     #: solver family in ``fdcontrol.loop.solvers.SOLVERS``: "velocity", "transpose" or "forward_dynamics"
     solver = "velocity"
+    #: ``solve(q, e)`` / ``solve_at(conf, e)`` give the joint step for a Cartesian displacement e
+    #: (SDLS: Buss & Kim's nonlinear step), which the velocity solver then uses instead of M·e
+    solves_displacement: bool = False
 
     def __init__(self, robot: RobotModel) -> None:
         self.robot = robot
 
-    def joint_space(self, q: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+    def from_jacobian(self, J: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        """M (N×6) from the tip Jacobian J (6×N, base frame)."""
         raise NotImplementedError
+
+    def joint_space(self, q: np.ndarray) -> np.ndarray:
+        """Type (a) of Fig. 5: M(q), N×6."""
+        return self.from_jacobian(self.robot.jacobian(q))
+
+    def joint_space_at(self, conf: Configuration) -> np.ndarray:
+        """M at the configuration's q, from its Jacobian (and H where the mapping needs it); a
+        mapping that only defines ``joint_space(q)`` is evaluated at the configuration's q."""
+        if type(self).from_jacobian is Mapping.from_jacobian:
+            return self.joint_space(conf.q)
+        return self.from_jacobian(conf.jacobian)
+
+    def solve(self, q: np.ndarray, error: np.ndarray) -> np.ndarray:
+        """The joint step for a Cartesian displacement (``solves_displacement`` mappings)."""
+        return self.joint_space(q) @ error
+
+    def solve_at(self, conf: Configuration, error: np.ndarray) -> np.ndarray:
+        """:meth:`solve` from the cycle's Configuration."""
+        return self.joint_space_at(conf) @ error
 
     def cartesian(self, q: np.ndarray) -> np.ndarray:
         """Type (b) of Fig. 5: J(q) M(q), 6×6."""

@@ -22,8 +22,7 @@ class DampedLeastSquares(Mapping):
         super().__init__(robot)
         self.alpha = check_param(self.PARAMS[0], alpha)
 
-    def joint_space(self, q: np.ndarray) -> np.ndarray:
-        J = self.robot.jacobian(q)
+    def from_jacobian(self, J: np.ndarray) -> np.ndarray:
         A = J.T @ J + self.alpha**2 * np.eye(J.shape[1])
         return np.linalg.solve(A, J.T)
 

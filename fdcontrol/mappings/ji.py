@@ -19,8 +19,7 @@ class JacobianInverse(Mapping):
     name = "ji"
     solver = "velocity"
 
-    def joint_space(self, q: np.ndarray) -> np.ndarray:
-        J = self.robot.jacobian(q)
+    def from_jacobian(self, J: np.ndarray) -> np.ndarray:
         if J.shape[0] != J.shape[1]:
             return np.linalg.pinv(J)
         U, s, Vt = np.linalg.svd(J)

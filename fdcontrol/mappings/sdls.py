@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from fdcontrol.mappings.base import MAPPINGS, Mapping, check_param
+from fdcontrol.model.configuration import Configuration
 from fdcontrol.model.robot import RobotModel
 from fdcontrol.params import Param, declare
 
@@ -69,8 +70,10 @@ class SelectivelyDampedLeastSquares(Mapping):
             check_param(p, v) for p, v in zip(self.PARAMS, (gamma_max, length, max_error), strict=True))
         self._scale = np.array([1.0, 1.0, 1.0, self.length, self.length, self.length])
 
-    def _svd(self, q: np.ndarray):
-        J = self.robot.jacobian(q) * self._scale[:, None]  # J' = S J
+    solves_displacement = True
+
+    def _svd(self, J: np.ndarray):
+        J = J * self._scale[:, None]  # J' = S J
         U, s, Vt = np.linalg.svd(J, full_matrices=False)
         rho = np.linalg.norm(J[:3], axis=0) + np.linalg.norm(J[3:], axis=0)  # ρ_j, m
         keep = s > s[0] * 1e-12 if s[0] > 0 else np.zeros_like(s, dtype=bool)
@@ -85,8 +88,8 @@ class SelectivelyDampedLeastSquares(Mapping):
         e = np.asarray(error, dtype=float) * self._scale
         return np.concatenate((clamp_mag(e[:3], self.max_error), clamp_mag(e[3:], self.max_error)))
 
-    def joint_space(self, q: np.ndarray) -> np.ndarray:
-        U, s, Vt, gam, keep = self._svd(q)
+    def from_jacobian(self, J: np.ndarray) -> np.ndarray:
+        U, s, Vt, gam, keep = self._svd(J)
         vmax = np.max(np.abs(Vt), axis=1)
         with np.errstate(divide="ignore"):
             gain = np.where(keep, np.minimum(1.0 / np.where(keep, s, 1.0), gam / vmax), 0.0)
@@ -94,7 +97,15 @@ class SelectivelyDampedLeastSquares(Mapping):
 
     def solve(self, q: np.ndarray, error: np.ndarray) -> np.ndarray:
         """Buss & Kim's Δθ (rad) for a Cartesian error e = [Δp; Δφ] (m, rad), all three clamps."""
-        U, s, Vt, gam, keep = self._svd(q)
+        return self.solve_jacobian(self.robot.jacobian(q), error)
+
+    def solve_at(self, conf: Configuration, error: np.ndarray) -> np.ndarray:
+        """:meth:`solve` from the cycle's Jacobian."""
+        return self.solve_jacobian(conf.jacobian, error)
+
+    def solve_jacobian(self, J: np.ndarray, error: np.ndarray) -> np.ndarray:
+        """:meth:`solve` for the tip Jacobian J (6×N, base frame)."""
+        U, s, Vt, gam, keep = self._svd(J)
         e = self.scaled_error(error)
         dq = np.zeros(Vt.shape[1])
         for i in np.flatnonzero(keep):

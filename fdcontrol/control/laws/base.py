@@ -1,13 +1,18 @@
-"""Tiny base of the control laws: the per-cycle input and a mode = the terms it composes."""
+"""Tiny base of the control laws: the per-cycle input, and a mode = a class that adds the terms it
+composes to f_c."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
 from fdcontrol.model.spatial import rotate6
+
+if TYPE_CHECKING:
+    from fdcontrol.control.laws.force import ForceTerm
+    from fdcontrol.control.laws.motion import MotionTerm
 
 
 @dataclass
@@ -27,11 +32,30 @@ def in_frame_gains(R: np.ndarray, gains: np.ndarray, w: np.ndarray) -> np.ndarra
     return rotate6(R, gains * rotate6(R.T, w))
 
 
-class Law:
-    """A mode of seed 004 Fig. 2: f_c = f_applied + Σ the named terms (+ twist tracking if streamed).
+class Terms(Protocol):
+    """The terms a law composes (:class:`fdcontrol.control.law.ControlLaw` holds them, with their gains)."""
 
-    ``terms`` names attributes of :class:`fdcontrol.control.law.ControlLaw` (``"force"``,
-    ``"motion"``) — the law composes terms, it does not compute them.
+    force: ForceTerm
+    motion: MotionTerm
+
+
+class Law:
+    """A mode of seed 004 Fig. 2: f_c = f_applied + Σ its terms (+ twist tracking if streamed).
+
+    :meth:`add` adds the law's terms to f (which holds f_applied) — the law composes terms, it
+    does not compute them. ``terms`` lists their names for the documentation; a law that names
+    terms must say how it adds them (override :meth:`add`).
     """
 
+    name: ClassVar[str] = "law"
     terms: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.terms and cls.add is Law.add:
+            raise TypeError(f"law {cls.__name__} names terms {cls.terms} but does not override add()")
+
+    def add(self, terms: Terms, x: ControlInput, R: np.ndarray, f: np.ndarray) -> None:
+        """Add this law's terms to f in place (R: the gains' frame, base ← frame); f_c = f_applied
+        by default."""
+        return None

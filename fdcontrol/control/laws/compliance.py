@@ -1,6 +1,8 @@
 """Compliance mode (seed 004 Fig. 2): motion PD + force term + f_applied."""
 
-from fdcontrol.control.laws.base import Law
+import numpy as np
+
+from fdcontrol.control.laws.base import ControlInput, Law, Terms
 
 
 class Compliance(Law):
@@ -12,3 +14,7 @@ class Compliance(Law):
 
     name = "compliance"
     terms = ("motion", "force")
+
+    def add(self, terms: Terms, x: ControlInput, R: np.ndarray, f: np.ndarray) -> None:
+        f += terms.motion(x, R)
+        f += terms.force(x, R)

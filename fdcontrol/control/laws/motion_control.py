@@ -1,6 +1,8 @@
 """Motion mode (seed 004 Fig. 2): f_c = K_p ⊙ e − K_d ⊙ ẋ + f_applied."""
 
-from fdcontrol.control.laws.base import Law
+import numpy as np
+
+from fdcontrol.control.laws.base import ControlInput, Law, Terms
 
 
 class MotionControl(Law):
@@ -8,3 +10,6 @@ class MotionControl(Law):
 
     name = "motion"
     terms = ("motion",)
+
+    def add(self, terms: Terms, x: ControlInput, R: np.ndarray, f: np.ndarray) -> None:
+        f += terms.motion(x, R)
