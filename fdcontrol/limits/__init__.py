@@ -13,11 +13,12 @@ from fdcontrol.limits.braking import braking_steps
 from fdcontrol.limits.cartesian import CartesianSpeed
 from fdcontrol.limits.position import BRAKING_MARGIN, PositionEnvelope
 from fdcontrol.limits.velocity import JointVelocity
+from fdcontrol.limits.workspace import WorkspaceStop
 from fdcontrol.registry import Registry
 
 LIMITS: Registry[Limit] = Registry("limit")
-for _cls in (CartesianSpeed, PositionEnvelope, JointVelocity, JointAcceleration):
+for _cls in (CartesianSpeed, PositionEnvelope, JointVelocity, JointAcceleration, WorkspaceStop):
     LIMITS.register(_cls.name)(_cls)
 
 __all__ = ["BRAKING_MARGIN", "LIMITS", "CartesianSpeed", "Cycle", "JointAcceleration", "JointVelocity",
-           "Limit", "LimitSettings", "PositionEnvelope", "braking_steps", "run"]
+           "Limit", "LimitSettings", "PositionEnvelope", "WorkspaceStop", "braking_steps", "run"]

@@ -46,6 +46,7 @@ import numpy as np
 from fdcontrol.control.law import ControlInput, ControlLaw, WrenchFilter
 from fdcontrol.control.link_loads import LinkLoads
 from fdcontrol.control.posture import PostureTask, joint_load
+from fdcontrol.control.task import TaskSpace
 from fdcontrol.control.twist import TwistError, check_twist
 from fdcontrol.drivers.base import RobotDriver
 from fdcontrol.limits.safety import SafetyLimits
@@ -58,7 +59,8 @@ from fdcontrol.model.spatial import check_vec6, finite, rotate6
 STATS_WINDOW = 5000
 #: what :meth:`ControlLoop.reconfigure` may change at run time (loop attribute names)
 RECONFIGURABLE = frozenset({"law", "solver", "limits", "filter", "posture", "link_loads", "command_timeout",
-                            "telemetry_decimation", "max_force", "max_torque", "max_tracking_error", "spin"})
+                            "telemetry_decimation", "max_force", "max_torque", "max_tracking_error", "spin",
+                            "task"})
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,7 @@ class ControlLoop:
                  command_timeout: float = 0.1, max_force: float = 500.0,
                  max_torque: float = 50.0, realtime: bool = False, spin: float = 0.0,
                  telemetry_decimation: int = 10, posture: PostureTask | None = None,
-                 link_loads: LinkLoads | None = None) -> None:
+                 link_loads: LinkLoads | None = None, task: TaskSpace | None = None) -> None:
         if not (math.isfinite(rate) and 1.0 <= rate <= 5000.0):
             raise ValueError("rate must be within [1, 5000] Hz")
         _check_params({"command_timeout": command_timeout, "telemetry_decimation": telemetry_decimation})
@@ -144,6 +146,7 @@ class ControlLoop:
         self._command: Command | None = None
         self._twist: Command | None = None
         self.posture, self.link_loads = posture, link_loads  # null-space loads (fdcontrol.control.posture)
+        self.task = task  # workspace, reactions, moves, gain ramps (fdcontrol.control.task)
         self._target: np.ndarray | None = None
         self._hold_request = False
         self._stop_request = False
@@ -209,6 +212,8 @@ class ControlLoop:
         if not np.allclose(R @ R.T, np.eye(3), atol=1e-6) or np.linalg.det(R) < 0:
             raise InputError("target rotation is not orthonormal")
         self._target = T.copy()
+        if self.task is not None and self.task.move is not None:  # an explicit target ends a move
+            self.task.move.cancel()
         self._command = None  # a fresh target is fresh input: a stale wrench no longer holds the arm
         self._twist = None
 
@@ -314,12 +319,21 @@ class ControlLoop:
                 watchdog = "tripped"
             else:
                 watchdog, v_cmd = ("tripped" if watchdog == "tripped" else "ok"), tw.wrench
+        task, target = self.task, self._target
+        if task is not None:  # rules fire on this cycle's signals; a move gives the target
+            target, v_cmd = task.before(self, conf, js.qd, f_meas, target, v_cmd)
         holding = self._hold_request or self._stop_request or watchdog == "tripped" or self.fault is not None
-        fc = self.law(ControlInput(pose, conf.twist(js.qd), f_meas, f_applied, self._target, v_cmd))
+        x_in = ControlInput(pose, conf.twist(js.qd), f_meas, f_applied, target, v_cmd)
+        fc = self.law(x_in)
+        if task is not None:
+            fc = fc + task.wrench(self.law, x_in)
         if holding:
             qd_des = np.zeros(self.robot.dof)
         else:  # null-space loads need the FD virtual model
             tau = joint_load(vm, q, self.qd_state, self.posture, self.link_loads, conf) if vm is not None else None
+            tau_task = task.joint_torque(q, self.qd_state) if task is not None and vm is not None else None
+            if tau_task is not None:
+                tau = tau_task if tau is None else tau + tau_task
             if getattr(solver, "shares_configuration", False):
                 _, qd_des = solver.step(q, self.qd_state, fc, dt, tau, config=conf)
             else:  # a solver of the bare Solver protocol
@@ -387,7 +401,8 @@ class ControlLoop:
                          self.running, holding, watchdog, seq, self.fault, sigma, active, kappa_h,
                          self.posture.distance(q) if self.posture is not None else math.nan,
                          ll.clearance() if ll is not None and ll.loads else math.nan,
-                         getattr(self.driver, "speed_scaling", math.nan), getattr(self.driver, "safety_mode", None))
+                         getattr(self.driver, "speed_scaling", math.nan), getattr(self.driver, "safety_mode", None),
+                         *(self.task.telemetry() if self.task is not None else _NO_TASK))
 
     # ------------------------------------------------------------------ thread
     @property
@@ -473,6 +488,8 @@ class ControlLoop:
                 pass
 
 
+#: the task-space fields of the state without a TaskSpace (fdcontrol.control.task.TaskSpace.telemetry)
+_NO_TASK = (math.nan, "idle", math.nan, 0, None)
 #: the scalar parameters among RECONFIGURABLE, with the type they are stored as
 _SCALARS = {"telemetry_decimation": int, "command_timeout": float, "max_force": float, "max_torque": float,
             "max_tracking_error": float, "spin": float}
