@@ -22,6 +22,7 @@ from fdcontrol.loop.integrators import make_integrator
 from fdcontrol.loop.solvers import make_solver
 from fdcontrol.model.constraints import braking_inset
 from fdcontrol.server.settings import NEEDS_STOP, ControlParams, Settings
+from fdcontrol.server.taskspace import build_task, check_workspace
 
 
 class ConflictError(RuntimeError):
@@ -80,7 +81,10 @@ def build_link_loads(robot: RobotModel, p: ControlParams) -> LinkLoads | None:
 
 
 def build_limits(robot: RobotModel, p: ControlParams) -> SafetyLimits:
-    """The limits named in ``p.limits``, each built from the robot and the settings by its class."""
+    """The limits named in ``p.limits``, each built from the robot and the settings by its class;
+    with workspace volumes the hard stop at their boundary (limit ``workspace``) joins them."""
+    if (p.workspace_box is not None or p.keep_out) and "workspace" not in p.limits:
+        p = p.model_copy(update={"limits": [*p.limits, "workspace"]})
     return SafetyLimits.from_settings(robot, p)
 
 
@@ -116,7 +120,8 @@ class Runtime:
                            rate=p.rate, command_timeout=p.command_timeout, max_force=p.max_force,
                            max_torque=p.max_torque, realtime=self.settings.realtime,
                            telemetry_decimation=p.telemetry_decimation,
-                           posture=build_posture(robot, p), link_loads=build_link_loads(robot, p))
+                           posture=build_posture(robot, p), link_loads=build_link_loads(robot, p),
+                           task=build_task(robot, p))
 
     @property
     def robot(self) -> RobotModel:
@@ -140,13 +145,15 @@ class Runtime:
                     raise
             else:
                 loop = self.loop
+                check_workspace(loop, new)  # a workspace that would move the arm by itself is refused
                 # build outside the loop; the loop thread swaps all of them in at one cycle boundary
                 done = loop.reconfigure(
                     solver=build_solver(loop.robot, new), law=build_law(new),
                     limits=build_limits(loop.robot, new), filter=build_filter(new, loop.filter, loop.driver),
                     posture=build_posture(loop.robot, new), link_loads=build_link_loads(loop.robot, new),
                     command_timeout=new.command_timeout, telemetry_decimation=new.telemetry_decimation,
-                    max_force=new.max_force, max_torque=new.max_torque)
+                    max_force=new.max_force, max_torque=new.max_torque,
+                    task=build_task(loop.robot, new, loop.task))
                 done.wait(max(0.5, 20 * loop.period))  # applied at the next cycle: answer after it
             self.params = new
             return new

@@ -69,12 +69,67 @@ class LinkLoadSpec(BaseModel):
         return self
 
 
+class WorkspaceBoxSpec(BaseModel):
+    """The box the tip (and ``workspace_links``) stays inside (fdcontrol.control.workspace), base frame."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min: Coord3 = Field(description="lower corner (m, base frame)")
+    max: Coord3 = Field(description="upper corner (m, base frame); > min on every axis")
+    margin: float = Field(0.05, ge=0, le=1, allow_inf_nan=False, description="m: the repulsive load acts inside it")
+    stiffness: float = Field(2000.0, ge=0, le=1e5, allow_inf_nan=False, description="N/m")
+    damping: float = Field(90.0, ge=0, le=1e4, allow_inf_nan=False, description="N·s/m, against approach")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> WorkspaceBoxSpec:
+        bad = [a for a, lo, hi in zip("xyz", self.min, self.max, strict=True) if not lo < hi]
+        if bad:
+            raise ValueError(f"workspace box min must be < max on every axis; not on {', '.join(bad)}")
+        return self
+
+
+class BoxSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    min: Coord3 = Field(description="m, base frame")
+    max: Coord3 = Field(description="m, base frame; >= min on every axis")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> BoxSpec:
+        bad = [a for a, lo, hi in zip("xyz", self.min, self.max, strict=True) if lo > hi]
+        if bad:
+            raise ValueError(f"box min must be <= max on every axis; not on {', '.join(bad)}")
+        return self
+
+
+class KeepOutSpec(BaseModel):
+    """A volume the tip (and ``workspace_links``) stays out of: a sphere, a box or the far side of a plane."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(None, min_length=1, max_length=100, description="shown on the dashboard")
+    sphere: SphereSpec | None = None
+    box: BoxSpec | None = None
+    plane: PlaneSpec | None = Field(None, description="the side the normal points to is allowed")
+    margin: float = Field(0.05, ge=0, le=1, allow_inf_nan=False, description="m")
+    stiffness: float = Field(2000.0, ge=0, le=1e5, allow_inf_nan=False, description="N/m")
+    damping: float = Field(90.0, ge=0, le=1e4, allow_inf_nan=False, description="N·s/m, against approach")
+
+    @model_validator(mode="after")
+    def _one_volume(self) -> KeepOutSpec:
+        if sum(v is not None for v in (self.sphere, self.box, self.plane)) != 1:
+            raise ValueError("a keep-out volume needs exactly one of 'sphere', 'box' or 'plane'")
+        if self.sphere is not None and self.sphere.radius <= 0:
+            raise ValueError("a keep-out sphere needs a radius > 0")
+        return self
+
+
 #: fields that change the loop's structure: only while it is stopped (else HTTP 409)
 NEEDS_STOP = frozenset({"robot", "base", "tip", "rate", "driver", "driver_options"})
 #: startup configuration only: file paths, import paths and driver options never come from the network
-STARTUP_ONLY = frozenset({"base", "tip", "driver", "driver_options"})
+STARTUP_ONLY = frozenset({"base", "tip", "driver", "driver_options", "max_stiffness", "max_damping"})
 #: safety bounds: PATCH may tighten them (smaller values) but loosen only up to the startup value
-TIGHTEN_ONLY = frozenset({"command_timeout", "max_force", "max_torque", "velocity_scale",
+TIGHTEN_ONLY = frozenset({"command_timeout", "max_force", "max_torque", "velocity_scale", "workspace_stop_deceleration",
                           "max_joint_acceleration", "max_linear_speed", "max_angular_speed"})
 #: safety sets, the same rule: PATCH may add members, but never remove one the service started with
 GROW_ONLY = frozenset({"limits"})
@@ -152,6 +207,28 @@ class ControlParams(BaseModel):
         "projected", description="projected: null space only (tip unaffected); physical: the tip yields too")
     twist_gain: Vec6 = Field(default_factory=lambda: [50.0] * 3 + [5.0] * 3,
                              description="twist tracking K_v (N·s/m ×3, N·m·s/rad ×3)")
+    # ---- task space (fdcontrol.control.workspace, trajectory, reactions, gains)
+    workspace_box: WorkspaceBoxSpec | None = Field(None, description="box the tip stays inside (null: none)")
+    workspace_links: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list, max_length=16, description="link frames whose origins obey the workspace too")
+    keep_out: list[KeepOutSpec] = Field(default_factory=list, max_length=256)
+    workspace_stop_deceleration: float = Field(5.0, gt=0, le=100, allow_inf_nan=False,
+                                               description="braking of the hard stop at the boundary (m/s²)")
+    move_max_linear_speed: float = Field(0.25, gt=0, le=3, allow_inf_nan=False, description="m/s")
+    move_max_linear_acceleration: float = Field(1.0, gt=0, le=50, allow_inf_nan=False, description="m/s²")
+    move_max_linear_jerk: float = Field(5.0, gt=0, le=1000, allow_inf_nan=False, description="m/s³")
+    move_max_angular_speed: float = Field(0.5, gt=0, le=10, allow_inf_nan=False, description="rad/s")
+    move_max_angular_acceleration: float = Field(2.0, gt=0, le=100, allow_inf_nan=False, description="rad/s²")
+    move_max_angular_jerk: float = Field(10.0, gt=0, le=5000, allow_inf_nan=False, description="rad/s³")
+    move_max_joint_jerk: float = Field(20.0, gt=0, le=5000, allow_inf_nan=False, description="rad/s³")
+    approach_speed: float = Field(0.04, gt=0, le=1, allow_inf_nan=False,
+                                  description="linear speed cap of a guarded move (a move with an 'until' rule), m/s")
+    move_pause_error: float = Field(0.02, gt=0, le=0.5, allow_inf_nan=False,
+                                    description="a move pauses while the tip is this far from its reference (m)")
+    max_stiffness: Vec6 = Field(default_factory=lambda: [5000.0] * 3 + [500.0] * 3,
+                                description="upper bound of live stiffness changes (N/m ×3, N·m/rad ×3)")
+    max_damping: Vec6 = Field(default_factory=lambda: [500.0] * 3 + [50.0] * 3,
+                              description="upper bound of live damping changes (N·s/m ×3, N·m·s/rad ×3)")
 
     @field_validator("limits")
     @classmethod

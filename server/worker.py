@@ -46,10 +46,11 @@ from fdcontrol.control.twist import TwistError, check_twist
 from fdcontrol.loop.cycle import ControlLoop, InputError, check_wrench
 from fdcontrol.loop.state import LoopState, SharedLayout
 from fdcontrol.server.routers.sim import sim_call
+from fdcontrol.server.taskspace import task_call
 
 MAX_DOF = 16
 FAULT_BYTES = 512  # UTF-8 bytes of each text field kept in shared memory (longer texts are cut)
-RECORDED = ("start", "stop", "hold", "zero_sensor", "target")  # accepted commands that go into a recording
+RECORDED = ("start", "stop", "hold", "zero_sensor", "target", "task")  # accepted commands that go into a recording
 
 # input slot (float64): version, wrench[6], frame (0 base, 1 tool), seq, t
 IN_SIZE = 10
@@ -259,6 +260,7 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Co
         "has_sensor": lambda: runtime.loop.driver.read_wrench() is not None,
         "sim": lambda op, *a: sim_call(runtime.loop.driver, op, *a),  # server/routers/sim.py
         "metrics": lambda: io.metrics.snapshot(runtime.loop.stats),
+        "task": lambda op, *a: task_call(runtime, op, *a),  # server/taskspace.py
     }
     while True:
         try:

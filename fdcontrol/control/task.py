@@ -39,6 +39,13 @@ class TaskSpace:
         self.ramp: GainRamp | None = None
         self._f_ws = _ZERO6
         self.fired: list[Rule] = []
+        self.pause_error = 0.02  # m, for moves built by the service
+        self._pending: tuple[Move | None, list[Rule] | None] | None = None
+
+    def request(self, move: Move | None, rules: list[Rule] | None = None) -> None:
+        """Hand over a new move and/or rule list from another thread: the loop takes both at
+        the start of its next cycle (one reference swap, never half of it)."""
+        self._pending = (move, rules)
 
     # ------------------------------------------------------------------ per cycle
     def before(self, loop: ControlLoop, conf: Configuration, qd: np.ndarray, f_meas: np.ndarray,
@@ -47,6 +54,15 @@ class TaskSpace:
         """Gains, workspace loads, rules (their actions), then the move's reference.
         Returns the (target, twist command) the law tracks this cycle."""
         pose = conf.pose
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            move, rules = pending
+            if rules is not None:
+                self.reactions = Reactions(rules, self.reactions.count, self.reactions.last)
+            if move is not None:
+                if self.move is not None:
+                    self.move.cancel()
+                self.move = move
         if self.ramp is not None:
             k, d = self.ramp.step(loop.period)
             loop.law.motion.stiffness, loop.law.motion.damping = k, d

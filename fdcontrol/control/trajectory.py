@@ -202,6 +202,25 @@ class Move:
         return self.status in ("moving", "paused")
 
 
+def solve_ik(robot: RobotModel, q0: np.ndarray, goal: np.ndarray, iterations: int = 300,
+             tolerance: tuple[float, float] = (1e-4, 1e-3), damping: float = 1e-3) -> np.ndarray | None:
+    """A joint configuration within the joint limits whose tip pose is ``goal`` (damped least
+    squares from ``q0``, the update clipped to the limits), or None when none is found."""
+    q = np.asarray(q0, dtype=float).copy()
+    lo, hi = robot.limits.lower, robot.limits.upper
+    for _ in range(iterations):
+        T, J = robot.kinematics(q)
+        e = np.concatenate((goal[:3, 3] - T[:3, 3], pin.log3(goal[:3, :3] @ T[:3, :3].T)))
+        if np.linalg.norm(e[:3]) < tolerance[0] and np.linalg.norm(e[3:]) < tolerance[1]:
+            return q
+        dq = J.T @ np.linalg.solve(J @ J.T + damping * np.eye(6), e)
+        n = float(np.linalg.norm(dq))
+        if n > 0.5:
+            dq *= 0.5 / n
+        q = np.clip(q + dq, lo, hi)
+    return None
+
+
 def tracking_wrench(law: object, x: object) -> np.ndarray:
     """The motion term of ``law`` (a :class:`~fdcontrol.control.law.ControlLaw`) on input ``x`` —
     added during a move when the law's mode does not compose it (admittance, force)."""
