@@ -75,7 +75,7 @@ class TaskSpace:
         if self.reactions.rules:
             err = mv.error(pose)[0] if mv is not None and mv.active else math.nan
             s = Signals(pose, conf.twist(qd), f_meas, err, ws.distance if ws is not None else math.nan)
-            self.fired = self.reactions.evaluate(s, loop.cycle)
+            self.fired = self.reactions.evaluate(s, loop.cycle + 1)  # the cycle count its state publishes
             for r in self.fired:
                 self._act(loop, r, conf, f_meas)
             mv = self.move
