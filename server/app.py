@@ -31,6 +31,7 @@ from fdcontrol.server.routers import (
     recording,
     sim,
     state,
+    task,
     twist,
     ws,
 )
@@ -40,7 +41,7 @@ from fdcontrol.server.supervisor import Supervisor
 from fdcontrol.server.worker import LoopWorker
 
 STATIC = Path(__file__).resolve().parent / "static"  # the dashboard, shipped as plain files
-ROUTERS = (health, state, config, analysis, control, ws, sim, twist, recording, metrics, options)
+ROUTERS = (health, state, config, analysis, control, ws, sim, twist, recording, metrics, options, task)
 
 
 def create_app(settings: Settings | None = None, worker: LoopWorker | None = None) -> FastAPI:
