@@ -62,7 +62,7 @@ def parallel(a: np.ndarray, b: np.ndarray) -> bool:
 
 # ------------------------------------------------------------------------- registry
 def test_every_limit_is_registered_by_its_name():
-    assert set(LIMITS.names()) == {"cartesian", "position", "velocity", "acceleration"}
+    assert set(LIMITS.names()) == {"cartesian", "position", "velocity", "acceleration", "workspace"}
     for name in LIMITS:
         cls = LIMITS.get(name)
         assert issubclass(cls, Limit) and cls.name == name

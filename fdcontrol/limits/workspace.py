@@ -21,7 +21,7 @@ class WorkspaceStop(Limit):
     the approach speed is a_i = −n_i·v. It may not exceed the braking curve of a stop at the
     deceleration ``deceleration`` (m/s²) on the room r_i = max(d_i, 0) left, nor that room in one step:
 
-        a_max,i = min(√(2 · deceleration · r_i), r_i / dt),   a_i > a_max,i   ⇒   s_i = a_max,i / a_i,
+        a_i ≤ a_max,i = min(√(2 · deceleration · r_i), r_i / dt);   where not, s_i = a_max,i / a_i,
 
     and q̇ is scaled by s = min(1, min_i s_i): the tip brakes to a stop on the boundary (beyond
     it, it does not move further out), with the direction of q̇ kept. Motion away from the boundary or
