@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fdcontrol.control.link_loads import Sphere
+from fdcontrol.control.link_loads import Plane, Sphere
 from fdcontrol.control.task import TaskSpace
 from fdcontrol.control.workspace import KeepOutBox, WorkspaceBox, workspace_from_config
 from fdcontrol.experiments import physics as P
@@ -141,3 +141,17 @@ def test_the_hard_stop_alone_holds_the_boundary():
     assert loop.fault is None
     assert np.max(tips[:, 0]) > wall - 0.01
     assert beyond < 0.002
+
+
+def test_the_vectorised_pieces_agree_with_each_piece():
+    from fdcontrol.control.workspace import Parts
+
+    parts = [Plane(np.array([0, 0, 0.1]), np.array([0.2, 0, 1.0])), Sphere(np.array([0.3, 0, 0.2]), 0.1),
+             KeepOutBox([-0.2, -0.1, 0.0], [0.0, 0.3, 0.4]), Sphere(np.array([0.0, 0.0, 0.0]), 0.0),
+             *WorkspaceBox([-1, -1, -1], [1, 1, 1]).faces]
+    ps = Parts(parts)
+    for p in [*RNG.uniform(-1.2, 1.2, (300, 3)), np.zeros(3), np.array([-0.1, 0.1, 0.2])]:
+        d, n = ps.distances(p)
+        for i, part in enumerate(parts):
+            di, ni = part.distance(p)
+            assert d[i] == pytest.approx(di, abs=1e-12) and np.allclose(n[i], ni), (p, part)

@@ -101,6 +101,62 @@ class WorkspaceBox:
 Volume = WorkspaceBox | KeepOutBox | Sphere | Plane
 
 
+class Parts:
+    """Many boundary pieces (planes, spheres, keep-out boxes) evaluated at once with numpy:
+    :meth:`distances` gives d and n of every piece, in the order given (the same values as
+    each piece's own ``distance``; tests/test_workspace.py compares them)."""
+
+    def __init__(self, parts: Sequence[Plane | Sphere | KeepOutBox]) -> None:
+        self.n = len(parts)
+        kinds = [type(p) for p in parts]
+        bad = [k.__name__ for k in kinds if k not in (Plane, Sphere, KeepOutBox)]
+        if bad:
+            raise ValueError(f"unsupported workspace piece {bad[0]}")
+        self._pl = np.array([i for i, k in enumerate(kinds) if k is Plane], dtype=int)
+        self._sp = np.array([i for i, k in enumerate(kinds) if k is Sphere], dtype=int)
+        self._bx = np.array([i for i, k in enumerate(kinds) if k is KeepOutBox], dtype=int)
+        self._P = np.array([parts[i].point for i in self._pl]).reshape(-1, 3)  # type: ignore[union-attr]
+        self._N = np.array([parts[i].normal for i in self._pl]).reshape(-1, 3)  # type: ignore[union-attr]
+        self._C = np.array([parts[i].center for i in self._sp]).reshape(-1, 3)  # type: ignore[union-attr]
+        self._R = np.array([parts[i].radius for i in self._sp], dtype=float)  # type: ignore[union-attr]
+        self._lo = np.array([parts[i].lo for i in self._bx]).reshape(-1, 3)  # type: ignore[union-attr]
+        self._hi = np.array([parts[i].hi for i in self._bx]).reshape(-1, 3)  # type: ignore[union-attr]
+        self._d, self._nrm = np.empty(self.n), np.empty((self.n, 3))
+
+    def distances(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(d, n): signed distances (m, positive on the allowed side) and allowed-side normals."""
+        d, nrm = self._d, self._nrm
+        if len(self._pl):
+            d[self._pl] = np.einsum("ij,ij->i", p - self._P, self._N)
+            nrm[self._pl] = self._N
+        if len(self._sp):
+            r = p - self._C
+            nr = np.sqrt(np.einsum("ij,ij->i", r, r))
+            d[self._sp] = nr - self._R
+            safe = np.where(nr > 0, nr, 1.0)
+            u = r / safe[:, None]
+            u[nr == 0] = (0.0, 0.0, 1.0)
+            nrm[self._sp] = u
+        if len(self._bx):
+            lo, hi = self._lo, self._hi
+            below, above = p - lo, hi - p
+            out = np.maximum(np.maximum(-below, -above), 0.0)
+            no = np.sqrt(np.einsum("ij,ij->i", out, out))
+            outside = no > 0
+            u = np.sign(p - (lo + hi) / 2) * out / np.where(outside, no, 1.0)[:, None]
+            # inside: the nearest face, as KeepOutBox.distance picks it
+            i_lo, i_hi = np.argmin(below, axis=1), np.argmin(above, axis=1)
+            k = np.arange(len(lo))
+            m_lo, m_hi = below[k, i_lo], above[k, i_hi]
+            use_lo = m_lo <= m_hi
+            ui = np.zeros_like(u)
+            ui[k[use_lo], i_lo[use_lo]] = -1.0
+            ui[k[~use_lo], i_hi[~use_lo]] = 1.0
+            d[self._bx] = np.where(outside, no, -np.where(use_lo, m_lo, m_hi))
+            nrm[self._bx] = np.where(outside[:, None], u, ui)
+        return d, nrm
+
+
 @dataclass
 class Zone:
     """One named volume with its margin (m), stiffness k (N/m) and damping b (N·s/m)."""
@@ -140,6 +196,10 @@ class Workspace:
             raise ValueError(f"volume names must be unique, repeated: {', '.join(dup)}")
         # one (part, zone) pair per load: the tip's loads are evaluated here, the links' by LinkLoads
         self._pairs = [(part, z) for z in self.zones for part in z.parts()]
+        self._parts = Parts([part for part, _ in self._pairs])
+        self._margin = np.array([z.margin for _, z in self._pairs], dtype=float)
+        self._k = np.array([z.stiffness for _, z in self._pairs], dtype=float)
+        self._b = np.array([z.damping for _, z in self._pairs], dtype=float)
         loads = [LinkLoad(link, part, z.margin, z.stiffness, z.damping)  # type: ignore[arg-type]
                  for link in self.links for part, z in self._pairs]
         self.link_loads = LinkLoads(self.robot, loads, "physical") if loads else None
@@ -153,17 +213,18 @@ class Workspace:
 
     def tip_wrench(self, p: np.ndarray, v: np.ndarray) -> np.ndarray:
         """[F; 0] (N, base frame) on the tip at p moving at v (m/s); updates ``distance``."""
+        if not self._pairs:
+            self.tip_force, self.distance, self.nearest = np.zeros(3), math.nan, None
+            return np.zeros(6)
+        d, n = self._parts.distances(p)
+        inside = d < self._margin
         F = np.zeros(3)
-        dmin, nearest = math.inf, None
-        for part, z in self._pairs:
-            d, n = part.distance(p)
-            if d < dmin:
-                dmin, nearest = d, z.name
-            if d < z.margin:
-                mag = z.stiffness * (z.margin - d) - z.damping * min(float(n @ v), 0.0)
-                if mag > 0:
-                    F += mag * n
-        self.tip_force, self.distance, self.nearest = F, dmin if self._pairs else math.nan, nearest
+        if inside.any():
+            nv = n[inside] @ v
+            mag = self._k[inside] * (self._margin[inside] - d[inside]) - self._b[inside] * np.minimum(nv, 0.0)
+            F = np.maximum(mag, 0.0) @ n[inside]
+        i = int(np.argmin(d))
+        self.tip_force, self.distance, self.nearest = F, float(d[i]), self._pairs[i][1].name
         return np.concatenate((F, np.zeros(3)))
 
     def joint_torque(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray | None:

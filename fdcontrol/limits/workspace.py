@@ -37,6 +37,9 @@ class WorkspaceStop(Limit):
                  deceleration: float = 5.0) -> None:
         self.robot, self.deceleration = robot, float(deceleration)
         self.parts = list(parts or [])
+        from fdcontrol.control.workspace import Parts
+
+        self._set = Parts(self.parts)
         self._data = robot.model.createData() if robot is not None else None
 
     @classmethod
@@ -70,16 +73,14 @@ class WorkspaceStop(Limit):
             raise ValueError("the workspace stop needs the Jacobian J")
         p = self.tip(c.q)
         v = c.J[:3] @ np.asarray(qd)
-        s = 1.0
-        for part in self.parts:
-            d, n = part.distance(p)
-            a = -float(n @ v)
-            if a <= 0.0:
-                continue
-            room = max(d, 0.0)
-            amax = min(math.sqrt(2.0 * self.deceleration * room), room / c.dt)
-            if a > amax:
-                s = min(s, amax / a)
+        d, n = self._set.distances(p)
+        a = -(n @ v)
+        room = np.maximum(d, 0.0)
+        amax = np.minimum(np.sqrt(2.0 * self.deceleration * room), room / c.dt)
+        over = a > amax
+        if not over.any():
+            return False
+        s = float(np.min(amax[over] / a[over]))
         if s >= 1.0 or not math.isfinite(s):
             return False
         for j in range(c.n):
