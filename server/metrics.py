@@ -82,7 +82,7 @@ class LoopMetrics:
             if has_fault:
                 self.faults += 1
             self._fault = has_fault
-        rx = s.reaction_count
+        rx = getattr(s, "reaction_count", 0)
         if rx != self._rx:
             self.reactions += rx - self._rx if rx > self._rx else rx  # a rebuilt loop counts from 0
             self._rx = rx
