@@ -67,8 +67,12 @@ class Signals:
     workspace_distance: float = math.nan
 
     def f_tool(self) -> np.ndarray:
-        R = self.pose[:3, :3]
-        return np.concatenate((R.T @ self.f_measured[:3], R.T @ self.f_measured[3:]))
+        """The wrench in the tool frame (computed once per cycle, on first use)."""
+        ft = self.__dict__.get("_f_tool")
+        if ft is None:
+            R = self.pose[:3, :3]
+            ft = self.__dict__["_f_tool"] = np.concatenate((R.T @ self.f_measured[:3], R.T @ self.f_measured[3:]))
+        return ft
 
 
 @dataclass
