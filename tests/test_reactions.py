@@ -100,3 +100,29 @@ def test_a_fast_approach_overshoots_the_threshold():
     """The same approach at 10× the default speed presses much harder: the peak bound is not a given."""
     _, contact, _, _ = guarded(10 * ControlParams().approach_speed)
     assert float(np.max(np.abs(contact))) > 2 * THRESHOLD
+
+
+def test_retract_on_contact_moves_away_from_the_table():
+    """The same approach with `retract 2 cm`: the arm leaves the table along the contact force."""
+    robot = RobotModel.load("ur10")
+    end = MujocoRobot(robot, dt=P.DT, tool=P.TOOL).tool_end()
+    top = end[2] - P.TOOL.radius - TABLE_GAP
+    r = P.rig(robot, law=ControlLaw(mode="admittance"), objects=[table(top, (end[0], end[1]))])
+    lim = MoveLimits()
+    lim = MoveLimits((ControlParams().approach_speed, lim.linear[1], lim.linear[2]), lim.angular)
+    task = TaskSpace(rules=[Rule("contact", "fz", "abs>", THRESHOLD, "retract", distance=0.02)], move_limits=lim)
+    r.loop.task = task
+    T0 = robot.pose(r.drv.read().q)
+    goal = T0.copy()
+    goal[2, 3] -= 0.15
+    task.move = Move(robot, T0, P.DT, lim, goal_pose=goal)
+    z_fire = None
+    for i in range(round(4.0 / P.DT)):
+        s = r.loop.step(now=i * P.DT)
+        if z_fire is None and s.reaction_count:
+            z_fire = s.tip_pose[2, 3]
+    z_end = robot.pose(r.drv.read().q)[2, 3]
+    assert z_fire is not None and task.move.status == "done"
+    assert z_end - z_fire == pytest.approx(0.02, abs=2e-3)
+    assert abs(r.drv.contact_force()[2]) < 1e-6  # off the table
+    assert r.loop.fault is None

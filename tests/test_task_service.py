@@ -99,3 +99,18 @@ def test_guarded_move_onto_the_table_holds_and_pushes_an_event(svc):
     metrics = httpx.get(svc.url + "/metrics", timeout=5).text
     assert "fdcontrol_loop_reactions_total 1.0" in metrics
     assert httpx.post(svc.url + "/control/hold", json={"hold": False}, timeout=5).status_code == 200
+
+
+def test_rules_armed_and_disarmed_over_the_control_websocket(svc):
+    with connect(svc.url.replace("http", "ws") + "/ws/control", open_timeout=10) as ws:
+        ws.send(json.dumps({"rules": [{"name": "ws-rule", "signal": "force", "op": ">", "value": 400}]}))
+        ws.send(json.dumps({"rules": [{"signal": "nope", "op": ">", "value": 1}]}))
+        errors, deadline = [], time.monotonic() + 10
+        while not errors and time.monotonic() < deadline:
+            msg = json.loads(ws.recv(timeout=5))
+            if "error" in msg:
+                errors.append(msg["error"])
+        assert errors and "signal" in errors[0]
+    rules = httpx.get(svc.url + "/control/rules", timeout=5).json()
+    assert [r["name"] for r in rules] == ["ws-rule"] and rules[0]["armed"]
+    assert httpx.delete(svc.url + "/control/rules", timeout=5).json() == []
