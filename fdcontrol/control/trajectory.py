@@ -194,8 +194,8 @@ class Move:
         return self.pose, self.twist
 
     def cancel(self) -> None:
-        if self.status not in ("done",):
-            self.status = "cancelled"
+        """End the move (also a finished one: the arm no longer holds its goal)."""
+        self.status = "cancelled"
 
     @property
     def active(self) -> bool:
