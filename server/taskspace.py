@@ -31,7 +31,7 @@ ActionName = Literal[ACTIONS]  # type: ignore[valid-type]
 class RuleIn(BaseModel):
     """``when signal op value [for cycles] then action`` (fdcontrol.control.reactions)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # no coercion: the API schema is the contract
 
     name: str | None = Field(None, min_length=1, max_length=100)
     signal: SignalName  # type: ignore[valid-type]
@@ -53,7 +53,7 @@ class RuleIn(BaseModel):
 
 
 class RulesIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # no coercion: the API schema is the contract
 
     rules: list[RuleIn] = Field(max_length=1000, description="replaces the armed rules; [] disarms all")
 
@@ -61,7 +61,7 @@ class RulesIn(BaseModel):
 class MoveIn(BaseModel):
     """A goal pose (position, optional orientation quaternion [x, y, z, w]; base frame) or joint goal q."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # no coercion: the API schema is the contract
 
     position: Annotated[list[Finite], Field(min_length=3, max_length=3)] | None = None
     orientation: Annotated[list[Finite], Field(min_length=4, max_length=4)] | None = None
@@ -82,14 +82,14 @@ class MoveIn(BaseModel):
 
 
 class HomeIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # no coercion: the API schema is the contract
 
     speed: float = Field(1.0, gt=0, le=1, allow_inf_nan=False)
     acceleration: float = Field(1.0, gt=0, le=1, allow_inf_nan=False)
 
 
 class GainsIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # no coercion: the API schema is the contract
 
     stiffness: Annotated[list[Finite], Field(min_length=6, max_length=6)] | None = None
     damping: Annotated[list[Finite], Field(min_length=6, max_length=6)] | None = None
@@ -159,7 +159,7 @@ def start_move(runtime: Any, spec: dict[str, Any]) -> dict[str, Any]:
         raise MoveError("the loop is not running: POST /control/start first")
     if loop.state.holding:
         raise MoveError("the loop is holding: release the hold (POST /control/hold {\"hold\": false}) first")
-    m = MoveIn.model_validate(spec)
+    m = MoveIn.model_validate(spec, strict=False)
     robot, task = own(loop.robot), loop.task
     s = loop.state
     lim = task.move_limits.scaled(m.speed, m.acceleration)
@@ -223,7 +223,7 @@ def get_rules(runtime: Any, rules: list | None = None) -> list[dict[str, Any]]:
 
 
 def set_gains(runtime: Any, spec: dict[str, Any]) -> dict[str, Any]:
-    g = GainsIn.model_validate(spec)
+    g = GainsIn.model_validate(spec, strict=False)
     loop, p = runtime.loop, runtime.params
     motion = loop.law.motion
     k1 = motion.stiffness if g.stiffness is None else check_gains(g.stiffness, np.array(p.max_stiffness), "stiffness")
@@ -246,7 +246,7 @@ def task_call(runtime: Any, op: str, *args: Any) -> Any:
     if op == "move":
         return start_move(runtime, args[0])
     if op == "home":
-        h = HomeIn.model_validate(args[0])
+        h = HomeIn.model_validate(args[0], strict=False)
         return start_move(runtime, {"q": home_q(runtime.loop.robot), "speed": h.speed,
                                     "acceleration": h.acceleration})
     if op == "cancel":
