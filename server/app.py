@@ -32,6 +32,7 @@ from fdcontrol.server.routers import (
     recording,
     sim,
     state,
+    task,
     twist,
     ws,
 )
@@ -41,7 +42,8 @@ from fdcontrol.server.supervisor import Supervisor
 from fdcontrol.server.worker import LoopWorker
 
 STATIC = Path(__file__).resolve().parent / "static"  # the dashboard, shipped as plain files
-ROUTERS = (health, state, config, analysis, control, ws, sim, twist, recording, metrics, options, learning)
+ROUTERS = (health, state, config, analysis, control, ws, sim, twist, recording, metrics, options, learning,
+           task)
 
 
 def create_app(settings: Settings | None = None, worker: LoopWorker | None = None) -> FastAPI:

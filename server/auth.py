@@ -41,7 +41,7 @@ COOKIE = "fdcontrol_session"
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 SIMPLE_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data", "text/plain")
-PUBLIC_PATHS = frozenset({"/", "/index.html", "/login.html", "/app.js", "/style.css", "/login.js",
+PUBLIC_PATHS = frozenset({"/", "/index.html", "/login.html", "/app.js", "/task.js", "/style.css", "/login.js",
                           "/favicon.ico", "/auth/login", "/auth/logout"})
 MIDDLEWARE_ERRORS = {400: "JSON nested deeper than max_json_depth", 401: "token required",
                      403: "foreign Origin", 413: "body larger than max_body_bytes",

@@ -58,6 +58,7 @@ class LoopMetrics:
 
     def __init__(self) -> None:
         self.watchdog_trips = self.holds = self.faults = 0
+        self.reactions, self._rx = 0, 0  # reaction rules fired (state.reaction_count rises)
         self._wd, self._hold, self._fault = "idle", False, False
         self.period_error, self.compute = _Hist(PERIOD_ERROR_BUCKETS), _Hist(COMPUTE_BUCKETS)
         self.cycles = self.overruns = 0
@@ -81,6 +82,10 @@ class LoopMetrics:
             if has_fault:
                 self.faults += 1
             self._fault = has_fault
+        rx = getattr(s, "reaction_count", 0)
+        if rx != self._rx:
+            self.reactions += rx - self._rx if rx > self._rx else rx  # a rebuilt loop counts from 0
+            self._rx = rx
 
     def fold(self, stats: Any) -> None:
         """Add the Stats ring entries recorded since the last fold (a new loop starts over)."""
@@ -110,7 +115,8 @@ class LoopMetrics:
     def snapshot(self, stats: Any) -> dict[str, Any]:
         self.fold(stats)
         return {"cycles": self.cycles, "overruns": self.overruns, "watchdog_trips": self.watchdog_trips,
-                "holds": self.holds, "faults": self.faults, "period_error": self.period_error.as_dict(),
+                "holds": self.holds, "faults": self.faults, "reactions": self.reactions,
+                "period_error": self.period_error.as_dict(),
                 "compute": self.compute.as_dict()}
 
 
@@ -160,7 +166,8 @@ class ServiceCollector:
                              ("overruns", "Cycles that computed or started more than one period late"),
                              ("watchdog_trips", "Times the command watchdog tripped (stale streamed wrench)"),
                              ("holds", "Times the loop entered hold (request, watchdog or fault)"),
-                             ("faults", "Faults raised by the loop (non-finite values, driver errors)")):
+                             ("faults", "Faults raised by the loop (non-finite values, driver errors)"),
+                             ("reactions", "Reaction rules fired (guarded moves)")):
                 yield CounterMetricFamily(f"fdcontrol_loop_{key}", doc, value=m[key])
             yield _histogram("fdcontrol_loop_period_error_seconds",
                              "|cycle start − scheduled start| per cycle", m["period_error"])

@@ -25,6 +25,7 @@ from fdcontrol.mappings import settings_kwargs
 from fdcontrol.model.constraints import braking_inset
 from fdcontrol.params import change_errors
 from fdcontrol.server.settings import PARAMS, ControlParams, Settings
+from fdcontrol.server.taskspace import build_task, check_workspace
 
 
 class ConflictError(RuntimeError):
@@ -95,7 +96,10 @@ def build_link_loads(robot: RobotModel, p: ControlParams) -> LinkLoads | None:
 
 
 def build_limits(robot: RobotModel, p: ControlParams) -> SafetyLimits:
-    """The limits named in ``p.limits``, each built from the robot and the settings by its class."""
+    """The limits named in ``p.limits``, each built from the robot and the settings by its class;
+    with workspace volumes the hard stop at their boundary (limit ``workspace``) joins them."""
+    if (p.workspace_box is not None or p.keep_out) and "workspace" not in p.limits:
+        p = p.model_copy(update={"limits": [*p.limits, "workspace"]})
     return SafetyLimits.from_settings(robot, p)
 
 
@@ -141,7 +145,8 @@ class Runtime:
                            max_torque=p.max_torque, realtime=self.settings.realtime,
                            sensor_timeout=p.sensor_timeout,
                            telemetry_decimation=p.telemetry_decimation,
-                           posture=build_posture(robot, p), link_loads=build_link_loads(robot, p))
+                           posture=build_posture(robot, p), link_loads=build_link_loads(robot, p),
+                           task=build_task(robot, p))
 
     @property
     def robot(self) -> RobotModel:
@@ -175,6 +180,7 @@ class Runtime:
                     raise
             else:
                 loop = self.loop
+                check_workspace(loop, new)  # a workspace that would move the arm by itself is refused
                 # build outside the loop; the loop thread swaps all of them in at one cycle boundary
                 done = loop.reconfigure(
                     solver=build_solver(loop.robot, new), law=build_law(new),
@@ -182,6 +188,7 @@ class Runtime:
                     posture=build_posture(loop.robot, new), link_loads=build_link_loads(loop.robot, new),
                     command_timeout=new.command_timeout, telemetry_decimation=new.telemetry_decimation,
                     max_force=new.max_force, max_torque=new.max_torque, sensor_timeout=new.sensor_timeout,
+                    task=build_task(loop.robot, new, loop.task),
                     **({"rest": True, "rezero": bool(changed & _SENSOR)} if changed & _MEANING else {}))
                 # applied at the next cycle (a change of meaning: at standstill, after braking): answer after it
                 done.wait(BRAKE_WAIT if changed & _MEANING else max(0.5, 20 * loop.period))

@@ -83,10 +83,68 @@ class LinkLoadSpec(BaseModel):
         return self
 
 
+class WorkspaceBoxSpec(BaseModel):
+    """The box the tip (and ``workspace_links``) stays inside (fdcontrol.control.workspace), base frame."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min: Coord3 = Field(description="lower corner (m, base frame)")
+    max: Coord3 = Field(description="upper corner (m, base frame); > min on every axis")
+    margin: float = Field(0.05, ge=0, le=1, allow_inf_nan=False, description="m: the repulsive load acts inside it")
+    stiffness: float = Field(2000.0, ge=0, le=1e5, allow_inf_nan=False, description="N/m")
+    damping: float = Field(90.0, ge=0, le=1e4, allow_inf_nan=False, description="N·s/m, against approach")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> WorkspaceBoxSpec:
+        bad = [a for a, lo, hi in zip("xyz", self.min, self.max, strict=True) if not lo < hi]
+        if bad:
+            raise ValueError(f"workspace box min must be < max on every axis; not on {', '.join(bad)}")
+        return self
+
+
+class BoxSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    min: Coord3 = Field(description="m, base frame")
+    max: Coord3 = Field(description="m, base frame; >= min on every axis")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> BoxSpec:
+        bad = [a for a, lo, hi in zip("xyz", self.min, self.max, strict=True) if lo > hi]
+        if bad:
+            raise ValueError(f"box min must be <= max on every axis; not on {', '.join(bad)}")
+        return self
+
+
+class KeepOutSpec(BaseModel):
+    """A volume the tip (and ``workspace_links``) stays out of: a sphere, a box or the far side of a plane."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(None, min_length=1, max_length=100, description="shown on the dashboard")
+    sphere: SphereSpec | None = None
+    box: BoxSpec | None = None
+    plane: PlaneSpec | None = Field(None, description="the side the normal points to is allowed")
+    margin: float = Field(0.05, ge=0, le=1, allow_inf_nan=False, description="m")
+    stiffness: float = Field(2000.0, ge=0, le=1e5, allow_inf_nan=False, description="N/m")
+    damping: float = Field(90.0, ge=0, le=1e4, allow_inf_nan=False, description="N·s/m, against approach")
+
+    @model_validator(mode="after")
+    def _one_volume(self) -> KeepOutSpec:
+        if sum(v is not None for v in (self.sphere, self.box, self.plane)) != 1:
+            raise ValueError("a keep-out volume needs exactly one of 'sphere', 'box' or 'plane'")
+        if self.sphere is not None and self.sphere.radius <= 0:
+            raise ValueError("a keep-out sphere needs a radius > 0")
+        return self
+
+
 #: the structured parameters' API types (kind "spec" in the declarations)
 SPEC_TYPES: dict[str, Any] = {
     "link_loads": list[LinkLoadSpec],
     "driver_options": dict[str, Any],
+    "workspace_box": WorkspaceBoxSpec,
+    "workspace_links": list[Annotated[str, Field(min_length=1, max_length=200)]],
+    "keep_out": list[KeepOutSpec],
 }
 
 

@@ -47,8 +47,9 @@ from fdcontrol.loop.cycle import ControlLoop, InputError, check_wrench
 from fdcontrol.loop.state import LoopState
 from fdcontrol.server.shm_layout import FAULT_BYTES, LAYOUT, MAX_DOF, OUT_SIZE  # noqa: F401  (re-exported)
 from fdcontrol.server.sim_ops import sim_call
+from fdcontrol.server.taskspace import task_call
 
-RECORDED = ("start", "stop", "hold", "zero_sensor", "target")  # accepted commands that go into a recording
+RECORDED = ("start", "stop", "hold", "zero_sensor", "target", "task")  # accepted commands that go into a recording
 
 # input slot (float64): version, wrench[6], frame (0 base, 1 tool), seq, t
 IN_SIZE = 10
@@ -257,6 +258,7 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Co
         "sim": lambda op, *a: sim_call(runtime.loop.driver, op, *a),  # server/sim_ops.py
         "metrics": lambda: io.metrics.snapshot(runtime.loop.stats),
         "modules": lambda: sorted(sys.modules),  # what the loop process imported (tests/test_layering.py)
+        "task": lambda op, *a: task_call(runtime, op, *a),  # server/taskspace.py
     }
     while True:
         try:

@@ -30,6 +30,11 @@ SPECIAL: dict[str, object] = {
                     "margin": 0.05, "stiffness": 100.0, "damping": 0.0}],
     "posture_preferred": [0.1, -1.2, 1.5, -0.3, 1.2, 0.4],
     "error_clip": [0.01, 0.01, 0.01, 0.05, 0.05, 0.05],
+    "workspace_box": {"min": [-5.0, -5.0, -5.0], "max": [5.0, 5.0, 5.0], "margin": 0.05, "stiffness": 2000.0,
+                      "damping": 90.0},
+    "workspace_links": ["wrist_3_link"],
+    "keep_out": [{"name": None, "sphere": {"center": [3.0, 3.0, 3.0], "radius": 0.1}, "box": None, "plane": None,
+                  "margin": 0.05, "stiffness": 2000.0, "damping": 90.0}],
 }
 
 
@@ -224,6 +229,8 @@ def random_value(p: Param, start: object, rnd: random.Random) -> object:
         return [round(lo + (min(hi, 1e3) - lo) * rnd.random() ** 3, 6) for _ in range(n)]
     if p.kind == "names":
         return list(p.default)
+    if p.kind == "spec":  # a structure: its valid example (a workspace around the arm, a volume away from it)
+        return SPECIAL.get(p.name, p.default)
     raise AssertionError(p.name)
 
 

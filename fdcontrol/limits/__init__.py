@@ -14,12 +14,14 @@ from fdcontrol.limits.cartesian import CartesianSpeed
 from fdcontrol.limits.path_acceleration import PathAcceleration
 from fdcontrol.limits.position import BRAKING_MARGIN, PositionEnvelope
 from fdcontrol.limits.velocity import JointVelocity
+from fdcontrol.limits.workspace import WorkspaceStop
 from fdcontrol.registry import Registry
 
 LIMITS: Registry[Limit] = Registry("limit")
-for _cls in (CartesianSpeed, PositionEnvelope, JointVelocity, JointAcceleration):
+for _cls in (CartesianSpeed, PositionEnvelope, JointVelocity, JointAcceleration, WorkspaceStop):
     LIMITS.register(_cls.name)(_cls)
 LIMITS.register(PathAcceleration.name)(PathAcceleration)  # optional: select it in the settings' ``limits``
 
 __all__ = ["BRAKING_MARGIN", "LIMITS", "CartesianSpeed", "Cycle", "JointAcceleration", "JointVelocity",
-           "Limit", "LimitSettings", "PathAcceleration", "PositionEnvelope", "braking_steps", "run"]
+           "Limit", "LimitSettings", "PathAcceleration", "PositionEnvelope", "WorkspaceStop", "braking_steps",
+           "run"]

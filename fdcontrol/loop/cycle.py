@@ -46,6 +46,7 @@ import numpy as np
 from fdcontrol.control.law import ControlInput, ControlLaw, WrenchFilter
 from fdcontrol.control.link_loads import LinkLoads
 from fdcontrol.control.posture import PostureTask, joint_load
+from fdcontrol.control.task import TaskSpace
 from fdcontrol.control.twist import TwistError, check_twist
 from fdcontrol.drivers.base import RobotDriver
 from fdcontrol.limits.safety import SafetyLimits
@@ -61,7 +62,7 @@ STATS_WINDOW = 5000
 #: what :meth:`ControlLoop.reconfigure` may change at run time (loop attribute names)
 RECONFIGURABLE = frozenset({"law", "solver", "limits", "filter", "posture", "link_loads", "command_timeout",
                             "telemetry_decimation", "max_force", "max_torque", "max_tracking_error", "spin",
-                            "sensor_timeout", "rest", "rezero"})
+                            "sensor_timeout", "rest", "rezero", "task"})
 #: the loop's parameters, declared once (fdcontrol.params)
 PARAMS = declare(
     "loop",
@@ -140,7 +141,8 @@ class ControlLoop:
                  command_timeout: float = 0.1, max_force: float = 500.0,
                  max_torque: float = 50.0, realtime: bool = False, spin: float = 0.0,
                  telemetry_decimation: int = 10, posture: PostureTask | None = None,
-                 link_loads: LinkLoads | None = None, sensor_timeout: float = 0.05) -> None:
+                 link_loads: LinkLoads | None = None, sensor_timeout: float = 0.05,
+                 task: TaskSpace | None = None) -> None:
         if not (math.isfinite(rate) and 1.0 <= rate <= 5000.0):
             raise ValueError("rate must be within [1, 5000] Hz")
         _check_params({"command_timeout": command_timeout, "telemetry_decimation": telemetry_decimation,
@@ -163,6 +165,7 @@ class ControlLoop:
         self._command: Command | None = None
         self._twist: Command | None = None
         self.posture, self.link_loads = posture, link_loads  # null-space loads (fdcontrol.control.posture)
+        self.task = task  # workspace, reactions, moves, gain ramps (fdcontrol.control.task)
         self._target: np.ndarray | None = None
         self.action: ActionInput | None = None  # a policy's goals, interpolated (fdcontrol.loop.action)
         self._hold_request = False
@@ -235,6 +238,8 @@ class ControlLoop:
             raise InputError("target rotation is not orthonormal")
         self._target = T.copy()
         self.action = None  # a target set directly replaces a policy's interpolated goals
+        if self.task is not None and self.task.move is not None:  # an explicit target ends a move
+            self.task.move.cancel()
         self._command = None  # a fresh target is fresh input: a stale wrench no longer holds the arm
         self._twist = None
 
@@ -383,17 +388,26 @@ class ControlLoop:
                 watchdog, v_cmd = ("tripped" if watchdog == "tripped" else "ok"), tw.wrench
         if self.law.uses_sensor and math.isfinite(self._sensor_at) and now - self._sensor_at > self.sensor_timeout:
             watchdog = "sensor_stale"  # hand guiding on a sensor stream gone quiet: hold until readings return
-        holding = self._hold_request or self._stop_request or watchdog in ("tripped", "sensor_stale") \
-            or self.fault is not None or braking
         act, target = self.action, self._target
         if act is not None:
             target = act.target(now)
+        task = self.task
+        if task is not None:  # rules fire on this cycle's signals; a move gives the target
+            target, v_cmd = task.before(self, conf, js.qd, f_meas, target, v_cmd)
+        holding = self._hold_request or self._stop_request or watchdog in ("tripped", "sensor_stale") \
+            or self.fault is not None or braking
         twist = conf.twist(js.qd)
-        fc = self.law(ControlInput(pose, twist, f_meas, f_applied, target, v_cmd))
+        x_in = ControlInput(pose, twist, f_meas, f_applied, target, v_cmd)
+        fc = self.law(x_in)
+        if task is not None:
+            fc = fc + task.wrench(self.law, x_in)
         if holding:
             qd_des = np.zeros(self.robot.dof)
         else:  # null-space loads need the FD virtual model
             tau = joint_load(vm, q, self.qd_state, self.posture, self.link_loads, conf) if vm is not None else None
+            tau_task = task.joint_torque(q, self.qd_state) if task is not None and vm is not None else None
+            if tau_task is not None:
+                tau = tau_task if tau is None else tau + tau_task
             _, qd_des = solver.step(q, self.qd_state, fc, dt, tau, config=conf)
             if not solver.last_converged:
                 self.stats.integrator_nonconverged += 1
@@ -461,7 +475,8 @@ class ControlLoop:
                          self.driver.speed_scaling, self.driver.safety_mode,
                          self._zero6 if twist is None else twist, now,
                          self.action.seq if self.action is not None else 0,
-                         self.action.used_at if self.action is not None else math.nan)
+                         self.action.used_at if self.action is not None else math.nan,
+                         *(self.task.telemetry() if self.task is not None else _NO_TASK))
 
     # ------------------------------------------------------------------ thread
     @property
@@ -547,6 +562,8 @@ class ControlLoop:
                 pass
 
 
+#: the task-space fields of the state without a TaskSpace (fdcontrol.control.task.TaskSpace.telemetry)
+_NO_TASK = (math.nan, "idle", math.nan, 0, None)
 #: the scalar parameters among RECONFIGURABLE, with the type they are stored as
 _SCALARS = {"telemetry_decimation": int, "command_timeout": float, "max_force": float, "max_torque": float,
             "max_tracking_error": float, "spin": float, "sensor_timeout": float}

@@ -26,6 +26,7 @@ from fdcontrol.limits import LIMITS
 
 #: sensor_stale: a law that reads the force sensor got no reading for ``sensor_timeout``
 WATCHDOG: tuple[str, ...] = ("idle", "ok", "tripped", "sensor_stale")
+MOVE_STATUS: tuple[str, ...] = ("idle", "moving", "paused", "done", "cancelled")  # fdcontrol.control.trajectory
 #: the keys of ``limits_active``: every registered limit, then the solver's virtual joint limit
 LIMIT_KEYS: tuple[str, ...] = (*LIMITS.names(), "virtual_joint_limit")
 
@@ -108,6 +109,16 @@ class LoopState:
     action_used_at: float = field(default=math.nan, metadata=scalar(
         "float", "the loop's time.monotonic() of the first cycle that used action_seq; null before any", "s",
         nullable=True))
+    workspace_distance: float = field(default=math.nan, metadata=scalar(
+        "float", "signed distance of the tip to the nearest workspace boundary (< 0 beyond it); null without "
+        "a workspace", "m", nullable=True))
+    move_status: str = field(default="idle", metadata=choice(
+        MOVE_STATUS, "the move (POST /control/move): idle, moving, paused (yielding to a push), done or cancelled"))
+    move_progress: float = field(default=math.nan, metadata=scalar(
+        "float", "fraction of the move's path covered, 0–1; null without a move", nullable=True))
+    reaction_count: int = field(default=0, metadata=scalar("int", "reaction rules fired since the loop was built"))
+    reaction_event: str | None = field(default=None, metadata=text(
+        "the last reaction that fired: cycle, rule, the signal's value, the action; null before the first"))
 
 
 FIELDS = fields(LoopState)

@@ -82,6 +82,7 @@ async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = F
     every = decimation / p["rate"]  # s between the states this client takes
     loop = asyncio.get_running_loop()
     last, missed = -1, 0  # missed: states counted as dropped while a send was still in flight
+    reactions = -1  # the reaction count this client has seen (-1: none yet; the first state sets it)
 
     def stalled() -> None:  # the send takes longer than the next state: that state is dropped
         nonlocal missed, timer
@@ -106,12 +107,25 @@ async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = F
                             await ws.send_bytes(msg)
                         else:
                             await ws.send_text(msg)
+                        if s.reaction_count != reactions:  # a reaction fired: push it as an event
+                            if reactions >= 0:
+                                await send_event(ws, encoding, s)
+                            reactions = s.reaction_count
                     finally:
                         timer.cancel()
                     if worker() is not w:  # the supervisor replaced the loop process
                         break
         except WorkerError:  # the loop process died mid-write: the supervisor replaces it
             await asyncio.sleep(0.1)
+
+
+async def send_event(ws: WebSocket, encoding: str, s: LoopState) -> None:
+    """{"event": {"type": "reaction", "count", "cycle", "text"}}: the last reaction that fired."""
+    msg = {"event": {"type": "reaction", "count": s.reaction_count, "cycle": s.cycle, "text": s.reaction_event}}
+    if encoding == MSGPACK:
+        await ws.send_bytes(msgpack.packb(msg))
+    else:
+        await ws.send_text(json.dumps(msg))
 
 
 async def accept(ws: WebSocket) -> str:
@@ -159,7 +173,7 @@ async def serve_socket(ws: WebSocket, decimation: int | None, control: bool, fra
                 msg = decode(raw, encoding, settings.max_ws_message_bytes, settings.max_json_depth)
                 if not control:
                     raise InputError("/ws/state is read-only; stream wrenches on /ws/control")
-                if isinstance(msg, dict) and "target" in msg:  # a pipe round-trip: off the event loop
+                if isinstance(msg, dict) and ("target" in msg or "rules" in msg):  # a pipe round-trip: off the loop
                     w = worker()
                     w.check()  # can take commands (else an error reply, never a false ack)
                     await asyncio.to_thread(apply_message, w, msg)
@@ -213,9 +227,13 @@ def apply_message(worker: LoopWorker, msg: Any) -> None:
     """{"wrench": [...] | "twist": [...], "frame": "base"|"tool", "seq": n, "target": {...}} — all optional."""
     if not isinstance(msg, dict):
         raise InputError("a message must be a JSON object")
-    unknown = set(msg) - {"wrench", "twist", "frame", "seq", "target"}
+    unknown = set(msg) - {"wrench", "twist", "frame", "seq", "target", "rules"}
     if unknown:
         raise InputError(clip(f"unknown keys: {', '.join(sorted(map(str, unknown)))}"))
+    if "rules" in msg:  # arm (replace) the reaction rules; [] disarms (server/taskspace.py)
+        if not isinstance(msg["rules"], list):
+            raise InputError("rules must be a list of rules ([] disarms all)")
+        worker.call("task", "rules", msg["rules"])
     if "target" in msg:
         try:
             target = schemas.Target.model_validate(msg["target"])

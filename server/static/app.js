@@ -37,7 +37,7 @@ function connectState() {
   const ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws/state?decimation=25&frames=true`);
   ws.onopen = () => setBadge("conn", "connected", "on");
   ws.onclose = () => { setBadge("conn", "disconnected", "off"); setTimeout(connectState, 1000); };
-  ws.onmessage = (ev) => onState(JSON.parse(ev.data));
+  ws.onmessage = (ev) => { const m = JSON.parse(ev.data); if (m.event) onEvent(m.event); else onState(m); };
 }
 
 function push(buf, v) { buf.push(v); if (buf.length > HISTORY) buf.shift(); }
@@ -61,6 +61,7 @@ function onState(s) {
   $("fmeas").textContent = Math.hypot(...s.f_measured.slice(0, 3)).toFixed(1);
   $("sigmaj").textContent = s.sigma_min_j.toFixed(3);
   $("sigmaj").style.color = s.sigma_min_j < SIGMA_J_WARN ? "#c92a2a" : "";
+  taskBadge(s); // task.js
 }
 
 function clearHistory() {
@@ -268,6 +269,7 @@ function drawArm() {
       const ctr = P(o.position); g.fillText(o.name || o.kind || "object", ctr[0] + 4, ctr[1]);
     });
   }
+  drawWorkspace(g, P, scale, dash.config, dash.state); // task.js
   g.strokeStyle = "#1f2933"; g.lineWidth = 5; g.lineCap = "round";
   const L = [[0, 0, 0], ...pts].map(P);
   g.beginPath(); g.moveTo(...L[0]); L.slice(1).forEach((p) => g.lineTo(...p)); g.stroke();

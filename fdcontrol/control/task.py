@@ -1,0 +1,132 @@
+"""The task space of one control loop: workspace volumes, reactions, moves and gain ramps.
+
+The loop calls :meth:`TaskSpace.before` once per cycle after reading and filtering the sensor
+(rules see this cycle's signals, and their actions shape this cycle's reference), then adds
+:meth:`TaskSpace.wrench` to the control signal and :meth:`TaskSpace.joint_torque` to the FD
+solver's joint load. Everything here runs in the loop thread; the API changes it through
+:meth:`fdcontrol.loop.cycle.ControlLoop.reconfigure` or the loop's command methods, never
+mid-cycle.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fdcontrol.control.gains import GainRamp
+from fdcontrol.control.reactions import Event, Reactions, Rule, Signals
+from fdcontrol.control.trajectory import Move, MoveLimits, tracking_wrench
+from fdcontrol.control.workspace import Workspace
+
+if TYPE_CHECKING:
+    from fdcontrol.loop.cycle import ControlLoop
+    from fdcontrol.model.configuration import Configuration
+
+_ZERO6 = np.zeros(6)
+
+
+class TaskSpace:
+    """Workspace (or None), reactions, the active move and the active gain ramp."""
+
+    def __init__(self, workspace: Workspace | None = None, rules: list[Rule] | None = None,
+                 move_limits: MoveLimits | None = None) -> None:
+        self.workspace = workspace if workspace is not None and not workspace.empty else None
+        self.reactions = Reactions(list(rules or []))
+        self.move_limits = move_limits or MoveLimits()
+        self.move: Move | None = None
+        self.ramp: GainRamp | None = None
+        self._f_ws = _ZERO6
+        self.fired: list[Rule] = []
+        self.pause_error = 0.02  # m, for moves built by the service
+        self._pending: tuple[Move | None, list[Rule] | None] | None = None
+
+    def request(self, move: Move | None, rules: list[Rule] | None = None) -> None:
+        """Hand over a new move and/or rule list from another thread: the loop takes both at
+        the start of its next cycle (one reference swap, never half of it)."""
+        self._pending = (move, rules)
+
+    # ------------------------------------------------------------------ per cycle
+    def before(self, loop: ControlLoop, conf: Configuration, qd: np.ndarray, f_meas: np.ndarray,
+               target: np.ndarray | None, v_cmd: np.ndarray | None
+               ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Gains, workspace loads, rules (their actions), then the move's reference.
+        Returns the (target, twist command) the law tracks this cycle."""
+        pose = conf.pose
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            move, rules = pending
+            if rules is not None:
+                self.reactions = Reactions(rules, self.reactions.count, self.reactions.last)
+            if move is not None:
+                if self.move is not None:
+                    self.move.cancel()
+                self.move = move
+        if self.ramp is not None:
+            k, d = self.ramp.step(loop.period)
+            loop.law.motion.stiffness, loop.law.motion.damping = k, d
+            if self.ramp.done:
+                self.ramp = None
+        ws = self.workspace
+        if ws is not None:
+            self._f_ws = ws.tip_wrench(pose[:3, 3], conf.jacobian[:3] @ loop.qd_state)
+        mv = self.move
+        if self.reactions.rules:
+            err = mv.error(pose)[0] if mv is not None and mv.active else math.nan
+            s = Signals(pose, conf.twist(qd), f_meas, err, ws.distance if ws is not None else math.nan)
+            self.fired = self.reactions.evaluate(s, loop.cycle + 1)  # the cycle count its state publishes
+            for r in self.fired:
+                self._act(loop, r, conf, f_meas)
+            mv = self.move
+        if mv is None:
+            return target, v_cmd
+        if loop._hold_request or loop.fault is not None:
+            mv.cancel()
+        if mv.status == "cancelled":
+            return target, v_cmd
+        ref, twist = mv.step(pose)
+        loop._target = ref  # where the arm rests when the move ends
+        return ref, twist if mv.active else v_cmd
+
+    def wrench(self, law: Any, x: Any) -> np.ndarray:
+        """The workspace's tip load [F; 0], plus the motion term while a move runs on a law without it."""
+        f = self._f_ws
+        mv = self.move
+        if mv is not None and mv.status != "cancelled" and "motion" not in getattr(law, "_terms", ()):
+            f = f + tracking_wrench(law, x)
+        return f
+
+    def joint_torque(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray | None:
+        ws = self.workspace
+        return None if ws is None else ws.joint_torque(q, qd)
+
+    # ------------------------------------------------------------------ actions
+    def _act(self, loop: ControlLoop, r: Rule, conf: Configuration, f_meas: np.ndarray) -> None:
+        if r.action == "hold":
+            loop._hold_request = True
+            if self.move is not None:
+                self.move.cancel()
+        elif r.action == "stop":
+            if self.move is not None:
+                self.move.cancel()
+            loop._target = conf.pose.copy()
+        elif r.action == "retract":
+            f = f_meas[:3]
+            n = float(np.linalg.norm(f))
+            u = -f / n if n > 0.5 else -conf.pose[:3, 2]
+            goal = conf.pose.copy()
+            goal[:3, 3] += r.distance * u
+            self.move = Move(loop.robot, conf.pose, loop.period, self.move_limits, goal_pose=goal)
+        elif r.action == "switch" and r.mode:
+            loop.law.mode = r.mode
+
+    # ------------------------------------------------------------------ telemetry
+    def telemetry(self) -> tuple[float, str, float, int, str | None]:
+        """workspace_distance, move_status, move_progress, reaction_count, reaction_event."""
+        ws, mv, rx = self.workspace, self.move, self.reactions
+        last: Event | None = rx.last
+        return (ws.distance if ws is not None else math.nan,
+                mv.status if mv is not None else "idle",
+                mv.progress if mv is not None else math.nan,
+                rx.count, last.text if last is not None else None)

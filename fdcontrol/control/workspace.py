@@ -1,0 +1,304 @@
+"""Workspace: a box the tool centre point (and chosen link origins) stays in, and keep-out volumes.
+
+Every volume is described by the signed distance d(p) of a point p to its boundary (m, base
+frame; positive on the allowed side) and the unit normal n(p) = ∇d pointing to the allowed
+side. Inside the volume's margin m each (point, volume) pair acts on the virtual model as a
+repulsive spring–damper — the external loads of Scherzinger et al., "Virtual Forward Dynamics
+Models for Cartesian Robot Control", section 5.1 (the same law as
+:mod:`fdcontrol.control.link_loads`):
+
+    F = [k (m − d) − b min(n·ṗ, 0)] n   if d < m,   else 0,
+
+with ṗ the point's velocity on the virtual model. The load only acts along n, so the response
+stays compliant and decoupled along the boundary: a tip pushed into a wall stops in its margin
+and still slides freely along it. At the tool centre point F enters the control signal as the
+wrench [F; 0]; at a link origin it enters as the joint torque J_pᵀ F (the FD virtual model only).
+
+Volumes:
+
+* :class:`WorkspaceBox` — an axis-aligned box the points stay *inside* (six half-spaces, one
+  load per face: in a corner both faces push),
+* :class:`Sphere` and :class:`Plane` of :mod:`fdcontrol.control.link_loads` (the outside of a
+  ball; the side a plane's normal points to),
+* :class:`KeepOutBox` — an axis-aligned box the points stay *outside* of.
+
+The hard stop at the boundary itself is the limit :class:`fdcontrol.limits.workspace.WorkspaceStop`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fdcontrol.control.link_loads import LinkLoad, LinkLoads, Plane, Sphere, _point
+from fdcontrol.model.robot import RobotModel
+from fdcontrol.params import Param, declare
+
+#: the workspace's parameters, declared once (fdcontrol.params); a change that would put the arm inside a
+#: margin is refused by the service (no configuration change moves the arm)
+PARAMS = declare(
+    "workspace",
+    Param("workspace_box", "spec", None, "box the tip (and workspace_links) stays inside: min, max, margin, "
+          "stiffness, damping (null: none)", "m", nullable=True),
+    Param("workspace_links", "spec", [], "link frames whose origins obey the workspace too", max_items=16),
+    Param("keep_out", "spec", [], "keep-out volumes: a sphere, a box or the far side of a plane, each with a "
+          "margin, stiffness and damping", "m", max_items=256),
+    Param("workspace_stop_deceleration", "float", 5.0, "braking of the hard stop at the workspace boundary",
+          "m/s²", policy="tighten", gt=0, le=100),
+)
+
+TIP = "tip"  # the name of the tool centre point among the workspace's points
+
+
+@dataclass
+class KeepOutBox:
+    """An axis-aligned box [lo, hi] (m, base frame) whose outside is allowed.
+
+    d(p) = ‖max(lo − p, p − hi, 0)‖ outside; inside, −(distance to the nearest face). n = ∇d.
+    """
+
+    lo: np.ndarray
+    hi: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.lo, self.hi = _point(self.lo, "box min"), _point(self.hi, "box max")
+        if np.any(self.lo > self.hi):
+            raise ValueError(f"box min must be <= max on every axis, got min {self.lo.tolist()} "
+                             f"and max {self.hi.tolist()}")
+
+    def distance(self, p: np.ndarray) -> tuple[float, np.ndarray]:
+        out = np.maximum(np.maximum(self.lo - p, p - self.hi), 0.0)
+        n = float(np.linalg.norm(out))
+        if n > 0:
+            return n, np.sign(p - (self.lo + self.hi) / 2) * out / n
+        # inside: the nearest face
+        below, above = p - self.lo, self.hi - p
+        i_lo, i_hi = int(np.argmin(below)), int(np.argmin(above))
+        u = np.zeros(3)
+        if below[i_lo] <= above[i_hi]:
+            u[i_lo] = -1.0
+            return -float(below[i_lo]), u
+        u[i_hi] = 1.0
+        return -float(above[i_hi]), u
+
+
+@dataclass
+class WorkspaceBox:
+    """An axis-aligned box [lo, hi] (m, base frame) the points stay inside: its six faces as
+    half-spaces with inward normals; d(p) = min over faces."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.lo, self.hi = _point(self.lo, "workspace box min"), _point(self.hi, "workspace box max")
+        if np.any(self.lo >= self.hi):
+            raise ValueError(f"workspace box min must be < max on every axis, got min {self.lo.tolist()} "
+                             f"and max {self.hi.tolist()}")
+        eye = np.eye(3)
+        self.faces = [Plane(self.lo.copy(), eye[i]) for i in range(3)] + \
+                     [Plane(self.hi.copy(), -eye[i]) for i in range(3)]
+
+    def distance(self, p: np.ndarray) -> tuple[float, np.ndarray]:
+        best = (math.inf, np.zeros(3))
+        for f in self.faces:
+            d, n = f.distance(p)
+            if d < best[0]:
+                best = (d, n)
+        return best
+
+
+Volume = WorkspaceBox | KeepOutBox | Sphere | Plane
+
+
+class Parts:
+    """Many boundary pieces (planes, spheres, keep-out boxes) evaluated at once with numpy:
+    :meth:`distances` gives d and n of every piece, in the order given (the same values as
+    each piece's own ``distance``; tests/test_workspace.py compares them)."""
+
+    def __init__(self, parts: Sequence[Plane | Sphere | KeepOutBox]) -> None:
+        self.n = len(parts)
+        kinds = [type(p) for p in parts]
+        bad = [k.__name__ for k in kinds if k not in (Plane, Sphere, KeepOutBox)]
+        if bad:
+            raise ValueError(f"unsupported workspace piece {bad[0]}")
+        self._pl = np.array([i for i, k in enumerate(kinds) if k is Plane], dtype=int)
+        self._sp = np.array([i for i, k in enumerate(kinds) if k is Sphere], dtype=int)
+        self._bx = np.array([i for i, k in enumerate(kinds) if k is KeepOutBox], dtype=int)
+        self._P = np.array([parts[i].point for i in self._pl]).reshape(-1, 3)  # type: ignore[union-attr]
+        self._N = np.array([parts[i].normal for i in self._pl]).reshape(-1, 3)  # type: ignore[union-attr]
+        self._C = np.array([parts[i].center for i in self._sp]).reshape(-1, 3)  # type: ignore[union-attr]
+        self._R = np.array([parts[i].radius for i in self._sp], dtype=float)  # type: ignore[union-attr]
+        self._lo = np.array([parts[i].lo for i in self._bx]).reshape(-1, 3)  # type: ignore[union-attr]
+        self._hi = np.array([parts[i].hi for i in self._bx]).reshape(-1, 3)  # type: ignore[union-attr]
+        self._d, self._nrm = np.empty(self.n), np.empty((self.n, 3))
+
+    def distances(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(d, n): signed distances (m, positive on the allowed side) and allowed-side normals."""
+        d, nrm = self._d, self._nrm
+        if len(self._pl):
+            d[self._pl] = np.einsum("ij,ij->i", p - self._P, self._N)
+            nrm[self._pl] = self._N
+        if len(self._sp):
+            r = p - self._C
+            nr = np.sqrt(np.einsum("ij,ij->i", r, r))
+            d[self._sp] = nr - self._R
+            safe = np.where(nr > 0, nr, 1.0)
+            u = r / safe[:, None]
+            u[nr == 0] = (0.0, 0.0, 1.0)
+            nrm[self._sp] = u
+        if len(self._bx):
+            lo, hi = self._lo, self._hi
+            below, above = p - lo, hi - p
+            out = np.maximum(np.maximum(-below, -above), 0.0)
+            no = np.sqrt(np.einsum("ij,ij->i", out, out))
+            outside = no > 0
+            u = np.sign(p - (lo + hi) / 2) * out / np.where(outside, no, 1.0)[:, None]
+            # inside: the nearest face, as KeepOutBox.distance picks it
+            i_lo, i_hi = np.argmin(below, axis=1), np.argmin(above, axis=1)
+            k = np.arange(len(lo))
+            m_lo, m_hi = below[k, i_lo], above[k, i_hi]
+            use_lo = m_lo <= m_hi
+            ui = np.zeros_like(u)
+            ui[k[use_lo], i_lo[use_lo]] = -1.0
+            ui[k[~use_lo], i_hi[~use_lo]] = 1.0
+            d[self._bx] = np.where(outside, no, -np.where(use_lo, m_lo, m_hi))
+            nrm[self._bx] = np.where(outside[:, None], u, ui)
+        return d, nrm
+
+
+@dataclass
+class Zone:
+    """One named volume with its margin (m), stiffness k (N/m) and damping b (N·s/m)."""
+
+    name: str
+    volume: Volume
+    margin: float = 0.05
+    stiffness: float = 2000.0
+    damping: float = 90.0
+
+    def __post_init__(self) -> None:
+        for attr in ("margin", "stiffness", "damping"):
+            v = float(getattr(self, attr))
+            if not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"volume {self.name!r}: {attr} must be finite and >= 0")
+
+    def parts(self) -> list[Plane | Sphere | KeepOutBox]:
+        """The pieces that each carry one load (a workspace box: its six faces)."""
+        return list(self.volume.faces) if isinstance(self.volume, WorkspaceBox) else [self.volume]  # type: ignore[list-item]
+
+    def distance(self, p: np.ndarray) -> tuple[float, np.ndarray]:
+        return self.volume.distance(p)
+
+
+@dataclass
+class Workspace:
+    """The zones acting on the tool centre point and on the origins of ``links`` (frame names)."""
+
+    robot: RobotModel
+    zones: list[Zone] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        names = [z.name for z in self.zones]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"volume names must be unique, repeated: {', '.join(dup)}")
+        # one (part, zone) pair per load: the tip's loads are evaluated here, the links' by LinkLoads
+        self._pairs = [(part, z) for z in self.zones for part in z.parts()]
+        self._parts = Parts([part for part, _ in self._pairs])
+        self._margin = np.array([z.margin for _, z in self._pairs], dtype=float)
+        self._k = np.array([z.stiffness for _, z in self._pairs], dtype=float)
+        self._b = np.array([z.damping for _, z in self._pairs], dtype=float)
+        loads = [LinkLoad(link, part, z.margin, z.stiffness, z.damping)  # type: ignore[arg-type]
+                 for link in self.links for part, z in self._pairs]
+        self.link_loads = LinkLoads(self.robot, loads, "physical") if loads else None
+        self.tip_force = np.zeros(3)
+        self.distance = math.nan  # min over zones of the tip's distance to a boundary (m)
+        self.nearest: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not self.zones
+
+    def tip_wrench(self, p: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """[F; 0] (N, base frame) on the tip at p moving at v (m/s); updates ``distance``."""
+        if not self._pairs:
+            self.tip_force, self.distance, self.nearest = np.zeros(3), math.nan, None
+            return np.zeros(6)
+        d, n = self._parts.distances(p)
+        inside = d < self._margin
+        F = np.zeros(3)
+        if inside.any():
+            nv = n[inside] @ v
+            mag = self._k[inside] * (self._margin[inside] - d[inside]) - self._b[inside] * np.minimum(nv, 0.0)
+            F = np.maximum(mag, 0.0) @ n[inside]
+        i = int(np.argmin(d))
+        self.tip_force, self.distance, self.nearest = F, float(d[i]), self._pairs[i][1].name
+        return np.concatenate((F, np.zeros(3)))
+
+    def joint_torque(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray | None:
+        """Σ J_pᵀ F over the link loads (N·m), or None without links."""
+        return None if self.link_loads is None else self.link_loads.joint_forces(q, qd)
+
+    def violations(self, points: dict[str, np.ndarray]) -> list[str]:
+        """Reasons why any of ``points`` (name → position) lies inside a zone's margin (or beyond)."""
+        out = []
+        for name, p in points.items():
+            for z in self.zones:
+                d, _ = z.distance(p)
+                if d < z.margin:
+                    where = "outside" if d < 0 else "within the margin of"
+                    out.append(f"{name} at {np.round(p, 4).tolist()} is {where} {z.name!r} "
+                               f"(distance {d * 1e3:.1f} mm, margin {z.margin * 1e3:.1f} mm)")
+        return out
+
+    def points(self, q: np.ndarray) -> dict[str, np.ndarray]:
+        """The tip and the link origins at q (base frame)."""
+        out = {TIP: self.robot.pose(q)[:3, 3].copy()}
+        if self.link_loads is not None:
+            for link, (p, _) in zip(self.links, self.link_loads.points(q)[::max(1, len(self._pairs))], strict=False):
+                out[link] = p.copy()
+        return out
+
+
+def _volume(i: int, it: dict[str, Any]) -> tuple[str, Volume]:
+    kinds = [k for k in ("sphere", "box", "plane") if it.get(k) is not None]
+    if len(kinds) != 1:
+        raise ValueError(f"keep_out[{i}] needs exactly one of 'sphere', 'box' or 'plane'")
+    k, spec = kinds[0], dict(it[kinds[0]])
+    if k == "sphere":
+        vol: Volume = Sphere(spec["center"], float(spec["radius"]))
+        if float(spec["radius"]) <= 0:
+            raise ValueError(f"keep_out[{i}]: sphere radius must be > 0")
+    elif k == "box":
+        vol = KeepOutBox(spec["min"], spec["max"])
+    else:
+        vol = Plane(spec["point"], spec["normal"])
+    return str(it.get("name") or f"{k}{i}"), vol
+
+
+def workspace_from_config(robot: RobotModel, box: dict[str, Any] | None, keep_out: Sequence[dict[str, Any]],
+                          links: Sequence[str] = ()) -> Workspace:
+    """Build from plain data (settings / API): ``box`` {min, max, margin, stiffness, damping} or None;
+    ``keep_out`` items {name, sphere {center, radius} | box {min, max} | plane {point, normal}, margin,
+    stiffness, damping}; ``links`` frame names whose origins obey the volumes too."""
+    zones = []
+    gains = ("margin", "stiffness", "damping")
+    if box is not None:
+        try:
+            zones.append(Zone("workspace", WorkspaceBox(box["min"], box["max"]),
+                              **{k: float(box[k]) for k in gains if box.get(k) is not None}))
+        except ValueError as exc:
+            raise ValueError(f"workspace_box: {exc}") from exc
+    for i, it in enumerate(keep_out):
+        try:
+            name, vol = _volume(i, it)
+            zones.append(Zone(name, vol, **{k: float(it[k]) for k in gains if it.get(k) is not None}))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"keep_out[{i}]: {exc}") from exc
+    return Workspace(robot, zones, list(links))

@@ -1,0 +1,92 @@
+"""Hard Cartesian stop of the tool centre point at the workspace boundary."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pinocchio as pin
+
+from fdcontrol.limits.base import Cycle, Limit, LimitSettings
+from fdcontrol.model.robot import RobotModel
+
+
+class WorkspaceStop(Limit):
+    """The last line at the boundary of every workspace volume: the tip never crosses it.
+
+    For each boundary piece i (a face of the workspace box, a keep-out sphere, box or plane;
+    :mod:`fdcontrol.control.workspace`) with signed distance d_i of the tip p (positive on the
+    allowed side) and allowed-side normal n_i, and the predicted tip velocity v = (J q̇)[:3],
+    the approach speed is a_i = −n_i·v. It may not exceed the braking curve of a stop at the
+    deceleration ``deceleration`` (m/s²) on the room r_i = max(d_i, 0) left, nor that room in one step:
+
+        a_i ≤ a_max,i = min(√(2 · deceleration · r_i), r_i / dt);   where not, s_i = a_max,i / a_i,
+
+    and q̇ is scaled by s = min(1, min_i s_i): the tip brakes to a stop on the boundary (beyond
+    it, it does not move further out), with the direction of q̇ kept. Motion away from the boundary or
+    along it is not limited. It runs after the acceleration limit (``order`` 45) and wins over
+    it, like the hard box of the position limit: the repulsive loads inside each volume's
+    margin act first and keep the tip off the boundary; this limit acts only when they fail.
+    """
+
+    name = "workspace"
+    order = 45.0
+
+    def __init__(self, robot: RobotModel | None = None, parts: list[Any] | None = None,
+                 deceleration: float = 5.0) -> None:
+        self.robot, self.deceleration = robot, float(deceleration)
+        self.parts = list(parts or [])
+        from fdcontrol.control.workspace import Parts
+
+        self._set = Parts(self.parts)
+        self._data = robot.model.createData() if robot is not None else None
+
+    @classmethod
+    def from_settings(cls, robot: RobotModel, params: LimitSettings) -> WorkspaceStop:
+        from fdcontrol.control.workspace import workspace_from_config
+
+        ws = workspace_from_config(robot, _dump(getattr(params, "workspace_box", None)),
+                                   [_dump(v) for v in getattr(params, "keep_out", None) or []])
+        out = cls(robot, [part for z in ws.zones for part in z.parts()],
+                  float(getattr(params, "workspace_stop_deceleration", 5.0)))
+        out.validate()
+        return out
+
+    def validate(self) -> None:
+        if not (math.isfinite(self.deceleration) and self.deceleration > 0):
+            raise ValueError("workspace stop deceleration must be finite and > 0")
+        for p in self.parts:
+            if not callable(getattr(p, "distance", None)):
+                raise ValueError("every workspace part needs a distance(p) method")
+
+    def tip(self, q: list[float]) -> np.ndarray:
+        r = self.robot
+        assert r is not None and self._data is not None
+        pin.framesForwardKinematics(r.model, self._data, np.asarray(q))
+        return r._oMb.actInv(self._data.oMf[r.tip_id]).translation
+
+    def apply(self, c: Cycle, qd: list[float]) -> bool:
+        if not self.parts or self.robot is None:
+            return False
+        if c.J is None:
+            raise ValueError("the workspace stop needs the Jacobian J")
+        p = self.tip(c.q)
+        v = c.J[:3] @ np.asarray(qd)
+        d, n = self._set.distances(p)
+        a = -(n @ v)
+        room = np.maximum(d, 0.0)
+        amax = np.minimum(np.sqrt(2.0 * self.deceleration * room), room / c.dt)
+        over = a > amax
+        if not over.any():
+            return False
+        s = float(np.min(amax[over] / a[over]))
+        if s >= 1.0 or not math.isfinite(s):
+            return False
+        for j in range(c.n):
+            qd[j] *= s
+        return True
+
+
+def _dump(v: Any) -> Any:
+    return v.model_dump(exclude_none=True) if hasattr(v, "model_dump") else v

@@ -1,0 +1,116 @@
+"""The task space through the real service (uvicorn on loopback, loop process, MuJoCo arm): bad
+input gets 422 with the reason and leaves the loop running; a guarded move down onto the table
+holds on contact and the firing reaches /ws/state as an event and the metrics."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+from websockets.sync.client import connect
+
+from tests.service import Service
+
+
+@pytest.fixture(scope="module")
+def svc():
+    s = Service()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def state(svc) -> dict:
+    return httpx.get(svc.url + "/state", timeout=5).json()
+
+
+def assert_unaffected(svc, before: dict) -> None:
+    s = state(svc)
+    assert s["running"] and s["fault"] is None and s["cycle"] > before["cycle"]
+
+
+@pytest.mark.parametrize("method, path, body, reason", [
+    ("patch", "/config", {"workspace_box": {"min": [0.5, -1, -1], "max": [0.1, 1, 1]}}, "min must be < max"),
+    ("patch", "/config", {"keep_out": [{"sphere": {"center": [0, 0, 0], "radius": -0.1}}]}, "greater than or equal"),
+    ("patch", "/config", {"keep_out": [{"sphere": {"center": [0, 0, 0], "radius": 0.1},
+                                        "box": {"min": [0, 0, 0], "max": [1, 1, 1]}}]}, "exactly one"),
+    ("put", "/control/rules", {"rules": [{"signal": "fq", "op": ">", "value": 1}]}, "'workspace_distance'"),
+    ("put", "/control/rules", {"rules": [{"signal": "fz", "op": ">", "value": 1, "action": "retract"}]},
+     "distance"),
+    ("post", "/control/move", {"position": [5.0, 0.0, 0.0]}, "unreachable"),
+    ("post", "/control/move", {"q": [0.0, 0.0]}, "entries"),
+    ("post", "/control/move", {"position": [0.1, 0, 0], "speed": 0}, "greater than 0"),
+    ("post", "/control/gains", {"stiffness": [1e6] * 6}, "outside"),
+])
+def test_bad_input_gets_422_with_the_reason_and_the_loop_runs_on(svc, method, path, body, reason):
+    before = state(svc)
+    r = getattr(httpx, method)(svc.url + path, json=body, timeout=10)
+    assert r.status_code == 422, r.text
+    assert reason in r.text, r.text
+    assert_unaffected(svc, before)
+
+
+def test_workspace_through_the_api_refuses_one_that_would_move_the_arm(svc):
+    tip = state(svc)["tip_pose"]
+    p = [tip[0][3], tip[1][3], tip[2][3]]
+    # the tip 1 cm from a wall with a 5 cm margin: the load would push the arm: refused
+    near = {"workspace_box": {"min": [p[0] - 1, p[1] - 1, p[2] - 1], "max": [p[0] + 0.01, p[1] + 1, p[2] + 1]}}
+    r = httpx.patch(svc.url + "/config", json=near, timeout=10)
+    assert r.status_code == 422 and "move the arm by itself" in r.text, r.text
+    box = {"workspace_box": {"min": [p[0] - 0.5, p[1] - 0.5, p[2] - 0.5], "max": [p[0] + 0.2, p[1] + 0.5, p[2] + 0.5]}}
+    r = httpx.patch(svc.url + "/config", json=box, timeout=10)
+    assert r.status_code == 200, r.text
+    try:
+        s = state(svc)
+        assert s["workspace_distance"] == pytest.approx(0.2, abs=0.01)
+        assert s["limits_active"]["workspace"] is False
+        w = httpx.get(svc.url + "/workspace", timeout=5).json()
+        assert w["box"]["max"][0] == pytest.approx(p[0] + 0.2)
+        # a goal beyond the box: refused with the reason
+        before = state(svc)
+        r = httpx.post(svc.url + "/control/move", json={"position": [0.3, 0, 0], "relative": True}, timeout=10)
+        assert r.status_code == 422 and "out of the workspace" in r.text, r.text
+        assert_unaffected(svc, before)
+    finally:
+        assert httpx.patch(svc.url + "/config", json={"workspace_box": None}, timeout=10).status_code == 200
+
+
+def test_guarded_move_onto_the_table_holds_and_pushes_an_event(svc):
+    count0 = state(svc)["reaction_count"]
+    with connect(svc.url.replace("http", "ws") + "/ws/state?decimation=5", open_timeout=10) as ws:
+        json.loads(ws.recv(timeout=5))  # the first state: the event baseline
+        r = httpx.post(svc.url + "/control/move", timeout=10, json={
+            "position": [0, 0, -0.15], "relative": True,
+            "until": {"name": "contact", "signal": "fz", "op": "abs>", "value": 5.0, "action": "hold"}})
+        assert r.status_code == 200, r.text
+        event, deadline = None, time.monotonic() + 15
+        while event is None and time.monotonic() < deadline:
+            msg = json.loads(ws.recv(timeout=5))
+            event = msg.get("event")
+    assert event is not None and event["type"] == "reaction" and "contact" in event["text"], event
+    s = state(svc)
+    assert s["holding"] and s["reaction_count"] == count0 + 1 and s["move_status"] == "cancelled"
+    assert abs(s["f_measured"][2]) < 2 * 5.0
+    rules = httpx.get(svc.url + "/control/rules", timeout=5).json()
+    assert any(r["name"] == "contact" and r["fired"] == 1 and not r["armed"] for r in rules)
+    metrics = httpx.get(svc.url + "/metrics", timeout=5).text
+    assert "fdcontrol_loop_reactions_total 1.0" in metrics
+    assert httpx.post(svc.url + "/control/hold", json={"hold": False}, timeout=5).status_code == 200
+
+
+def test_rules_armed_and_disarmed_over_the_control_websocket(svc):
+    with connect(svc.url.replace("http", "ws") + "/ws/control", open_timeout=10) as ws:
+        ws.send(json.dumps({"rules": [{"name": "ws-rule", "signal": "force", "op": ">", "value": 400}]}))
+        ws.send(json.dumps({"rules": [{"signal": "nope", "op": ">", "value": 1}]}))
+        errors, deadline = [], time.monotonic() + 10
+        while not errors and time.monotonic() < deadline:
+            msg = json.loads(ws.recv(timeout=5))
+            if "error" in msg:
+                errors.append(msg["error"])
+        assert errors and "signal" in errors[0]
+    rules = httpx.get(svc.url + "/control/rules", timeout=5).json()
+    assert [r["name"] for r in rules] == ["ws-rule"] and rules[0]["armed"]
+    assert httpx.delete(svc.url + "/control/rules", timeout=5).json() == []

@@ -1,0 +1,157 @@
+"""Workspace volumes: distances against closed forms and finite differences; on the MuJoCo arm, a
+20 N push into a wall of the box and into a keep-out sphere. Ground truth for the arm is MuJoCo's
+own position of the tip body (kinematics the code under test did not write)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fdcontrol.control.link_loads import Plane, Sphere
+from fdcontrol.control.task import TaskSpace
+from fdcontrol.control.workspace import KeepOutBox, WorkspaceBox, workspace_from_config
+from fdcontrol.experiments import physics as P
+from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.limits.workspace import WorkspaceStop
+from fdcontrol.model.robot import RobotModel
+
+RNG = np.random.default_rng(7)
+
+
+def fd_gradient(vol, p: np.ndarray, h: float = 1e-6) -> np.ndarray:
+    return np.array([(vol.distance(p + h * e)[0] - vol.distance(p - h * e)[0]) / (2 * h) for e in np.eye(3)])
+
+
+@pytest.mark.parametrize("vol", [KeepOutBox([-0.1, -0.2, 0.0], [0.3, 0.1, 0.2]),
+                                 WorkspaceBox([-0.5, -0.4, 0.1], [0.6, 0.5, 0.9]),
+                                 Sphere(np.array([0.1, 0.2, 0.3]), 0.15)])
+def test_normal_is_the_gradient_of_the_distance(vol):
+    for _ in range(200):
+        p = RNG.uniform(-0.8, 1.0, 3)
+        _, n = vol.distance(p)
+        g = fd_gradient(vol, p)
+        if abs(np.linalg.norm(g) - 1) > 1e-3:  # on a ridge (equidistant faces): no unique gradient
+            continue
+        assert np.allclose(n, g, atol=1e-4), (p, n, g)
+        assert np.isclose(np.linalg.norm(n), 1.0)
+
+
+def test_keep_out_box_distance_closed_form():
+    b = KeepOutBox([0, 0, 0], [1, 1, 1])
+    assert b.distance(np.array([2.0, 0.5, 0.5]))[0] == pytest.approx(1.0)
+    assert b.distance(np.array([2.0, 2.0, 0.5]))[0] == pytest.approx(np.sqrt(2))
+    assert b.distance(np.array([0.5, 0.5, 0.9]))[0] == pytest.approx(-0.1)
+    w = WorkspaceBox([0, 0, 0], [1, 2, 3])
+    assert w.distance(np.array([0.5, 1.9, 1.0]))[0] == pytest.approx(0.1)
+    assert w.distance(np.array([0.5, 2.1, 1.0]))[0] == pytest.approx(-0.1)
+
+
+@pytest.mark.parametrize("bad, reason", [
+    ({"box": {"min": [1, 0, 0], "max": [0, 1, 1]}}, "min must be"),
+    ({"sphere": {"center": [0, 0, 0], "radius": -0.1}}, "radius"),
+    ({"sphere": {"center": [0, 0, 0], "radius": 0.1}, "plane": {"point": [0, 0, 0], "normal": [0, 0, 1]}},
+     "exactly one"),
+    ({"plane": {"point": [0, 0, 0], "normal": [0, 0, 0]}}, "non-zero"),
+])
+def test_bad_volumes_are_refused_with_the_reason(bad, reason):
+    robot = RobotModel.load("ur10")
+    with pytest.raises(ValueError, match=reason):
+        workspace_from_config(robot, None, [bad])
+    with pytest.raises(ValueError, match="min must be < max"):
+        workspace_from_config(robot, {"min": [0, 0, 0], "max": [1, -1, 1]}, [])
+
+
+def test_load_acts_along_the_normal_only_inside_the_margin():
+    robot = RobotModel.load("ur10")
+    ws = workspace_from_config(robot, None, [{"name": "floor", "plane": {"point": [0, 0, 0], "normal": [0, 0, 1]},
+                                              "margin": 0.05, "stiffness": 1000, "damping": 10}])
+    assert not ws.tip_wrench(np.array([0.3, 0.1, 0.06]), np.array([0, 0, -1.0])).any()
+    f = ws.tip_wrench(np.array([0.3, 0.1, 0.02]), np.array([0.5, 0.2, -0.1]))
+    # k (m − d) − b min(n·v, 0) = 1000·0.03 + 10·0.1, along +z only: the tangential velocity is free
+    assert np.allclose(f, [0, 0, 31.0, 0, 0, 0])
+    assert ws.distance == pytest.approx(0.02)
+
+
+# ---------------------------------------------------------------------- on the MuJoCo arm
+def mujoco_tip(drv) -> np.ndarray:
+    """The tip body's position from MuJoCo, in the base frame."""
+    Rb, pb = drv._base_pose()
+    return Rb.T @ (drv.data.xpos[drv._tip_id] - pb)
+
+
+def push_run(box, keep_out, push, seconds=3.0, with_stop=True):
+    robot = RobotModel.load("ur10")
+    r = P.rig(robot, law=P.force_law())  # hand guiding: the push moves the arm
+    ws = workspace_from_config(robot, box, keep_out)
+    r.loop.task = TaskSpace(ws)
+    if with_stop:
+        r.loop.limits = SafetyLimits.compose([*SafetyLimits.from_robot(robot).limits,
+                                              WorkspaceStop(robot, [p for z in ws.zones for p in z.parts()])])
+    r.drv.set_push(np.asarray(push, dtype=float))
+    tips = []
+    for i in range(round(seconds / P.DT)):
+        r.loop.step(now=i * P.DT)
+        tips.append(mujoco_tip(r.drv))
+    return np.array(tips), r.loop
+
+
+def start_tip() -> np.ndarray:
+    r = P.rig(RobotModel.load("ur10"))
+    return mujoco_tip(r.drv)
+
+
+def test_pushed_into_a_wall_of_the_box_the_tip_stays_inside_and_slides_along_it():
+    p0 = start_tip()
+    wall = p0[0] + 0.08
+    box = {"min": (p0 - 1.0).tolist(), "max": [wall, p0[1] + 1.5, p0[2] + 1.0]}
+    tips, loop = push_run(box, [], [20.0, 10.0, 0, 0, 0, 0])  # 20 N into the wall, 10 N along it
+    beyond = float(np.max(tips[:, 0] - wall))
+    y = tips[:, 1] - p0[1]
+    n = len(tips)
+    print(f"max beyond the wall {beyond * 1e3:.2f} mm; travel along it at 1/2/3 s: "
+          f"{y[n // 3 - 1]:.3f} {y[2 * n // 3 - 1]:.3f} {y[-1]:.3f} m")
+    assert loop.fault is None
+    assert np.max(tips[:, 0]) > wall - 0.05  # it did reach the margin
+    assert beyond < 0.002
+    assert y[n // 3 - 1] > 0.05 and y[-1] - y[n // 3 - 1] > 0.05  # still sliding in the last 2 s
+    # and without the workspace the same push goes far beyond the wall (the test can fail)
+    free, _ = push_run(None, [], [20.0, 10.0, 0, 0, 0, 0], seconds=1.0, with_stop=False)
+    assert np.max(free[:, 0]) > wall + 0.05
+
+
+def test_a_keep_out_sphere_in_the_path_is_never_entered():
+    p0 = start_tip()
+    c, radius = p0 + [0.15, 0.0, 0.0], 0.05
+    keep = [{"name": "ball", "sphere": {"center": c.tolist(), "radius": radius}}]
+    tips, loop = push_run(None, keep, [20.0, 0, 0, 0, 0, 0])
+    clearance = float(np.min(np.linalg.norm(tips - c, axis=1) - radius))
+    print(f"closest approach to the sphere surface {clearance * 1e3:.2f} mm")
+    assert loop.fault is None
+    assert clearance > 0
+
+
+def test_the_hard_stop_alone_holds_the_boundary():
+    """Without repulsive loads (stiffness 0) the limit alone stops the tip at the wall."""
+    p0 = start_tip()
+    wall = p0[0] + 0.08
+    box = {"min": (p0 - 1.0).tolist(), "max": [wall, p0[1] + 1.5, p0[2] + 1.0], "stiffness": 0, "damping": 0}
+    tips, loop = push_run(box, [], [20.0, 0, 0, 0, 0, 0], seconds=1.5)
+    beyond = float(np.max(tips[:, 0] - wall))
+    print(f"hard stop only: max beyond the wall {beyond * 1e3:.2f} mm")
+    assert loop.fault is None
+    assert np.max(tips[:, 0]) > wall - 0.01
+    assert beyond < 0.002
+
+
+def test_the_vectorised_pieces_agree_with_each_piece():
+    from fdcontrol.control.workspace import Parts
+
+    parts = [Plane(np.array([0, 0, 0.1]), np.array([0.2, 0, 1.0])), Sphere(np.array([0.3, 0, 0.2]), 0.1),
+             KeepOutBox([-0.2, -0.1, 0.0], [0.0, 0.3, 0.4]), Sphere(np.array([0.0, 0.0, 0.0]), 0.0),
+             *WorkspaceBox([-1, -1, -1], [1, 1, 1]).faces]
+    ps = Parts(parts)
+    for p in [*RNG.uniform(-1.2, 1.2, (300, 3)), np.zeros(3), np.array([-0.1, 0.1, 0.2])]:
+        d, n = ps.distances(p)
+        for i, part in enumerate(parts):
+            di, ni = part.distance(p)
+            assert d[i] == pytest.approx(di, abs=1e-12) and np.allclose(n[i], ni), (p, part)
