@@ -75,7 +75,7 @@ NEEDS_STOP = frozenset({"robot", "base", "tip", "rate", "driver", "driver_option
 STARTUP_ONLY = frozenset({"base", "tip", "driver", "driver_options"})
 #: safety bounds: PATCH may tighten them (smaller values) but loosen only up to the startup value
 TIGHTEN_ONLY = frozenset({"command_timeout", "max_force", "max_torque", "velocity_scale",
-                          "max_joint_acceleration", "max_linear_speed", "max_angular_speed"})
+                          "max_joint_acceleration", "max_joint_jerk", "max_linear_speed", "max_angular_speed"})
 #: safety sets, the same rule: PATCH may add members, but never remove one the service started with
 GROW_ONLY = frozenset({"limits"})
 
@@ -114,6 +114,9 @@ class ControlParams(BaseModel):
         default_factory=lambda: [0.0] * 6, min_length=6, max_length=6)
     velocity_scale: float = Field(0.5, gt=0, le=1, description="fraction of URDF velocity limits")
     max_joint_acceleration: float = Field(4.0, gt=0, le=50, description="rad/s²")
+    max_joint_jerk: float = Field(5000.0, gt=0, le=1e6, allow_inf_nan=False,
+                                  description="rad/s³, the jerk limit (limit 'jerk'); lowered to the robot's "
+                                  "published jerk limits")
     max_linear_speed: float = Field(0.5, gt=0, le=3, description="m/s at the tip")
     max_angular_speed: float = Field(1.5, gt=0, le=10, description="rad/s at the tip")
     limits: list[LimitName] = Field(  # type: ignore[valid-type]
@@ -157,6 +160,13 @@ class ControlParams(BaseModel):
     @classmethod
     def _limits_complete(cls, v: list[str]) -> list[str]:
         return list(check_limit_names(v))  # the composition order; required ones present
+
+    @model_validator(mode="after")
+    def _jerk_for_franka(self) -> ControlParams:
+        """A Franka rejects references that are not smooth in jerk: the jerk limit is always on for it."""
+        if self.driver == "franka" and "jerk" not in self.limits:
+            self.limits = list(check_limit_names([*self.limits, "jerk"]))
+        return self
 
     @field_validator("robot")
     @classmethod

@@ -11,13 +11,14 @@ from fdcontrol.limits.acceleration import JointAcceleration
 from fdcontrol.limits.base import Cycle, Limit, LimitSettings, run
 from fdcontrol.limits.braking import braking_steps
 from fdcontrol.limits.cartesian import CartesianSpeed
+from fdcontrol.limits.jerk import JointJerk
 from fdcontrol.limits.position import BRAKING_MARGIN, PositionEnvelope
 from fdcontrol.limits.velocity import JointVelocity
 from fdcontrol.registry import Registry
 
 LIMITS: Registry[Limit] = Registry("limit")
-for _cls in (CartesianSpeed, PositionEnvelope, JointVelocity, JointAcceleration):
+for _cls in (CartesianSpeed, PositionEnvelope, JointVelocity, JointAcceleration, JointJerk):
     LIMITS.register(_cls.name)(_cls)
 
-__all__ = ["BRAKING_MARGIN", "LIMITS", "CartesianSpeed", "Cycle", "JointAcceleration", "JointVelocity",
+__all__ = ["BRAKING_MARGIN", "LIMITS", "CartesianSpeed", "Cycle", "JointAcceleration", "JointJerk", "JointVelocity",
            "Limit", "LimitSettings", "PositionEnvelope", "braking_steps", "run"]

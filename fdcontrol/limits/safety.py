@@ -92,6 +92,7 @@ class LimitParams:
     max_angular_speed: float = 1.5  # rad/s at the tip
     recovery_speed: float = 0.1  # fraction of the velocity limit used to move back inside a position limit
     limits: tuple[str, ...] = DEFAULT_LIMITS
+    max_joint_jerk: float | np.ndarray = 5000.0  # rad/s³, read by the jerk limit (when composed)
 
 
 def check_limit_names(names: Iterable[str]) -> tuple[str, ...]:
