@@ -29,6 +29,7 @@ from fdcontrol.server.routers import (
     metrics,
     options,
     recording,
+    recovery,
     sim,
     state,
     twist,
@@ -40,7 +41,7 @@ from fdcontrol.server.supervisor import Supervisor
 from fdcontrol.server.worker import LoopWorker
 
 STATIC = Path(__file__).resolve().parent / "static"  # the dashboard, shipped as plain files
-ROUTERS = (health, state, config, analysis, control, ws, sim, twist, recording, metrics, options)
+ROUTERS = (health, state, config, analysis, control, ws, sim, twist, recording, metrics, options, recovery)
 
 
 def create_app(settings: Settings | None = None, worker: LoopWorker | None = None) -> FastAPI:

@@ -166,6 +166,8 @@ class ControlParams(BaseModel):
         """A Franka rejects references that are not smooth in jerk: the jerk limit is always on for it."""
         if self.driver == "franka" and "jerk" not in self.limits:
             self.limits = list(check_limit_names([*self.limits, "jerk"]))
+        if self.driver == "franka" and "rate" not in self.model_fields_set:
+            self.rate = 1000.0  # the robot's clock
         return self
 
     @field_validator("robot")

@@ -259,6 +259,7 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Co
         "has_sensor": lambda: runtime.loop.driver.read_wrench() is not None,
         "sim": lambda op, *a: sim_call(runtime.loop.driver, op, *a),  # server/routers/sim.py
         "metrics": lambda: io.metrics.snapshot(runtime.loop.stats),
+        "driver_call": lambda name: _driver_call(runtime.loop, name),  # recover / reconnect (robot errors)
     }
     while True:
         try:
@@ -286,6 +287,16 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Co
     runtime.close()
     io.ring.close()
     channel.close()
+
+
+def _driver_call(loop: ControlLoop, name: str) -> None:
+    """An optional driver capability (``recover``, ``reconnect``) by name; 409 without it."""
+    from fdcontrol.server.runtime import ConflictError
+
+    fn = getattr(loop.driver, name, None) if name in ("recover", "reconnect") else None
+    if fn is None:
+        raise ConflictError(f"the {type(loop.driver).__name__} driver has no {name}")
+    fn()
 
 
 class _Fanout:

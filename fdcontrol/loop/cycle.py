@@ -49,6 +49,7 @@ from fdcontrol.control.posture import PostureTask, joint_load
 from fdcontrol.control.twist import TwistError, check_twist
 from fdcontrol.drivers.base import RobotDriver
 from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.loop.paced import owns_clock, run_paced
 from fdcontrol.loop.solvers import Solver
 from fdcontrol.loop.state import LoopState, new_state  # declared once, with units: fdcontrol/loop/state.py
 from fdcontrol.model.configuration import Configuration
@@ -78,6 +79,7 @@ class Stats:
         self.period_error = np.zeros(n)
         self.n, self.count, self.overruns = n, 0, 0
         self.integrator_nonconverged = 0  # cycles whose adaptive integrator ran out of sub-steps
+        self.clock = None  # a driver that owns the clock: its clock_stats() (robot success rate, missed cycles)
 
     def record(self, compute: float, period_error: float, period: float) -> None:
         i = self.count % self.n
@@ -96,7 +98,8 @@ class Stats:
                 "compute_max_us": float(c.max() * 1e6) if k else 0.0,
                 "period_error_p50_us": pct(e, 50) * 1e6, "period_error_p99_us": pct(e, 99) * 1e6,
                 "period_error_max_us": float(e.max() * 1e6) if k else 0.0,
-                "integrator_nonconverged": self.integrator_nonconverged}
+                "integrator_nonconverged": self.integrator_nonconverged,
+                **(self.clock() if self.clock is not None else {})}
 
 
 class InputError(ValueError):
@@ -126,6 +129,8 @@ class ControlLoop:
                  max_torque: float = 50.0, realtime: bool = False, spin: float = 0.0,
                  telemetry_decimation: int = 10, posture: PostureTask | None = None,
                  link_loads: LinkLoads | None = None) -> None:
+        if owns_clock(driver) and getattr(driver, "clock_period", None):  # the robot's clock sets the period
+            rate = 1.0 / float(driver.clock_period)  # type: ignore[attr-defined]
         if not (math.isfinite(rate) and 1.0 <= rate <= 5000.0):
             raise ValueError("rate must be within [1, 5000] Hz")
         _check_params({"command_timeout": command_timeout, "telemetry_decimation": telemetry_decimation})
@@ -141,6 +146,7 @@ class ControlLoop:
         self.telemetry_decimation = int(telemetry_decimation)  # σmin(J), κ(H) every n-th cycle (~30 µs)
         self.max_tracking_error = 0.05  # rad, position interfaces only (see _position_reference)
         self.stats = Stats()
+        self.stats.clock = getattr(driver, "clock_stats", None)
         self._command: Command | None = None
         self._twist: Command | None = None
         self.posture, self.link_loads = posture, link_loads  # null-space loads (fdcontrol.control.posture)
@@ -446,6 +452,9 @@ class ControlLoop:
     def _run(self) -> None:
         if self.realtime:
             _try_realtime()
+        if owns_clock(self.driver):  # the driver's read() is the tick (fdcontrol/loop/paced.py)
+            run_paced(self, _report)
+            return
         period, clock = self.period, time.perf_counter
         next_t = clock()
         while self._running.is_set():

@@ -1,0 +1,56 @@
+"""The robot-paced loop: for a driver that owns the clock (``driver.owns_clock``), its
+``read()`` is the tick.
+
+A robot such as a Franka sends its state at a fixed rate and expects one command back before
+the next state. The thread does not sleep: each cycle starts by waiting in ``read()`` for the
+robot's next state and answers with ``send()`` in the same cycle. The statistics record, per
+cycle, the compute time from the state's arrival (``driver.read_at``, ``time.perf_counter()``)
+to the end of the cycle, and the period error as the interval between two arrivals minus the
+period; the driver adds the robot's own view (``driver.clock_stats()``: success rate, missed
+cycles). A failing cycle (a lost connection) holds and reports like in the fixed-rate loop,
+then waits one period before the next try, so a dead robot does not make the thread spin.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fdcontrol.loop.cycle import ControlLoop
+
+
+def owns_clock(driver: object) -> bool:
+    """Whether `driver` paces the loop (its read() blocks until the robot's next state)."""
+    return bool(getattr(driver, "owns_clock", False))
+
+
+def run_paced(loop: ControlLoop, report: object) -> None:
+    """The loop thread's body for a driver that owns the clock (see the module doc)."""
+    period, clock, driver = loop.period, time.perf_counter, loop.driver
+    last_tick: float | None = None
+    while loop._running.is_set():
+        start = clock()
+        failed = False
+        try:
+            loop.step()
+        except Exception as exc:  # a failing driver or a bug holds the robot, loudly
+            failed = True
+            try:
+                loop._on_exception(exc)
+            except Exception as inner:
+                report(f"fault handling failed: {type(inner).__name__}: {inner}")  # type: ignore[operator]
+        if loop._stop_request and not loop.qd_ref.any():  # braked to standstill: stop
+            loop._running.clear()
+            break
+        end = clock()
+        tick = getattr(driver, "read_at", None) or start
+        if not failed:
+            err = 0.0 if last_tick is None else (tick - last_tick) - period
+            loop.stats.record(end - tick, err, period)
+            if err > period and end - tick <= period:  # a late state is the robot's (or the network's)
+                loop.stats.overruns -= 1  # doing: an overrun here is only our compute exceeding the period
+            last_tick = tick
+        else:
+            last_tick = None
+            time.sleep(period)
