@@ -17,7 +17,7 @@ install: $(BIN)/python
 	$(BIN)/pip install -e .
 
 install-test: $(BIN)/python
-	$(BIN)/pip install -e '.[test,ur]'
+	$(BIN)/pip install -e '.[test,ur,franka,franka-sim]'
 
 serve: install
 	$(BIN)/fdcontrol serve --host $(HOST) --port $(PORT)
