@@ -37,7 +37,7 @@ STATE_TIMEOUT = 1.0
 KILL_STATE_TIMEOUT = 0.1  # the kill test: one default command timeout
 # the watchdog measures wall time between HTTP requests: generous on a loaded 2-core machine
 # (and a slow simulator's gaps between states must not count as a stalled loop: stale after the same)
-WATCHDOG = {"FDCONTROL_COMMAND_TIMEOUT": "1.0"}
+WATCHDOG = {"FDCONTROL_COMMAND_TIMEOUT": "2.0"}
 
 
 class FrankaSim:
@@ -88,7 +88,8 @@ def stream(svc: Service, wrench: list[float], seconds: float, wall_limit: float 
     t0, end = state(svc)["t"], time.monotonic() + wall_limit
     for _ in range(int(wall_limit / 0.02) + 1):
         r = httpx.put(svc.url + "/control/wrench", json={"wrench": wrench}, timeout=5)
-        assert r.status_code == 200 or not check, r.text
+        # 503 "stalled": franky-sim starved of CPU sent no state for a while (a loaded machine)
+        assert r.status_code in (200, 503) or not check, r.text
         if state(svc)["t"] - t0 >= seconds or time.monotonic() >= end:
             break
         time.sleep(0.02)
@@ -128,7 +129,7 @@ def test_robot_paced_run_moves_the_flange_along_the_wrench(sim):
     svc = franka_service(sim.host)
     try:
         assert post(svc, "/control/start").status_code == 200
-        stream(svc, [15.0, 0, 0, 0, 0, 0], 3.0)
+        stream(svc, [-0.5, 0, 0, 0, 0, 0], 3.0)  # 0.05 m/s along −x, away from the workspace's edge
         st = state(svc)
         stats = httpx.get(svc.url + "/stats", timeout=5).json()
         assert post(svc, "/control/stop").status_code == 200
@@ -137,8 +138,8 @@ def test_robot_paced_run_moves_the_flange_along_the_wrench(sim):
     rec = sim.stop()
     assert rec is not None and len(rec) > 500
     moved = rec[-1, -3:] - rec[0, -3:]
-    assert moved[0] > 0.02, moved  # m along +x
-    assert abs(moved[1]) < 0.2 * moved[0] and abs(moved[2]) < 0.3 * moved[0]
+    assert moved[0] < -0.03, moved  # m along −x
+    assert abs(moved[1]) < 0.2 * abs(moved[0]) and abs(moved[2]) < 0.3 * abs(moved[0]), moved
     assert st["fault"] is None and st["safety_mode"] == "Move"
     assert stats["rate"] == 1000.0 and stats["cycles"] > 500
     assert stats["robot_success_rate"] is not None and 0.0 <= stats["robot_success_rate"] <= 1.0
@@ -170,7 +171,7 @@ def test_every_command_stays_within_the_fr3_limits(tmp_path, jerk):
         assert post(svc, "/control/stop").status_code == 200  # stop in mid-motion
         assert post(svc, "/control/start").status_code == 200
         stream(svc, [-40.0, 0, 0, 0, 0, 0], 0.4)
-        for _ in range(100):  # the stream stops: the watchdog trips, the loop holds (bounded: 5 s)
+        for _ in range(200):  # the stream stops: the watchdog trips, the loop holds (bounded: 10 s)
             if state(svc)["holding"]:
                 break
             time.sleep(0.05)
@@ -186,7 +187,8 @@ def test_every_command_stays_within_the_fr3_limits(tmp_path, jerk):
     rec = sim.stop()
     assert rec is not None and len(rec) > 500
     finished = np.flatnonzero(rec[:, 2])
-    assert len(finished) >= 3  # stop, watchdog hold, hold: each ended with motion_finished
+    starts = np.flatnonzero(np.diff(rec[:, 1]) > 1) + 1
+    assert len(finished) >= 3, (len(rec), finished, starts)  # stop, watchdog hold, hold: each ended the motion
     dq, a, j = commanded_derivatives(rec)
     assert np.all(np.abs(dq) <= FR3_VMAX)
     assert np.max(np.abs(a)) <= FR3_AMAX

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from fdcontrol.drivers.base import JointState
+from fdcontrol.model.published import published_limits
 from fdcontrol.model.robot import RobotModel
 
 #: libfranka's example defaults (examples_common.cpp ``setDefaultBehavior``)
@@ -192,6 +193,7 @@ class FrankaDriver:
         self._state: Any = None
         self._t_last: float | None = None
         self.read_at: float | None = None
+        self._sent = (np.zeros(7), np.zeros(7))  # the last two velocities sent (for the braking safety net)
         self._connect()
 
     @classmethod
@@ -331,6 +333,7 @@ class FrankaDriver:
 
     # ------------------------------------------------------------------ out
     def _start(self) -> None:
+        self._sent = (np.zeros(7), np.zeros(7))
         lib = self.lib
         mode = lib.ControllerMode.JointImpedance if self.controller_mode == "joint" \
             else lib.ControllerMode.CartesianImpedance
@@ -362,6 +365,7 @@ class FrankaDriver:
                 self._start()
             try:
                 self._control.writeOnce(self._command(q_ref, qd_ref))
+                self._sent = (self._sent[-1], np.zeros(7) if qd_ref is None else np.array(qd_ref, dtype=float))
             except Exception as exc:
                 self._aborted(exc)
                 raise FrankaError(self.error) from None
@@ -372,12 +376,37 @@ class FrankaDriver:
             self._finish_quietly()
 
     def _finish_quietly(self) -> None:
-        c, self._control = self._control, None
+        c = self._control
         if c is None:
             return
         with contextlib.suppress(Exception):
+            self._brake(c)
+        self._control = None
+        with contextlib.suppress(Exception):
             c.writeOnce(self._command(None if self._state is None else np.asarray(self._state.q_d, dtype=float),
                                       np.zeros(7), finished=True))
+
+    def _brake(self, c: Any) -> None:
+        """A safety net: if the last velocity sent is not zero (the loop was cut short, e.g. its
+        thread did not end in time), brake it to zero within the robot's acceleration and jerk
+        limits, one command per robot state (bounded: 5 s of robot time), before motion_finished."""
+        if self.interface != "velocity" or not np.any(self._sent[-1]):
+            return
+        from fdcontrol.limits.jerk import JointJerk
+
+        pub = published_limits(self.robot.name) or published_limits("fr3")
+        lim = JointJerk(np.array(pub.jerk), np.array(pub.acceleration))  # type: ignore[union-attr]
+        lim.limit(np.zeros(7), self._sent[-1], self._sent[-2], None, CLOCK_PERIOD)  # its a_prev
+        prev = self._sent[-1]
+        for _ in range(5000):
+            if not np.any(prev):
+                return
+            self._wait()
+            state, _ = c.readOnce()
+            self._state = state
+            prev = lim.limit(np.zeros(7), np.zeros(7), prev, None, CLOCK_PERIOD)
+            c.writeOnce(self._command(None, prev))
+            self._sent = (self._sent[-1], prev)
 
     def exchange(self, loop: Any, state: Any) -> None:
         """After each cycle (loop hook): finish the motion on stop, fault, or a hold at rest."""

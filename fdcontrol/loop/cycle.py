@@ -526,7 +526,8 @@ def _hold_after(loop: ControlLoop, exc: Exception) -> None:
         loop.driver.send(loop.state.q_ref + loop.period * qd, qd)
     loop.qd_ref, loop.qd_state = qd, qd.copy()
     try:
-        loop.state = replace(loop.state, fault=loop.fault, holding=True, qd_ref=qd)
+        loop.state = replace(loop.state, fault=loop.fault, holding=True, qd_ref=qd,
+                             safety_mode=getattr(loop.driver, "safety_mode", loop.state.safety_mode))
         if loop.io is not None:
             loop.io.publish(loop, loop.state)
     except Exception as inner:
