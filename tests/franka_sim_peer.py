@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
 import signal
 import socket
 import sys
@@ -93,9 +94,9 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     print(f"READY {robot.hostname}", flush=True)
-    last = time.monotonic()
+    last, parent = time.monotonic(), os.getppid()
     try:
-        while not stop.is_set():
+        while not stop.is_set() and os.getppid() == parent:  # never outlive the test that started it
             server.run_once(True)
             now = time.monotonic()
             if now - last > 0.05:

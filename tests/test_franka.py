@@ -95,6 +95,21 @@ def stream(svc: Service, wrench: list[float], seconds: float, wall_limit: float 
         time.sleep(0.02)
 
 
+def wait_until(svc: Service, pred, seconds: float = 10.0) -> dict:
+    """Poll /state until pred(state) (bounded: `seconds`)."""
+    st = state(svc)
+    for _ in range(int(seconds / 0.05)):
+        if pred(st):
+            break
+        time.sleep(0.05)
+        st = state(svc)
+    return st
+
+
+def at_rest(st: dict) -> bool:
+    return st["holding"] and not any(st["qd_ref"])
+
+
 def state(svc: Service) -> dict:
     return httpx.get(svc.url + "/state", timeout=5).json()
 
@@ -155,10 +170,9 @@ SCENARIO_ENV = {"FDCONTROL_MAX_JOINT_ACCELERATION": "8"}  # a lab's setting (the
     pytest.param(False, marks=pytest.mark.xfail(strict=True, reason="without the jerk limit (today's limits) a "
                                                  "wrench step and a stop in mid-motion exceed the FR3's jerk limit")),
 ])
-def test_every_command_stays_within_the_fr3_limits(tmp_path, jerk):
+def test_every_command_stays_within_the_fr3_limits(sim, jerk):
     """A wrench step, a stop in mid-motion, a watchdog trip and a hold: every command the
     simulator received is within the FR3's velocity, acceleration and jerk limits."""
-    sim = FrankaSim(loopback_host(), tmp_path / "commands.bin")
     if jerk:
         svc = franka_service(sim.host, env=SCENARIO_ENV)
     else:  # the same driver by import path: the franka defaults (jerk limit, 1 kHz) are not applied
@@ -171,16 +185,13 @@ def test_every_command_stays_within_the_fr3_limits(tmp_path, jerk):
         assert post(svc, "/control/stop").status_code == 200  # stop in mid-motion
         assert post(svc, "/control/start").status_code == 200
         stream(svc, [-40.0, 0, 0, 0, 0, 0], 0.4)
-        for _ in range(200):  # the stream stops: the watchdog trips, the loop holds (bounded: 10 s)
-            if state(svc)["holding"]:
-                break
-            time.sleep(0.05)
-        assert state(svc)["holding"]
+        st = wait_until(svc, at_rest)  # the stream stops: the watchdog trips, the loop brakes and holds
+        assert st["watchdog"] == "tripped" and at_rest(st)
         assert post(svc, "/control/hold", {"hold": False}).status_code == 200
         stream(svc, [0, 0, 40.0, 0, 0, 0], 0.3)
         assert post(svc, "/control/hold", {"hold": True}).status_code == 200  # hold in motion
-        time.sleep(0.3)
-        assert state(svc)["fault"] is None
+        st = wait_until(svc, at_rest)
+        assert at_rest(st) and st["fault"] is None
         assert post(svc, "/control/stop").status_code == 200
     finally:
         svc.stop()
@@ -215,9 +226,8 @@ def test_a_wrong_model_is_refused_with_one_line(sim, tmp_path):
     assert "does not match the robot" in lines[0] and "10.0 mm" in lines[0] and "refusing to start" in lines[0]
 
 
-def test_a_killed_simulator_faults_into_hold_and_reconnects(tmp_path):
-    host = loopback_host()
-    sim = FrankaSim(host)
+def test_a_killed_simulator_faults_into_hold_and_reconnects(sim):
+    host = sim.host
     svc = franka_service(host, options={"state_timeout": KILL_STATE_TIMEOUT})
     try:
         assert post(svc, "/control/start").status_code == 200
@@ -241,7 +251,7 @@ def test_a_killed_simulator_faults_into_hold_and_reconnects(tmp_path):
         # reconnecting is explicit: the service stays in hold until asked
         time.sleep(0.2)
         assert state(svc)["holding"]
-        sim = FrankaSim(host)
+        sim2 = FrankaSim(host)
         r = post(svc, "/control/reconnect")
         assert r.status_code == 200, r.text
         assert post(svc, "/control/hold", {"hold": False}).status_code == 200
@@ -251,7 +261,8 @@ def test_a_killed_simulator_faults_into_hold_and_reconnects(tmp_path):
         assert post(svc, "/control/stop").status_code == 200
     finally:
         svc.stop()
-        sim.stop()
+        if "sim2" in locals():
+            sim2.stop()
 
 
 def test_recover_without_the_capability_is_409():

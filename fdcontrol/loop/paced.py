@@ -8,7 +8,10 @@ cycle, the compute time from the state's arrival (``driver.read_at``, ``time.per
 to the end of the cycle, and the period error as the interval between two arrivals minus the
 period; the driver adds the robot's own view (``driver.clock_stats()``: success rate, missed
 cycles). A failing cycle (a lost connection) holds and reports like in the fixed-rate loop,
-then waits one period before the next try, so a dead robot does not make the thread spin.
+then waits ``FAILED_CYCLE_PAUSE`` before the next try, so a dead robot does not make the thread
+spin; such a cycle counts as the loop's sign of life (``last_cycle_at``): the loop is alive and
+holding with a fault — the API reports the fault, the supervisor does not replace the process
+(a new one could not reach the robot either; reconnecting is explicit).
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from fdcontrol.loop.cycle import ControlLoop
+
+
+FAILED_CYCLE_PAUSE = 0.01  # s between tries while the driver fails (e.g. the robot is gone)
 
 
 def owns_clock(driver: object) -> bool:
@@ -36,6 +42,8 @@ def run_paced(loop: ControlLoop, report: object) -> None:
             loop.step()
         except Exception as exc:  # a failing driver or a bug holds the robot, loudly
             failed = True
+            # the thread is alive and reports the fault (a lost robot is a fault, not a stuck loop)
+            loop.last_cycle_at = time.monotonic()
             try:
                 loop._on_exception(exc)
             except Exception as inner:
@@ -53,4 +61,4 @@ def run_paced(loop: ControlLoop, report: object) -> None:
             last_tick = tick
         else:
             last_tick = None
-            time.sleep(period)
+            time.sleep(max(period, FAILED_CYCLE_PAUSE))
