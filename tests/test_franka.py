@@ -35,6 +35,7 @@ DT = 1e-3
 # load (states 20 ms apart seen at a load average of 15 on 2 cores), a real Franka does not
 STATE_TIMEOUT = 1.0
 KILL_STATE_TIMEOUT = 0.1  # the kill test: one default command timeout
+STARTUP = 120.0  # s: the service's start (13 s seen at a load average of 16 on 2 cores), with headroom
 # the watchdog measures wall time between HTTP requests: generous on a loaded 2-core machine
 # (and a slow simulator's gaps between states must not count as a stalled loop: stale after the same)
 WATCHDOG = {"FDCONTROL_COMMAND_TIMEOUT": "2.0"}
@@ -77,7 +78,7 @@ def loopback_host() -> str:
 def franka_service(host: str, *args: str, env: dict[str, str] | None = None,
                    options: dict | None = None) -> Service:
     opts = {"robot_ip": host, "realtime": "ignore", "state_timeout": STATE_TIMEOUT, **(options or {})}
-    return Service("--robot", "fr3", "--driver", "franka", *args,
+    return Service("--robot", "fr3", "--driver", "franka", *args, startup_timeout=STARTUP,
                    env={"FDCONTROL_DRIVER_OPTIONS": json.dumps(opts), **WATCHDOG, **(env or {})})
 
 
@@ -178,6 +179,7 @@ def test_every_command_stays_within_the_fr3_limits(sim, jerk):
     else:  # the same driver by import path: the franka defaults (jerk limit, 1 kHz) are not applied
         opts = {"robot_ip": sim.host, "realtime": "ignore", "state_timeout": STATE_TIMEOUT}
         svc = Service("--robot", "fr3", "--driver", "fdcontrol.drivers.franka:FrankaDriver", "--rate", "1000",
+                      startup_timeout=STARTUP,
                       env={"FDCONTROL_DRIVER_OPTIONS": json.dumps(opts), **WATCHDOG, **SCENARIO_ENV})
     try:
         assert post(svc, "/control/start").status_code == 200
