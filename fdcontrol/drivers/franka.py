@@ -363,12 +363,31 @@ class FrankaDriver:
                 # a motion starts from rest (the robot's desired velocity is zero): the limits ramp
                 # the first reference from zero, so it is sent as it is
                 self._start()
+            if self.interface == "velocity":
+                qd_ref = self._guard(np.zeros(7) if qd_ref is None else np.asarray(qd_ref, dtype=float))
             try:
                 self._control.writeOnce(self._command(q_ref, qd_ref))
-                self._sent = (self._sent[-1], np.zeros(7) if qd_ref is None else np.array(qd_ref, dtype=float))
+                if qd_ref is not None:
+                    self._sent = (self._sent[-1], np.array(qd_ref, dtype=float))
             except Exception as exc:
                 self._aborted(exc)
                 raise FrankaError(self.error) from None
+
+    def _guard(self, qd: np.ndarray) -> np.ndarray:
+        """The last check before the robot, as libfranka's rate limiting: the step from the last
+        two velocities sent kept within the robot's published acceleration and jerk limits and
+        the model's velocity limits (|a| ≤ a_max, then |a − a_prev| ≤ j_max dt). A no-op for the
+        loop's references (its limits are tighter); it catches a command that bypassed them, such
+        as a zero velocity sent to a moving robot when the loop thread did not end in time."""
+        pub = published_limits(self.robot.name) or published_limits("fr3")
+        A, J = np.array(pub.acceleration), np.array(pub.jerk)  # type: ignore[union-attr]
+        dt, (p2, p1) = CLOCK_PERIOD, self._sent
+        a_prev = (p1 - p2) / dt
+        a_raw = np.nan_to_num((qd - p1) / dt)
+        a = np.clip(np.clip(a_raw, -A, A), a_prev - J * dt, a_prev + J * dt)
+        vmax = self.robot.limits.velocity
+        out = np.where(a == a_raw, np.nan_to_num(qd), p1 + a * dt)  # untouched where within the limits
+        return np.clip(out, -vmax, vmax)
 
     def finish_motion(self) -> None:
         """End the active motion with ``motion_finished`` (the reference must be at rest)."""
