@@ -121,15 +121,22 @@ def post(svc: Service, path: str, body: dict | None = None) -> httpx.Response:
 
 def commanded_derivatives(rec: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Velocity, acceleration and jerk of the commanded joint velocities as the robot received
-    them, by finite differences over consecutive commands (message ids one apart; a command that
-    answers a later state is a cycle later: differences are divided by the elapsed cycles)."""
-    ids, dq = rec[:, 1], rec[:, 3:10]
-    keep = np.r_[True, np.diff(ids) > 0]  # motion_finished repeats the last id
-    ids, dq = ids[keep], dq[keep]
-    steps = np.diff(ids)[:, None] * DT
-    a = np.diff(dq, axis=0) / steps
-    j = np.diff(a, axis=0) / steps[1:]
-    return dq, a, j
+    them, by finite differences over consecutive commands, motion by motion: each motion (ended by
+    motion_finished) starts from rest (the robot's desired velocity and acceleration are zero), and
+    a command that answers a later state (a missed cycle) is divided by the elapsed cycles."""
+    vs, accs, jerks = [], [], []
+    for seg in np.split(rec, np.flatnonzero(rec[:, 2]) + 1):
+        seg = seg[np.r_[True, np.diff(seg[:, 1]) > 0]] if len(seg) else seg  # motion_finished repeats its id
+        if len(seg) == 0:
+            continue
+        ids = np.r_[seg[0, 1] - 2, seg[0, 1] - 1, seg[:, 1]]
+        dq = np.vstack([np.zeros((2, 7)), seg[:, 3:10]])
+        steps = np.diff(ids)[:, None] * DT
+        a = np.diff(dq, axis=0) / steps
+        vs.append(seg[:, 3:10])
+        accs.append(a)
+        jerks.append(np.diff(a, axis=0) / steps[1:])
+    return np.vstack(vs), np.vstack(accs), np.vstack(jerks)
 
 
 @pytest.fixture
@@ -176,8 +183,9 @@ def test_every_command_stays_within_the_fr3_limits(sim, jerk):
     simulator received is within the FR3's velocity, acceleration and jerk limits."""
     if jerk:
         svc = franka_service(sim.host, env=SCENARIO_ENV)
-    else:  # the same driver by import path: the franka defaults (jerk limit, 1 kHz) are not applied
-        opts = {"robot_ip": sim.host, "realtime": "ignore", "state_timeout": STATE_TIMEOUT}
+    else:  # today's limits: the same driver by import path (the franka defaults — jerk limit, 1 kHz — are
+        # not applied) and without its last rate-limiting check
+        opts = {"robot_ip": sim.host, "realtime": "ignore", "state_timeout": STATE_TIMEOUT, "rate_limit": False}
         svc = Service("--robot", "fr3", "--driver", "fdcontrol.drivers.franka:FrankaDriver", "--rate", "1000",
                       startup_timeout=STARTUP,
                       env={"FDCONTROL_DRIVER_OPTIONS": json.dumps(opts), **WATCHDOG, **SCENARIO_ENV})
@@ -204,7 +212,7 @@ def test_every_command_stays_within_the_fr3_limits(sim, jerk):
     assert len(finished) >= 3, (len(rec), finished, starts)  # stop, watchdog hold, hold: each ended the motion
     dq, a, j = commanded_derivatives(rec)
     assert np.all(np.abs(dq) <= FR3_VMAX)
-    assert np.max(np.abs(a)) <= FR3_AMAX
+    assert np.max(np.abs(a)) <= FR3_AMAX * (1 + 1e-9)
     assert np.max(np.abs(j)) <= FR3_JMAX * (1 + 1e-6), f"max jerk {np.max(np.abs(j)):.0f} rad/s³"
     assert np.all(rec[finished, 3:10] == 0.0)  # motion_finished only at rest
 

@@ -150,7 +150,7 @@ class FrankaDriver:
                  lower_force_thresholds: Any = DEFAULT_FORCE_THRESHOLDS,
                  upper_force_thresholds: Any = DEFAULT_FORCE_THRESHOLDS,
                  load_mass: float = 0.0, load_com: Any = (0.0, 0.0, 0.0), load_inertia: Any = (0.0,) * 9,
-                 wrench_source: str = "none", state_timeout: float = 0.05,
+                 wrench_source: str = "none", state_timeout: float = 0.05, rate_limit: bool = True,
                  pose_tolerance: Any = (1e-3, 1e-2), library: Any = None) -> None:
         if robot.dof != 7:
             raise ValueError(f"the franka driver needs a 7-joint model (fr3 or panda), {robot.name} has {robot.dof}")
@@ -178,7 +178,7 @@ class FrankaDriver:
         self.robot, self.dof, self.dt, self.interface = robot, 7, CLOCK_PERIOD, interface
         self.controller_mode, self.realtime, self.wrench_source = controller_mode, realtime, wrench_source
         self.state_timeout, self.pose_tolerance = float(state_timeout), (tol[0], tol[1])
-        self.robot_ip = str(robot_ip)
+        self.robot_ip, self.rate_limit = str(robot_ip), bool(rate_limit)
         self.lib = library or _library()
         # published in the loop state: the robot mode (LoopState.safety_mode), and the clock statistics
         self.safety_mode: str | None = None
@@ -363,7 +363,7 @@ class FrankaDriver:
                 # a motion starts from rest (the robot's desired velocity is zero): the limits ramp
                 # the first reference from zero, so it is sent as it is
                 self._start()
-            if self.interface == "velocity":
+            if self.interface == "velocity" and self.rate_limit:
                 qd_ref = self._guard(np.zeros(7) if qd_ref is None else np.asarray(qd_ref, dtype=float))
             try:
                 self._control.writeOnce(self._command(q_ref, qd_ref))
