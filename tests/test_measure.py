@@ -177,7 +177,7 @@ def test_readme_is_rendered_from_the_committed_json(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert section(readme.read_text()) == section((ROOT / "README.md").read_text())
     data = json.loads((ROOT / "docs" / "measured.json").read_text())
-    assert set(data["benches"]) == {"cycle", "loop", "ws"}
+    assert set(data["benches"]) == {"cycle", "loop", "ws", "franka"}
     check_section(section(readme.read_text()), data)
 
 
