@@ -409,16 +409,22 @@ class FrankaDriver:
         """A safety net: if the last velocity sent is not zero (the loop was cut short, e.g. its
         thread did not end in time), brake it to zero within the robot's acceleration and jerk
         limits, one command per robot state (bounded: 5 s of robot time), before motion_finished."""
-        if self.interface != "velocity" or not np.any(self._sent[-1]):
-            return
         from fdcontrol.limits.jerk import JointJerk
 
         pub = published_limits(self.robot.name) or published_limits("fr3")
-        lim = JointJerk(np.array(pub.jerk), np.array(pub.acceleration))  # type: ignore[union-attr]
+        J = np.array(pub.jerk)  # type: ignore[union-attr]
+
+        def at_rest() -> bool:  # zero velocity, and an acceleration that may drop to zero in one step
+            p2, p1 = self._sent
+            return not np.any(p1) and bool(np.all(np.abs(p1 - p2) <= J * CLOCK_PERIOD ** 2))
+
+        if self.interface != "velocity" or at_rest():
+            return
+        lim = JointJerk(J, np.array(pub.acceleration))  # type: ignore[union-attr]
         lim.limit(np.zeros(7), self._sent[-1], self._sent[-2], None, CLOCK_PERIOD)  # its a_prev
         prev = self._sent[-1]
         for _ in range(5000):
-            if not np.any(prev):
+            if at_rest():
                 return
             self._wait()
             state, _ = c.readOnce()
