@@ -451,7 +451,9 @@ def test_dashboard_offers_the_integrators_and_limits(service):
         boxes = page.evaluate("[...document.querySelectorAll('#limit-set input')].map("
                               "b => [b.value, b.checked, b.disabled])")
         assert [b[0] for b in boxes] == list(LIMITS.names())
-        assert all(checked and disabled == bool(LIMITS.get(n).required) for n, checked, disabled in boxes)
+        # the startup set checked (the optional jerk limit is not in it), the required ones fixed
+        assert all(checked == (n in start) and disabled == bool(LIMITS.get(n).required)
+                   for n, checked, disabled in boxes)
         page.select_option("#integrator", "rk4")
         page.click("#btn-apply")
         page.wait_for_function("document.getElementById('config-msg').textContent.startsWith('applied')")
