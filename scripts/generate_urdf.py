@@ -9,6 +9,10 @@ Run ``python scripts/generate_urdf.py`` after editing a table; the output is com
 * Franka Panda: Franka's published modified (Craig) DH table, flange at d = 0.107 m,
   joint position / velocity / effort limits. Link masses: identified values of Gaz et al.
   (RA-L 2019); inertias are an isotropic estimate.
+* Franka Research 3 (FR3): the Panda's modified DH table (the same kinematics, flange at
+  d = 0.107 m) with the FR3's own joint position and velocity limits from Franka's
+  documentation ("Limits for Franka Research 3"). The FR3's link masses are not published
+  as a table; the Panda's identified values (Gaz et al.) stand in for them.
 * planar2: two revolute joints about z, l1 = 1.0 m, l2 = 0.8 m, point-like masses at the
   link ends, for closed-form tests.
 """
@@ -107,15 +111,16 @@ def ur10() -> str:
     return s + "</robot>\n"
 
 
-def panda() -> str:
+def panda(name: str = "panda", lower: list[float] | None = None, upper: list[float] | None = None,
+          vel: list[float] | None = None) -> str:
     # modified DH: T_i = Rx(alpha_{i-1}) Tx(a_{i-1}) Rz(q_i) Tz(d_i)
     rows = [  # a_{i-1}, d_i, alpha_{i-1}
         (0.0, 0.333, 0.0), (0.0, 0.0, -pi / 2), (0.0, 0.316, pi / 2), (0.0825, 0.0, pi / 2),
         (-0.0825, 0.384, -pi / 2), (0.0, 0.0, pi / 2), (0.088, 0.0, pi / 2),
     ]
-    lower = [-2.8973, -1.7628, -2.8973, -3.0718, -2.8973, -0.0175, -2.8973]
-    upper = [2.8973, 1.7628, 2.8973, -0.0698, 2.8973, 3.7525, 2.8973]
-    vel = [2.1750, 2.1750, 2.1750, 2.1750, 2.6100, 2.6100, 2.6100]
+    lower = lower or [-2.8973, -1.7628, -2.8973, -3.0718, -2.8973, -0.0175, -2.8973]
+    upper = upper or [2.8973, 1.7628, 2.8973, -0.0698, 2.8973, 3.7525, 2.8973]
+    vel = vel or [2.1750, 2.1750, 2.1750, 2.1750, 2.6100, 2.6100, 2.6100]
     effort = [87.0, 87.0, 87.0, 87.0, 12.0, 12.0, 12.0]
     mass = [4.970684, 0.646926, 3.228604, 3.587895, 1.225946, 1.666555, 0.735522]
     com = [
@@ -124,19 +129,26 @@ def panda() -> str:
         [-0.011953, 0.041065, -0.038437], [0.060149, -0.014117, -0.010517],
         [0.010517, -0.004252, 0.061597],
     ]
-    s = '<?xml version="1.0"?>\n<robot name="panda">\n' + _link("panda_link0", 0.629769,
+    s = f'<?xml version="1.0"?>\n<robot name="{name}">\n' + _link(f"{name}_link0", 0.629769,
                                                                    (-0.041018, -0.00014, 0.049974),
                                                                    (0.003, 0.003, 0.003))
     for i, (a, d, al) in enumerate(rows):
         R = _rotx(al)
         xyz = R @ np.array([0.0, 0.0, d]) + np.array([a, 0.0, 0.0])
-        s += _joint(f"panda_joint{i + 1}", f"panda_link{i}", f"panda_link{i + 1}", xyz, R,
+        s += _joint(f"{name}_joint{i + 1}", f"{name}_link{i}", f"{name}_link{i + 1}", xyz, R,
                     lower[i], upper[i], vel[i], effort[i])
         ii = 0.4 * mass[i] * 0.06**2
-        s += _link(f"panda_link{i + 1}", mass[i], com[i], (ii, ii, ii))
-    s += _joint("panda_joint8", "panda_link7", "panda_link8", (0, 0, 0.107), np.eye(3))
-    s += _link("panda_link8")
+        s += _link(f"{name}_link{i + 1}", mass[i], com[i], (ii, ii, ii))
+    s += _joint(f"{name}_joint8", f"{name}_link7", f"{name}_link8", (0, 0, 0.107), np.eye(3))
+    s += _link(f"{name}_link8")
     return s + "</robot>\n"
+
+
+def fr3() -> str:
+    """Franka Research 3: the Panda's kinematics, the FR3's position and velocity limits."""
+    return panda("fr3", lower=[-2.7437, -1.7837, -2.9007, -3.0421, -2.8065, 0.5445, -3.0159],
+                 upper=[2.7437, 1.7837, 2.9007, -0.1518, 2.8065, 4.5169, 3.0159],
+                 vel=[2.62, 2.62, 2.62, 2.62, 5.26, 4.18, 5.26])
 
 
 def planar2() -> str:
@@ -152,6 +164,6 @@ def planar2() -> str:
 
 
 if __name__ == "__main__":
-    for name, make in {"ur10": ur10, "panda": panda, "planar2": planar2}.items():
+    for name, make in {"ur10": ur10, "panda": panda, "fr3": fr3, "planar2": planar2}.items():
         (OUT / f"{name}.urdf").write_text(make())
         print("wrote", OUT / f"{name}.urdf")

@@ -26,8 +26,8 @@ PARTS = (("config", "Configuration update"), ("solver", "solver"), ("limits", "l
          ("sim_driver", "simulator read + send"), ("publish", "publish"), ("set_wrench", "new wrench"))
 IN_SITU = (("solver", "solver"), ("limits", "limits"), ("sim_driver", "simulator read + send"),
            ("publish", "publish"))
-TITLES = {"cycle": "bench_cycle", "loop": "bench_loop", "ws": "bench_ws_latency"}
-ORDER = ("cycle", "loop", "ws")
+TITLES = {"cycle": "bench_cycle", "loop": "bench_loop", "ws": "bench_ws_latency", "franka": "bench_franka"}
+ORDER = ("cycle", "loop", "ws", "franka")
 WIDTH = 100
 
 
@@ -185,9 +185,27 @@ def render_ws(entry: dict) -> list[str]:
     return out
 
 
+def render_franka(entry: dict) -> list[str]:
+    r = entry["output"]["results"]
+    total = r["cycles"] + r["missed_cycles"]
+    out = [f"`{command(entry['output']['argv'])}` — the robot-paced loop (driver `franka`, pylibfranka) against "
+           f"franky-sim (libfranka's network protocol, MuJoCo physics) in its own process on loopback, "
+           f"{r['watchers']} /ws/state readers, a streamed wrench, {r['seconds']:.0f} s wall = "
+           f"{r['robot_seconds']:.1f} s of the robot's clock (ratio {r['robot_clock_ratio']:.2f}: the simulator's "
+           "step does not always fit in 1 ms here):", ""]
+    rows = [[str(r["cycles"]), num(r["compute_p50_us"], 0), num(r["compute_p99_us"], 0), num(r["compute_max_us"], 0),
+             f"{r['overruns']}", f"{r['missed_cycles']} of {total}", str(r["success_rate"])]]
+    out += table(["cycles", "compute p50 (µs)", "compute p99 (µs)", "compute max (µs)", "compute > 1 ms",
+                  "missed cycles", "robot success rate"], rows)
+    out += ["", "Compute is from the robot state's arrival to the command's departure (the last "
+            f"{r['stats_window']} cycles); a missed cycle is a robot state that passed without a command."]
+    return out
+
+
 # --- the section ---------------------------------------------------------------------------------
 
-RENDER: dict[str, Callable[[dict], list[str]]] = {"cycle": render_cycle, "loop": render_loop, "ws": render_ws}
+RENDER: dict[str, Callable[[dict], list[str]]] = {"cycle": render_cycle, "loop": render_loop, "ws": render_ws,
+                                                  "franka": render_franka}
 
 
 def provenance(benches: dict) -> str:

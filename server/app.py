@@ -30,6 +30,7 @@ from fdcontrol.server.routers import (
     metrics,
     options,
     recording,
+    recovery,
     sim,
     state,
     task,
@@ -43,7 +44,7 @@ from fdcontrol.server.worker import LoopWorker
 
 STATIC = Path(__file__).resolve().parent / "static"  # the dashboard, shipped as plain files
 ROUTERS = (health, state, config, analysis, control, ws, sim, twist, recording, metrics, options, learning,
-           task)
+           task, recovery)
 
 
 def create_app(settings: Settings | None = None, worker: LoopWorker | None = None) -> FastAPI:

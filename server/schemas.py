@@ -65,6 +65,10 @@ class Stats(BaseModel):
     period_error_p99_us: float
     period_error_max_us: float
     integrator_nonconverged: int = Field(description="cycles whose adaptive integrator hit max_substeps")
+    robot_success_rate: float | None = Field(None, description="a driver that owns the clock (franka): the robot's "
+                                             "control_command_success_rate of its last state (0–1)")
+    robot_missed_cycles: int | None = Field(None, description="a driver that owns the clock: robot states that "
+                                            "passed without a command, in total")
     ws_clients: int
     ws_dropped: int
 

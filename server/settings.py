@@ -206,6 +206,15 @@ class _Checks(BaseModel):
     def _limits_complete(cls, v: list[str]) -> list[str]:
         return list(check_limit_names(v))  # the composition order; required ones present
 
+    @model_validator(mode="after")
+    def _jerk_for_franka(self) -> Any:
+        """A Franka rejects references that are not smooth in jerk: the jerk limit is always on for it."""
+        if self.driver == "franka" and "jerk" not in self.limits:  # type: ignore[attr-defined]
+            self.limits = list(check_limit_names([*self.limits, "jerk"]))  # type: ignore[attr-defined]
+        if self.driver == "franka" and "rate" not in self.model_fields_set:  # type: ignore[attr-defined]
+            self.rate = 1000.0  # the robot's clock
+        return self
+
     @field_validator("robot", check_fields=False)
     @classmethod
     def _robot_known(cls, v: str) -> str:

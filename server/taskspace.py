@@ -21,6 +21,7 @@ from fdcontrol.control.task import TaskSpace
 from fdcontrol.control.trajectory import Move, MoveError, MoveLimits, solve_ik
 from fdcontrol.control.workspace import TIP, Workspace, workspace_from_config
 from fdcontrol.model.robot import HOME, RobotModel
+from fdcontrol.model.spatial import target_pose
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 SignalName = Literal[tuple(SIGNALS)]  # type: ignore[valid-type]
@@ -179,13 +180,8 @@ def start_move(runtime: Any, spec: dict[str, Any]) -> dict[str, Any]:
         _goal_checks(runtime, robot.pose(q))
         move = Move(robot, s.tip_pose, loop.period, lim, goal_q=q, start_q=s.q, pause_error=task.pause_error)
     else:
-        from fdcontrol.server.routers.control import pose
-
-        class _T:
-            position = (np.asarray(m.position) + (s.tip_pose[:3, 3] if m.relative else 0)).tolist()
-            orientation = m.orientation
-
-        goal = pose(_T, s.tip_pose)  # type: ignore[arg-type]
+        position = (np.asarray(m.position) + (s.tip_pose[:3, 3] if m.relative else 0)).tolist()
+        goal = target_pose(position, m.orientation, s.tip_pose, MoveError)
         _goal_checks(runtime, goal)
         q_goal = solve_ik(robot, np.asarray(s.q), goal)
         if q_goal is None:

@@ -259,6 +259,7 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Co
         "metrics": lambda: io.metrics.snapshot(runtime.loop.stats),
         "modules": lambda: sorted(sys.modules),  # what the loop process imported (tests/test_layering.py)
         "task": lambda op, *a: task_call(runtime, op, *a),  # server/taskspace.py
+        "driver_call": lambda name: _driver_call(runtime.loop, name),  # recover / reconnect (robot errors)
     }
     while True:
         try:
@@ -288,6 +289,15 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Co
     runtime.close()
     io.ring.close()
     channel.close()
+
+
+def _driver_call(loop: ControlLoop, name: str) -> None:
+    """An optional driver capability (``recover``, ``reconnect``) by name; 409 without it."""
+    from fdcontrol.server.runtime import ConflictError
+
+    if name not in ("recover", "reconnect") or not loop.driver.can_recover:
+        raise ConflictError(f"the {type(loop.driver).__name__} driver has no {name}")
+    loop.driver.recover() if name == "recover" else loop.driver.reconnect()
 
 
 class _Fanout:

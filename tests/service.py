@@ -21,7 +21,8 @@ def free_port() -> int:
 
 
 class Service:
-    def __init__(self, *args: str, env: dict[str, str] | None = None, token: str | None = None) -> None:
+    def __init__(self, *args: str, env: dict[str, str] | None = None, token: str | None = None,
+                 startup_timeout: float = 30.0) -> None:
         self.token = token
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.port = free_port()
@@ -30,7 +31,7 @@ class Service:
                "--port", str(self.port), *args]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})},
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 60  # a loaded machine starts slowly
+        deadline = time.monotonic() + startup_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"service exited: {self.proc.stdout.read()}")  # type: ignore[union-attr]
@@ -40,7 +41,7 @@ class Service:
             except httpx.HTTPError:
                 time.sleep(0.1)
         self.stop()
-        raise RuntimeError("service did not become healthy in 60 s")
+        raise RuntimeError(f"service did not become healthy in {startup_timeout:g} s")
 
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():

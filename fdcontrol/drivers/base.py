@@ -71,7 +71,11 @@ class RobotDriver(ABC):
     itself); ``tool`` (the payload of a simulated tool, :class:`ToolPayload`, or None);
     ``speed_scaling`` and ``safety_mode`` (the robot controller's, published in the loop state);
     :meth:`read_wrench` (no sensor: None); :meth:`zero_sensor` (a sensor that zeroes itself);
-    :meth:`exchange` (the driver's own inputs and outputs, once per cycle after publishing).
+    :meth:`exchange` (the driver's own inputs and outputs, once per cycle after publishing);
+    ``owns_clock`` (``read()`` blocks until the robot's next state: the robot paces the loop,
+    fdcontrol.loop.paced) with ``clock_period`` (s), ``read_at`` (time.perf_counter() of the newest
+    state's arrival) and :meth:`clock_stats` (the robot's view: success rate, missed cycles);
+    :meth:`recover` and :meth:`reconnect` (a robot's error recovery; ``can_recover``).
     A simulated world (objects, a push on the tool) is the :class:`SimulatedWorld` protocol.
     """
 
@@ -81,6 +85,22 @@ class RobotDriver(ABC):
     tool: ToolPayload | None = None
     speed_scaling: float = math.nan  # fraction 0–1; NaN: the driver has none
     safety_mode: str | None = None  # e.g. UR's NORMAL, REDUCED, PROTECTIVE_STOP; None: the driver has none
+    owns_clock: bool = False  # read() is the loop's tick (a robot with a clock of its own)
+    clock_period: float | None = None  # s, the robot's period when it owns the clock
+    read_at: float | None = None  # time.perf_counter() when the newest state arrived (clock-owning drivers)
+    can_recover: bool = False  # recover() and reconnect() do something
+
+    def clock_stats(self) -> dict[str, float | int] | None:
+        """The robot's own view of the exchange (success rate, missed cycles), or None."""
+        return None
+
+    def recover(self) -> None:
+        """The robot's automatic error recovery (a driver with ``can_recover``)."""
+        raise NotImplementedError(f"the {type(self).__name__} driver has no error recovery")
+
+    def reconnect(self) -> None:
+        """Connect to the robot again (a driver with ``can_recover``)."""
+        raise NotImplementedError(f"the {type(self).__name__} driver does not reconnect")
 
     @classmethod
     def from_options(cls, robot: RobotModel, dt: float, options: dict[str, Any]) -> RobotDriver:

@@ -28,6 +28,7 @@ DRIVERS.register_lazy("udp", "fdcontrol.drivers.udp:UdpBridgeDriver")
 DRIVERS.register_lazy("mujoco", "fdcontrol.drivers.mujoco:MujocoRobot")
 DRIVERS.register_lazy("ros2", "fdcontrol.drivers.ros2:Ros2Driver")
 DRIVERS.register_lazy("ur_rtde", "fdcontrol.drivers.ur_rtde:UrRtdeDriver")
+DRIVERS.register_lazy("franka", "fdcontrol.drivers.franka:FrankaDriver")
 
 
 def build_driver(name: str, robot: RobotModel, dt: float, options: dict[str, Any]) -> RobotDriver:

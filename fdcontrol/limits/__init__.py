@@ -11,6 +11,7 @@ from fdcontrol.limits.acceleration import JointAcceleration
 from fdcontrol.limits.base import Cycle, Limit, LimitSettings, run
 from fdcontrol.limits.braking import braking_steps
 from fdcontrol.limits.cartesian import CartesianSpeed
+from fdcontrol.limits.jerk import JointJerk
 from fdcontrol.limits.path_acceleration import PathAcceleration
 from fdcontrol.limits.position import BRAKING_MARGIN, PositionEnvelope
 from fdcontrol.limits.velocity import JointVelocity
@@ -18,10 +19,10 @@ from fdcontrol.limits.workspace import WorkspaceStop
 from fdcontrol.registry import Registry
 
 LIMITS: Registry[Limit] = Registry("limit")
-for _cls in (CartesianSpeed, PositionEnvelope, JointVelocity, JointAcceleration, WorkspaceStop):
+for _cls in (CartesianSpeed, PositionEnvelope, JointVelocity, JointAcceleration, WorkspaceStop, JointJerk):
     LIMITS.register(_cls.name)(_cls)
 LIMITS.register(PathAcceleration.name)(PathAcceleration)  # optional: select it in the settings' ``limits``
 
-__all__ = ["BRAKING_MARGIN", "LIMITS", "CartesianSpeed", "Cycle", "JointAcceleration", "JointVelocity",
+__all__ = ["BRAKING_MARGIN", "LIMITS", "CartesianSpeed", "Cycle", "JointAcceleration", "JointJerk", "JointVelocity",
            "Limit", "LimitSettings", "PathAcceleration", "PositionEnvelope", "WorkspaceStop", "braking_steps",
            "run"]

@@ -88,6 +88,8 @@ PARAMS = declare(
           policy="tighten", gt=0, le=1),
     Param("max_joint_acceleration", "float", 4.0, "joint acceleration limit", "rad/s²", policy="tighten",
           gt=0, le=50),
+    Param("max_joint_jerk", "float", 5000.0, "joint jerk limit of the limit 'jerk', lowered per joint to the "
+          "robot's published values", "rad/s³", policy="tighten", gt=0, le=1e6),
     Param("max_linear_speed", "float", 0.5, "tip speed limit", "m/s", policy="tighten", gt=0, le=3),
     Param("max_angular_speed", "float", 1.5, "tip angular speed limit", "rad/s", policy="tighten", gt=0, le=10),
     Param("limits", "names", list(DEFAULT_LIMITS), "the safety limits composed after the solver, in their "
@@ -107,6 +109,7 @@ class LimitParams:
     max_angular_speed: float = 1.5  # rad/s at the tip
     recovery_speed: float = 0.1  # fraction of the velocity limit used to move back inside a position limit
     limits: tuple[str, ...] = DEFAULT_LIMITS
+    max_joint_jerk: float | np.ndarray = 5000.0  # rad/s³, read by the jerk limit (when composed)
 
 
 def check_limit_names(names: Iterable[str]) -> tuple[str, ...]:

@@ -51,6 +51,7 @@ from fdcontrol.control.twist import TwistError, check_twist
 from fdcontrol.drivers.base import RobotDriver
 from fdcontrol.limits.safety import SafetyLimits
 from fdcontrol.loop.action import Action, ActionInput
+from fdcontrol.loop.paced import run_paced
 from fdcontrol.loop.solvers import Solver
 from fdcontrol.loop.state import LoopState, new_state  # declared once, with units: fdcontrol/loop/state.py
 from fdcontrol.model.configuration import Configuration
@@ -94,6 +95,7 @@ class Stats:
         self.period_error = np.zeros(n)
         self.n, self.count, self.overruns = n, 0, 0
         self.integrator_nonconverged = 0  # cycles whose adaptive integrator ran out of sub-steps
+        self.clock = None  # a driver that owns the clock: its clock_stats() (robot success rate, missed cycles)
 
     def record(self, compute: float, period_error: float, period: float) -> None:
         i = self.count % self.n
@@ -112,7 +114,8 @@ class Stats:
                 "compute_max_us": float(c.max() * 1e6) if k else 0.0,
                 "period_error_p50_us": pct(e, 50) * 1e6, "period_error_p99_us": pct(e, 99) * 1e6,
                 "period_error_max_us": float(e.max() * 1e6) if k else 0.0,
-                "integrator_nonconverged": self.integrator_nonconverged}
+                "integrator_nonconverged": self.integrator_nonconverged,
+                **(self.clock() if self.clock is not None else {})}
 
 
 class InputError(ValueError):
@@ -143,6 +146,12 @@ class ControlLoop:
                  telemetry_decimation: int = 10, posture: PostureTask | None = None,
                  link_loads: LinkLoads | None = None, sensor_timeout: float = 0.05,
                  task: TaskSpace | None = None) -> None:
+        if not isinstance(driver, RobotDriver):
+            raise TypeError(f"{type(driver).__name__} is not a subclass of fdcontrol.drivers.RobotDriver")
+        if not isinstance(solver, Solver):
+            raise TypeError(f"{type(solver).__name__} is not a subclass of fdcontrol.loop.solvers.Solver")
+        if driver.owns_clock and driver.clock_period:  # the robot's clock sets the period
+            rate = 1.0 / float(driver.clock_period)
         if not (math.isfinite(rate) and 1.0 <= rate <= 5000.0):
             raise ValueError("rate must be within [1, 5000] Hz")
         _check_params({"command_timeout": command_timeout, "telemetry_decimation": telemetry_decimation,
@@ -162,6 +171,7 @@ class ControlLoop:
         self.max_tracking_error = 0.05  # rad, position interfaces only (see _position_reference)
         self._q_ref: np.ndarray | None = None  # the last position reference (position interfaces)
         self.stats = Stats()
+        self.stats.clock = driver.clock_stats if driver.owns_clock else None
         self._command: Command | None = None
         self._twist: Command | None = None
         self.posture, self.link_loads = posture, link_loads  # null-space loads (fdcontrol.control.posture)
@@ -174,10 +184,6 @@ class ControlLoop:
         self._thread: threading.Thread | None = None
         self._running = threading.Event()
         self.io: LoopIO | None = None
-        if not isinstance(driver, RobotDriver):
-            raise TypeError(f"{type(driver).__name__} is not a subclass of fdcontrol.drivers.RobotDriver")
-        if not isinstance(solver, Solver):
-            raise TypeError(f"{type(solver).__name__} is not a subclass of fdcontrol.loop.solvers.Solver")
         self.exchange = driver.exchange if driver.has_exchange else None  # the driver's own inputs/outputs
         self.fault: str | None = None
         self.last_cycle_at = 0.0  # time.monotonic() of the last cycle, 0 before the first
@@ -535,6 +541,9 @@ class ControlLoop:
     def _run(self) -> None:
         if self.realtime:
             _try_realtime()
+        if self.driver.owns_clock:  # the driver's read() is the tick (fdcontrol/loop/paced.py)
+            run_paced(self, _report)
+            return
         period, clock = self.period, time.perf_counter
         next_t = clock()
         while self._running.is_set():
@@ -606,7 +615,8 @@ def _hold_after(loop: ControlLoop, exc: Exception) -> None:
         loop.driver.send(loop.state.q_ref + loop.period * qd, qd)
     loop.qd_ref, loop.qd_state = qd, qd.copy()
     try:
-        loop.state = replace(loop.state, fault=loop.fault, holding=True, qd_ref=qd)
+        loop.state = replace(loop.state, fault=loop.fault, holding=True, qd_ref=qd,
+                             safety_mode=loop.driver.safety_mode)
         if loop.io is not None:
             loop.io.publish(loop, loop.state)
     except Exception as inner:

@@ -26,6 +26,7 @@ if not URDF_DIR.is_dir():  # source checkout / editable install: the repository'
 SHIPPED: dict[str, tuple[str, str, str]] = {
     "ur10": ("ur10.urdf", "base_link", "tool0"),
     "panda": ("panda.urdf", "panda_link0", "panda_link8"),
+    "fr3": ("fr3.urdf", "fr3_link0", "fr3_link8"),
     "planar2": ("planar2.urdf", "base", "tip"),
 }
 
@@ -44,6 +45,7 @@ PARAMS = declare(
 HOME: dict[str, list[float]] = {
     "ur10": [0.3, -1.2, 1.6, -1.9, -1.4, 0.2],
     "panda": [0.0, -0.4, 0.0, -2.0, 0.0, 1.6, 0.8],
+    "fr3": [0.0, -0.4, 0.0, -2.0, 0.0, 1.6, 0.8],
     "planar2": [0.5, 1.0],
 }
 

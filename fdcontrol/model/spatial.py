@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -44,3 +45,22 @@ def check_vec6(x: np.ndarray | list[float], name: str, labels: tuple[str, str, s
     if frame not in ("base", "tool"):
         raise error(f"frame must be 'base' or 'tool', got {frame!r}")
     return w
+
+
+def target_pose(position: Any, orientation: Any, current: np.ndarray,
+                error: type[Exception] = ValueError) -> np.ndarray:
+    """The 4×4 pose (base frame) at `position`; `orientation` a unit quaternion [x, y, z, w], or None to
+    keep `current`'s rotation. A quaternion off unit norm by more than 1e-3 raises `error`."""
+    T = np.eye(4)
+    T[:3, 3] = position
+    if orientation is None:
+        T[:3, :3] = current[:3, :3]
+    else:
+        x, y, z, w = orientation
+        n = math.sqrt(x * x + y * y + z * z + w * w)
+        if abs(n - 1.0) > 1e-3:
+            raise error(f"orientation must be a unit quaternion [x, y, z, w], norm is {n:.4g}")
+        import pinocchio as pin
+
+        T[:3, :3] = pin.Quaternion(w / n, x / n, y / n, z / n).toRotationMatrix()
+    return T

@@ -8,13 +8,13 @@ always allowed. PUT /control/twist is in server/routers/twist.py.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 from fastapi import APIRouter, Body, HTTPException, Request
 
 from fdcontrol.loop.cycle import InputError
+from fdcontrol.model.spatial import target_pose
 from fdcontrol.server import schemas
 from fdcontrol.server.errors import CONFLICT, ERRORS
 from fdcontrol.server.routers.deps import ack, live, worker
@@ -67,16 +67,4 @@ def put_wrench(w: schemas.WrenchIn, request: Request) -> dict[str, Any]:
 
 def pose(target: schemas.Target, current: np.ndarray) -> np.ndarray:
     """The 4×4 target pose (base frame); without an orientation, keep the current one."""
-    T = np.eye(4)
-    T[:3, 3] = target.position
-    if target.orientation is None:
-        T[:3, :3] = current[:3, :3]
-    else:
-        x, y, z, w = target.orientation
-        n = math.sqrt(x * x + y * y + z * z + w * w)
-        if abs(n - 1.0) > 1e-3:
-            raise InputError(f"orientation must be a unit quaternion [x, y, z, w], norm is {n:.4g}")
-        import pinocchio as pin
-
-        T[:3, :3] = pin.Quaternion(w / n, x / n, y / n, z / n).toRotationMatrix()
-    return T
+    return target_pose(target.position, target.orientation, current, InputError)

@@ -1,0 +1,451 @@
+"""FrankaDriver: a Franka Research 3 or Panda through libfranka's Python bindings (``pylibfranka``).
+
+Tested against franky-sim (a simulator of the libfranka network protocol with MuJoCo physics,
+tests/test_franka.py), never on hardware.
+
+The robot owns the clock: it sends a state every 1 ms and expects one command back before the
+next. This driver declares ``owns_clock`` (and ``clock_period`` = 1 ms): the control loop then
+does not sleep, its :meth:`read` is the tick — it waits for the robot's next state and the loop
+answers with :meth:`send` in the same cycle.
+
+* velocity interface (default): ``start_joint_velocity_control(controller_mode)``, one
+  ``writeOnce(JointVelocities(q̇_ref))`` per state; position interface (``interface:
+  position``): ``start_joint_position_control``, ``JointPositions(q_ref)``;
+* ``controller_mode``: ``joint`` (joint impedance) or ``cartesian`` (Cartesian impedance);
+* the motion is started by the first command that moves and ended with ``motion_finished``
+  once the reference is at rest on stop, hold (also a watchdog trip) or a fault; it restarts
+  with the next reference that moves;
+* at connect: the collision thresholds and the load (mass, centre of mass in the flange frame,
+  inertia) are set on the robot, and the model's forward kinematics at the measured q is
+  compared with the robot's own flange pose (``O_T_EE · F_T_EE⁻¹``): more than
+  ``pose_tolerance`` (1 mm, 0.01 rad) apart refuses to start — a wrong model is a wrong Jacobian;
+* errors: a motion the robot aborts raises with libfranka's error names; the robot mode
+  (``Idle``, ``Move``, ``Reflex``, …) is published as the loop state's ``safety_mode``;
+  :meth:`recover` runs libfranka's automatic error recovery; :meth:`reconnect` connects anew;
+* a lost connection: no state for ``state_timeout`` (s) raises at once — the wait for a state
+  happens in ``select`` on libfranka's UDP socket, which also releases the GIL (libfranka's own
+  blocking receive holds it, with a 1 s timeout);
+* wrench (``wrench_source: estimate``): the robot's external wrench estimate ``O_F_ext_hat_K``
+  (the wrench the environment exerts on the stiffness frame K, base frame) turned into
+  :class:`RobotDriver`'s sensor contract (see :func:`estimate_to_sensor`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import select
+import socket
+import stat
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from fdcontrol.drivers.base import JointState, RobotDriver
+from fdcontrol.model.published import published_limits
+from fdcontrol.model.robot import RobotModel
+
+#: libfranka's example defaults (examples_common.cpp ``setDefaultBehavior``)
+DEFAULT_TORQUE_THRESHOLDS = (20.0, 20.0, 18.0, 18.0, 16.0, 14.0, 12.0)  # N·m
+DEFAULT_FORCE_THRESHOLDS = (20.0, 20.0, 20.0, 25.0, 25.0, 25.0)  # N, N·m
+CLOCK_PERIOD = 1e-3  # s: the robot's state rate is 1 kHz
+
+
+class FrankaError(RuntimeError):
+    """The robot aborted the motion or refused a command (libfranka's error names in the text)."""
+
+
+class FrankaConnectionLost(FrankaError):
+    """No robot state within ``state_timeout``."""
+
+
+class ModelMismatch(FrankaError):
+    """The model's flange pose disagrees with the robot's own."""
+
+
+def column_major(T: Any) -> np.ndarray:
+    """A libfranka pose (16 numbers, column-major) as a 4×4 matrix."""
+    return np.asarray(T, dtype=float).reshape(4, 4, order="F")
+
+
+def robot_flange(state: Any) -> np.ndarray:
+    """The flange pose in the base frame from a robot state: O_T_EE · F_T_EE⁻¹."""
+    return column_major(state.O_T_EE) @ np.linalg.inv(column_major(state.F_T_EE))
+
+
+def pose_difference(A: np.ndarray, B: np.ndarray) -> tuple[float, float]:
+    """(translation distance in m, rotation angle in rad) between two poses."""
+    dR = A[:3, :3].T @ B[:3, :3]
+    angle = math.acos(max(-1.0, min(1.0, (float(np.trace(dR)) - 1.0) / 2.0)))
+    return float(np.linalg.norm(A[:3, 3] - B[:3, 3])), angle
+
+
+def estimate_to_sensor(O_F_ext_hat_K: Any, O_T_EE: np.ndarray, EE_T_K: np.ndarray,
+                       flange: np.ndarray) -> np.ndarray:
+    """The robot's external-wrench estimate as the raw reading of a sensor at the flange.
+
+    ``O_F_ext_hat_K`` is [F; τ] the environment exerts on the robot, at the origin of the
+    stiffness frame K, in the base frame O. The reading :class:`RobotDriver` expects is in the
+    sensor (here: flange) frame, torque about the flange origin, in the ``robot_on_tool``
+    convention — at rest, the robot holds the tool against the environment's push, so it is the
+    negative: w = −[Rᵀ F; Rᵀ (τ + (p_K − p_F) × F)] with R, p_F the flange's orientation and
+    origin and p_K the origin of K, all in O.
+    """
+    w = np.asarray(O_F_ext_hat_K, dtype=float)
+    F, tau = w[:3], w[3:]
+    p_K = (O_T_EE @ EE_T_K)[:3, 3]
+    R, p_F = flange[:3, :3], flange[:3, 3]
+    tau_F = tau + np.cross(p_K - p_F, F)
+    return -np.concatenate((R.T @ F, R.T @ tau_F))
+
+
+def _udp_fds() -> set[int]:
+    """This process's file descriptors that are UDP sockets."""
+    out = set()
+    for name in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else ():
+        fd = int(name)
+        try:
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                continue
+            s = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            continue
+        try:
+            if s.type == socket.SOCK_DGRAM:
+                out.add(fd)
+        finally:
+            s.close()
+    return out
+
+
+def _library() -> Any:
+    try:
+        import pylibfranka
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ImportError("the franka driver needs pylibfranka: pip install 'fdcontrol[franka]'") from exc
+    return pylibfranka
+
+
+def _vector(value: Any, n: int, name: str) -> list[float]:
+    arr = np.asarray(value, dtype=float).reshape(-1)
+    if arr.shape != (n,) or not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be {n} finite numbers")
+    return arr.tolist()
+
+
+class FrankaDriver(RobotDriver):
+    """A Franka arm through pylibfranka; the robot's 1 kHz state is the loop's clock."""
+
+    simulated = False
+    owns_clock = True  # capability: read() blocks for the robot's next state; the loop does not sleep
+    can_recover = True  # capability: recover() and reconnect()
+    clock_period = CLOCK_PERIOD  # capability: the loop's period is the robot's
+
+    def __init__(self, robot: RobotModel, dt: float = CLOCK_PERIOD, *, robot_ip: str,
+                 controller_mode: str = "joint", realtime: str = "enforce", interface: str = "velocity",
+                 lower_torque_thresholds: Any = DEFAULT_TORQUE_THRESHOLDS,
+                 upper_torque_thresholds: Any = DEFAULT_TORQUE_THRESHOLDS,
+                 lower_force_thresholds: Any = DEFAULT_FORCE_THRESHOLDS,
+                 upper_force_thresholds: Any = DEFAULT_FORCE_THRESHOLDS,
+                 load_mass: float = 0.0, load_com: Any = (0.0, 0.0, 0.0), load_inertia: Any = (0.0,) * 9,
+                 wrench_source: str = "none", state_timeout: float = 0.05, rate_limit: bool = True,
+                 pose_tolerance: Any = (1e-3, 1e-2), library: Any = None) -> None:
+        if robot.dof != 7:
+            raise ValueError(f"the franka driver needs a 7-joint model (fr3 or panda), {robot.name} has {robot.dof}")
+        if controller_mode not in ("joint", "cartesian"):
+            raise ValueError(f"controller_mode must be 'joint' or 'cartesian', got {controller_mode!r}")
+        if realtime not in ("enforce", "ignore"):
+            raise ValueError(f"realtime must be 'enforce' or 'ignore', got {realtime!r}")
+        if interface not in ("velocity", "position"):
+            raise ValueError(f"interface must be 'velocity' or 'position', got {interface!r}")
+        if wrench_source not in ("none", "estimate"):
+            raise ValueError(f"wrench_source must be 'none' or 'estimate', got {wrench_source!r}")
+        if not (math.isfinite(state_timeout) and 0.002 <= state_timeout <= 1.0):
+            raise ValueError("state_timeout must be within [0.002, 1] s")
+        if abs(float(dt) - CLOCK_PERIOD) > 1e-9:
+            raise ValueError(f"a Franka's clock is 1 kHz: run the loop at rate 1000 Hz (got {1 / dt:g} Hz)")
+        self.thresholds = tuple(_vector(v, n, name) for v, n, name in (
+            (lower_torque_thresholds, 7, "lower_torque_thresholds"),
+            (upper_torque_thresholds, 7, "upper_torque_thresholds"),
+            (lower_force_thresholds, 6, "lower_force_thresholds"),
+            (upper_force_thresholds, 6, "upper_force_thresholds")))
+        if not (math.isfinite(load_mass) and 0.0 <= load_mass <= 20.0):
+            raise ValueError("load_mass must be within [0, 20] kg")
+        self.load = (float(load_mass), _vector(load_com, 3, "load_com"), _vector(load_inertia, 9, "load_inertia"))
+        tol = _vector(pose_tolerance, 2, "pose_tolerance")
+        self.robot, self.dof, self.dt, self.interface = robot, 7, CLOCK_PERIOD, interface
+        self.controller_mode, self.realtime, self.wrench_source = controller_mode, realtime, wrench_source
+        self.state_timeout, self.pose_tolerance = float(state_timeout), (tol[0], tol[1])
+        self.robot_ip, self.rate_limit = str(robot_ip), bool(rate_limit)
+        self.lib = library or _library()
+        # published in the loop state: the robot mode (LoopState.safety_mode), and the clock statistics
+        self.safety_mode: str | None = None
+        self.speed_scaling = math.nan
+        self.success_rate = math.nan  # control_command_success_rate of the last state (0–1)
+        self.missed_cycles = 0  # robot states that passed without a command from us (robot time gaps)
+        self.error: str | None = None  # the robot's error after an aborted motion, until recover()
+        self._lock = threading.RLock()  # connect/recover/reconnect against the loop thread
+        self._robot: Any = None
+        self._control: Any = None
+        self._fd: int | None = None
+        self._state: Any = None
+        self._t_last: float | None = None
+        self.read_at: float | None = None
+        self._sent = (np.zeros(7), np.zeros(7))  # the last two velocities sent (for the braking safety net)
+        self._connect()
+
+    @classmethod
+    def from_options(cls, robot: RobotModel, dt: float, options: dict[str, Any]) -> FrankaDriver:
+        opts = dict(options)
+        if "library" in opts:
+            raise ValueError("library is a Python API, not a setting")
+        if "robot_ip" not in opts:
+            raise ValueError("the franka driver needs driver_options.robot_ip (the robot's FCI address)")
+        return cls(robot, dt, **opts)
+
+    # ------------------------------------------------------------------ connection
+    def _connect(self) -> None:
+        lib = self.lib
+        rt = lib.RealtimeConfig.kEnforce if self.realtime == "enforce" else lib.RealtimeConfig.kIgnore
+        before = _udp_fds()
+        try:
+            r = lib.Robot(self.robot_ip, rt)
+        except Exception as exc:
+            raise FrankaError(f"cannot connect to the Franka at {self.robot_ip}: {exc}") from None
+        new = sorted(_udp_fds() - before)
+        self._fd = os.dup(new[-1]) if new else None  # libfranka's state socket, to wait on without the GIL
+        try:
+            r.set_collision_behavior(*self.thresholds)
+            m, com, inertia = self.load
+            r.set_load(m, com, inertia)
+            state = r.read_once()
+            self._check_model(state)
+        except Exception:
+            with contextlib.suppress(Exception):
+                del r
+            self._close_fd()
+            raise
+        self._robot, self._control, self._state, self._t_last = r, None, state, None
+        self._update(state)
+
+    def _check_model(self, state: Any) -> None:
+        q = np.asarray(state.q, dtype=float)
+        d, a = pose_difference(self.robot.pose(q), robot_flange(state))
+        if d > self.pose_tolerance[0] or a > self.pose_tolerance[1]:
+            raise ModelMismatch(
+                f"robot model {self.robot.name!r} does not match the robot: its flange is {d * 1e3:.1f} mm and "
+                f"{a:.3f} rad from the robot's own at the measured q (tolerance {self.pose_tolerance[0] * 1e3:g} mm, "
+                f"{self.pose_tolerance[1]:g} rad); refusing to start")
+
+    def reconnect(self) -> None:
+        """Drop the connection and connect anew (explicit: never done by the driver itself)."""
+        with self._lock:
+            self._drop()
+            self.error = None
+            self._connect()
+
+    def recover(self) -> None:
+        """libfranka's automatic error recovery (after a reflex); clears :attr:`error`."""
+        with self._lock:
+            if self._robot is None:
+                raise FrankaError("not connected to the robot: reconnect first")
+            self._finish_quietly()
+            try:
+                self._robot.automatic_error_recovery()
+            except Exception as exc:
+                raise FrankaError(f"automatic error recovery failed: {exc}") from None
+            self.error = None
+
+    def _drop(self) -> None:
+        self._control = None
+        r, self._robot = self._robot, None
+        if r is not None:
+            with contextlib.suppress(Exception):
+                r.stop()
+            del r
+        self._close_fd()
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+
+    # ------------------------------------------------------------------ in
+    def _wait(self) -> None:
+        """Wait for the robot's next state without the GIL; raise when none comes in time."""
+        if self._fd is None:
+            return
+        ready, _, _ = select.select([self._fd], [], [], self.state_timeout)
+        if not ready:
+            self.safety_mode = "disconnected"
+            self.error = f"connection lost: no robot state for {self.state_timeout * 1e3:.0f} ms"
+            self._drop()
+            raise FrankaConnectionLost(self.error)
+
+    def read(self) -> JointState:
+        with self._lock:
+            if self._robot is None:
+                raise FrankaConnectionLost(self.error or "not connected to the robot: reconnect")
+            self._wait()
+            try:
+                if self._control is not None:
+                    state, _ = self._control.readOnce()
+                else:
+                    state = self._robot.read_once()
+            except Exception as exc:
+                self._aborted(exc)
+                raise FrankaError(self.error) from None
+            self.read_at = time.perf_counter()  # the tick: when the robot's state arrived
+            t = float(state.time.to_sec())
+            if self._control is not None and self._t_last is not None:
+                gap = round((t - self._t_last) / CLOCK_PERIOD) - 1
+                if gap > 0:
+                    self.missed_cycles += gap
+            self._t_last = t if self._control is not None else None
+            self._state = state
+            self._update(state)
+            q, qd = np.asarray(state.q, dtype=float), np.asarray(state.dq, dtype=float)
+            return JointState(q, qd, t)
+
+    def _update(self, state: Any) -> None:
+        self.safety_mode = getattr(state.robot_mode, "name", str(state.robot_mode))
+        self.success_rate = float(state.control_command_success_rate)
+
+    def _aborted(self, exc: Exception) -> None:
+        """The robot ended the motion (reflex, limit violation): remember why, in libfranka's words."""
+        self._control = None
+        names = ""
+        with contextlib.suppress(Exception):
+            s = self._robot.read_once()
+            self._update(s)
+            names = str(s.last_motion_errors)
+        self.error = f"{type(exc).__name__}: {exc}" + (f" (last motion errors: {names})" if names else "")
+
+    def read_wrench(self) -> np.ndarray | None:
+        if self.wrench_source != "estimate" or self._state is None:
+            return None
+        s = self._state
+        q = np.asarray(s.q, dtype=float)
+        return estimate_to_sensor(s.O_F_ext_hat_K, column_major(s.O_T_EE), column_major(s.EE_T_K), self.robot.pose(q))
+
+    # ------------------------------------------------------------------ out
+    def _start(self) -> None:
+        self._sent = (np.zeros(7), np.zeros(7))
+        lib = self.lib
+        mode = lib.ControllerMode.JointImpedance if self.controller_mode == "joint" \
+            else lib.ControllerMode.CartesianImpedance
+        start = self._robot.start_joint_velocity_control if self.interface == "velocity" \
+            else self._robot.start_joint_position_control
+        self._control = start(mode)
+        self._t_last = None
+
+    def _command(self, q_ref: np.ndarray | None, qd_ref: np.ndarray | None, finished: bool = False) -> Any:
+        lib = self.lib
+        if self.interface == "velocity":
+            cmd = lib.JointVelocities([0.0] * 7 if qd_ref is None else [float(v) for v in qd_ref])
+        else:
+            q = np.asarray(self._state.q, dtype=float) if q_ref is None else q_ref
+            cmd = lib.JointPositions([float(v) for v in q])
+        cmd.motion_finished = finished
+        return cmd
+
+    def send(self, q_ref: np.ndarray | None, qd_ref: np.ndarray | None) -> None:
+        with self._lock:
+            if self._robot is None or self.error is not None:
+                return  # the robot stopped itself; nothing to command until recover()/reconnect()
+            moving = qd_ref is not None and bool(np.any(qd_ref))
+            if self._control is None:
+                if not moving:
+                    return  # at rest and no motion: the robot holds its position by itself
+                # a motion starts from rest (the robot's desired velocity is zero): the limits ramp
+                # the first reference from zero, so it is sent as it is
+                self._start()
+            if self.interface == "velocity" and self.rate_limit:
+                qd_ref = self._guard(np.zeros(7) if qd_ref is None else np.asarray(qd_ref, dtype=float))
+            try:
+                self._control.writeOnce(self._command(q_ref, qd_ref))
+                if qd_ref is not None:
+                    self._sent = (self._sent[-1], np.array(qd_ref, dtype=float))
+            except Exception as exc:
+                self._aborted(exc)
+                raise FrankaError(self.error) from None
+
+    def _guard(self, qd: np.ndarray) -> np.ndarray:
+        """The last check before the robot, as libfranka's rate limiting: the step from the last
+        two velocities sent kept within the robot's published acceleration and jerk limits and
+        the model's velocity limits (|a| ≤ a_max, then |a − a_prev| ≤ j_max dt). A no-op for the
+        loop's references (its limits are tighter); it catches a command that bypassed them, such
+        as a zero velocity sent to a moving robot when the loop thread did not end in time."""
+        pub = published_limits(self.robot.name) or published_limits("fr3")
+        A, J = np.array(pub.acceleration), np.array(pub.jerk)  # type: ignore[union-attr]
+        dt, (p2, p1) = CLOCK_PERIOD, self._sent
+        a_prev = (p1 - p2) / dt
+        a_raw = np.nan_to_num((qd - p1) / dt)
+        a = np.clip(np.clip(a_raw, -A, A), a_prev - J * dt, a_prev + J * dt)
+        vmax = self.robot.limits.velocity
+        out = np.where(a == a_raw, np.nan_to_num(qd), p1 + a * dt)  # untouched where within the limits
+        return np.clip(out, -vmax, vmax)
+
+    def finish_motion(self) -> None:
+        """End the active motion with ``motion_finished`` (the reference must be at rest)."""
+        with self._lock:
+            self._finish_quietly()
+
+    def _finish_quietly(self) -> None:
+        c = self._control
+        if c is None:
+            return
+        with contextlib.suppress(Exception):
+            self._brake(c)
+        self._control = None
+        with contextlib.suppress(Exception):
+            c.writeOnce(self._command(None if self._state is None else np.asarray(self._state.q_d, dtype=float),
+                                      np.zeros(7), finished=True))
+
+    def _brake(self, c: Any) -> None:
+        """A safety net: if the last velocity sent is not zero (the loop was cut short, e.g. its
+        thread did not end in time), brake it to zero within the robot's acceleration and jerk
+        limits, one command per robot state (bounded: 5 s of robot time), before motion_finished."""
+        from fdcontrol.limits.jerk import JointJerk
+
+        pub = published_limits(self.robot.name) or published_limits("fr3")
+        J = np.array(pub.jerk)  # type: ignore[union-attr]
+
+        def at_rest() -> bool:  # zero velocity, and an acceleration that may drop to zero in one step
+            p2, p1 = self._sent
+            return not np.any(p1) and bool(np.all(np.abs(p1 - p2) <= J * CLOCK_PERIOD ** 2))
+
+        if self.interface != "velocity" or at_rest():
+            return
+        lim = JointJerk(J, np.array(pub.acceleration))  # type: ignore[union-attr]
+        lim.limit(np.zeros(7), self._sent[-1], self._sent[-2], None, CLOCK_PERIOD)  # its a_prev
+        prev = self._sent[-1]
+        for _ in range(5000):
+            if at_rest():
+                return
+            self._wait()
+            state, _ = c.readOnce()
+            self._state = state
+            prev = lim.limit(np.zeros(7), np.zeros(7), prev, None, CLOCK_PERIOD)
+            c.writeOnce(self._command(None, prev))
+            self._sent = (self._sent[-1], prev)
+
+    def exchange(self, loop: Any, state: Any) -> None:
+        """After each cycle (loop hook): finish the motion on stop, fault, or a hold at rest."""
+        at_rest = not np.any(state.qd_ref)
+        if at_rest and (not state.running or state.fault is not None or state.holding):
+            self.finish_motion()
+
+    def clock_stats(self) -> dict[str, float | int]:
+        """The robot's view of the loop: success rate of the last state, cycles missed in total."""
+        return {"robot_success_rate": self.success_rate, "robot_missed_cycles": self.missed_cycles}
+
+    def close(self) -> None:
+        with self._lock:
+            self._finish_quietly()
+            self._drop()
+

@@ -1,0 +1,59 @@
+"""The robot-paced loop: for a driver that owns the clock (``driver.owns_clock``), its
+``read()`` is the tick.
+
+A robot such as a Franka sends its state at a fixed rate and expects one command back before
+the next state. The thread does not sleep: each cycle starts by waiting in ``read()`` for the
+robot's next state and answers with ``send()`` in the same cycle. The statistics record, per
+cycle, the compute time from the state's arrival (``driver.read_at``, ``time.perf_counter()``)
+to the end of the cycle, and the period error as the interval between two arrivals minus the
+period; the driver adds the robot's own view (``driver.clock_stats()``: success rate, missed
+cycles). A failing cycle (a lost connection) holds and reports like in the fixed-rate loop,
+then waits ``FAILED_CYCLE_PAUSE`` before the next try, so a dead robot does not make the thread
+spin; such a cycle counts as the loop's sign of life (``last_cycle_at``): the loop is alive and
+holding with a fault — the API reports the fault, the supervisor does not replace the process
+(a new one could not reach the robot either; reconnecting is explicit).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fdcontrol.loop.cycle import ControlLoop
+
+
+FAILED_CYCLE_PAUSE = 0.01  # s between tries while the driver fails (e.g. the robot is gone)
+
+
+def run_paced(loop: ControlLoop, report: object) -> None:
+    """The loop thread's body for a driver that owns the clock (see the module doc)."""
+    period, clock, driver = loop.period, time.perf_counter, loop.driver
+    last_tick: float | None = None
+    while loop._running.is_set():
+        start = clock()
+        failed = False
+        try:
+            loop.step()
+        except Exception as exc:  # a failing driver or a bug holds the robot, loudly
+            failed = True
+            # the thread is alive and reports the fault (a lost robot is a fault, not a stuck loop)
+            loop.last_cycle_at = time.monotonic()
+            try:
+                loop._on_exception(exc)
+            except Exception as inner:
+                report(f"fault handling failed: {type(inner).__name__}: {inner}")  # type: ignore[operator]
+        if loop._stop_request and not loop.qd_ref.any():  # braked to standstill: stop
+            loop._running.clear()
+            break
+        end = clock()
+        tick = driver.read_at or start
+        if not failed:
+            err = 0.0 if last_tick is None else (tick - last_tick) - period
+            loop.stats.record(end - tick, err, period)
+            if err > period and end - tick <= period:  # a late state is the robot's (or the network's)
+                loop.stats.overruns -= 1  # doing: an overrun here is only our compute exceeding the period
+            last_tick = tick
+        else:
+            last_tick = None
+            time.sleep(max(period, FAILED_CYCLE_PAUSE))

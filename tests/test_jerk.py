@@ -1,0 +1,123 @@
+"""The jerk limit alone (fdcontrol.limits.jerk): property tests against finite differences of
+its own output and the closed-form time-optimal jerk-limited ramp."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fdcontrol.limits import LIMITS, JointAcceleration, JointJerk
+from fdcontrol.limits.safety import LimitParams, SafetyLimits
+from fdcontrol.model.robot import RobotModel
+
+DT, A, J = 1e-3, 10.0, 5000.0
+EPS = 1e-9
+
+
+def run_sequence(limit, targets: np.ndarray, dt: float = DT) -> np.ndarray:
+    """The references the limit makes of the desired velocities `targets` (cycles × joints),
+    each cycle's output fed back as the next q̇_prev, as the loop does."""
+    n = targets.shape[1]
+    prev, out = np.zeros(n), []
+    for t in targets:
+        prev = limit.limit(np.zeros(n), t, prev, None, dt)
+        out.append(prev)
+    return np.array(out)
+
+
+def derivatives(v: np.ndarray, dt: float = DT) -> tuple[np.ndarray, np.ndarray]:
+    """Acceleration and jerk of a velocity sequence that starts from rest, by finite differences."""
+    v = np.vstack([np.zeros((2, v.shape[1])), v])
+    a = np.diff(v, axis=0) / dt
+    return a[1:], np.diff(a, axis=0) / dt
+
+
+steps = st.lists(st.tuples(st.integers(1, 120), st.lists(st.floats(-2.5, 2.5), min_size=3, max_size=3)),
+                 min_size=1, max_size=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps)
+def test_random_steps_stay_within_acceleration_and_jerk(seq):
+    targets = np.array([v for k, v in seq for _ in range(k)] + [[0.0] * 3] * 80)
+    lim = JointJerk(np.full(3, J), np.full(3, A))
+    v = run_sequence(lim, targets)
+    a, j = derivatives(v)
+    assert np.all(np.abs(a) <= A * (1 + EPS))
+    assert np.all(np.abs(j) <= J * (1 + EPS))
+    # never beyond a velocity that was asked for (no overshoot of the approach)
+    assert np.all(np.abs(v) <= np.max(np.abs(targets), axis=0) + 1e-12)
+
+
+def test_acceleration_limit_alone_steps_in_jerk():
+    """What the jerk limit is for: the acceleration limit alone turns a step into a jerk of a/dt."""
+    targets = np.full((50, 1), 1.0)
+    _, j = derivatives(run_sequence(JointAcceleration(np.array([A])), targets))
+    assert np.max(np.abs(j)) == pytest.approx(A / DT)  # 10 000 rad/s³ > 5000
+    _, j = derivatives(run_sequence(JointJerk(np.array([J]), np.array([A])), targets))
+    assert np.max(np.abs(j)) <= J * (1 + EPS)
+
+
+@pytest.mark.parametrize("v_target", [0.005, 0.02, 1.0, 2.5])
+def test_reaches_a_step_in_the_time_optimal_time(v_target):
+    """Closed form of the time-optimal jerk-limited ramp from rest to v: T = 2√(v/J) when
+    v < A²/J (triangular acceleration), else T = v/A + A/J; reached exactly, a few cycles late at most."""
+    lim = JointJerk(np.array([J]), np.array([A]))
+    v = run_sequence(lim, np.full((3000, 1), v_target))[:, 0]
+    reached = int(np.argmax(v == v_target)) + 1
+    assert v[reached - 1] == v_target and np.all(v[reached:] == v_target)
+    T = 2 * math.sqrt(v_target / J) if v_target < A * A / J else v_target / A + A / J
+    assert T / DT - 1 <= reached <= T / DT + 4
+
+
+def test_nan_target_brakes_within_limits():
+    lim = JointJerk(np.full(2, J), np.full(2, A))
+    targets = np.array([[1.0, -1.0]] * 300 + [[math.nan, math.inf]] * 400)
+    v = run_sequence(lim, targets)
+    a, j = derivatives(v)
+    assert np.all(np.isfinite(v)) and np.all(v[-1] == 0.0)
+    assert np.all(np.abs(a) <= A * (1 + EPS)) and np.all(np.abs(j) <= J * (1 + EPS))
+
+
+def test_crossed_limits():
+    """Invalid parameters are refused; an acceleration beyond a lowered limit ramps back at the jerk limit."""
+    for bad in (0.0, -1.0, math.nan, math.inf):
+        with pytest.raises(ValueError):
+            JointJerk(np.array([bad]), np.array([A])).validate()
+        with pytest.raises(ValueError):
+            JointJerk(np.array([J]), np.array([bad])).validate()
+    with pytest.raises(ValueError):
+        JointJerk(np.full(2, J), np.full(3, A)).validate()
+    lim = JointJerk(np.array([J]), np.array([A]))
+    v = run_sequence(lim, np.full((20, 1), 2.0))  # accelerating at up to A
+    lim.max_acceleration = np.array([1.0])  # lowered: a_prev is beyond the new box
+    prev, vs = v[-1], [v[-2], v[-1]]
+    for _ in range(20):
+        prev = lim.limit(np.zeros(1), np.array([2.0]), prev, None, DT)
+        vs.append(prev)
+    a = np.diff(np.array(vs)[:, 0]) / DT
+    assert np.all(np.abs(np.diff(a)) / DT <= J * (1 + EPS))
+    assert abs(a[-1]) <= 1.0 + EPS
+
+
+def test_restart_from_rest_forgets_the_previous_acceleration():
+    lim = JointJerk(np.array([J]), np.array([A]))
+    run_sequence(lim, np.full((40, 1), 2.0))  # mid-ramp, large reference
+    v = run_sequence(lim, np.full((5, 1), 2.0))  # a new run from q̇_prev = 0
+    _, j = derivatives(v)
+    assert np.all(np.abs(j) <= J * (1 + EPS))
+
+
+def test_from_settings_uses_the_published_limits():
+    fr3, panda, ur10 = (RobotModel.load(n) for n in ("fr3", "panda", "ur10"))
+    p = LimitParams(max_joint_acceleration=50.0, max_joint_jerk=1e6, limits=(*LimitParams().limits, "jerk"))
+    assert np.all(JointJerk.from_settings(fr3, p).max_jerk == 5000.0)
+    assert np.all(JointJerk.from_settings(fr3, p).max_acceleration == 10.0)
+    assert JointJerk.from_settings(panda, p).max_jerk.tolist() == [7500, 3750, 5000, 6250, 7500, 10000, 10000]
+    assert np.all(JointJerk.from_settings(ur10, p).max_jerk == 1e6)
+    lim = SafetyLimits.from_settings(fr3, p)
+    assert lim.names[-1] == "jerk" and "jerk" in LIMITS
