@@ -66,6 +66,9 @@ class Stats(BaseModel):
     period_error_p99_us: float
     period_error_max_us: float
     integrator_nonconverged: int = Field(description="cycles whose adaptive integrator hit max_substeps")
+    scheduler: str | None = Field(None, description="the loop thread's scheduling policy: SCHED_FIFO when "
+                                  "real-time was granted (realtime: true and CAP_SYS_NICE), else SCHED_OTHER; "
+                                  "null while the loop is stopped")
     ws_clients: int
     ws_dropped: int
 
