@@ -294,6 +294,20 @@ def rt_cgroup() -> list[str]:
     return ["--cgroup-parent", f"/{RT_CGROUP}", "--cpu-rt-runtime", str(RT_CONTAINER_US)]
 
 
+def rt_cgroup_remove() -> None:
+    """Remove the real-time cgroup and what the engine left in it (podman's conmon cgroup), deepest first."""
+    top = Path("/sys/fs/cgroup/cpu") / RT_CGROUP
+    if not top.is_dir():
+        return
+    for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            d.rmdir()
+    try:
+        top.rmdir()
+    except OSError as exc:
+        log(f"could not remove {top}: {exc}")
+
+
 def loop_pid(engine: Engine, name: str) -> int:
     """The loop process inside the container (multiprocessing's spawn child)."""
     code = ("import os, pathlib\n"
@@ -355,8 +369,7 @@ def test(args: argparse.Namespace) -> int:
                     log(f"--- logs of {n} (last lines)\n" + "\n".join((logs.stdout + logs.stderr).splitlines()[-30:]))
         engine.rm(*names)
         shutil.rmtree(shm, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            (Path("/sys/fs/cgroup/cpu") / RT_CGROUP).rmdir()
+        rt_cgroup_remove()
     took = time.monotonic() - t0
     print(f"{'FAILED: ' + ', '.join(c.failed) if c.failed else 'all image checks passed'} ({took:.0f} s)", flush=True)
     return 1 if c.failed else 0
