@@ -353,12 +353,15 @@ def test(args: argparse.Namespace) -> int:
     run_id = secrets.token_hex(3)
     names = [f"fdcontrol-it-{run_id}-{n}" for n in ("main", "unsupervised", "ros2", "peer")]
     engine.rm(*names)
-    shm = Path(tempfile.mkdtemp(prefix="fdcontrol-shm-"))
+    work = Path(tempfile.mkdtemp(prefix="fdcontrol-image-test-"))
+    shm, secrets_dir = work / "shm", work / "secrets"
+    shm.mkdir()
+    secrets_dir.mkdir()
     try:
         image_contents(engine, args.tag, c)
         q_home = main_container(engine, args.tag, names[0], shm, c)
         killed_loop_fails_healthcheck(engine, args.tag, names[1], c)
-        ros2_next_to_driver(engine, args.tag, names[2], names[3], q_home, c)
+        ros2_next_to_driver(engine, args.tag, names[2], names[3], q_home, c, secrets_dir)
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         c.check("the image test ran to the end", False, str(exc))
     finally:
@@ -368,7 +371,7 @@ def test(args: argparse.Namespace) -> int:
                 if logs.returncode == 0:
                     log(f"--- logs of {n} (last lines)\n" + "\n".join((logs.stdout + logs.stderr).splitlines()[-30:]))
         engine.rm(*names)
-        shutil.rmtree(shm, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
         rt_cgroup_remove()
     took = time.monotonic() - t0
     print(f"{'FAILED: ' + ', '.join(c.failed) if c.failed else 'all image checks passed'} ({took:.0f} s)", flush=True)
@@ -463,7 +466,8 @@ def compose_ros2(engine: Engine, tag: str) -> dict[str, Any]:
     return json.loads(out)
 
 
-def ros2_next_to_driver(engine: Engine, tag: str, name: str, peer: str, q0: list[float] | None, c: Checks) -> None:
+def ros2_next_to_driver(engine: Engine, tag: str, name: str, peer: str, q0: list[float] | None, c: Checks,
+                        secrets_dir: Path) -> None:
     """compose.ros2.yaml's fdcontrol service (its environment, host networking, IPC, SYS_NICE) next to a
     second container playing the ROS 2 driver (tests/ros2_peer.py: ros2_control over Cyclone DDS),
     DDS pinned to loopback by the compose file's CYCLONEDDS_URI; a private domain and port."""
@@ -479,7 +483,16 @@ def ros2_next_to_driver(engine: Engine, tag: str, name: str, peer: str, q0: list
     opts = json.loads(env["FDCONTROL_DRIVER_OPTIONS"])
     opts.update(domain_id=domain, connect_timeout=60)
     port, token = free_port(), secrets.token_hex(24)
-    env.update(FDCONTROL_DRIVER_OPTIONS=json.dumps(opts), FDCONTROL_PORT=str(port), FDCONTROL_TOKEN=token)
+    env.update(FDCONTROL_DRIVER_OPTIONS=json.dumps(opts), FDCONTROL_PORT=str(port))
+    # the compose file's secrets (the API token file) as compose mounts them: /run/secrets/NAME
+    mounts: list[str] = []
+    for secret in svc.get("secrets", []):
+        f = secrets_dir / str(secret)
+        f.write_text(token + "\n")
+        f.chmod(0o444)
+        mounts += ["-v", f"{f}:/run/secrets/{secret}:ro"]
+    if not mounts:
+        env["FDCONTROL_TOKEN"] = token
     q0 = q0 or [0.0, -1.57, 1.57, -1.57, -1.57, 0.0]
     wrench_tool = [0.0] * 6  # the F/T sensor's reading (admittance mode uses the streamed wrench)
     engine.run("run", "-d", "--name", peer, "--network", "host", "-e", f"CYCLONEDDS_URI={uri}",
@@ -490,12 +503,15 @@ def ros2_next_to_driver(engine: Engine, tag: str, name: str, peer: str, q0: list
     for cap in svc.get("cap_add", []):
         flags += ["--cap-add", cap]
     envs = [x for k, v in env.items() for x in ("-e", f"{k}={v}")]
-    engine.run("run", "-d", "--name", name, *flags, *rt_cgroup(), *envs, tag)
+    engine.run("run", "-d", "--name", name, *flags, *rt_cgroup(), *envs, *mounts, tag)
     url = f"http://127.0.0.1:{port}"
     up = wait_for(lambda: http("GET", url + "/health", token)[0] == 200, 120, 0.5)
     if not c.check("fdcontrol (ros2 driver) healthy next to the ROS 2 peer", up,
                    str(http("GET", url + "/health", token))):
         return
+    status, _ = http("GET", url + "/state", None)
+    c.check("the compose file's token (secret file) is required", status == 401,
+            f"GET /state without a token: {status}")
     _, s0 = http("GET", url + "/state", token)
     near = isinstance(s0, dict) and max(abs(a - b) for a, b in zip(s0["q"], q0, strict=True)) < 0.05
     c.check("joint_states from the ROS side reach fdcontrol (by name)", near, f"q {s0.get('q') if near else s0}")
