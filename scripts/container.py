@@ -162,14 +162,14 @@ def pip_config() -> tuple[str, list[str], str | None]:
             if p.returncode == 0:
                 out = p.stdout
                 break
-    values: dict[str, str] = {}
+    rank = {"global": 0, "install": 1, ":env:": 2}  # pip's precedence: PIP_* over [install] over [global]
+    found: list[tuple[int, str, str]] = []
     for line in out.splitlines():
         key, sep, value = line.partition("=")
-        if not sep:
-            continue
         section, _, name = key.rpartition(".")
-        if section in (":env:", "global", "install") and name:
-            values[name] = value.strip().strip("'\"")
+        if sep and name and section in rank:
+            found.append((rank[section], name, value.strip().strip("'\"")))
+    values = {name: value for _, name, value in sorted(found, key=lambda f: f[0])}
     cert = values.pop("cert", None)
     for drop in ("cache-dir", "log", "target", "prefix", "user", "root", "src"):
         values.pop(drop, None)
