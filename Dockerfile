@@ -10,7 +10,7 @@
 ARG BASE=docker.io/library/python:3.11-slim
 
 FROM ${BASE} AS build
-ARG EXTRAS=server,mujoco,ros2
+ARG EXTRAS=server,mujoco,ros2,fast
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python3 -m venv /opt/venv
 WORKDIR /src

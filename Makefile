@@ -1,6 +1,6 @@
 # Two entry points, each works alone from a fresh clone:
 #   make serve   — create .venv if missing, install, run the service on the simulated robot
-#   make test    — create .venv if missing, install with the test and ur extras, lint, run pytest
+#   make test    — create .venv if missing, install with every extra and the test tools, lint, run pytest
 #   make image   — build the container image (docker where a daemon runs, else podman)
 #   make image-test — build it, then check it as deployed (scripts/container.py)
 PYTHON ?= python3
@@ -13,7 +13,7 @@ PORT ?= 8000
 # default cannot be pulled), EXTRAS the package extras installed in it
 IMAGE ?= localhost/fdcontrol:latest
 BASE ?= docker.io/library/python:3.11-slim
-EXTRAS ?= server,mujoco,ros2
+EXTRAS ?= server,mujoco,ros2,fast
 HOST_PYTHON ?= python3
 
 .PHONY: serve test install install-test bench measure clean image image-test
@@ -22,11 +22,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 
-install: $(BIN)/python
-	$(BIN)/pip install -e .
+install: $(BIN)/python  # what the service needs: the server, the simulated arm, the compiled limits
+	$(BIN)/pip install -e '.[server,mujoco,fast]'
 
 install-test: $(BIN)/python
-	$(BIN)/pip install -e '.[test,ur]'
+	$(BIN)/pip install -e '.[all,test]'
 
 serve: install
 	$(BIN)/fdcontrol serve --host $(HOST) --port $(PORT)
@@ -35,12 +35,12 @@ test: install-test
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
-bench: install
+bench: install-test  # the benchmarks use the experiments, the drivers and the test fixtures
 	$(BIN)/python benchmarks/bench_mappings.py
 
 # the README's "Measured here" numbers: runs the speed benchmarks (minutes), rewrites the section and
 # docs/measured.json; e.g. `make measure MEASURE_ARGS="--only ws"` or `MEASURE_ARGS=--quick`
-measure: install
+measure: install-test
 	$(BIN)/python scripts/measure.py $(MEASURE_ARGS)
 
 image:

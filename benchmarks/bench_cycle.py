@@ -6,7 +6,7 @@ Per robot, per call (µs, p50 and p99), interleaved in rounds so that machine lo
 
 * ``core``  — the lean FD core: CRBA (WORLD convention, fills the joint Jacobians), the frame
   Jacobian, pinocchio's Cholesky, q̈ = H⁻¹Jᵀf − c q̇ and one semi-implicit Euler step;
-* ``loop``  — ``ControlLoop.step``: one :class:`~fdcontrol.configuration.Configuration` update
+* ``loop``  — ``ControlLoop.step``: one :class:`~fdcontrol.model.configuration.Configuration` update
   (pose, J, H, H⁻¹ in one pass) shared by the law, the FD solver (Coriolis, joint-limit
   constraints), the limits and the decimated telemetry; kinematic ``SimulatedRobot`` (its
   read + send are in the cycle), a wrench applied; ``set_wrench`` — what a fresh streamed
@@ -19,7 +19,7 @@ Per robot, per call (µs, p50 and p99), interleaved in rounds so that machine lo
 * ``loop_without_<part>`` — ``loop`` with that part a no-op (see :func:`without`): the
   difference to ``loop`` is the part's cost inside the cycle;
 * ``shm_today`` / ``shm_derived`` — publishing a state into shared memory with server/worker.py's
-  hand-written writer and with fdcontrol.state's derived layout; ``dict_derived`` — the
+  hand-written writer and with fdcontrol.loop.state's derived layout; ``dict_derived`` — the
   JSON/MessagePack dict.
 
 Every item's ratio to ``core`` is printed for p50 and p99 (issue 14's target: loop ≤ 5×). Not a test: numbers depend on
@@ -39,10 +39,10 @@ from benchjson import write_json
 
 from fdcontrol import RobotModel, make_mapping
 from fdcontrol.drivers import SimulatedRobot
-from fdcontrol.loop import ControlLoop
-from fdcontrol.robot import HOME
-from fdcontrol.safety import BRAKING_MARGIN, SafetyLimits
-from fdcontrol.solvers import ForwardDynamicsSolver, make_solver
+from fdcontrol.limits.safety import BRAKING_MARGIN, SafetyLimits
+from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop.solvers import ForwardDynamicsSolver, make_solver
+from fdcontrol.model.robot import HOME
 
 DT = 0.002
 WRENCH = np.array([5.0, -3.0, 2.0, 0.1, 0.0, 0.2])
@@ -122,7 +122,7 @@ def without(robot: RobotModel, part: str) -> ControlLoop:
         js = loop.driver.read()
         loop.driver.read, loop.driver.send = (lambda: js), (lambda q, qd: None)  # type: ignore[method-assign]
     elif part == "publish":
-        loop._publish = lambda *args: loop.state  # type: ignore[method-assign]
+        loop._publish = lambda *args, **kw: loop.state  # type: ignore[method-assign]
     return loop
 
 
@@ -131,7 +131,7 @@ IN_SITU = ("solver", "limits", "sim_driver", "publish")
 
 def publish_calls(loop: ControlLoop) -> dict:
     """Publishing a state: today's hand-written shared-memory writer vs the derived layout."""
-    from fdcontrol import state as st
+    from fdcontrol.loop import state as st
 
     calls = {}
     try:

@@ -35,7 +35,7 @@ from cyclonedds.topic import Topic  # noqa: E402
 
 from fdcontrol.drivers import ros2_msgs as m  # noqa: E402
 from fdcontrol.drivers.ros2 import UR_JOINTS  # noqa: E402
-from fdcontrol.robot import HOME  # noqa: E402
+from fdcontrol.model.robot import HOME  # noqa: E402
 from tests.service import Service  # noqa: E402
 
 STEP = 1e-6  # rad per sequence number on joint 6

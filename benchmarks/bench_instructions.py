@@ -34,8 +34,8 @@ def call(item: str):
 
     from fdcontrol import RobotModel
     from fdcontrol.drivers import SimulatedRobot
-    from fdcontrol.robot import HOME
-    from fdcontrol.safety import SafetyLimits
+    from fdcontrol.limits.safety import SafetyLimits
+    from fdcontrol.model.robot import HOME
 
     robot = RobotModel.load("ur10")
     loop = make_loop(robot)

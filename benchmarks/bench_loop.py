@@ -27,9 +27,9 @@ from benchjson import write_json
 
 from fdcontrol import RobotModel, make_mapping
 from fdcontrol.drivers import SimulatedRobot
-from fdcontrol.loop import ControlLoop, Stats
-from fdcontrol.robot import HOME
-from fdcontrol.solvers import make_solver
+from fdcontrol.loop.cycle import ControlLoop, Stats
+from fdcontrol.loop.solvers import make_solver
+from fdcontrol.model.robot import HOME
 
 HOG = "while True: pass"
 

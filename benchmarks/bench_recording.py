@@ -23,9 +23,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fdcontrol.loop import Stats
+from fdcontrol.loop.cycle import Stats
 from fdcontrol.server.record_ring import StateRing
-from fdcontrol.server.worker import OUT_SIZE
+from fdcontrol.server.shm_layout import OUT_SIZE
 from tests.service import Service
 
 

@@ -14,12 +14,12 @@ import time
 import numpy as np
 
 from fdcontrol import RobotModel, make_mapping
+from fdcontrol.control.link_loads import LinkLoad, LinkLoads, Plane
+from fdcontrol.control.posture import PostureTask
 from fdcontrol.drivers import SimulatedRobot
-from fdcontrol.link_loads import LinkLoad, LinkLoads, Plane
-from fdcontrol.loop import ControlLoop
-from fdcontrol.posture import PostureTask
-from fdcontrol.robot import HOME
-from fdcontrol.solvers import make_solver
+from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop.solvers import make_solver
+from fdcontrol.model.robot import HOME
 
 DT = 0.002
 

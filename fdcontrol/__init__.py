@@ -1,6 +1,6 @@
 """fdcontrol: Cartesian admittance control for velocity-actuated arms with virtual forward dynamics."""
 
-from .mappings import (
+from fdcontrol.mappings import (
     Analysis,
     DampedLeastSquares,
     ForwardDynamics,
@@ -11,8 +11,8 @@ from .mappings import (
     analyze,
     make_mapping,
 )
-from .robot import ModelError, RobotModel
-from .virtual import VirtualModel
+from fdcontrol.model.robot import ModelError, RobotModel
+from fdcontrol.model.virtual import VirtualModel
 
 __all__ = [
     "Analysis",

@@ -1,4 +1,4 @@
-"""The library's commands: ``analyze``, ``experiments``, ``plot``.
+"""The library's commands: ``analyze``, ``experiments``, ``plot``, ``export``.
 
 ``build_parser(*commands)`` takes more commands from a caller: the ``fdcontrol`` console
 script is the service's entry point (server/main.py), which adds ``serve``; the library
@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import sys
 from collections.abc import Callable
 
 import numpy as np
 
-from .mappings import analyze, make_mapping, mapping_names
-from .robot import ModelError, RobotModel
+from fdcontrol.extras import MissingExtra, require
+from fdcontrol.mappings import analyze, make_mapping, mapping_names, mapping_params, settings_kwargs
+from fdcontrol.model.robot import ModelError, RobotModel
 
 ANALYZE_JSON = """--json prints one object:
   {"robot": str, "q": [N floats], "type": "joint" | "cartesian", "manipulability_J": float,
@@ -53,8 +53,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     names = mapping_names() if args.mapping == "all" else (args.mapping,)
     out: dict[str, dict[str, object]] = {}
     for name in names:
-        m = make_mapping(name, robot, gamma=args.gamma, alpha=args.alpha, algorithm=args.algorithm,
-                         gamma_max=args.gamma_max, length=args.sdls_length, max_error=args.sdls_max_error)
+        m = make_mapping(name, robot, **settings_kwargs(name, vars(args)))
         matrix = m.joint_space(q) if args.type == "joint" else m.cartesian(q)
         out[name] = {"params": m.params(), **analyze(matrix).as_dict()}
     if args.json:
@@ -72,10 +71,11 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_experiments(args: argparse.Namespace) -> int:
-    from .experiments import EXPERIMENTS, run
+    require("experiments", "the experiments")
+    from fdcontrol.experiments import EXPERIMENTS, run
 
     if args.recording:  # the singular-value study along a recorded trajectory
-        from .experiments.recorded import run_recording
+        from fdcontrol.experiments.recorded import run_recording
 
         try:
             run_recording(args.recording, args.out, args.samples, args.quick, progress=not args.no_progress)
@@ -94,7 +94,8 @@ def cmd_experiments(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from .plot import plot_file
+    require("experiments", "plotting")
+    from fdcontrol.plot import plot_file
 
     try:
         paths = plot_file(args.file, args.out)
@@ -103,6 +104,18 @@ def cmd_plot(args: argparse.Namespace) -> int:
         return 2
     for p in paths:
         print(p)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from fdcontrol.export import ExportError, export
+
+    try:
+        out = export(args.file, args.to, args.out)
+    except (OSError, ValueError, ExportError) as exc:
+        print(f"fdcontrol export: error: {exc}", file=sys.stderr)
+        return 2
+    print(out)
     return 0
 
 
@@ -116,7 +129,7 @@ def build_parser(*commands: Command) -> argparse.ArgumentParser:
     Every choice is read from a registry, so it includes the installed plugins' parts.
     """
     p = argparse.ArgumentParser(prog="fdcontrol", description="Cartesian admittance control with virtual "
-                                "forward dynamics: analyze | experiments | serve | plot.")
+                                "forward dynamics: analyze | experiments | serve | plot | export.")
     sub = p.add_subparsers(dest="command", required=True)
     a = sub.add_parser("analyze", help="singular values of the mappings at one configuration",
                        epilog=ANALYZE_JSON, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -126,12 +139,13 @@ def build_parser(*commands: Command) -> argparse.ArgumentParser:
     a.add_argument("--q", required=True, nargs="+", metavar="Q",
                    help="joint positions (rad), comma or space separated; see below for negative values")
     a.add_argument("--mapping", default="all", choices=(*mapping_names(), "all"))
-    a.add_argument("--gamma", type=float, default=1e3, help="FD mass dominance γ (> 0)")
-    a.add_argument("--alpha", type=float, default=0.1, help="DLS damping α (> 0)")
-    a.add_argument("--algorithm", default="cholesky", choices=("cholesky", "aba", "qr"), help="FD algorithm")
-    a.add_argument("--gamma-max", type=float, default=math.pi / 4, help="SDLS clamp γ_max (rad)")
-    a.add_argument("--sdls-length", type=float, default=0.5, help="SDLS characteristic length L (m)")
-    a.add_argument("--sdls-max-error", type=float, default=0.1, help="SDLS target clamp D_max (m)")
+    seen: set[str] = set()
+    for prm in (x for n in mapping_names() for x in mapping_params(n)):  # each mapping's declared parameters
+        if prm.name not in seen:
+            seen.add(prm.name)
+            a.add_argument(f"--{prm.name.replace('_', '-')}", dest=prm.name, default=prm.default,
+                           type=float if prm.kind == "float" else str, choices=prm.options() or None,
+                           help=f"{prm.description}{f' ({prm.unit})' if prm.unit else ''} [{prm.owner}]")
     a.add_argument("--type", default="joint", choices=("joint", "cartesian"))
     a.add_argument("--json", action="store_true", help="print one JSON object (shape below)")
     a.set_defaults(func=cmd_analyze)
@@ -153,6 +167,11 @@ def build_parser(*commands: Command) -> argparse.ArgumentParser:
     pl.add_argument("file", help="a recording (.mcap) from POST /recording/start or serve --record")
     pl.add_argument("--out", default=None, help="output directory (default: next to the file, FILE stem)")
     pl.set_defaults(func=cmd_plot)
+    ex = sub.add_parser("export", help="episodes of an MCAP recording as aligned arrays (npz or parquet)")
+    ex.add_argument("file", help="a recording (.mcap) holding episodes (POST /episode/start)")
+    ex.add_argument("--to", default="npz", choices=("npz", "parquet"))
+    ex.add_argument("--out", default=None, help="output file (default: next to the recording)")
+    ex.set_defaults(func=cmd_export)
     return p
 
 
@@ -162,7 +181,7 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     args = parser.parse_args(_attach_negative_values(sys.argv[1:] if argv is None else list(argv)))
     try:
         return int(args.func(args))
-    except ModelError as exc:
+    except (ModelError, MissingExtra) as exc:
         print(f"fdcontrol: error: {exc}", file=sys.stderr)
         return 2
 

@@ -16,11 +16,16 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-import httpx
-import msgpack
-from websockets.asyncio.client import ClientConnection as AsyncConnection
-from websockets.asyncio.client import connect as aconnect
-from websockets.sync.client import ClientConnection, connect
+from fdcontrol.extras import missing
+
+try:
+    import httpx
+    import msgpack
+    from websockets.asyncio.client import ClientConnection as AsyncConnection
+    from websockets.asyncio.client import connect as aconnect
+    from websockets.sync.client import ClientConnection, connect
+except ImportError as exc:
+    raise missing("server", "the fdcontrol client", exc) from exc
 
 
 class ServiceError(RuntimeError):
@@ -71,9 +76,11 @@ class _Routes:
 class Client:
     """Synchronous client."""
 
-    def __init__(self, base_url: str = "http://127.0.0.1:8000", timeout: float = 10.0) -> None:
+    def __init__(self, base_url: str = "http://127.0.0.1:8000", timeout: float = 10.0,
+                 token: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
-        self.http = httpx.Client(base_url=self.base_url, timeout=timeout)
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        self.http = httpx.Client(base_url=self.base_url, timeout=timeout, headers=headers)
 
     def __enter__(self) -> Client:
         return self
@@ -129,6 +136,32 @@ class Client:
 
     def set_wrench(self, wrench: Sequence[float], frame: str = "base", seq: int | None = None) -> dict[str, Any]:
         return self._send("PUT", "/control/wrench", _Routes.wrench(wrench, frame, seq))
+
+    def set_action(self, position: Sequence[float], orientation: Sequence[float] | None, step: float, seq: int,
+                   obs_cycle: int | None = None, policy_action: Sequence[float] | None = None) -> dict[str, Any]:
+        """A policy's goal pose (base frame, quaternion [x, y, z, w]) reached over ``step`` s (docs/learning.md)."""
+        body = {**_Routes.target(position, orientation), "step": float(step), "seq": int(seq),
+                "obs_cycle": obs_cycle,
+                "policy_action": None if policy_action is None else [float(x) for x in policy_action]}
+        return self._send("PUT", "/control/action", body)
+
+    def start_recording(self, name: str | None = None) -> dict[str, Any]:
+        return self._send("POST", "/recording/start", {"name": name})
+
+    def stop_recording(self) -> dict[str, Any]:
+        return self._send("POST", "/recording/stop")
+
+    def start_episode(self, task: str | None = None, policy_id: str | None = None,
+                      metadata: dict[str, str] | None = None) -> dict[str, Any]:
+        """Open an episode in the active recording (its task, policy id and the parameters at its start)."""
+        return self._send("POST", "/episode/start", {"task": task, "policy_id": policy_id,
+                                                      "metadata": metadata or {}})
+
+    def stop_episode(self, success: bool | None = None, metadata: dict[str, str] | None = None) -> dict[str, Any]:
+        return self._send("POST", "/episode/stop", {"success": success, "metadata": metadata or {}})
+
+    def environment(self) -> dict[str, Any]:
+        return self._get("/environment")
 
     def set_twist(self, twist: Sequence[float], frame: str = "base", seq: int | None = None) -> dict[str, Any]:
         """One commanded tip twist [v; ω] (m/s, rad/s); it holds for ``command_timeout`` only."""

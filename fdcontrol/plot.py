@@ -16,14 +16,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.figure import Figure
 
-from .recording import Recording, read_recording
+from fdcontrol.extras import missing
+
+try:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+except ImportError as exc:
+    raise missing("experiments", "fdcontrol plot", exc) from exc
+
+from fdcontrol.recording import Recording, read_recording
 
 FIGURES = ("tip_path", "wrench", "joint_positions", "joint_velocities", "singularity", "timing")
 AXES = ("x", "y", "z")
@@ -51,7 +57,7 @@ def _joint_grid(n: int, title: str) -> tuple[Figure, np.ndarray]:
 
 
 def tip_path(rec: Recording) -> Figure:
-    p = rec.array("tip_position")
+    p = rec.array("tip_pose")[:, :3, 3]
     fig = plt.figure(figsize=(7, 6))
     ax = fig.add_subplot(projection="3d")
     ax.plot(p[:, 0], p[:, 1], p[:, 2], color="#1c7ed6", label="tip path")
@@ -68,7 +74,7 @@ def tip_path(rec: Recording) -> Figure:
 
 
 def wrench(rec: Recording) -> Figure:
-    t, fc, fm = _time(rec), rec.array("f_c"), rec.array("f_measured")
+    t, fc, fm = _time(rec), rec.array("wrench"), rec.array("f_measured")
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(11, 6), sharex=True)
     colors = ("#c92a2a", "#2f9e44", "#1c7ed6")
     for i, c in enumerate(colors):

@@ -45,53 +45,74 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-from mcap.exceptions import McapError
-from mcap.records import Channel, Message, Metadata, Schema
-from mcap.stream_reader import StreamReader
-from mcap.writer import CompressionType, Writer
+
+from fdcontrol.extras import missing
+
+try:
+    from mcap.exceptions import McapError
+    from mcap.records import Channel, Message, Metadata, Schema
+    from mcap.stream_reader import StreamReader
+    from mcap.writer import CompressionType, Writer
+except ImportError as exc:
+    raise missing("record", "recording (MCAP)", exc) from exc
 
 STATE_TOPIC, TIP_TOPIC = "/fdcontrol/state", "/fdcontrol/tip"
 COMMAND_TOPIC, CONFIG_TOPIC = "/fdcontrol/command", "/fdcontrol/config"
+EPISODE_TOPIC = "/fdcontrol/episode"
 TIP_DECIMATION = 10
 PROFILE = "fdcontrol"
 
 _VEC = {"type": "array", "items": {"type": ["number", "null"]}}  # null: a non-finite value (a fault)
-_VEC6 = {**_VEC, "minItems": 6, "maxItems": 6}
 _NUM_OR_NULL = {"type": ["number", "null"]}
-
-STATE_SCHEMA: dict[str, Any] = {
-    "title": "fdcontrol.LoopState",
-    "description": "One control cycle. SI units; wrenches [F; τ] (N, N·m) in the base frame.",
-    "type": "object",
-    "properties": {
-        "t": {"type": "number", "description": "driver time (s)"},
-        "cycle": {"type": "integer", "description": "cycle number since the loop started"},
-        "q": {**_VEC, "description": "measured joint positions (rad)"},
-        "qd": {**_VEC, "description": "measured joint velocities (rad/s)"},
-        "q_ref": {**_VEC, "description": "joint position references sent (rad)"},
-        "qd_ref": {**_VEC, "description": "joint velocity references sent, after limits (rad/s)"},
-        "tip_position": {**_VEC, "minItems": 3, "maxItems": 3, "description": "tip position, base frame (m)"},
-        "tip_orientation": {**_VEC, "minItems": 4, "maxItems": 4,
-                            "description": "tip orientation quaternion [x, y, z, w], base frame"},
-        "f_c": {**_VEC6, "description": "wrench f_c given to the solver [N, N·m]"},
-        "f_measured": {**_VEC6, "description": "filtered sensor wrench the tool exerts [N, N·m]"},
-        "mode": {"type": "string", "enum": ["admittance", "force", "motion", "compliance"]},
-        "running": {"type": "boolean"},
-        "holding": {"type": "boolean"},
-        "watchdog": {"type": "string", "enum": ["idle", "ok", "tripped"]},
-        "seq_ack": {"type": "integer", "description": "sequence number of the wrench in use"},
-        "fault": {"type": ["string", "null"]},
-        "limits_active": {"type": "object", "additionalProperties": {"type": "boolean"},
-                          "description": "which safety limits scaled or clamped this cycle"},
-        "sigma_min_j": {"type": "number", "description": "σmin(J), smallest singular value of the Jacobian"},
-        "kappa_h": {**_NUM_OR_NULL, "description": "κ(H) of the FD virtual inertia (null: other mapping)"},
-        "compute_s": {**_NUM_OR_NULL, "description": "this cycle's compute time (s)"},
-        "period_error_s": {**_NUM_OR_NULL, "description": "start time − scheduled start (s)"},
-    },
-    "required": ["t", "cycle", "q", "qd", "q_ref", "qd_ref", "tip_position", "tip_orientation", "f_c",
-                 "f_measured", "mode", "running", "holding", "watchdog", "seq_ack", "fault",
-                 "limits_active", "sigma_min_j", "kappa_h", "compute_s", "period_error_s"],
+#: what a recorded state carries beyond the LoopState fields: the cycle's timing from the loop's Stats
+TIMING_SCHEMA: dict[str, Any] = {
+    "compute_s": {**_NUM_OR_NULL, "description": "this cycle's compute time (s)"},
+    "period_error_s": {**_NUM_OR_NULL, "description": "start time − scheduled start (s)"},
 }
+
+
+def _field_schema(meta: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema of one LoopState field, from its declaration in :mod:`fdcontrol.loop.state`."""
+    kind = meta["kind"]
+    out: dict[str, Any]
+    if kind == "array":
+        out = {"type": ["number", "null"]}  # null: a non-finite value (a fault)
+        for dim in reversed(meta["shape"]):
+            out = {"type": "array", "items": out}
+            if dim != "dof":
+                out["minItems"] = out["maxItems"] = int(dim)
+    elif kind == "choice":
+        out = {"type": "string", "enum": list(meta["choices"])}
+    elif kind == "text":
+        out = {"type": ["string", "null"]}
+    elif kind == "flags":
+        out = {"type": "object", "properties": {k: {"type": "boolean"} for k in meta["choices"]},
+               "additionalProperties": {"type": "boolean"}}
+    else:
+        base = {"float": "number", "int": "integer", "bool": "boolean"}[kind]
+        # a float can be non-finite in a faulted cycle; JSON carries it as null
+        out = {"type": [base, "null"] if kind == "float" else base}
+    desc = meta["description"] + (f" ({meta['unit']})" if meta["unit"] else "")
+    return {**out, "description": desc}
+
+
+def state_schema() -> dict[str, Any]:
+    """The ``/fdcontrol/state`` JSON schema, generated from the LoopState declaration.
+
+    Every field under its own name, kind, shape and unit (``fdcontrol/loop/state.py``), the mode's
+    choices as the registry of laws holds them (plugins included), and the cycle's timing.
+    """
+    from fdcontrol.loop import state
+
+    props = {f.name: _field_schema(dict(f.metadata)) for f in state.FIELDS}
+    props.update(TIMING_SCHEMA)
+    return {"title": "fdcontrol.LoopState",
+            "description": "One control cycle (fdcontrol.loop.state.LoopState and its timing). SI units; "
+                          "wrenches [F; τ] (N, N·m) and the tip pose in the base frame.",
+            "type": "object", "properties": props, "required": list(props)}
+
+
+STATE_SCHEMA: dict[str, Any] = state_schema()
 STATE_FIELDS: tuple[str, ...] = tuple(STATE_SCHEMA["required"])
 
 COMMAND_SCHEMA: dict[str, Any] = {
@@ -134,8 +155,25 @@ POSE_SCHEMA: dict[str, Any] = {
     },
 }
 
+EPISODE_SCHEMA: dict[str, Any] = {
+    "title": "fdcontrol.Episode",
+    "description": "An episode opened or closed (docs/learning.md); 'params' is the full parameter set at its start.",
+    "type": "object",
+    "properties": {
+        "event": {"type": "string", "enum": ["start", "stop"]},
+        "episode": {"type": "integer", "description": "episode number within the recording, from 0"},
+        "task": {"type": ["string", "null"]},
+        "policy_id": {"type": ["string", "null"]},
+        "success": {"type": ["boolean", "null"], "description": "on stop; null: not judged"},
+        "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+        "params": {"type": "object"},
+        "monotonic_s": {"type": "number", "description": "time.monotonic() of the API process (s)"},
+    },
+    "required": ["event", "episode", "monotonic_s"],
+}
+
 SCHEMAS = {STATE_TOPIC: STATE_SCHEMA, TIP_TOPIC: POSE_SCHEMA, COMMAND_TOPIC: COMMAND_SCHEMA,
-           CONFIG_TOPIC: CONFIG_SCHEMA}
+           CONFIG_TOPIC: CONFIG_SCHEMA, EPISODE_TOPIC: EPISODE_SCHEMA}
 
 
 def quaternion(R: np.ndarray) -> list[float]:
@@ -156,23 +194,12 @@ def quaternion(R: np.ndarray) -> list[float]:
     return q
 
 
-def _finite_or_none(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
-
-
 def state_message(s: Any, compute: float | None, period_error: float | None) -> dict[str, Any]:
-    """The ``/fdcontrol/state`` message of a :class:`~fdcontrol.loop.LoopState`."""
-    pose = s.tip_pose
-    return {
-        "t": float(s.t), "cycle": int(s.cycle), "q": s.q.tolist(), "qd": s.qd.tolist(),
-        "q_ref": s.q_ref.tolist(), "qd_ref": s.qd_ref.tolist(), "tip_position": pose[:3, 3].tolist(),
-        "tip_orientation": quaternion(pose[:3, :3]), "f_c": s.wrench.tolist(),
-        "f_measured": s.f_measured.tolist(), "mode": s.mode, "running": bool(s.running),
-        "holding": bool(s.holding), "watchdog": s.watchdog, "seq_ack": int(s.seq_ack), "fault": s.fault,
-        "limits_active": {k: bool(v) for k, v in s.limits_active.items()},
-        "sigma_min_j": float(s.sigma_min_j), "kappa_h": _finite_or_none(s.kappa_h),
-        "compute_s": compute, "period_error_s": period_error,
-    }
+    """The ``/fdcontrol/state`` message of a :class:`~fdcontrol.loop.state.LoopState`: its wire
+    encoding (:func:`fdcontrol.loop.state.to_dict`, every field by its own name) and the cycle's timing."""
+    from fdcontrol.loop.state import to_dict
+
+    return {**to_dict(s), "compute_s": compute, "period_error_s": period_error}
 
 
 def _json_default(o: Any) -> Any:
@@ -250,6 +277,14 @@ class _Session:
 Source = Callable[[], tuple[list[Published], int]]
 
 
+def _declarations() -> dict[str, str]:
+    """Every parameter's declaration (fdcontrol.params: unit, bounds, policy…), one JSON text per name:
+    a recording says what its configuration's values mean."""
+    from fdcontrol.loop.parameters import declared
+
+    return {name: json.dumps(p.describe()) for name, p in declared().items()}
+
+
 class Recorder:
     """MCAP recorder, one file at a time, fed by a bounded queue or a polled ``source``.
 
@@ -288,6 +323,11 @@ class Recorder:
             self._other.append((COMMAND_TOPIC, time.monotonic(),
                                 {"command": command, "args": list(args), "monotonic_s": time.monotonic()}))
 
+    def push_episode(self, message: dict[str, Any]) -> None:
+        """Any thread: queue an episode event (EPISODE_SCHEMA)."""
+        if self.active:
+            self._other.append((EPISODE_TOPIC, time.monotonic(), message))
+
     def push_config(self, params: dict[str, Any], changes: dict[str, Any], robot: dict[str, Any]) -> None:
         if self.active:
             self._other.append((CONFIG_TOPIC, time.monotonic(),
@@ -311,6 +351,7 @@ class Recorder:
                     channels[topic] = w.register_channel(topic, "json", sid)
                 w.add_metadata("fdcontrol", {"robot": json.dumps(robot), "params": _dumps(params).decode(),
                                              **(metadata or {})})
+                w.add_metadata("fdcontrol.parameters", _declarations())  # what each value means
                 now = time.monotonic()
                 s = _Session(p, f, w, channels, time.time() - now, now, last_flush=now)
                 self._write(s, CONFIG_TOPIC, now, {"params": params, "changes": {}, "robot": robot})
@@ -425,7 +466,7 @@ class Recorder:
 
 
 class LoopTap:
-    """A :class:`~fdcontrol.loop.LoopIO` that feeds a Recorder from a loop in this process.
+    """A :class:`~fdcontrol.loop.cycle.LoopIO` that feeds a Recorder from a loop in this process.
 
     Use where recording may share the loop's process (simulations, tests): the writer thread
     competes with the loop for the GIL. The service records from the loop's process through
@@ -510,7 +551,7 @@ def read_recording(path: str | Path) -> Recording:
 
 
 def robot_info(loop: Any) -> dict[str, Any]:
-    """Joint names and limits of a running :class:`~fdcontrol.loop.ControlLoop` (for the config message)."""
+    """Joint names and limits of a running :class:`~fdcontrol.loop.cycle.ControlLoop` (for the config message)."""
     r, lim = loop.robot, loop.robot.limits
     return {"name": r.name, "joint_names": list(r.joint_names), "lower": lim.lower.tolist(),
             "upper": lim.upper.tolist(), "max_velocity": lim.velocity.tolist(),
@@ -519,7 +560,7 @@ def robot_info(loop: Any) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=8)
 def _resolve(name: str, base: str | None, tip: str | None) -> Any:
-    from .robot import RobotModel
+    from fdcontrol.model.robot import RobotModel
 
     return RobotModel.resolve(name, base, tip)
 
@@ -534,6 +575,6 @@ def robot_info_from_params(params: dict[str, Any]) -> dict[str, Any]:
             "velocity_limit": (params["velocity_scale"] * lim.velocity).tolist(), "rate": params["rate"]}
 
 
-__all__ = ["COMMAND_TOPIC", "CONFIG_TOPIC", "SCHEMAS", "STATE_FIELDS", "STATE_SCHEMA", "STATE_TOPIC",
-           "TIP_TOPIC", "LoopTap", "Published", "Recorder", "Recording", "quaternion", "read_recording", "robot_info",
-           "robot_info_from_params", "state_message"]
+__all__ = ["COMMAND_TOPIC", "CONFIG_TOPIC", "EPISODE_TOPIC", "SCHEMAS", "STATE_FIELDS", "STATE_SCHEMA", "STATE_TOPIC",
+           "TIMING_SCHEMA", "TIP_TOPIC", "LoopTap", "Published", "Recorder", "Recording", "quaternion",
+           "read_recording", "robot_info", "robot_info_from_params", "state_message", "state_schema"]

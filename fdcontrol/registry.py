@@ -25,6 +25,8 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
+from fdcontrol.extras import MissingExtra
+
 T = TypeVar("T")
 
 
@@ -85,6 +87,8 @@ class Registry(Generic[T]):
             module, _, attr = entry.partition(":")
             try:
                 cls = getattr(importlib.import_module(module), attr)
+            except MissingExtra as exc:  # one line naming the extra to install
+                raise UnknownName(f"{self.kind} {name!r}: {exc}") from exc
             except ImportError as exc:
                 raise UnknownName(f"{self.kind} {name!r} needs an optional dependency that is not "
                                   f"installed: {exc}") from exc

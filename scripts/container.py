@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TAG = "localhost/fdcontrol:latest"
 DEFAULT_BASE = "docker.io/library/python:3.11-slim"
 LOCAL_BASE = "localhost/fdcontrol-base:bookworm"
-DEFAULT_EXTRAS = "server,mujoco,ros2"
+DEFAULT_EXTRAS = "server,mujoco,ros2,fast"
 #: podman on a cgroup v1 host: runc (crun refuses hybrid layouts), cgroupfs, no rlimits
 PODMAN_CGROUPV1_CONF = ROOT / "scripts" / "podman-cgroupv1.conf"
 #: what the final image must not hold: compilers, pip, test tools

@@ -19,16 +19,29 @@ from fastapi.staticfiles import StaticFiles
 from starlette.routing import Match
 from starlette.routing import Mount as StaticFilesMount
 
-from .auth import Access, AccessMiddleware, login_router
-from .errors import install_handlers, true_validation_schema
-from .routers import analysis, config, control, health, metrics, options, recording, sim, state, twist, ws
-from .routers.state import state_dict  # noqa: F401  (its historical home; tests import it from here)
-from .settings import Settings
-from .supervisor import Supervisor
-from .worker import LoopWorker
+from fdcontrol.server.auth import Access, AccessMiddleware, login_router
+from fdcontrol.server.errors import install_handlers, true_validation_schema
+from fdcontrol.server.routers import (
+    analysis,
+    config,
+    control,
+    health,
+    learning,
+    metrics,
+    options,
+    recording,
+    sim,
+    state,
+    twist,
+    ws,
+)
+from fdcontrol.server.routers.state import state_dict  # noqa: F401  (its historical home; tests import it from here)
+from fdcontrol.server.settings import Settings
+from fdcontrol.server.supervisor import Supervisor
+from fdcontrol.server.worker import LoopWorker
 
 STATIC = Path(__file__).resolve().parent / "static"  # the dashboard, shipped as plain files
-ROUTERS = (health, state, config, analysis, control, ws, sim, twist, recording, metrics, options)
+ROUTERS = (health, state, config, analysis, control, ws, sim, twist, recording, metrics, options, learning)
 
 
 def create_app(settings: Settings | None = None, worker: LoopWorker | None = None) -> FastAPI:
@@ -79,7 +92,7 @@ def _autostart(settings: Settings) -> bool:
         return settings.autostart
     from fdcontrol.drivers.registry import DRIVERS
 
-    return settings.driver in DRIVERS and getattr(DRIVERS.get(settings.driver), "simulated", False)
+    return settings.driver in DRIVERS and DRIVERS.get(settings.driver).simulated
 
 
 def _allowed_methods(app: FastAPI, path: str) -> list[str]:

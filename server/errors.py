@@ -15,10 +15,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from fdcontrol import ModelError
-from fdcontrol.loop import InputError
-
-from . import schemas
-from .auth import MIDDLEWARE_ERRORS, UNSAFE
+from fdcontrol.loop.cycle import InputError
+from fdcontrol.server import schemas
+from fdcontrol.server.auth import MIDDLEWARE_ERRORS, UNSAFE
+from fdcontrol.server.worker import WorkerError
 
 MAX_DETAIL = 300  # characters of an error message
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -52,7 +52,6 @@ def detail_text(detail: Any) -> str:
 
 def install_handlers(app: FastAPI) -> None:
     """Exception → status: library input errors are 422, worker errors by kind (409, 422, 503)."""
-    from .worker import WorkerError  # here: worker.py imports server/routers/sim.py, which imports ERRORS
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

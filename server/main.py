@@ -14,19 +14,19 @@ from __future__ import annotations
 import argparse
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fdcontrol import cli
-from fdcontrol.integrators import INTEGRATORS
-from fdcontrol.laws import LAWS
-from fdcontrol.limits import LIMITS
-from fdcontrol.mappings import MAPPING_NAMES, MAPPINGS
+from fdcontrol.extras import MissingExtra, require
+from fdcontrol.loop.parameters import declared
+from fdcontrol.params import Param
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
-    from .settings import Settings
+    from fdcontrol.server.settings import Settings
 
 #: kernel send buffer per connection (bytes; Linux doubles it, inherited from the listening socket):
 #: a client that stops reading blocks its sender after a few hundred kB, and its states are then
@@ -49,8 +49,24 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-FLAGS = ("robot", "mapping", "mode", "gamma", "alpha", "rate", "host", "port", "driver", "token", "token_file",
-         "record", "record_dir", "integrator", "limits")
+#: service options with a flag of their own (the loop's parameters get theirs from their declarations)
+SERVICE_FLAGS = ("host", "port", "token", "token_file", "record", "record_dir")
+
+
+def _flag_type(p: Param) -> Callable[[str], Any]:
+    """argparse's parser of a declared parameter's value (checked again by the settings model)."""
+    if p.kind in ("vector", "names"):
+        def items(text: str) -> list[Any]:
+            parts = [x for x in text.split(",") if x]
+            return [float(x) for x in parts] if p.kind == "vector" else parts
+        return items
+    if p.kind == "bool":
+        def boolean(text: str) -> bool:
+            if text.lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+                raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+            return text.lower() in ("true", "1", "yes", "on")
+        return boolean
+    return {"float": float, "int": int}.get(p.kind, str)
 
 
 def fail(message: str) -> int:
@@ -59,9 +75,9 @@ def fail(message: str) -> int:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    from .settings import load_settings
+    from fdcontrol.server.settings import load_settings
 
-    overrides = {k: getattr(args, k, None) for k in FLAGS}
+    overrides = {k: getattr(args, k, None) for k in (*SERVICE_FLAGS, *declared())}
     return load_settings(getattr(args, "config", None), **overrides)
 
 
@@ -92,10 +108,14 @@ def ready_line(settings: Settings, token: bool) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """``fdcontrol serve``: check the configuration, start the loop process, then serve."""
+    try:
+        require("server", "the service")
+    except MissingExtra as exc:
+        return fail(str(exc))
     import uvicorn
     from pydantic import ValidationError
 
-    from .auth import is_loopback
+    from fdcontrol.server.auth import is_loopback
 
     try:
         settings = _settings(args)
@@ -110,8 +130,8 @@ def run(args: argparse.Namespace) -> int:
     if token is None and not is_loopback(settings.host):
         return fail(f"refusing to bind {settings.host} without a token: set --token, FDCONTROL_TOKEN "
                     "or token_file (or bind 127.0.0.1)")
-    from .app import create_app
-    from .worker import LoopWorker, WorkerError
+    from fdcontrol.server.app import create_app
+    from fdcontrol.server.worker import LoopWorker, WorkerError
 
     try:
         worker = LoopWorker(settings)
@@ -134,15 +154,20 @@ def run(args: argparse.Namespace) -> int:
 def add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s = sub.add_parser("serve", help="run the control service (REST + WebSocket)")
     s.add_argument("--config", default=None, help="YAML file with the service settings")
-    for flag, kind in (("robot", str), ("gamma", float), ("alpha", float),
-                       ("rate", float), ("host", str), ("port", int), ("driver", str)):
-        s.add_argument(f"--{flag}", type=kind, default=None, help=f"override settings.{flag}")
-    # the choices are the registries' names, read when the parser is built
-    s.add_argument("--mapping", choices=MAPPINGS.ordered(MAPPING_NAMES), default=None, help="override settings.mapping")
-    s.add_argument("--mode", choices=LAWS.names(), default=None, help="override settings.mode (a control law)")
-    s.add_argument("--integrator", choices=INTEGRATORS.names(), default=None, help="override settings.integrator")
-    s.add_argument("--limits", type=lambda t: [x for x in t.split(",") if x], default=None, metavar="NAME,...",
-                   help=f"override settings.limits, comma-separated ({', '.join(LIMITS.names())})")
+    s.add_argument("--host", default=None, help="address to bind (settings.host)")
+    s.add_argument("--port", type=int, default=None, help="port to bind (settings.port)")
+    # one flag per declared parameter (fdcontrol.params), its help from the declaration; choices are the
+    # registries' names, read when the parser is built (plugins included)
+    for name, p in declared().items():
+        if p.kind == "spec":
+            continue  # structured: the YAML file or the environment
+        unit = f" ({p.unit})" if p.unit else ""
+        many = p.kind in ("vector", "names")
+        s.add_argument(f"--{name.replace('_', '-')}", dest=name, type=_flag_type(p), default=None,
+                       choices=p.options() if p.kind == "choice" else None,
+                       metavar="A,B,..." if many else None,
+                       help=f"{p.description}{unit}{'; comma-separated' if many else ''}"
+                       f"{' of ' + ', '.join(p.options()) if p.kind == 'names' else ''} [{p.policy}]")
     s.add_argument("--record", default=None, metavar="FILE",
                    help="record to this MCAP file from startup (a bare name goes into --record-dir)")
     s.add_argument("--record-dir", default=None, help="directory of recordings (settings.record_dir)")

@@ -7,7 +7,7 @@ JSON encoding + MCAP writing in a thread of the loop process: p99 period error 6
 vector it already built for the state slot (``Channel._tmp``, ~120 float64) into the next
 ring row and bumps the head — about 2 µs, and only while a recording runs.
 
-Layout (float64): header [active, head], then ``SLOTS`` rows of [packed state (worker.LAYOUT),
+Layout (float64): header [active, head], then ``SLOTS`` rows of [packed state (shm_layout.LAYOUT),
 t_mono, own_index, timing_index, compute, period_error]; the Stats indices let the writer
 attach to each state the cycle timing the loop records just after publishing it
 (:class:`fdcontrol.recording.Published`).
@@ -25,10 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from fdcontrol.loop.state import LoopState
 from fdcontrol.recording import Published
-from fdcontrol.state import LoopState
-
-from .worker import LAYOUT, OUT_SIZE
+from fdcontrol.server.shm_layout import LAYOUT, OUT_SIZE
 
 SLOTS = 8192  # 16 s at 500 Hz: the reader polls every 20 ms
 EXTRA = 5  # t_mono, own_index, timing_index, compute, period_error
@@ -97,5 +96,5 @@ class StateRing:
 
 
 def decode(o: np.ndarray) -> LoopState:
-    """A LoopState from a packed state vector (layout: fdcontrol.server.worker.LAYOUT; the fault text is in it)."""
+    """A LoopState from a packed state vector (layout: fdcontrol.server.shm_layout.LAYOUT; the fault text is in it)."""
     return LAYOUT.unpack(o[:OUT_SIZE])[0]

@@ -10,23 +10,37 @@ import numpy as np
 import pinocchio as pin
 
 from fdcontrol import RobotModel, make_mapping
-from fdcontrol.constraints import braking_inset
-from fdcontrol.control import ControlLaw, ForceTerm, MotionTerm, WrenchFilter
+from fdcontrol.control import sensing
+from fdcontrol.control.law import ControlLaw, ForceTerm, MotionTerm, WrenchFilter
+from fdcontrol.control.link_loads import LinkLoads, link_loads_from_config
+from fdcontrol.control.posture import PostureTask
+from fdcontrol.control.twist import TwistTerm, admittance_damping
 from fdcontrol.drivers import RobotDriver
 from fdcontrol.drivers.registry import DRIVERS, build_driver
-from fdcontrol.integrators import make_integrator
-from fdcontrol.link_loads import LinkLoads, link_loads_from_config
-from fdcontrol.loop import ControlLoop
-from fdcontrol.posture import PostureTask
-from fdcontrol.safety import SafetyLimits
-from fdcontrol.solvers import make_solver
-from fdcontrol.twist import TwistTerm, admittance_damping
-
-from .settings import NEEDS_STOP, ControlParams, Settings
+from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop.integrators import make_integrator
+from fdcontrol.loop.solvers import make_solver
+from fdcontrol.mappings import settings_kwargs
+from fdcontrol.model.constraints import braking_inset
+from fdcontrol.params import change_errors
+from fdcontrol.server.settings import PARAMS, ControlParams, Settings
 
 
 class ConflictError(RuntimeError):
-    """A change that needs the loop stopped (HTTP 409)."""
+    """A change its run-time policy does not allow in the loop's present phase (HTTP 409)."""
+
+
+class PolicyError(ValueError):
+    """A change its run-time policy never allows (a safety bound loosened beyond startup; HTTP 422)."""
+
+
+def loop_phase(loop: ControlLoop) -> str:
+    """``stopped``, ``holding`` (running, held at standstill: every joint's reference velocity 0) or ``moving``."""
+    if not loop.running:
+        return "stopped"
+    s = loop.state
+    return "holding" if s.holding and not np.any(s.qd_ref) else "moving"
 
 
 def load_driver(spec: str, robot: RobotModel, dt: float, options: dict[str, Any]) -> RobotDriver:
@@ -41,13 +55,12 @@ def load_driver(spec: str, robot: RobotModel, dt: float, options: dict[str, Any]
     cls = getattr(importlib.import_module(module), name)
     driver = cls(robot=robot, dt=dt, **options)
     if not isinstance(driver, RobotDriver):
-        raise TypeError(f"{spec} does not implement fdcontrol.drivers.RobotDriver")
+        raise TypeError(f"{spec} is not a subclass of fdcontrol.drivers.RobotDriver")
     return driver
 
 
 def build_solver(robot: RobotModel, p: ControlParams):
-    mapping = make_mapping(p.mapping, robot, gamma=p.gamma, alpha=p.alpha, gamma_max=p.gamma_max,
-                           algorithm=p.algorithm, length=p.sdls_length, max_error=p.sdls_max_error)
+    mapping = make_mapping(p.mapping, robot, **settings_kwargs(p.mapping, p))  # its declared parameters
     # virtual limits inside the safety envelope's braking distance: they act first (docs/numerics.md)
     inset = braking_inset(p.velocity_scale * robot.limits.velocity, p.max_joint_acceleration)
     return make_solver(mapping, make_integrator(p.integrator), decay=p.decay,
@@ -59,7 +72,8 @@ def build_law(p: ControlParams) -> ControlLaw:
     return ControlLaw(
         mode=p.mode, frame=p.frame,
         force=ForceTerm(gain=np.array(p.force_gain), target=np.array(p.force_target)),
-        motion=MotionTerm(stiffness=np.array(p.stiffness), damping=np.array(p.damping)),
+        motion=MotionTerm(stiffness=np.array(p.stiffness), damping=np.array(p.damping),
+                          error_clip=None if p.error_clip is None else np.array(p.error_clip)),
         twist=TwistTerm(gain=np.array(p.twist_gain), feedforward=admittance_damping(p.decay)),
     )
 
@@ -88,7 +102,7 @@ def build_limits(robot: RobotModel, p: ControlParams) -> SafetyLimits:
 def build_filter(p: ControlParams, old: WrenchFilter | None = None, driver: Any = None) -> WrenchFilter:
     """The sensor model from the settings; tool_mass 0 on a simulated tool (a driver with a
     ``tool``) means that tool's own payload, as a user would enter it on a real controller."""
-    tool = getattr(driver, "tool", None)
+    tool = driver.tool if isinstance(driver, RobotDriver) else None
     mass, com = (tool.mass, tool.com) if tool is not None and p.tool_mass == 0 else (p.tool_mass, p.tool_com)
     f = WrenchFilter(tool_mass=mass, tool_com=np.array(com),
                      deadband_force=p.deadband_force, deadband_torque=p.deadband_torque,
@@ -98,6 +112,15 @@ def build_filter(p: ControlParams, old: WrenchFilter | None = None, driver: Any 
     if old is not None:
         f.bias = old.bias
     return f
+
+
+#: parameters whose change alters what the sensor reading or the law means: applied at standstill
+#: (their policy), after which the loop resumes from rest and re-zeroes the sensor bias at the held
+#: pose when the sensor model changed (nobody touches the tool while its calibration changes)
+_MEANING = frozenset(k for k, p in PARAMS.items() if p.policy == "holding")
+#: the sensor model's meaning (tool, sign, sensor pose): after a change, the bias is taken again at the held pose
+_SENSOR = frozenset(p.name for p in sensing.PARAMS if p.policy == "holding")
+BRAKE_WAIT = 10.0  # s: longest wait for the arm to reach standstill before PATCH answers
 
 
 class Runtime:
@@ -116,6 +139,7 @@ class Runtime:
                            limits=build_limits(robot, p), wrench_filter=build_filter(p, driver=driver),
                            rate=p.rate, command_timeout=p.command_timeout, max_force=p.max_force,
                            max_torque=p.max_torque, realtime=self.settings.realtime,
+                           sensor_timeout=p.sensor_timeout,
                            telemetry_decimation=p.telemetry_decimation,
                            posture=build_posture(robot, p), link_loads=build_link_loads(robot, p))
 
@@ -123,14 +147,24 @@ class Runtime:
     def robot(self) -> RobotModel:
         return self.loop.robot
 
+    def startup(self) -> dict[str, Any]:
+        """The parameters the service started with: the bounds of ``tighten`` parameters."""
+        return self.settings.model_dump(include=set(PARAMS))
+
     def update(self, changes: dict[str, Any]) -> ControlParams:
-        """Validate and apply a partial update; structural changes need the loop stopped."""
+        """Validate and apply a partial update under each parameter's run-time policy
+        (fdcontrol.params): the same check as the API's, here against the loop itself."""
         with self._lock:
             new = ControlParams.model_validate({**self.params.model_dump(), **changes})
-            structural = {k for k in changes if k in NEEDS_STOP and getattr(new, k) != getattr(self.params, k)}
-            if structural and self.loop.running:
-                raise ConflictError(f"changing {', '.join(sorted(structural))} needs the loop stopped "
-                                    "(POST /control/stop first)")
+            current = self.params.model_dump()
+            conflicts, refusals = change_errors(PARAMS, new.model_dump(include=set(changes)), current,
+                                                self.startup(), loop_phase(self.loop))
+            if refusals:
+                raise PolicyError("; ".join(m for _, m in refusals))
+            if conflicts:
+                raise ConflictError("; ".join(m for _, m in conflicts))
+            changed = {k for k in changes if getattr(new, k) != current[k]}
+            structural = {k for k in changed if PARAMS[k].policy in ("stopped", "startup")}
             if structural:
                 old = self.loop
                 old.driver.close()  # first: a new driver may need the same socket or device
@@ -147,8 +181,10 @@ class Runtime:
                     limits=build_limits(loop.robot, new), filter=build_filter(new, loop.filter, loop.driver),
                     posture=build_posture(loop.robot, new), link_loads=build_link_loads(loop.robot, new),
                     command_timeout=new.command_timeout, telemetry_decimation=new.telemetry_decimation,
-                    max_force=new.max_force, max_torque=new.max_torque)
-                done.wait(max(0.5, 20 * loop.period))  # applied at the next cycle: answer after it
+                    max_force=new.max_force, max_torque=new.max_torque, sensor_timeout=new.sensor_timeout,
+                    **({"rest": True, "rezero": bool(changed & _SENSOR)} if changed & _MEANING else {}))
+                # applied at the next cycle (a change of meaning: at standstill, after braking): answer after it
+                done.wait(BRAKE_WAIT if changed & _MEANING else max(0.5, 20 * loop.period))
             self.params = new
             return new
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import math
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
-from fdcontrol.mappings import mapping_names
-from fdcontrol.state import state_model
-
-from .settings import MappingName
+from fdcontrol.loop.state import state_model
+from fdcontrol.mappings import mapping_names, mapping_params
+from fdcontrol.params import unknown_names
+from fdcontrol.server.settings import MappingName, annotation, field_of
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 #: inputs: numbers are numbers (no "5", no true), finite
@@ -49,7 +48,7 @@ class RobotInfo(BaseModel):
     joints: list[Joint]
 
 
-#: the published loop state, derived from its one declaration (fdcontrol/state.py), plus the API's ``stale``
+#: the published loop state, derived from its one declaration (fdcontrol/loop/state.py), plus the API's ``stale``
 State = state_model(
     "State", stale=(bool, Field(False, description="the loop process is dead or stuck: this state is not current")))
 
@@ -73,18 +72,25 @@ class Stats(BaseModel):
     ws_dropped: int
 
 
-class MappingSpec(BaseModel):
+class _MappingSpecBase(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    # lower bounds instead of "> 0": 1/γ, α² and 1/L must stay normal floats (a subnormal γ
-    # makes the virtual inertia infinite)
     name: MappingName
-    gamma: float = Field(1e3, ge=1e-6, le=1e12, allow_inf_nan=False, description="FD mass dominance γ")
-    alpha: float = Field(0.1, ge=1e-12, le=10, allow_inf_nan=False, description="DLS damping α")
-    gamma_max: float = Field(math.pi / 4, ge=1e-9, le=10, allow_inf_nan=False, description="SDLS clamp γ_max (rad)")
-    length: float = Field(0.5, ge=1e-6, le=10, allow_inf_nan=False, description="SDLS characteristic length (m)")
-    max_error: float = Field(0.1, ge=1e-9, le=10, allow_inf_nan=False, description="SDLS target clamp (m)")
-    algorithm: Literal["cholesky", "aba", "qr"] = "cholesky"
+
+    @model_validator(mode="after")
+    def _declared_by_this_mapping(self) -> Any:
+        given = self.model_fields_set - {"name"}
+        valid = {p.name for p in mapping_params(self.name)}
+        if given - valid:
+            raise ValueError(str(unknown_names(given, valid, f"parameter of mapping {self.name!r}:")))
+        return self
+
+
+#: one mapping and its parameters, the mappings' own declarations (fdcontrol.params); a parameter another
+#: mapping declares is refused, naming the valid ones
+MappingSpec = create_model(
+    "MappingSpec", __base__=_MappingSpecBase,
+    **{p.name: (annotation(p), field_of(p)) for n in mapping_names() for p in mapping_params(n)})
 
 
 class AnalysisRequest(BaseModel):

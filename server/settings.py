@@ -9,17 +9,31 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from fdcontrol.integrators import INTEGRATORS
-from fdcontrol.laws import LAWS
+from fdcontrol.control.laws import LAWS
 from fdcontrol.limits import LIMITS
+from fdcontrol.limits.safety import check_limit_names
+from fdcontrol.loop.integrators import INTEGRATORS
+from fdcontrol.loop.parameters import declared
 from fdcontrol.mappings import mapping_names
-from fdcontrol.safety import DEFAULT_LIMITS, check_limit_names
+from fdcontrol.model.robot import ModelError
+from fdcontrol.model.virtual import check_gamma
+from fdcontrol.params import Param, unknown_names
 
 # the name types are built once, here, from the registries (reading one loads the installed
 # plugins, entry points "fdcontrol.plugins", first); settings, the API schema and PATCH /config
@@ -51,7 +65,7 @@ class SphereSpec(BaseModel):
 
 class LinkLoadSpec(BaseModel):
     """A repulsive spring–damper keeping a link frame's origin `margin` outside an obstacle
-    (fdcontrol.link_loads): F = k (margin − d) − b·(approach speed) inside the margin."""
+    (fdcontrol.control.link_loads): F = k (margin − d) − b·(approach speed) inside the margin."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -69,103 +83,94 @@ class LinkLoadSpec(BaseModel):
         return self
 
 
-#: fields that change the loop's structure: only while it is stopped (else HTTP 409)
-NEEDS_STOP = frozenset({"robot", "base", "tip", "rate", "driver", "driver_options"})
-#: startup configuration only: file paths, import paths and driver options never come from the network
-STARTUP_ONLY = frozenset({"base", "tip", "driver", "driver_options"})
-#: safety bounds: PATCH may tighten them (smaller values) but loosen only up to the startup value
-TIGHTEN_ONLY = frozenset({"command_timeout", "max_force", "max_torque", "velocity_scale",
-                          "max_joint_acceleration", "max_linear_speed", "max_angular_speed"})
-#: safety sets, the same rule: PATCH may add members, but never remove one the service started with
-GROW_ONLY = frozenset({"limits"})
+#: the structured parameters' API types (kind "spec" in the declarations)
+SPEC_TYPES: dict[str, Any] = {
+    "link_loads": list[LinkLoadSpec],
+    "driver_options": dict[str, Any],
+}
 
 
-class ControlParams(BaseModel):
-    """Everything PATCH /config may change. Bounds are physical sanity limits."""
+def _bounds_schema(p: Param) -> dict[str, float]:
+    keys = {"ge": "minimum", "gt": "exclusiveMinimum", "le": "maximum"}
+    return {keys[b]: getattr(p, b) for b in keys if getattr(p, b) is not None}
+
+
+def annotation(p: Param) -> Any:
+    """The pydantic type of a declared parameter. Its values are checked by the declaration itself
+    (``Param.check`` after pydantic's type coercion), so the service refuses exactly what the library
+    refuses, with the same message; bounds and sizes are also written into the JSON schema."""
+    check = AfterValidator(p.check)
+    if p.kind == "float":
+        t: Any = Annotated[float, check, Field(json_schema_extra=_bounds_schema(p))]
+    elif p.kind == "int":
+        t = Annotated[int, check, Field(json_schema_extra=_bounds_schema(p))]
+    elif p.kind == "bool":
+        t = bool
+    elif p.kind == "str":
+        t = Annotated[str, Field(min_length=1, max_length=1000)]
+    elif p.kind == "choice":
+        t = Literal[p.options()]  # type: ignore[valid-type]
+    elif p.kind == "vector":
+        item = Annotated[float, Field(json_schema_extra=_bounds_schema(p))]
+        t = Annotated[list[item], check, Field(json_schema_extra={"minItems": p.size, "maxItems": p.size}
+                                                if p.size else {"maxItems": p.max_items})]
+    elif p.kind == "names":
+        t = Annotated[list[Literal[p.options()]], Field(max_length=p.max_items)]  # type: ignore[valid-type]
+    else:
+        t = SPEC_TYPES[p.name]
+        if p.max_items and get_origin(t) is list:
+            t = Annotated[t, Field(max_length=p.max_items)]
+    return t | None if p.nullable else t
+
+
+def field_of(p: Param) -> Any:
+    """The pydantic field of a declared parameter: default, description, unit and policy (in the schema)."""
+    default = p.default
+    factory = (lambda d=default: type(d)(d)) if isinstance(default, list | dict) else None
+    extra = {"unit": p.unit, "policy": p.policy, "owner": p.owner}
+    desc = f"{p.description}{f' ({p.unit})' if p.unit else ''}; policy: {p.policy}"
+    if factory is not None:
+        return Field(default_factory=factory, description=desc, json_schema_extra=extra)
+    return Field(default, description=desc, json_schema_extra=extra)
+
+
+#: every parameter of the loop and its parts, as declared (fdcontrol.loop.parameters)
+PARAMS: dict[str, Param] = declared()
+
+
+class _Checks(BaseModel):
+    """Checks across fields, the same functions the library runs (same messages)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    robot: str = "ur10"
-    base: str | None = None
-    tip: str | None = None
-    mapping: MappingName = "fd"
-    gamma: float = Field(1e3, gt=0, le=1e12, allow_inf_nan=False,
-                         description="FD mass dominance γ (per-algorithm bound: fdcontrol.virtual.GAMMA_MAX)")
-    alpha: float = Field(0.1, gt=0, le=10, allow_inf_nan=False, description="DLS damping α")
-    gamma_max: float = Field(0.785398, gt=0, le=10, description="SDLS clamp γ_max (rad)")
-    sdls_length: float = Field(0.5, gt=0, le=10, description="SDLS characteristic length L (m): rotations weigh L·rad")
-    sdls_max_error: float = Field(0.1, gt=0, le=10, description="SDLS target clamp D_max (m)")
-    algorithm: Literal["cholesky", "aba", "qr"] = "cholesky"
-    integrator: IntegratorName = "euler"
-    substeps: int = Field(1, ge=1, le=64)
-    coriolis: bool = True
-    joint_limits: Literal["constraints", "clamp", "none"] = Field(
-        "constraints", description="FD virtual model at a joint limit: locked-joint dynamics, clamping, or none")
-    decay: float = Field(10.0, gt=0, le=1000, allow_inf_nan=False, description="velocity decay c (1/s)")
-    rate: float = Field(500.0, ge=10, le=2000, description="control loop rate (Hz)")
-    command_timeout: float = Field(0.1, ge=0.005, le=10, description="watchdog timeout (s)")
-    telemetry_decimation: int = Field(10, ge=1, le=10000, description="σmin(J) and κ(H) every n-th cycle")
-    mode: ModeName = "admittance"
-    frame: Literal["base", "tool"] = "base"
-    stiffness: Vec6 = Field(default_factory=lambda: [200.0] * 3 + [50.0] * 3)
-    damping: Vec6 = Field(default_factory=lambda: [10.0] * 3 + [5.0] * 3)
-    force_gain: Vec6 = Field(default_factory=lambda: [1.0] * 6)
-    force_target: list[Annotated[float, Field(allow_inf_nan=False)]] = Field(
-        default_factory=lambda: [0.0] * 6, min_length=6, max_length=6)
-    velocity_scale: float = Field(0.5, gt=0, le=1, description="fraction of URDF velocity limits")
-    max_joint_acceleration: float = Field(4.0, gt=0, le=50, description="rad/s²")
-    max_linear_speed: float = Field(0.5, gt=0, le=3, description="m/s at the tip")
-    max_angular_speed: float = Field(1.5, gt=0, le=10, description="rad/s at the tip")
-    limits: list[LimitName] = Field(  # type: ignore[valid-type]
-        default_factory=lambda: list(DEFAULT_LIMITS), max_length=64,
-        description="the safety limits composed after the solver, in their fixed order (listed in any); "
-        "position, velocity and acceleration are required; at run time limits may be added, not removed")
-    max_force: float = Field(500.0, gt=0, le=1e4, description="accepted |F| of an input wrench (N)")
-    max_torque: float = Field(50.0, gt=0, le=1e3, description="accepted |τ| of an input wrench (N·m)")
-    tool_mass: float = Field(0.0, ge=0, le=100)
-    tool_com: list[float] = Field(default_factory=lambda: [0.0, 0.0, 0.0], min_length=3, max_length=3)
-    deadband_force: float = Field(0.0, ge=0, le=100)
-    deadband_torque: float = Field(0.0, ge=0, le=10)
-    filter_cutoff: float = Field(0.0, ge=0, le=1000, description="low-pass on the sensor (Hz, 0 off)")
-    sensor_sign: Literal["robot_on_tool", "tool_on_robot"] = Field(
-        "robot_on_tool", description="raw F/T reading convention (fdcontrol.sensing)")
-    sensor_position: list[Annotated[float, Field(ge=-2, le=2, allow_inf_nan=False)]] = Field(
-        default_factory=lambda: [0.0, 0.0, 0.0], min_length=3, max_length=3,
-        description="sensor origin in the tip frame (m)")
-    sensor_rpy: list[Annotated[float, Field(ge=-7, le=7, allow_inf_nan=False)]] = Field(
-        default_factory=lambda: [0.0, 0.0, 0.0], min_length=3, max_length=3,
-        description="sensor orientation in the tip frame, roll-pitch-yaw (rad)")
-    driver: str = Field("mujoco", description="a registered driver (fdcontrol.drivers.registry.DRIVERS) "
-                        "or, at startup only, 'package.module:Class'")
-    driver_options: dict[str, Any] = Field(default_factory=dict)
-    posture: Literal["auto", "on", "off"] = Field(
-        "auto", description="null-space posture task (fdcontrol.posture); auto: on for redundant arms "
-        "(more joints than 6) with the FD mapping")
-    posture_stiffness: float = Field(10.0, ge=0, le=1e4, allow_inf_nan=False,
-                                     description="K (1/s², = ω² of the posture spring, mass-normalised)")
-    posture_damping: float = Field(0.0, ge=0, le=1e3, allow_inf_nan=False,
-                                   description="D (1/s), added to the velocity decay c")
-    posture_preferred: list[Annotated[float, Field(allow_inf_nan=False)]] | None = Field(
-        None, max_length=64, description="preferred posture (rad); default: mid-range of the joint limits")
-    link_loads: list[LinkLoadSpec] = Field(default_factory=list, max_length=32)
-    link_load_mode: Literal["projected", "physical"] = Field(
-        "projected", description="projected: null space only (tip unaffected); physical: the tip yields too")
-    twist_gain: Vec6 = Field(default_factory=lambda: [50.0] * 3 + [5.0] * 3,
-                             description="twist tracking K_v (N·s/m ×3, N·m·s/rad ×3)")
-
-    @field_validator("limits")
+    @field_validator("limits", check_fields=False)
     @classmethod
     def _limits_complete(cls, v: list[str]) -> list[str]:
         return list(check_limit_names(v))  # the composition order; required ones present
 
-    @field_validator("robot")
+    @field_validator("robot", check_fields=False)
     @classmethod
     def _robot_known(cls, v: str) -> str:
-        from fdcontrol.robot import SHIPPED
+        from fdcontrol.model.robot import SHIPPED
 
         if v not in SHIPPED and not v.endswith(".urdf"):
             raise ValueError(f"unknown robot {v!r}; shipped robots: {', '.join(SHIPPED)} or a .urdf path")
         return v
+
+    @model_validator(mode="after")
+    def _gamma_in_range(self) -> Any:
+        try:  # γ's bound depends on the algorithm: the virtual model's own check, one place
+            check_gamma(self.gamma, self.algorithm)  # type: ignore[attr-defined]
+        except ModelError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+
+#: Everything the loop runs with, generated from the declarations (one field per parameter).
+ControlParams: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    "ControlParams", __base__=_Checks, __doc__="The loop's parameters, each declared once by its part "
+    "(GET /params lists them with unit, bounds and run-time policy).",
+    **{name: (annotation(p), field_of(p)) for name, p in PARAMS.items()})
 
 
 class Settings(ControlParams, BaseSettings):
@@ -234,11 +239,17 @@ def load_settings(config: str | None = None, **overrides: Any) -> Settings:
             raise ValueError(f"config file {p}{where}: malformed YAML ({getattr(exc, 'problem', exc)})") from None
         if not isinstance(data, dict):
             raise ValueError(f"config file {p} must hold a mapping of settings")
+    valid = set(Settings.model_fields)
+    unknown_env = {k[len("FDCONTROL_"):].lower() for k in os.environ if k.startswith("FDCONTROL_")} - valid - {
+        "config"}
+    for source, names in ((f"in {path}", set(data)), ("", set(overrides)), ("in the environment (FDCONTROL_…)",
+                                                                           unknown_env)):
+        if names - valid:
+            raise ValueError(f"{unknown_names(names, valid, 'setting')}{' ' + source if source else ''}")
     env = Settings()  # environment over defaults
     merged = {**data, **{k: getattr(env, k) for k in env.model_fields_set},
               **{k: v for k, v in overrides.items() if v is not None}}
     return Settings.model_validate(merged)
 
 
-__all__ = ["GROW_ONLY", "NEEDS_STOP", "STARTUP_ONLY", "TIGHTEN_ONLY", "ControlParams", "Settings", "ValidationError",
-           "load_settings"]
+__all__ = ["PARAMS", "ControlParams", "Settings", "ValidationError", "annotation", "field_of", "load_settings"]

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from .worker import LoopWorker, WorkerError
+from fdcontrol.server.worker import LoopWorker, WorkerError
 
 
 class Supervisor:

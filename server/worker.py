@@ -42,22 +42,17 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from fdcontrol.loop import ControlLoop, InputError, check_wrench
-from fdcontrol.state import LoopState, SharedLayout
-from fdcontrol.twist import TwistError, check_twist
+from fdcontrol.control.twist import TwistError, check_twist
+from fdcontrol.loop.cycle import ControlLoop, InputError, check_wrench
+from fdcontrol.loop.state import LoopState
+from fdcontrol.server.shm_layout import FAULT_BYTES, LAYOUT, MAX_DOF, OUT_SIZE  # noqa: F401  (re-exported)
+from fdcontrol.server.sim_ops import sim_call
 
-from .routers.sim import sim_call
-
-MAX_DOF = 16
-FAULT_BYTES = 512  # UTF-8 bytes of each text field kept in shared memory (longer texts are cut)
 RECORDED = ("start", "stop", "hold", "zero_sensor", "target")  # accepted commands that go into a recording
 
 # input slot (float64): version, wrench[6], frame (0 base, 1 tool), seq, t
 IN_SIZE = 10
-# state slot (float64): version, then the packed state — every LoopState field, laid out by
-# fdcontrol.state.SharedLayout from the declaration, plus last_cycle_at (time.monotonic(), s)
-LAYOUT = SharedLayout(max_dof=MAX_DOF, text_bytes=FAULT_BYTES, extra=("last_cycle_at",))
-OUT_SIZE = LAYOUT.size  # the packed state's length (float64), also a row of the recording ring
+# state slot (float64): version, then the packed state (server/shm_layout.py: LAYOUT, OUT_SIZE)
 # block: wrench slot, twist slot (same layout), heartbeat, state slot
 TWIST_OFFSET = 8 * IN_SIZE
 HEARTBEAT_OFFSET = TWIST_OFFSET + 8 * IN_SIZE
@@ -132,7 +127,7 @@ class Channel:
 
     # ------------------------------------------------------------------ state slot
     def write_state(self, s: LoopState, last_cycle_at: float) -> None:
-        """Pack ``s`` (fdcontrol.state.SharedLayout), then one seqlock write of the packed vector."""
+        """Pack ``s`` (fdcontrol.loop.state.SharedLayout), then one seqlock write of the packed vector."""
         LAYOUT.pack(s, self._tmp, last_cycle_at=last_cycle_at)
         v = self.out[0]
         self.out[0] = v + 1
@@ -235,10 +230,10 @@ def _scheduler(loop: ControlLoop) -> str | None:
 
 
 def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Connection) -> None:
-    from .metrics import LoopMetrics
-    from .record_ring import StateRing
-    from .runtime import ConflictError, Runtime
-    from .settings import Settings
+    from fdcontrol.server.metrics import LoopMetrics
+    from fdcontrol.server.record_ring import StateRing
+    from fdcontrol.server.runtime import ConflictError, PolicyError, Runtime
+    from fdcontrol.server.settings import Settings
 
     settings = Settings.model_validate_json(settings_json)
     sys.setswitchinterval(settings.switch_interval)
@@ -269,10 +264,12 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Co
         "hold": lambda on: runtime.loop.hold(on),
         "zero_sensor": lambda: runtime.loop.zero_sensor(),
         "target": lambda pose: runtime.loop.set_target(pose),
+        "action": lambda pose, step, seq, t: runtime.loop.set_action(pose, step, seq, t),  # routers/learning.py
         "stats": lambda: {**runtime.loop.stats.summary(), "scheduler": _scheduler(runtime.loop)},
         "has_sensor": lambda: runtime.loop.driver.read_wrench() is not None,
-        "sim": lambda op, *a: sim_call(runtime.loop.driver, op, *a),  # server/routers/sim.py
+        "sim": lambda op, *a: sim_call(runtime.loop.driver, op, *a),  # server/sim_ops.py
         "metrics": lambda: io.metrics.snapshot(runtime.loop.stats),
+        "modules": lambda: sorted(sys.modules),  # what the loop process imported (tests/test_layering.py)
     }
     while True:
         try:
@@ -291,6 +288,8 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Co
             conn.send(("ok", result))
         except ConflictError as exc:
             conn.send(("conflict", str(exc)))
+        except PolicyError as exc:
+            conn.send(("invalid", str(exc)))
         except ValidationError as exc:
             conn.send(("invalid", [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()]))
         except Exception as exc:  # report, keep serving
@@ -530,8 +529,7 @@ class LoopWorker:
     def __init__(self, settings: Any, stale_after: float | None = None) -> None:
         self.channel = Channel()
         from fdcontrol.recording import Recorder
-
-        from .record_ring import StateRing
+        from fdcontrol.server.record_ring import StateRing
 
         self.ring = StateRing(self.channel.name + "r", create=True)  # the loop process attaches by name
         ctx = mp.get_context("spawn")
@@ -640,7 +638,7 @@ class LoopWorker:
         self.recorder.push_command("wrench", w, frame, self._seq)
 
     def set_twist(self, twist: Any, frame: str = "base", seq: int | None = None) -> None:
-        """A commanded tip twist [v; ω] (fdcontrol.twist), validated here, handed over latest-wins."""
+        """A commanded tip twist [v; ω] (fdcontrol.control.twist), validated here, handed over latest-wins."""
         try:
             v = check_twist(twist, frame)
         except TwistError as exc:

@@ -30,7 +30,7 @@ class Service:
                "--port", str(self.port), *args]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})},
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # a loaded machine starts slowly
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"service exited: {self.proc.stdout.read()}")  # type: ignore[union-attr]
@@ -40,7 +40,7 @@ class Service:
             except httpx.HTTPError:
                 time.sleep(0.1)
         self.stop()
-        raise RuntimeError("service did not become healthy in 30 s")
+        raise RuntimeError("service did not become healthy in 60 s")
 
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():

@@ -44,7 +44,7 @@ def test_analyze_table_and_singular_json():
     (("--robot", "ur10", "--q", "0,0,nan,0,0,0"), "NaN or Inf"),
     (("--robot", "ur10", "--q", "0,zero,0,0,0,0"), "cannot parse"),
     (("--robot", "ur10", "--tip", "flange", "--q", "0,0,0,0,0,0"), "available frames"),
-    (("--robot", "ur10", "--q", "0,0,0,0,0,0", "--gamma", "-1"), "gamma must be finite"),
+    (("--robot", "ur10", "--q", "0,0,0,0,0,0", "--gamma", "-1"), "gamma must be ≥ 1e-06"),
 ])
 def test_analyze_bad_input_exits_2_with_one_line(args, message):
     p = run("analyze", *args)
@@ -102,8 +102,8 @@ def test_the_fdcontrol_command_is_the_library_commands_plus_serve():
     def commands(text: str) -> list[str]:
         return re.search(r"\{([a-z,]+)\}", text).group(1).split(",")  # type: ignore[union-attr]
 
-    assert commands(full.stdout) == ["analyze", "experiments", "serve", "plot"]
-    assert commands(lib.stdout) == ["analyze", "experiments", "plot"]
+    assert commands(full.stdout) == ["analyze", "experiments", "serve", "plot", "export"]
+    assert commands(lib.stdout) == ["analyze", "experiments", "plot", "export"]
     args = ["analyze", "--robot", "ur10", "--q", "0.1,-1.2,1.5,-0.3,1.2,0.4", "--json"]
     same = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=60)
     assert same.returncode == 0 and json.loads(same.stdout) == json.loads(run(*args).stdout)

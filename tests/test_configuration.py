@@ -8,9 +8,9 @@ import pinocchio as pin
 import pytest
 
 from fdcontrol import RobotModel
-from fdcontrol.configuration import Configuration
-from fdcontrol.robot import URDF_DIR, ModelError
-from fdcontrol.virtual import VirtualModel
+from fdcontrol.model.configuration import Configuration
+from fdcontrol.model.robot import URDF_DIR, ModelError
+from fdcontrol.model.virtual import VirtualModel
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,6 @@ import numpy as np
 import pytest
 
 from fdcontrol import ForwardDynamics, RobotModel, VirtualModel
-from fdcontrol.constraints import (
-    JointLimitConstraints,
-    constraint_forces,
-    locked_acceleration,
-    locked_acceleration_eq8,
-)
 from fdcontrol.experiments.limits import (
     DT,
     FORCE,
@@ -23,8 +17,14 @@ from fdcontrol.experiments.limits import (
     simulate,
     simulate_loop,
 )
-from fdcontrol.safety import SafetyLimits
-from fdcontrol.solvers import ForwardDynamicsSolver
+from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.loop.solvers import ForwardDynamicsSolver
+from fdcontrol.model.constraints import (
+    JointLimitConstraints,
+    constraint_forces,
+    locked_acceleration,
+    locked_acceleration_eq8,
+)
 
 
 def test_locked_joint_dynamics_two_forms_agree(ur10, rng):
@@ -103,8 +103,8 @@ def test_constraints_follow_the_force_better_than_clamping():
 
 def test_loop_reports_the_active_virtual_constraint(ur10):
     from fdcontrol.drivers import SimulatedRobot
-    from fdcontrol.loop import ControlLoop
-    from fdcontrol.safety import SafetyLimits
+    from fdcontrol.limits.safety import SafetyLimits
+    from fdcontrol.loop.cycle import ControlLoop
 
     robot, side = limited_robot(ur10)
     sim = SimulatedRobot(robot, q0=Q0)

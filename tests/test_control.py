@@ -7,9 +7,9 @@ import pinocchio as pin
 import pytest
 
 from fdcontrol import make_mapping
-from fdcontrol.control import ControlInput, ControlLaw, ForceTerm, WrenchFilter, pose_error
-from fdcontrol.solvers import make_solver
-from fdcontrol.spatial import cross, finite
+from fdcontrol.control.law import ControlInput, ControlLaw, ForceTerm, WrenchFilter, pose_error
+from fdcontrol.loop.solvers import make_solver
+from fdcontrol.model.spatial import cross, finite
 
 from .conftest import nonsingular_q
 
@@ -69,7 +69,7 @@ def test_gravity_compensation_hand_derived():
     R = rot([1, 0, 0], np.pi / 2)
     # in the sensor frame gravity points along −y: F = (0, −19.62, 0), τ = c × F = (1.962, 0, 0)
     np.testing.assert_allclose(filt.gravity_wrench(R), [0, -19.62, 0, 1.962, 0, 0], atol=1e-12)
-    # a sensor between flange and tool reads robot-on-tool = −weight at rest (fdcontrol.sensing)
+    # a sensor between flange and tool reads robot-on-tool = −weight at rest (fdcontrol.control.sensing)
     np.testing.assert_allclose(filt.apply(-filt.gravity_wrench(R), R, 0.002), np.zeros(6), atol=1e-12)
     assert np.linalg.norm(filt.apply(filt.gravity_wrench(R), R, 0.002)[:3]) == pytest.approx(2 * 19.62)
 

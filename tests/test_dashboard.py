@@ -36,7 +36,7 @@ def service(tmp_path_factory):
 
 def check_select_options(page):
     """The mapping and mode selects list exactly the registered names (filled from GET /options)."""
-    from fdcontrol.laws import LAWS
+    from fdcontrol.control.laws import LAWS
     from fdcontrol.mappings import MAPPING_NAMES
 
     values = "id => [...document.querySelectorAll('#' + id + ' option')].map(o => o.value)"

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fdcontrol.integrators import RK4, BogackiShampine, SemiImplicitEuler, make_integrator
+from fdcontrol.loop.integrators import RK4, BogackiShampine, SemiImplicitEuler, make_integrator
 
 W = 2.0  # harmonic oscillator q̈ = −ω² q, q(0) = 1, q̇(0) = 0: q = cos ωt
 
@@ -68,8 +68,8 @@ def test_loop_counts_integrator_non_convergence_and_decimates_telemetry(ur10):
     telemetry is computed on cycles 1, 1 + n, 1 + 2n, … for telemetry_decimation n."""
     from fdcontrol import make_mapping
     from fdcontrol.drivers import SimulatedRobot
-    from fdcontrol.loop import ControlLoop
-    from fdcontrol.solvers import make_solver
+    from fdcontrol.loop.cycle import ControlLoop
+    from fdcontrol.loop.solvers import make_solver
 
     q0 = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2])
     tight = make_solver(make_mapping("fd", ur10), BogackiShampine(rtol=1e-14, atol=1e-16, max_substeps=2))

@@ -51,7 +51,8 @@ for n in names:
 print(json.dumps({{"modules": names, "service": sorted(m for m in sys.modules
                   if m == {SERVICE!r} or m.startswith({SERVICE!r} + "."))}}))
 """)
-    assert {"fdcontrol.cli", "fdcontrol.loop", "fdcontrol.experiments.batch", "fdcontrol.plot"} <= set(out["modules"])
+    assert {"fdcontrol.cli", "fdcontrol.loop.cycle", "fdcontrol.experiments.batch",
+            "fdcontrol.plot"} <= set(out["modules"])
     assert out["service"] == []
 
 
@@ -69,3 +70,103 @@ print(json.dumps({{"installed": [m for m in {HEAVY!r} if importlib.util.find_spe
     exp = _fresh("import json, sys, fdcontrol.experiments.batch, fdcontrol.plot; "
                  f"print(json.dumps({{'loaded': [m for m in {HEAVY!r} if m in sys.modules]}}))")
     assert set(exp["loaded"]) >= {"matplotlib", "tqdm"}
+
+
+# ---------------------------------------------------------------------- the service: no circle, a lean loop process
+SERVER_DIR = Path(__file__).resolve().parent.parent / "server"  # the service's source (installed as fdcontrol.server)
+WEB = ("fastapi", "starlette")
+
+
+def _server_imports() -> dict[str, set[str]]:
+    """Module → the service modules it imports (every import statement, lazy ones inside functions included)."""
+    mods = {}
+    for path in sorted(SERVER_DIR.rglob("*.py")):
+        parts = path.relative_to(SERVER_DIR).with_suffix("").parts
+        name = ".".join((SERVICE, *parts[:-1])) if parts[-1] == "__init__" else ".".join((SERVICE, *parts))
+        mods[name] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, *([base] if base else [])])
+                targets.add(base)
+                targets |= {f"{base}.{a.name}" for a in node.names}  # `from pkg import module`
+        graph[name] = {t for t in targets if t in mods and t != name}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_circle_detector_finds_circles():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set(), "c": {"b"}}) == []
+    # the two circles the service once had
+    had = {"w": {"sim"}, "sim": {"errors"}, "errors": {"w"}, "ring": {"w"}}
+    assert _circles({**had, "w": {"sim", "ring"}}) == [["errors", "ring", "sim", "w"]]
+
+
+def test_no_import_circle_in_the_service():
+    graph = _server_imports()
+    assert {f"{SERVICE}.worker", f"{SERVICE}.routers.sim", f"{SERVICE}.errors", f"{SERVICE}.record_ring"} <= set(graph)
+    assert f"{SERVICE}.worker" in graph[f"{SERVICE}.routers.sim"]  # the scan sees imports (lazy ones too)
+    assert _circles(graph) == []
+
+
+def test_the_loop_process_imports_no_web_framework():
+    """The real loop process (spawned by LoopWorker, MuJoCo driver) lists its own sys.modules."""
+    out = _fresh(f"""
+import json, sys
+from {SERVICE}.settings import Settings
+from {SERVICE}.worker import LoopWorker
+w = LoopWorker(Settings())
+try:
+    mods = w.call("modules")
+    w.call("start")
+    state = w.state()[0]
+finally:
+    w.close()
+print(json.dumps({{"web": [m for m in mods if m.split(".")[0] in {WEB!r}], "n": len(mods),
+                  "loop": "fdcontrol.loop.cycle" in mods, "mujoco": "mujoco" in mods, "running": state.running}}))
+""")
+    assert out["loop"] and out["mujoco"] and out["n"] > 100  # it is the loop process, with its driver
+    assert out["web"] == []

@@ -22,7 +22,7 @@ from fdcontrol.limits import (
     PositionEnvelope,
     braking_steps,
 )
-from fdcontrol.safety import SafetyLimits
+from fdcontrol.limits.safety import SafetyLimits
 
 EPS = 1e-9
 PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -62,7 +62,7 @@ def parallel(a: np.ndarray, b: np.ndarray) -> bool:
 
 # ------------------------------------------------------------------------- registry
 def test_every_limit_is_registered_by_its_name():
-    assert set(LIMITS.names()) == {"cartesian", "position", "velocity", "acceleration"}
+    assert set(LIMITS.names()) == {"cartesian", "position", "velocity", "acceleration", "path_acceleration"}
     for name in LIMITS:
         cls = LIMITS.get(name)
         assert issubclass(cls, Limit) and cls.name == name
@@ -73,7 +73,7 @@ def test_safety_limits_compose_every_registered_limit(ur10):
     lim = SafetyLimits.from_robot(ur10)
     assert [type(x) for x in lim.limits] == [LIMITS.get(n) for n in ("cartesian", "position", "velocity",
                                                                       "acceleration")]
-    assert {x.name for x in lim.limits} == set(LIMITS.names())
+    assert {x.name for x in lim.limits} == set(LIMITS.names()) - {"path_acceleration"}  # optional, not default
 
 
 @PROPS
@@ -182,7 +182,7 @@ def test_cartesian_needs_a_jacobian():
 
 # ------------------------------------------------------------------------- composition
 def cannot_stop(q, prev, step, lo, up, dt):
-    """The documented exception (fdcontrol/safety.py): braking at a·dt for one cycle, the joint
+    """The documented exception (fdcontrol/limits/safety.py): braking at a·dt for one cycle, the joint
     would still pass a limit (or, beyond one, keep moving out)."""
     return (prev - step > np.maximum(up - q, 0) / dt) | (prev + step < -np.maximum(q - lo, 0) / dt)
 
@@ -209,7 +209,7 @@ def test_composition_keeps_limits_and_steps_except_where_documented(j, data, dt)
     assert np.all(np.abs(out) <= vmax + EPS)
     step = amax * dt
     big = np.abs(out - prev) > step + 1e-9
-    # the documented exception (fdcontrol/safety.py), written out independently
+    # the documented exception (fdcontrol/limits/safety.py), written out independently
     assert np.all(~big | cannot_stop(q, prev, step, lo, up, dt)), (j, prev, out, step)
 
 
@@ -258,8 +258,8 @@ def test_activation_beyond_a_limit_ramps_instead_of_stepping(ur10):
     """Issue 12: the reference used to step 0 → −0.105 rad/s in one cycle (13× a·dt)."""
     from fdcontrol import make_mapping
     from fdcontrol.drivers import SimulatedRobot
-    from fdcontrol.loop import ControlLoop
-    from fdcontrol.solvers import make_solver
+    from fdcontrol.loop.cycle import ControlLoop
+    from fdcontrol.loop.solvers import make_solver
 
     q0, dt = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2]), 0.002
     lim = SafetyLimits.from_robot(ur10)
@@ -302,8 +302,8 @@ def test_cartesian_speed_limit_in_the_loop(ur10):
     J within one cycle), and the limit reports itself active."""
     from fdcontrol import make_mapping
     from fdcontrol.drivers import SimulatedRobot
-    from fdcontrol.loop import ControlLoop
-    from fdcontrol.solvers import make_solver
+    from fdcontrol.loop.cycle import ControlLoop
+    from fdcontrol.loop.solvers import make_solver
 
     q0, dt = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2]), 0.002
     lim = SafetyLimits.from_robot(ur10, velocity_scale=1.0, max_acceleration=20.0, max_linear_speed=0.1,

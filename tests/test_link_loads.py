@@ -1,4 +1,4 @@
-"""Link loads (fdcontrol.link_loads): repulsive springs on links, projected or physical.
+"""Link loads (fdcontrol.control.link_loads): repulsive springs on links, projected or physical.
 
 The closed-loop tests here run on the kinematic SimulatedRobot; test_link_loads_mujoco.py
 repeats the elbow-and-wall case on the MuJoCo arm.
@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from fdcontrol import ModelError, make_mapping
+from fdcontrol.control.link_loads import LinkLoad, LinkLoads, Plane, Sphere, link_loads_from_config
+from fdcontrol.control.posture import nullspace_transpose
 from fdcontrol.drivers import SimulatedRobot
-from fdcontrol.link_loads import LinkLoad, LinkLoads, Plane, Sphere, link_loads_from_config
-from fdcontrol.loop import ControlLoop
-from fdcontrol.posture import nullspace_transpose
-from fdcontrol.robot import HOME
-from fdcontrol.solvers import make_solver
+from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop.solvers import make_solver
+from fdcontrol.model.robot import HOME
 
 from .conftest import nonsingular_q
 from .test_posture import self_motion

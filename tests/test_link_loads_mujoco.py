@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from fdcontrol import make_mapping
+from fdcontrol.control.link_loads import LinkLoad, LinkLoads
+from fdcontrol.control.sensing import WrenchFilter
 from fdcontrol.drivers.mujoco import MujocoRobot
 from fdcontrol.experiments import physics as P
-from fdcontrol.link_loads import LinkLoad, LinkLoads
-from fdcontrol.loop import ControlLoop
-from fdcontrol.safety import SafetyLimits
-from fdcontrol.sensing import WrenchFilter
-from fdcontrol.solvers import make_solver
+from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop.solvers import make_solver
 
 from .test_link_loads import panda_wall
 

@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fdcontrol import RobotModel, make_mapping
-from fdcontrol.control import ControlLaw, ForceTerm
+from fdcontrol.control.law import ControlLaw, ForceTerm
 from fdcontrol.drivers import SimulatedRobot, SimulatedSensor, SpringPlane
-from fdcontrol.loop import ControlLoop, InputError
-from fdcontrol.safety import SafetyLimits
-from fdcontrol.solvers import make_solver
+from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.loop.cycle import ControlLoop, InputError
+from fdcontrol.loop.solvers import Solver, make_solver
 
 Q0 = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2])  # a well-conditioned UR10 pose
 DT = 0.002
@@ -98,14 +98,15 @@ def test_force_control_presses_on_a_wall_with_the_target_force(ur10):
     assert ur10.pose(sim.q)[0, 3] == pytest.approx(p0[0] + 0.02 + 10.0 / k, abs=1e-4)
 
 
-class Recording:
+class Recording(Solver):
     """Wrap a solver to record the raw q̇ it asks for, before the safety limits."""
 
     def __init__(self, solver):
         self.solver, self.mapping, self.raw = solver, solver.mapping, []
+        self.virtual, self.constraints = solver.virtual, solver.constraints  # the loop's Configuration: the same
 
-    def step(self, q, qd, f, dt):
-        out = self.solver.step(q, qd, f, dt)
+    def step(self, q, qd, f, dt, tau=None, config=None):
+        out = self.solver.step(q, qd, f, dt, tau, config)
         self.raw.append(np.max(np.abs(out[1])))
         return out
 
@@ -309,10 +310,10 @@ def test_nan_inputs_are_rejected_and_model_faults_hold(ur10):
     with pytest.raises(InputError):
         loop.set_target(np.full((4, 4), np.nan))
 
-    class Broken:
+    class Broken(Solver):
         mapping = None
 
-        def step(self, q, qd, f, dt):
+        def step(self, q, qd, f, dt, tau=None, config=None):
             return q, np.full_like(q, np.nan)
 
     loop.solver = Broken()
@@ -345,7 +346,7 @@ def test_threaded_loop_keeps_running_and_reports_stats(ur10):
 
 
 def test_sub_chain_robot_runs_in_the_loop(rng):
-    from fdcontrol.robot import URDF_DIR
+    from fdcontrol.model.robot import URDF_DIR
 
     sub = RobotModel.from_urdf(URDF_DIR / "ur10.urdf", "base_link", "wrist_3_link")
     loop, sim = make_loop(sub)

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from fdcontrol import RobotModel, make_mapping
-from fdcontrol.control import ControlInput
+from fdcontrol.control.law import ControlInput
+from fdcontrol.control.posture import PostureTask, joint_load
 from fdcontrol.drivers import SimulatedRobot
-from fdcontrol.loop import ControlLoop
-from fdcontrol.posture import PostureTask, joint_load
-from fdcontrol.robot import HOME
-from fdcontrol.solvers import make_solver
+from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop.solvers import make_solver
+from fdcontrol.model.robot import HOME
 
 DT = 0.002
 
@@ -68,8 +68,8 @@ def test_fd_inside_step_equals_the_general_path() -> None:
     """The FD solver's common case (one Euler step from inside the virtual limits, the cycle's factor)
     gives bit for bit what its general path (hooks, integrator, active set) gives — also where the step
     leaves the limits and is projected back, and from outside them (the general path itself)."""
-    from fdcontrol.configuration import Configuration
-    from fdcontrol.solvers import _AccelerationSolver
+    from fdcontrol.loop.solvers import _AccelerationSolver
+    from fdcontrol.model.configuration import Configuration
 
     robot = RobotModel.load("ur10")
     rng = np.random.default_rng(3)

@@ -134,14 +134,28 @@ def test_all_mappings_share_the_interface(panda, rng):
 def test_mapping_errors(ur10):
     with pytest.raises(ModelError, match="unknown mapping 'foo'"):
         make_mapping("foo", ur10)
-    with pytest.raises(ModelError, match="alpha must be finite and > 0"):
+    with pytest.raises(ModelError, match="alpha must be ≥ 1e-12"):
         DampedLeastSquares(ur10, -0.1)
-    with pytest.raises(ModelError, match="gamma must be finite"):
+    with pytest.raises(ModelError, match="gamma must be a finite number"):
         ForwardDynamics(ur10, float("nan"))
     with pytest.raises(ModelError, match="unknown algorithm"):
         ForwardDynamics(ur10, 10.0, "lu")  # type: ignore[arg-type]
     with pytest.raises(ModelError, match="finite 2-D matrix"):
         analyze(np.array([[np.inf]]))
+
+
+def test_misspelled_mapping_parameters_raise_naming_the_valid_ones(ur10):
+    """make_mapping checks names against the mapping's declarations: a typo is an error, not the default."""
+    with pytest.raises(ModelError, match=r"unknown parameter of mapping 'fd': 'gama' \(did you mean 'gamma'\?\)"):
+        make_mapping("fd", ur10, gama=5)
+    with pytest.raises(ModelError, match="valid: algorithm, gamma"):
+        make_mapping("fd", ur10, gama=5)
+    with pytest.raises(ModelError, match="unknown parameter of mapping 'dls': 'gamma'"):
+        make_mapping("dls", ur10, gamma=5)  # another mapping's parameter
+    # setting names and constructor keywords both reach the mapping
+    assert make_mapping("sdls", ur10, sdls_length=0.3).length == 0.3
+    assert make_mapping("sdls", ur10, length=0.4).length == 0.4
+    assert make_mapping("fd", ur10, gamma=5.0).gamma == 5.0
 
 
 SDLS_Q = np.array([0.3, -1.2, 1.6, -1.9, 0.05, 0.2])  # near the wrist singularity: the clamps bind
@@ -278,11 +292,16 @@ class ScaledTranspose(Mapping):
 import numpy as np
 from fdcontrol import RobotModel, make_mapping
 from fdcontrol.cli import build_parser
-from fdcontrol.solvers import make_solver
+from fdcontrol.loop.solvers import make_solver
 from fdcontrol.server.schemas import MappingSpec
 from fdcontrol.server.settings import ControlParams
 r = RobotModel.load("ur10")
-m = make_mapping("scaled_jt", r, gamma=5.0)
+m = make_mapping("scaled_jt", r)
+try:  # it declares no parameters: gamma is not silently dropped
+    make_mapping("scaled_jt", r, gamma=5.0)
+    raise SystemExit("gamma accepted")
+except ValueError as exc:
+    assert "unknown parameter" in str(exc), exc
 q = np.array([0.1, -1.2, 1.5, -0.3, 1.2, 0.4])
 assert np.allclose(m.joint_space(q), 2 * r.jacobian(q).T)
 make_solver(m).step(q, np.zeros(6), np.ones(6), 0.002)

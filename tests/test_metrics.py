@@ -87,7 +87,7 @@ def test_loop_metrics_count_edges_and_fold_every_cycle_once():
     """LoopMetrics against a hand-made sequence and a hand-filled Stats ring."""
     from types import SimpleNamespace as S
 
-    from fdcontrol.loop import Stats
+    from fdcontrol.loop.cycle import Stats
 
     m = LoopMetrics()
     seq = [("idle", False, None), ("ok", False, None), ("tripped", True, None), ("tripped", True, None),

@@ -10,7 +10,7 @@ import pytest
 
 from fdcontrol.drivers.mujoco import EnvObject, MujocoRobot, Tool
 from fdcontrol.experiments import physics as P
-from fdcontrol.robot import HOME, RobotModel
+from fdcontrol.model.robot import HOME, RobotModel
 
 ROBOTS = ("ur10", "panda")
 MODES = ("velocity", "position")

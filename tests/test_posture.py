@@ -1,4 +1,4 @@
-"""Null-space posture task (fdcontrol.posture) on the 7-DoF Panda."""
+"""Null-space posture task (fdcontrol.control.posture) on the 7-DoF Panda."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import pinocchio as pin
 import pytest
 
 from fdcontrol import make_mapping
+from fdcontrol.control.posture import PostureTask, mid_range, nullspace_transpose
 from fdcontrol.drivers import SimulatedRobot
-from fdcontrol.loop import ControlLoop
-from fdcontrol.posture import PostureTask, mid_range, nullspace_transpose
-from fdcontrol.robot import HOME
-from fdcontrol.solvers import make_solver
+from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop.solvers import make_solver
+from fdcontrol.model.robot import HOME
 
 from .conftest import nonsingular_q
 

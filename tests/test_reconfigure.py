@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from fdcontrol import RobotModel, make_mapping
-from fdcontrol.control import ControlLaw
+from fdcontrol.control.law import ControlLaw
 from fdcontrol.drivers import SimulatedRobot
-from fdcontrol.loop import ControlLoop
-from fdcontrol.robot import HOME
-from fdcontrol.safety import SafetyLimits
-from fdcontrol.solvers import make_solver
+from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop.solvers import make_solver
+from fdcontrol.model.robot import HOME
 
 
 class TaggedLaw(ControlLaw):
@@ -76,9 +76,9 @@ def test_applies_at_the_next_cycle_boundary() -> None:
     try:
         time.sleep(0.05)
         for k in range(20):
-            done = loop.reconfigure(command_timeout=0.25 + k, law=TaggedLaw(1000 + k, ref, seen))
+            done = loop.reconfigure(command_timeout=0.25 + 0.1 * k, law=TaggedLaw(1000 + k, ref, seen))
             assert done.wait(2.0)
-            assert loop.command_timeout == 0.25 + k
+            assert loop.command_timeout == 0.25 + 0.1 * k
             assert 0 <= done.applied_cycle - done.queued_cycle <= 1  # type: ignore[attr-defined]
             time.sleep(0.0007 * k)
     finally:

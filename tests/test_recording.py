@@ -103,9 +103,9 @@ def test_two_seconds_of_a_pushed_arm(service):
     timed = [s for s in states if s["compute_s"] is not None]
     assert len(timed) >= len(states) - 2 and all(0 < s["compute_s"] < 1 for s in timed)
     # it moved, and the recorded f_c is the push
-    p = np.array([s["tip_position"] for s in states])
+    p = np.array([s["tip_pose"] for s in states])[:, :3, 3]
     assert np.ptp(p[:, 0]) > 0.01 and np.ptp(p[:, 1]) > 0.01
-    assert max(abs(s["f_c"][0]) for s in states) > 10
+    assert max(abs(s["wrench"][0]) for s in states) > 10
     # commands and the config change
     cmds = [m for _, m in rec.messages[COMMAND_TOPIC]]
     assert sum(m["command"] == "wrench" for m in cmds) > 50
@@ -210,7 +210,7 @@ def test_serve_record_flag_records_from_startup_and_a_clean_stop_finishes_the_fi
 
 def test_a_faulted_state_with_nan_is_recorded_as_null(tmp_path):
     """A cycle that faults can publish a non-finite f_c; the file stays valid JSON and readable."""
-    from fdcontrol.loop import LoopState
+    from fdcontrol.loop.cycle import LoopState
     from fdcontrol.recording import Published, Recorder
 
     rec = Recorder()
@@ -223,7 +223,7 @@ def test_a_faulted_state_with_nan_is_recorded_as_null(tmp_path):
     status = rec.stop()
     assert status["errors"] == 0 and status["states"] == 3
     states = read_recording(tmp_path / "nan.mcap").states()
-    assert [s["f_c"][0] for s in states] == [1.0, None, 1.0]
+    assert [s["wrench"][0] for s in states] == [1.0, None, 1.0]
     assert states[1]["fault"] == "non-finite" and states[0]["kappa_h"] is None
     assert states[1]["compute_s"] == 1e-4  # the timing the next state brought back
     jsonschema.Draft202012Validator(read_recording(tmp_path / "nan.mcap").schemas[STATE_TOPIC]).validate(states[1])

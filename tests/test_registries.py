@@ -14,13 +14,13 @@ import httpx
 import numpy as np
 import pytest
 
+from fdcontrol.control.laws import LAWS
 from fdcontrol.drivers.registry import DRIVERS
-from fdcontrol.integrators import INTEGRATORS
-from fdcontrol.laws import LAWS
 from fdcontrol.limits import LIMITS
+from fdcontrol.limits.safety import DEFAULT_LIMITS, SafetyLimits
+from fdcontrol.loop.integrators import INTEGRATORS
 from fdcontrol.mappings import MAPPING_NAMES, MAPPINGS
 from fdcontrol.registry import Registry
-from fdcontrol.safety import DEFAULT_LIMITS, SafetyLimits
 from fdcontrol.server.main import build_parser
 from fdcontrol.server.settings import Settings
 
@@ -96,7 +96,7 @@ def test_every_mapping_and_law_through_patch_config(service):
 
 DUMMIES = """
 import json
-from fdcontrol.laws import LAWS, Law
+from fdcontrol.control.laws import LAWS, Law
 from fdcontrol.mappings import MAPPINGS, JacobianTranspose
 
 @MAPPINGS.register("dummy_mapping")
@@ -151,8 +151,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fdcontrol.integrators import INTEGRATORS, SemiImplicitEuler
-from fdcontrol.laws import LAWS, Law
+from fdcontrol.loop.integrators import INTEGRATORS, SemiImplicitEuler
+from fdcontrol.control.laws import LAWS, Law
 from fdcontrol.limits import LIMITS, Limit
 from fdcontrol.mappings import MAPPINGS, JacobianTranspose
 
@@ -451,7 +451,9 @@ def test_dashboard_offers_the_integrators_and_limits(service):
         boxes = page.evaluate("[...document.querySelectorAll('#limit-set input')].map("
                               "b => [b.value, b.checked, b.disabled])")
         assert [b[0] for b in boxes] == list(LIMITS.names())
-        assert all(checked and disabled == bool(LIMITS.get(n).required) for n, checked, disabled in boxes)
+        # the started set checked (an optional limit, e.g. path_acceleration, is not on by default)
+        assert all(checked == (n in start) and disabled == bool(LIMITS.get(n).required)
+                   for n, checked, disabled in boxes)
         page.select_option("#integrator", "rk4")
         page.click("#btn-apply")
         page.wait_for_function("document.getElementById('config-msg').textContent.startsWith('applied')")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fdcontrol import ModelError, RobotModel
-from fdcontrol.robot import URDF_DIR
+from fdcontrol.model.robot import URDF_DIR
 
 
 def rz(t):

@@ -13,7 +13,7 @@ import httpx
 import numpy as np
 import pytest
 
-from fdcontrol.robot import HOME, RobotModel
+from fdcontrol.model.robot import HOME, RobotModel
 from tests.dds import dds_domain, loopback_env, pin_loopback
 from tests.service import ROOT, Service
 
@@ -143,9 +143,9 @@ class Side:
 
 def in_process_loop(robot: RobotModel, **opts):
     from fdcontrol.drivers.ros2 import Ros2Driver
-    from fdcontrol.loop import ControlLoop
+    from fdcontrol.loop.cycle import ControlLoop
+    from fdcontrol.loop.solvers import make_solver
     from fdcontrol.mappings import make_mapping
-    from fdcontrol.solvers import make_solver
 
     drv = Ros2Driver(robot, 0.002, domain_id=DOMAIN, connect_timeout=20, **opts)
     return drv, ControlLoop(robot, drv, make_solver(make_mapping("fd", robot)), rate=500, command_timeout=0.1)
@@ -186,7 +186,7 @@ def test_target_wrench_in_current_pose_and_state_out_stale_hold_and_zero_after_s
         assert loop.state.holding and "joint_states" in loop.state.fault
         assert held_after < 0.1 + 0.1, f"held after {held_after:.3f} s"
         side.take(side.cmd)
-        loop.stop()  # brakes within the acceleration limit (fdcontrol.loop.ControlLoop.stop), then ends
+        loop.stop()  # brakes within the acceleration limit (fdcontrol.loop.cycle.ControlLoop.stop), then ends
         time.sleep(0.05)
         braking = side.take(side.cmd)
         assert braking and list(braking[-1].data) == [0.0] * 6, "stop ends at standstill"

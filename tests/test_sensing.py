@@ -1,4 +1,4 @@
-"""The physical sensor model (fdcontrol.sensing) against independent statics, the MJCF loader
+"""The physical sensor model (fdcontrol.control.sensing) against independent statics, the MJCF loader
 and the γ-only virtual model."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from fdcontrol.control import WrenchFilter as CompatFilter
-from fdcontrol.robot import ModelError, RobotModel
-from fdcontrol.sensing import WrenchFilter, move_wrench, physical_reading, tool_weight
-from fdcontrol.virtual import VirtualModel
+from fdcontrol.control.law import WrenchFilter as CompatFilter
+from fdcontrol.control.sensing import WrenchFilter, move_wrench, physical_reading, tool_weight
+from fdcontrol.model.robot import ModelError, RobotModel
+from fdcontrol.model.virtual import VirtualModel
 
 G = np.array([0, 0, -9.81])
 

@@ -334,7 +334,12 @@ def test_force_mode_with_a_simulated_wall():
     svc = Service(env={**os.environ, **env})
     try:
         with Client(svc.url) as c:
+            c.hold(True)  # the bias is taken at standstill: hold, zero, release
+            deadline = time.monotonic() + 10
+            while any(c.state()["qd_ref"]) and time.monotonic() < deadline:
+                time.sleep(0.05)
             assert c.zero_sensor()["ok"]
+            c.hold(False)
             time.sleep(3.0)
             st = c.state()
             assert abs(st["f_measured"][0] - 10.0) < 0.5, st["f_measured"]

@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from fdcontrol import state as st
-from fdcontrol.state import LoopState, SharedLayout
+from fdcontrol.loop import state as st
+from fdcontrol.loop.state import LoopState, SharedLayout
 
 FAULT = "DriverError: tête de robot — ∞ % ✓"
 
@@ -43,8 +43,8 @@ def loop_state(ur10):
     """A state published by the real loop (UR10, FD, kinematic simulator)."""
     from fdcontrol import make_mapping
     from fdcontrol.drivers import SimulatedRobot
-    from fdcontrol.loop import ControlLoop
-    from fdcontrol.solvers import make_solver
+    from fdcontrol.loop.cycle import ControlLoop
+    from fdcontrol.loop.solvers import make_solver
 
     q0 = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2])
     loop = ControlLoop(ur10, SimulatedRobot(ur10, q0=q0), make_solver(make_mapping("fd", ur10)))
@@ -120,7 +120,7 @@ def test_describe_lists_every_field():
 
 # ---------------------------------------------------------------------- the service's real wiring
 def test_loop_py_publishes_the_declared_state():
-    from fdcontrol import loop
+    from fdcontrol.loop import cycle as loop
 
     assert loop.LoopState is LoopState
 
@@ -205,7 +205,7 @@ def test_schema_rejects_what_the_declaration_forbids(rng, openapi_state):
 NEW_FIELD = """
 import dataclasses, math, sys
 import numpy as np
-from fdcontrol import state as st
+from fdcontrol.loop import state as st
 
 # one more declared field, before the service is imported: nothing else is edited
 extra = dataclasses.make_dataclass("LoopState", [("new_gauge", float, dataclasses.field(

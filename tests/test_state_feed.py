@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from fdcontrol.state import LoopState
+from fdcontrol.loop.state import LoopState
 
 worker_module = pytest.importorskip("fdcontrol.server.worker")
 LoopWorker, _Fanout = worker_module.LoopWorker, worker_module._Fanout

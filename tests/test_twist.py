@@ -1,4 +1,4 @@
-"""Twist input (fdcontrol.twist): velocity tracking in the loop and through the real service."""
+"""Twist input (fdcontrol.control.twist): velocity tracking in the loop and through the real service."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from websockets.sync.client import connect
 
 from fdcontrol import RobotModel, make_mapping
 from fdcontrol.client import Client, ServiceError
-from fdcontrol.control import ControlInput
+from fdcontrol.control.law import ControlInput
+from fdcontrol.control.twist import TwistTerm, admittance_damping
 from fdcontrol.drivers import SimulatedRobot
-from fdcontrol.loop import ControlLoop, InputError
-from fdcontrol.robot import HOME
-from fdcontrol.safety import SafetyLimits
-from fdcontrol.twist import TwistTerm, admittance_damping
+from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.loop.cycle import ControlLoop, InputError
+from fdcontrol.model.robot import HOME
 
 from .service import Service
 
@@ -27,7 +27,7 @@ V = np.array([0.05, 0.0, 0.0, 0.0, 0.0, 0.0])
 def make(name, limits=None, mapping="fd"):
     robot = RobotModel.load(name)
     sim = SimulatedRobot(robot, dt=DT, q0=np.array(HOME[name]))
-    from fdcontrol.solvers import make_solver
+    from fdcontrol.loop.solvers import make_solver
 
     return robot, sim, ControlLoop(robot, sim, make_solver(make_mapping(mapping, robot)), rate=1 / DT,
                                    limits=limits)
@@ -126,7 +126,7 @@ def test_switching_from_a_wrench_stream_to_a_twist_stream_does_not_trip():
 
 
 def test_law_without_twist_is_unchanged():
-    from fdcontrol.control import ControlLaw
+    from fdcontrol.control.law import ControlLaw
 
     x = ControlInput(np.eye(4), np.zeros(6), np.zeros(6), np.array([1.0, 2, 3, 0, 0, 0]), None)
     np.testing.assert_allclose(ControlLaw()(x), [1, 2, 3, 0, 0, 0])

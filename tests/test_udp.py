@@ -13,9 +13,9 @@ import pytest
 
 from fdcontrol import make_mapping
 from fdcontrol.drivers.udp import StaleStateError, UdpBridgeDriver
-from fdcontrol.loop import ControlLoop
-from fdcontrol.robot import HOME, RobotModel
-from fdcontrol.solvers import make_solver
+from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop.solvers import make_solver
+from fdcontrol.model.robot import HOME, RobotModel
 from tests.service import Service, free_port
 
 

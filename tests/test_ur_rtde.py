@@ -14,11 +14,11 @@ import pytest
 
 from fdcontrol.drivers.registry import build_driver
 from fdcontrol.drivers.ur_rtde import UrRtdeDriver, UrSafetyError
-from fdcontrol.loop import ControlLoop
+from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop.solvers import make_solver
 from fdcontrol.mappings import make_mapping
-from fdcontrol.robot import HOME, RobotModel
-from fdcontrol.safety import SafetyLimits
-from fdcontrol.solvers import make_solver
+from fdcontrol.model.robot import HOME, RobotModel
 
 Q0 = np.array(HOME["ur10"])
 
@@ -224,7 +224,7 @@ def test_stop_hold_and_fault_call_speedstop(ur10):
     rx.safety_mode = 3  # protective stop: a fault, reported by name, and speedStop
     with pytest.raises(UrSafetyError, match="PROTECTIVE_STOP"):
         loop.step()
-    from fdcontrol.loop import _hold_after
+    from fdcontrol.loop.cycle import _hold_after
     _hold_after(loop, UrSafetyError("UR safety mode 3 (PROTECTIVE_STOP)"))
     assert ("speedStop", (10.0,)) in log and drv.status["safety_mode_name"] == "PROTECTIVE_STOP"
     assert drv.status["speed_scaling"] == 0.75
@@ -308,7 +308,7 @@ def test_speed_scaling_and_safety_mode_reach_the_state_and_the_api(ur10):
 def test_drivers_without_them_publish_null(ur10):
     """The kinematic simulator (and the MuJoCo arm) have no speed scaling or safety mode: null."""
     from fdcontrol.drivers import SimulatedRobot
-    from fdcontrol.state import to_dict
+    from fdcontrol.loop.state import to_dict
 
     loop = ControlLoop(ur10, SimulatedRobot(ur10, q0=Q0), make_solver(make_mapping("fd", ur10)))
     d = to_dict(loop.step())

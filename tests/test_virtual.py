@@ -94,7 +94,7 @@ def test_gravity_and_coriolis_flags_agree_between_algorithms(ur10, rng):
 
 def test_tip_wrench_expressed_in_a_rotated_base(rng):
     """ABA's external force is converted correctly when the base frame is rotated."""
-    from fdcontrol.robot import URDF_DIR
+    from fdcontrol.model.robot import URDF_DIR
 
     sub = RobotModel.from_urdf(URDF_DIR / "ur10.urdf", base="upper_arm_link", tip="tool0")
     vm = VirtualModel(sub, 30.0)
@@ -114,7 +114,7 @@ def test_decoupling_improves_with_gamma(ur10, rng):
 
 @pytest.mark.parametrize("gamma", [0.0, -1.0, float("nan"), float("inf")])
 def test_gamma_is_validated(ur10, gamma):
-    with pytest.raises(ModelError, match="gamma must be finite and > 0"):
+    with pytest.raises(ModelError, match="gamma must be"):
         VirtualModel(ur10, gamma)
 
 

@@ -1,11 +1,17 @@
-"""RobotDriver: what the control loop needs from a robot (real or simulated)."""
+"""RobotDriver: what the control loop needs from a robot (real or simulated), and the optional
+capabilities as typed attributes and methods with their defaults."""
 
 from __future__ import annotations
 
+import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from fdcontrol.model.robot import RobotModel
 
 
 @dataclass(frozen=True)
@@ -17,8 +23,17 @@ class JointState:
     t: float
 
 
-@runtime_checkable
-class RobotDriver(Protocol):
+Interface = Literal["velocity", "position"]
+
+
+class ToolPayload(Protocol):
+    """The payload of a simulated tool: mass (kg) and centre of mass in the tip frame (m)."""
+
+    mass: float
+    com: tuple[float, float, float] | np.ndarray
+
+
+class RobotDriver(ABC):
     """A velocity- or position-actuated arm. The contract:
 
     Units and frames: SI (rad, rad/s, s; N, N·m); joint order is the RobotModel's chain order.
@@ -28,7 +43,7 @@ class RobotDriver(Protocol):
     ``read_wrench()`` returns the raw 6-axis force–torque reading [F; τ] of a sensor mounted
     between flange and tool, in the SENSOR frame with the torque about the sensor origin, or
     None without a sensor. Its sign is the sensor's convention (``sensor_sign`` in the settings,
-    :mod:`fdcontrol.sensing`): ``robot_on_tool`` = the wrench the robot exerts on the tool
+    :mod:`fdcontrol.control.sensing`): ``robot_on_tool`` = the wrench the robot exerts on the tool
     (at rest without contact: minus the tool's weight), ``tool_on_robot`` the negative. The
     sensor's pose relative to the tip frame (``sensor_position`` / ``sensor_rpy``), the tool's
     mass and centre of mass and the bias are the WrenchFilter's business, not the driver's:
@@ -38,7 +53,7 @@ class RobotDriver(Protocol):
     at the END of the cycle: q̇_ref (rad/s) and q_ref (rad). A driver uses what its interface
     takes:
 
-    * ``interface = "velocity"`` (default when the attribute is absent; UR speedj): command
+    * ``interface = "velocity"`` (the default; UR speedj): command
       q̇_ref; q_ref = q + dt·q̇_ref is informative only,
     * ``interface = "position"`` (UR servoj, KUKA RSI, Franka joint position): command q_ref.
       The loop integrates it from its previous reference, q_ref,k = q_ref,k−1 + dt·q̇_ref (so
@@ -50,14 +65,63 @@ class RobotDriver(Protocol):
     (advanced by dt·qd when qd is non-zero). A driver never receives NaN or Inf from the loop.
 
     ``close()`` releases the hardware; the robot must be left stopped.
+
+    Optional capabilities, each with its default here (a driver overrides what it has):
+    ``interface``; ``simulated`` (no hardware behind it: the service may start the loop by
+    itself); ``tool`` (the payload of a simulated tool, :class:`ToolPayload`, or None);
+    ``speed_scaling`` and ``safety_mode`` (the robot controller's, published in the loop state);
+    :meth:`read_wrench` (no sensor: None); :meth:`zero_sensor` (a sensor that zeroes itself);
+    :meth:`exchange` (the driver's own inputs and outputs, once per cycle after publishing).
+    A simulated world (objects, a push on the tool) is the :class:`SimulatedWorld` protocol.
     """
 
     dof: int
+    interface: Interface = "velocity"
+    simulated: bool = False
+    tool: ToolPayload | None = None
+    speed_scaling: float = math.nan  # fraction 0–1; NaN: the driver has none
+    safety_mode: str | None = None  # e.g. UR's NORMAL, REDUCED, PROTECTIVE_STOP; None: the driver has none
 
+    @classmethod
+    def from_options(cls, robot: RobotModel, dt: float, options: dict[str, Any]) -> RobotDriver:
+        """The driver from the settings' ``driver_options`` (default: ``cls(robot=, dt=, **options)``)."""
+        return cls(robot=robot, dt=dt, **options)  # type: ignore[call-arg]
+
+    @abstractmethod
     def read(self) -> JointState: ...
 
+    @abstractmethod
     def send(self, q_ref: np.ndarray | None, qd_ref: np.ndarray | None) -> None: ...
 
-    def read_wrench(self) -> np.ndarray | None: ...
+    def read_wrench(self) -> np.ndarray | None:
+        """The raw sensor reading (see above); None: no sensor."""
+        return None
 
-    def close(self) -> None: ...
+    def zero_sensor(self) -> None:
+        """Zero a sensor that zeroes itself (UR's zeroFtSensor), in the loop thread; by default
+        nothing (the loop's WrenchFilter takes the bias either way)."""
+        return None
+
+    def exchange(self, loop: Any, state: Any) -> None:
+        """Once per cycle after the state is published: the driver's own inputs and outputs
+        (e.g. ROS 2 topics); by default nothing. The loop calls it only where overridden."""
+        return None
+
+    def close(self) -> None:
+        """Release the hardware, leaving the robot stopped."""
+        return None
+
+    @property
+    def has_exchange(self) -> bool:
+        """:meth:`exchange` is overridden (the loop skips the call otherwise)."""
+        return type(self).exchange is not RobotDriver.exchange
+
+
+@runtime_checkable
+class SimulatedWorld(Protocol):
+    """A driver with a simulated world: objects and a push on the tool (``GET /environment``,
+    ``PUT /sim/push``)."""
+
+    def environment(self) -> dict[str, Any]: ...
+
+    def set_push(self, wrench: np.ndarray | list[float]) -> None: ...

@@ -19,7 +19,7 @@ machine precision) and completed with ``mujoco.MjSpec``:
 * a tool body below the tip (flange) frame: ``tool`` = {"mass": kg, "com": [m] in the tip
   frame, "length": m, "radius": m}, a cylinder along the tip z axis ending in a sphere;
 * a 6-axis force–torque sensor at the flange (MuJoCo ``force`` / ``torque`` sensors on a site
-  at the tip origin), read in the convention ``sensor_sign`` of :mod:`fdcontrol.sensing`, with
+  at the tip origin), read in the convention ``sensor_sign`` of :mod:`fdcontrol.control.sensing`, with
   an offset ``sensor_bias`` [6] and white noise ``sensor_noise`` (σ in N and N·m);
 * ``objects`` = [{"name", "kind": "box", "position": [m], "quaternion": [x, y, z, w],
   "size": [full lengths, m], "stiffness", "damping"}] (see EnvObject) in the robot's base frame;
@@ -39,12 +39,17 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import mujoco
 import numpy as np
 
-from ..robot import HOME, SHIPPED, URDF_DIR, ModelError, RobotModel
-from ..sensing import check_sign
-from .base import JointState
+from fdcontrol.control.sensing import check_sign
+from fdcontrol.drivers.base import JointState, RobotDriver
+from fdcontrol.extras import missing
+from fdcontrol.model.robot import HOME, SHIPPED, URDF_DIR, ModelError, RobotModel
+
+try:
+    import mujoco
+except ImportError as exc:
+    raise missing("mujoco", "the MuJoCo driver", exc) from exc
 
 Interface = Literal["velocity", "position"]
 TABLE_GAP = 0.05  # m between the tool's end and the default table
@@ -113,7 +118,7 @@ def _urdf_of(robot: RobotModel, path: str | None) -> str:
     raise ModelError("MujocoRobot needs the robot's URDF: pass urdf=<path>")
 
 
-class MujocoRobot:
+class MujocoRobot(RobotDriver):
     """A MuJoCo arm behind the RobotDriver protocol (see the module doc)."""
 
     simulated = True
@@ -289,6 +294,7 @@ class MujocoRobot:
                 d.ctrl[0::2] = q0
             self._q_ref_prev = np.array(q0, dtype=float)
             self._push = np.zeros(6)
+            self.push_point = np.zeros(3)  # where the hand acts: offset from the tip origin, tip frame (m)
             self._due: tuple[np.ndarray | None, np.ndarray | None] | None = None
             self.t, self.sent = 0.0, 0
             mujoco.mj_forward(self.model, d)
@@ -381,11 +387,13 @@ class MujocoRobot:
         return self._push.copy()
 
     def _apply_push(self) -> None:
-        """xfrc_applied acts at the tool's centre of mass: τ_com = τ + (p_tip − p_com) × F."""
+        """xfrc_applied acts at the tool's centre of mass: τ_com = τ + (p − p_com) × F, with p the
+        tip origin moved by ``push_point`` (tip frame; zero: the hand pushes at the sensor)."""
         d = self._data
         Rb, _ = self._base_pose()
         F, tau = Rb @ self._push[:3], Rb @ self._push[3:]
-        lever = d.xpos[self._tip_id] - d.xipos[self._tool_id]
+        at = d.xpos[self._tip_id] + d.xmat[self._tip_id].reshape(3, 3) @ self.push_point
+        lever = at - d.xipos[self._tool_id]
         d.xfrc_applied[self._tool_id, :3] = F
         d.xfrc_applied[self._tool_id, 3:] = tau + np.cross(lever, F)
 

@@ -1,19 +1,28 @@
 """The drivers fdcontrol can run, by name (``driver:`` in the settings, ``--driver`` on the CLI).
 
-A driver is one class implementing :class:`~fdcontrol.drivers.base.RobotDriver`, built as
-``Class.from_options(robot, dt, options)`` when it defines that classmethod, else
-``Class(robot=robot, dt=dt, **options)``. Drivers with optional dependencies register lazily.
+A driver is one subclass of :class:`~fdcontrol.drivers.base.RobotDriver`, built as
+``Class.from_options(robot, dt, options)`` (by default ``Class(robot=robot, dt=dt, **options)``).
+Drivers with optional dependencies register lazily.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..registry import Registry
-from ..robot import RobotModel
-from .base import RobotDriver
+from fdcontrol.drivers.base import RobotDriver
+from fdcontrol.model.robot import RobotModel
+from fdcontrol.params import Param, declare
+from fdcontrol.registry import Registry
 
 DRIVERS: Registry[RobotDriver] = Registry("driver")
+#: the driver's parameters, declared once (fdcontrol.params): startup only (nothing executable or
+#: file-system shaped from the network)
+PARAMS = declare(
+    "driver",
+    Param("driver", "str", "mujoco", "a registered driver or, at startup only, 'package.module:Class'",
+          policy="startup"),
+    Param("driver_options", "spec", {}, "the driver's own options (see its documentation)", policy="startup"),
+)
 DRIVERS.register_lazy("simulated", "fdcontrol.drivers.simulated:SimulatedRobot")
 DRIVERS.register_lazy("udp", "fdcontrol.drivers.udp:UdpBridgeDriver")
 DRIVERS.register_lazy("mujoco", "fdcontrol.drivers.mujoco:MujocoRobot")
@@ -24,8 +33,6 @@ DRIVERS.register_lazy("ur_rtde", "fdcontrol.drivers.ur_rtde:UrRtdeDriver")
 def build_driver(name: str, robot: RobotModel, dt: float, options: dict[str, Any]) -> RobotDriver:
     """Construct the driver registered as `name` (see the module doc)."""
     cls = DRIVERS.get(name)
-    factory = getattr(cls, "from_options", None)
-    driver = factory(robot, dt, dict(options)) if factory is not None else cls(robot=robot, dt=dt, **options)
-    if not isinstance(driver, RobotDriver):
-        raise TypeError(f"driver {name!r} does not implement fdcontrol.drivers.RobotDriver")
-    return driver
+    if not (isinstance(cls, type) and issubclass(cls, RobotDriver)):
+        raise TypeError(f"driver {name!r} is not a subclass of fdcontrol.drivers.RobotDriver")
+    return cls.from_options(robot, dt, dict(options))

@@ -17,7 +17,7 @@ Stale input faults the loop into hold: ``read`` raises :class:`StaleStateError` 
 joint state has arrived for ``timeout`` seconds (measured on arrival, fdcontrol's clock).
 Sensor sign: a ROS wrench topic carries the sensor's reading of the wrench the environment
 exerts on the tool (``wrench_sign = -1``, the default, turns it into fdcontrol's
-convention, see :mod:`fdcontrol.control`).
+convention, see :mod:`fdcontrol.control.law`).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from ..robot import RobotModel
-from .base import JointState
-from .udp import StaleStateError
+from fdcontrol.drivers.base import JointState, RobotDriver
+from fdcontrol.drivers.udp import StaleStateError
+from fdcontrol.model.robot import RobotModel
 
 UR_JOINTS = ["shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint", "wrist_1_joint", "wrist_2_joint",
              "wrist_3_joint"]
@@ -82,7 +82,7 @@ def matrix_from_quat(x: float, y: float, z: float, w: float) -> np.ndarray:
                      [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
 
 
-class Ros2Driver:
+class Ros2Driver(RobotDriver):
     simulated = False
 
     def __init__(self, robot: RobotModel, dt: float = 0.002, *, domain_id: int | None = None,
@@ -100,7 +100,7 @@ class Ros2Driver:
         from cyclonedds.sub import DataReader
         from cyclonedds.topic import Topic
 
-        from . import ros2_msgs as m
+        from fdcontrol.drivers import ros2_msgs as m
 
         if interface not in ("velocity", "position"):
             raise ValueError(f"interface must be 'velocity' or 'position', got {interface!r}")

@@ -9,9 +9,14 @@ Units as in ROS (REP 103): m, rad, N, N·m, s.
 
 from dataclasses import dataclass, field
 
-from cyclonedds.idl import IdlStruct
-from cyclonedds.idl.annotations import final
-from cyclonedds.idl.types import float64, int32, sequence, uint32
+from fdcontrol.extras import missing
+
+try:
+    from cyclonedds.idl import IdlStruct
+    from cyclonedds.idl.annotations import final
+    from cyclonedds.idl.types import float64, int32, sequence, uint32
+except ImportError as exc:
+    raise missing("ros2", "the ROS 2 driver", exc) from exc
 
 
 def topic_name(name: str) -> str:

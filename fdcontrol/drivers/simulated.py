@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ..robot import HOME, RobotModel
-from ..sensing import check_sign, physical_reading
-from .base import JointState
+from fdcontrol.control.sensing import check_sign, physical_reading
+from fdcontrol.drivers.base import JointState, RobotDriver
+from fdcontrol.model.robot import HOME, RobotModel
 
 
 @dataclass
@@ -27,7 +27,7 @@ class SpringPlane:
     """A wall: the half-space (p − point)·normal > 0 is solid with ``stiffness`` (N/m).
 
     The tip entering it by d = (p − point)·n pushes on the wall with F = k d n (robot on
-    environment, the sign convention of ``fdcontrol.control``).
+    environment, the sign convention of ``fdcontrol.control.law``).
     """
 
     point: np.ndarray
@@ -46,7 +46,7 @@ class SpringPlane:
 
 @dataclass
 class SimulatedSensor:
-    """A flange sensor with a tool, read as a physical sensor (see :mod:`fdcontrol.sensing`).
+    """A flange sensor with a tool, read as a physical sensor (see :mod:`fdcontrol.control.sensing`).
 
     The sensor frame is the tip frame. The spring planes push on the tool at the tip origin;
     the reading is r = s (f − W) + bias + noise, with f = Σ plane forces (tool on environment),
@@ -76,7 +76,7 @@ class SimulatedSensor:
         return w
 
 
-class SimulatedRobot:
+class SimulatedRobot(RobotDriver):
     """Velocity-actuated arm following q̇_ref through a first-order lag (see module doc)."""
 
     simulated = True  # no hardware behind it: the service may start the loop by itself

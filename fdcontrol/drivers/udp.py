@@ -19,15 +19,15 @@ import time
 
 import numpy as np
 
-from ..robot import RobotModel
-from .base import JointState
+from fdcontrol.drivers.base import JointState, RobotDriver
+from fdcontrol.model.robot import RobotModel
 
 
 class StaleStateError(RuntimeError):
     pass
 
 
-class UdpBridgeDriver:
+class UdpBridgeDriver(RobotDriver):
     def __init__(self, robot: RobotModel, dt: float = 0.002, listen: str = "127.0.0.1:50100",
                  timeout: float = 0.1, connect_timeout: float = 10.0) -> None:
         self.dof, self.timeout = robot.dof, float(timeout)

@@ -16,7 +16,7 @@ Wrench: ``getActualTCPForce`` is [F; τ] at the TCP in the controller's base fra
 the tip frame — so it rotates it with the model's forward kinematics (:func:`base_to_tip`).
 ``wrench_sign = -1`` (default) reads UR's value as the wrench the
 environment exerts on the tool and turns it into fdcontrol's convention (the tool on the
-environment, :mod:`fdcontrol.control`). The model's tip must be the controller's TCP
+environment, :mod:`fdcontrol.control.law`). The model's tip must be the controller's TCP
 (tool0 with a zero TCP offset for the shipped ur10 model, whose base_link is the controller's
 base frame; ``base_yaw = π`` for ur_description URDFs whose base_link is turned by π).
 """
@@ -30,9 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from ..robot import RobotModel
-from .base import JointState
-from .udp import StaleStateError
+from fdcontrol.drivers.base import JointState, RobotDriver
+from fdcontrol.drivers.udp import StaleStateError
+from fdcontrol.extras import missing
+from fdcontrol.model.robot import RobotModel
 
 SAFETY_MODES = {1: "NORMAL", 2: "REDUCED", 3: "PROTECTIVE_STOP", 4: "RECOVERY", 5: "SAFEGUARD_STOP",
                 6: "SYSTEM_EMERGENCY_STOP", 7: "ROBOT_EMERGENCY_STOP", 8: "VIOLATION", 9: "FAULT",
@@ -58,18 +59,24 @@ def base_to_tip(w_base: np.ndarray, R_tip: np.ndarray, base_yaw: float = 0.0) ->
 
 
 def _default_control(host: str, frequency: float):
-    import rtde_control
+    try:
+        import rtde_control
+    except ImportError as exc:
+        raise missing("ur", "the UR driver", exc) from exc
 
     return rtde_control.RTDEControlInterface(host, frequency)
 
 
 def _default_receive(host: str, frequency: float):
-    import rtde_receive
+    try:
+        import rtde_receive
+    except ImportError as exc:
+        raise missing("ur", "the UR driver", exc) from exc
 
     return rtde_receive.RTDEReceiveInterface(host, frequency)
 
 
-class UrRtdeDriver:
+class UrRtdeDriver(RobotDriver):
     simulated = False
 
     def __init__(self, robot: RobotModel, dt: float = 0.002, *, host: str, interface: str = "velocity",

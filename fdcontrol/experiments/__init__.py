@@ -6,20 +6,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..robot import RobotModel
-from . import (
-    conditioning,
-    decoupling,
-    integrators,
-    limits,
-    numerics,
-    physics,
-    sdls_rate,
-    singular_path,
-    singular_sweep,
-    timing,
-)
-from .common import Context
+from fdcontrol.extras import missing
+from fdcontrol.model.robot import RobotModel
+
+try:
+    from fdcontrol.experiments import (
+        conditioning,
+        decoupling,
+        drift,
+        integrators,
+        limits,
+        numerics,
+        physics,
+        sdls_rate,
+        singular_path,
+        singular_sweep,
+        timing,
+    )
+    from fdcontrol.experiments.common import Context
+except ImportError as exc:
+    raise missing("experiments", "the experiments", exc) from exc
 
 EXPERIMENTS = {
     "decoupling": decoupling.run,
@@ -32,6 +38,7 @@ EXPERIMENTS = {
     "integrators": integrators.run,  # issue 7: error vs CPU time
     "sdls-rate": sdls_rate.run,  # issue 17: SDLS in the loop is rate-independent
     "physics": physics.run,  # issue 11: the mappings on the MuJoCo arm
+    "drift": drift.run,  # hand guiding's sideways drift at random poses, source by source
 }
 
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
-from ..robot import RobotModel
-from ..virtual import VirtualModel
+from fdcontrol.model.robot import RobotModel
+from fdcontrol.model.virtual import VirtualModel
 
 
 @dataclass

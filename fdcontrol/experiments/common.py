@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..robot import RobotModel
+from fdcontrol.model.robot import RobotModel
 
 
 @dataclass

@@ -6,8 +6,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .batch import cartesian, evaluate, joint_space, sigmas, uniform_q
-from .common import Context, save, table, write_results
+from fdcontrol.experiments.batch import cartesian, evaluate, joint_space, sigmas, uniform_q
+from fdcontrol.experiments.common import Context, save, table, write_results
 
 GAMMAS = np.logspace(0, 6, 25)
 ALPHAS = np.logspace(-4, 0, 25)

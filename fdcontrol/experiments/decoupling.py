@@ -11,8 +11,8 @@ import time
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .batch import cartesian, evaluate, joint_space, uniform_q
-from .common import Context, save, table, write_results
+from fdcontrol.experiments.batch import cartesian, evaluate, joint_space, uniform_q
+from fdcontrol.experiments.common import Context, save, table, write_results
 
 CASES = [("ji", None, "J⁻¹"), ("jt", None, "Jᵀ"), ("fd", 1.0, "FD γ=1"), ("fd", 1e3, "FD γ=1e3"),
          ("fd", 1e4, "FD γ=1e4")]

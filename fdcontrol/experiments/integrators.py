@@ -16,10 +16,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from ..integrators import RK4, BogackiShampine, SemiImplicitEuler
-from ..mappings import ForwardDynamics
-from ..solvers import ForwardDynamicsSolver
-from .common import Context, save, table, write_results
+from fdcontrol.experiments.common import Context, save, table, write_results
+from fdcontrol.loop.integrators import RK4, BogackiShampine, SemiImplicitEuler
+from fdcontrol.loop.solvers import ForwardDynamicsSolver
+from fdcontrol.mappings import ForwardDynamics
 
 Q0 = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2])
 F = np.array([20.0, -10.0, 15.0, 1.0, 0.0, -1.0])

@@ -9,7 +9,7 @@ shoulder-lift joint into a limit 0.05 rad from its start, reversed after 1 s:
 * ``loop``: the full control loop (``ControlLoop``: control law, solver, safety limits) on the
   simulated arm (first-order velocity lag τ = 10 ms), as the service runs it. The virtual
   limit is inset from the robot's (safety) limit by the braking distance
-  (``fdcontrol.constraints.braking_inset``), so it acts before the safety envelope would;
+  (``fdcontrol.model.constraints.braking_inset``), so it acts before the safety envelope would;
   ``envelope only`` is the solver without virtual limits, where the safety envelope brakes
   the joint — the situation before the inset.
 
@@ -25,14 +25,14 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..constraints import braking_inset
-from ..drivers.simulated import SimulatedRobot
-from ..loop import ControlLoop
-from ..mappings import ForwardDynamics
-from ..robot import RobotModel
-from ..safety import SafetyLimits
-from ..solvers import ForwardDynamicsSolver
-from .common import Context, save, table, write_results
+from fdcontrol.drivers.simulated import SimulatedRobot
+from fdcontrol.experiments.common import Context, save, table, write_results
+from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop.solvers import ForwardDynamicsSolver
+from fdcontrol.mappings import ForwardDynamics
+from fdcontrol.model.constraints import braking_inset
+from fdcontrol.model.robot import RobotModel
 
 Q0 = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2])
 JOINT, MARGIN, DT = 1, 0.05, 0.002
@@ -136,7 +136,7 @@ def envelope_metrics(r: dict, t: np.ndarray, reverse_at: float, near: np.ndarray
 
 def physics_runs(robot: RobotModel, t: np.ndarray) -> dict:
     """The loop on a registered "mujoco" driver (physics), when one is installed; else {}."""
-    from ..drivers.registry import DRIVERS, build_driver
+    from fdcontrol.drivers.registry import DRIVERS, build_driver
 
     if "mujoco" not in DRIVERS:
         return {}

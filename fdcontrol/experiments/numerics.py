@@ -9,7 +9,7 @@ Configurations: random (q ~ U[−π, π]), near-singular (wrist: q5 = 10^-k, σm
 about 1e-2 to 1e-8) and exactly singular (q = 0).
 
 Constrained (a joint at its limit, seed 001 eq. 7): each single joint locked in turn, the
-locked-joint q̈ of each algorithm (``fdcontrol.constraints.LockedDynamics``) against the same
+locked-joint q̈ of each algorithm (``fdcontrol.model.constraints.LockedDynamics``) against the same
 reference with the locked columns dropped.
 """
 
@@ -19,10 +19,10 @@ import matplotlib.pyplot as plt
 import mpmath
 import numpy as np
 
-from ..constraints import LockedDynamics
-from ..virtual import VirtualModel
-from .batch import uniform_q
-from .common import Context, save, table, write_results
+from fdcontrol.experiments.batch import uniform_q
+from fdcontrol.experiments.common import Context, save, table, write_results
+from fdcontrol.model.constraints import LockedDynamics
+from fdcontrol.model.virtual import VirtualModel
 
 GAMMAS = 10.0 ** np.arange(0, 13)
 METHODS = ("cholesky", "aba", "qr", "cholesky-float32")

@@ -20,15 +20,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..control import ControlLaw, ForceTerm
-from ..drivers.mujoco import EnvObject, MujocoRobot, Tool
-from ..loop import ControlLoop
-from ..mappings import make_mapping
-from ..robot import HOME, RobotModel
-from ..safety import SafetyLimits
-from ..sensing import WrenchFilter
-from ..solvers import make_solver
-from .common import Context, table, write_results
+from fdcontrol.control.law import ControlLaw, ForceTerm
+from fdcontrol.control.sensing import WrenchFilter
+from fdcontrol.drivers.mujoco import EnvObject, MujocoRobot, Tool
+from fdcontrol.experiments import drift
+from fdcontrol.experiments.common import Context, table, write_results
+from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop.solvers import make_solver
+from fdcontrol.mappings import make_mapping
+from fdcontrol.model.robot import HOME, RobotModel
 
 DT = 0.002
 TOOL = Tool(mass=0.8, com=(0.01, -0.005, 0.06), length=0.12, radius=0.02)
@@ -51,7 +52,7 @@ def rig(robot: RobotModel, mapping: str = "fd", mode: str = "velocity", law: Con
     drv = MujocoRobot(robot, dt=DT, mode=mode, q0=q0, tool=tool, objects=objects or [],  # type: ignore[arg-type]
                       sensor_sign=sign)
     filt = WrenchFilter(tool_mass=tool.mass, tool_com=np.array(tool.com), sign=sign)  # type: ignore[arg-type]
-    solver = make_solver(make_mapping(mapping, robot, gamma=1e3))
+    solver = make_solver(make_mapping(mapping, robot))
     loop = ControlLoop(robot, drv, solver, law=law, limits=SafetyLimits.from_robot(robot),
                        wrench_filter=filt, rate=1 / DT)
     return Rig(loop, drv, robot)
@@ -152,6 +153,7 @@ def run_experiment(ctx: Context) -> dict:
                              f"{s['position_violation_rad']:.1e}"])
                 if ctx.progress:
                     print(rows[-1])
+    res["drift"], drift_table = drift.mapping_drift(ctx)
     folder = ctx.folder("physics")
     write_results(folder, res, f"""# Mappings on the MuJoCo arm (issue 11)
 
@@ -171,6 +173,12 @@ safety limit was active and held. DLS and J⁻¹ map the sensed wrench straight 
 high-gain loop that chatters from round-off up to a ~0.4 N limit cycle, so the tip creeps
 ("still" > 0) and the force does not settle; FD's virtual mass filters it. Jᵀ drifts far
 across the push (its metric is not the Cartesian one).
+
+Hand-guiding drift over seeded random poses (a {drift.PUSH} N push along +x for {drift.GUIDE_S} s,
+the MuJoCo arm, the default limits unless stated; DLS and J⁻¹ also with the 5 Hz sensor
+low-pass that lets them settle on contact; sources separated in `fdcontrol experiments drift`):
+
+{drift_table}
 """)
     return res
 

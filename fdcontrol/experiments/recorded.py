@@ -14,11 +14,11 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..recording import read_recording
-from ..robot import RobotModel
-from .batch import evaluate, joint_space, sigmas
-from .common import Context, save, table, write_results
-from .singular_path import CASES
+from fdcontrol.experiments.batch import evaluate, joint_space, sigmas
+from fdcontrol.experiments.common import Context, save, table, write_results
+from fdcontrol.experiments.singular_path import CASES
+from fdcontrol.model.robot import RobotModel
+from fdcontrol.recording import read_recording
 
 
 def run_recording(path: str | Path, out: str | Path, samples: int | None = None, quick: bool = False,

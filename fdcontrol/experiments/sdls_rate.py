@@ -1,6 +1,6 @@
 """SDLS in the loop at 250, 500 and 1000 Hz: the per-second form vs clamps on the per-cycle error.
 
-Velocity solver (``fdcontrol.solvers.VelocitySolver``, c = 10 1/s) with SDLS (γ_max = π/4,
+Velocity solver (``fdcontrol.loop.solvers.VelocitySolver``, c = 10 1/s) with SDLS (γ_max = π/4,
 L = 0.5 m, D_max = 0.1 m) on the UR10 near its wrist singularity (q5 = 0.05), a constant wrench
 [20, 10, 0, 0, 0, 5] (N, N·m) for 0.5 s, perfect tracking (q⁺ = q + dt q̇). ``per-second``:
 SDLS on e = ẋ/c, q̇ = Δθ·c (what the loop runs); ``per-cycle``: SDLS on e = ẋ·dt, q⁺ = q + Δθ
@@ -12,10 +12,10 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..mappings import SelectivelyDampedLeastSquares
-from ..robot import RobotModel
-from ..solvers import VelocitySolver
-from .common import Context, save, table, write_results
+from fdcontrol.experiments.common import Context, save, table, write_results
+from fdcontrol.loop.solvers import VelocitySolver
+from fdcontrol.mappings import SelectivelyDampedLeastSquares
+from fdcontrol.model.robot import RobotModel
 
 Q0 = np.array([0.3, -1.2, 1.6, -1.9, 0.05, 0.2])
 WRENCH = np.array([20.0, 10.0, 0.0, 0.0, 0.0, 5.0])

@@ -11,8 +11,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .batch import evaluate, joint_space, sigmas
-from .common import Context, save, table, write_results
+from fdcontrol.experiments.batch import evaluate, joint_space, sigmas
+from fdcontrol.experiments.common import Context, save, table, write_results
 
 CROSSINGS = [1 / 6, 0.2, 0.5, 5 / 6]
 CASES = [("ji", None, "J⁻¹"), ("jt", None, "Jᵀ"), ("fd", 1e1, "FD γ=1e1"), ("fd", 1e2, "FD γ=1e2"),

@@ -18,8 +18,8 @@ import numpy as np
 from scipy.optimize import minimize
 from tqdm import tqdm
 
-from .batch import evaluate, joint_space, sigmas, uniform_q
-from .common import Context, save, table, write_results
+from fdcontrol.experiments.batch import evaluate, joint_space, sigmas, uniform_q
+from fdcontrol.experiments.common import Context, save, table, write_results
 
 GAMMAS = np.logspace(0, 8, 33)
 ALPHAS = np.logspace(-4, 0.5, 33)

@@ -12,10 +12,10 @@ from collections.abc import Callable
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..mappings import make_mapping
-from ..robot import RobotModel
-from .batch import uniform_q
-from .common import Context, save, table, write_results
+from fdcontrol.experiments.batch import uniform_q
+from fdcontrol.experiments.common import Context, save, table, write_results
+from fdcontrol.mappings import make_mapping
+from fdcontrol.model.robot import RobotModel
 
 
 def methods(robot: RobotModel) -> dict[str, Callable[[np.ndarray], np.ndarray]]:

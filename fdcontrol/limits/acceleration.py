@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..robot import RobotModel
-from .base import Cycle, Limit, LimitSettings, check_positive, per_joint
+from fdcontrol.limits.base import Cycle, Limit, LimitSettings, check_positive, per_joint
+from fdcontrol.model.robot import RobotModel
 
 
 @dataclass
@@ -24,7 +24,7 @@ class JointAcceleration(Limit):
        one step, the acceleration limit wins and the joint converges to the envelope at a_j.
 
     The result is within ±a_j dt of q̇_prev,j; only the hard box applied after all limits can
-    override it (see fdcontrol.safety for exactly when).
+    override it (see fdcontrol.limits.safety for exactly when).
     """
 
     max_acceleration: np.ndarray  # rad/s²

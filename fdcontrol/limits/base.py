@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 import numpy as np
 
 if TYPE_CHECKING:
-    from ..robot import RobotModel
+    from fdcontrol.model.robot import RobotModel
 
 INF = float("inf")
 
@@ -44,7 +44,7 @@ class Cycle:
 
 class LimitSettings(Protocol):
     """What a limit reads to build itself: the service's settings (server/settings.py
-    ``ControlParams``) or :class:`fdcontrol.safety.LimitParams` — the library never imports the service."""
+    ``ControlParams``) or :class:`fdcontrol.limits.safety.LimitParams` — the library never imports the service."""
 
     velocity_scale: float  # fraction of the robot description's velocity limits
     max_joint_acceleration: float  # rad/s²
@@ -55,7 +55,7 @@ class LimitSettings(Protocol):
 class Limit(ABC):
     """One limit on the joint-velocity reference; registered by name in :data:`LIMITS`.
 
-    ``order`` places it in the composition (:class:`fdcontrol.safety.SafetyLimits`), ascending:
+    ``order`` places it in the composition (:class:`fdcontrol.limits.safety.SafetyLimits`), ascending:
     cartesian 10, position 20, velocity 30, acceleration 40; the hard box is always last. The
     default 35 runs a new limit after the uniform scalings and before the acceleration limit,
     which then ramps into whatever it asked for. ``required``, when not empty, says why the

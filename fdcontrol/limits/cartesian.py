@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..robot import RobotModel
-from .base import Cycle, Limit, LimitSettings
+from fdcontrol.limits.base import Cycle, Limit, LimitSettings
+from fdcontrol.model.robot import RobotModel
 
 
 @dataclass

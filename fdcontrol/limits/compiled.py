@@ -15,9 +15,15 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
-from numba import types
+
+from fdcontrol.extras import missing
+
+try:
+    import numba
+    from numba import types
+except ImportError as exc:  # SafetyLimits then runs the same limits as Python loops
+    raise missing("fast", "the compiled default limits", exc) from exc
 
 _VEC = types.Array(types.float64, 1, "A")  # any layout: pinocchio and numpy hand over both
 _SIGNATURE = types.Tuple((_VEC, types.boolean, types.boolean, types.boolean, types.boolean))(

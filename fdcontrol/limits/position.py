@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..robot import RobotModel
-from .base import Cycle, Limit, LimitSettings, check_positive, per_joint
+from fdcontrol.limits.base import Cycle, Limit, LimitSettings, check_positive, per_joint
+from fdcontrol.model.robot import RobotModel
 
 BRAKING_MARGIN = 0.5  # brake along √(2·0.5·a·d): room for the discrete envelope and a lagging robot
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..robot import RobotModel
-from .base import Cycle, Limit, LimitSettings, check_positive, per_joint
+from fdcontrol.limits.base import Cycle, Limit, LimitSettings, check_positive, per_joint
+from fdcontrol.model.robot import RobotModel
 
 
 @dataclass

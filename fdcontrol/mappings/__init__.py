@@ -10,12 +10,24 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from .base import MAPPINGS, Analysis, Mapping, MappingProtocol, analyze, check_positive, make_mapping
-from .dls import DampedLeastSquares
-from .fd import ForwardDynamics
-from .ji import JacobianInverse
-from .jt import JacobianTranspose
-from .sdls import SelectivelyDampedLeastSquares
+from fdcontrol.mappings.base import (
+    MAPPINGS,
+    Analysis,
+    Mapping,
+    MappingProtocol,
+    analyze,
+    check_param,
+    check_positive,
+    make_mapping,
+    mapping_params,
+    settings_kwargs,
+)
+from fdcontrol.mappings.dls import DampedLeastSquares
+from fdcontrol.mappings.fd import ForwardDynamics
+from fdcontrol.mappings.ji import JacobianInverse
+from fdcontrol.mappings.jt import JacobianTranspose
+from fdcontrol.mappings.sdls import SelectivelyDampedLeastSquares
+from fdcontrol.params import Param, declare
 
 for _m in pkgutil.iter_modules(__path__):  # further mapping files register on import
     importlib.import_module(f"{__name__}.{_m.name}")
@@ -29,6 +41,11 @@ def mapping_names() -> tuple[str, ...]:
                         key=lambda n: (_PAPER_ORDER.index(n) if n in _PAPER_ORDER else len(_PAPER_ORDER), n)))
 
 
+#: which mapping drives the loop, declared once (fdcontrol.params); each mapping declares its own parameters
+PARAMS = declare("mapping", Param("mapping", "choice", "fd", "the Cartesian → joint mapping (a registered one)",
+                                  policy="holding", choices=mapping_names))
+
+
 def __getattr__(name: str) -> tuple[str, ...]:
     # MAPPING_NAMES is derived when read, so a mapping registered after this import is in it
     if name == "MAPPING_NAMES":
@@ -38,4 +55,4 @@ def __getattr__(name: str) -> tuple[str, ...]:
 
 __all__ = ["MAPPINGS", "MAPPING_NAMES", "Analysis", "DampedLeastSquares", "ForwardDynamics", "JacobianInverse",
            "JacobianTranspose", "Mapping", "MappingProtocol", "SelectivelyDampedLeastSquares", "analyze",
-           "check_positive", "make_mapping", "mapping_names"]
+           "check_param", "check_positive", "make_mapping", "mapping_names", "mapping_params", "settings_kwargs"]

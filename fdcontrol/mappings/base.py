@@ -7,22 +7,23 @@ Every mapping has the same small interface:
   space (the identity is ideal decoupling).
 
 A mapping is one class in one file of this package, registered with
-``@MAPPINGS.register("name")``; its ``__init__(robot, **params)`` keywords are the parameters
-``make_mapping`` forwards (others are ignored), and ``solver`` names the solver family that
-drives it in the loop (``fdcontrol.solvers.SOLVERS``).
+``@MAPPINGS.register("name")``; its parameters are declared once in ``PARAMS``
+(:mod:`fdcontrol.params`: the keywords of its ``__init__``, which ``make_mapping`` checks), and
+``solver`` names the solver family that drives it in the loop (``fdcontrol.loop.solvers.SOLVERS``).
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from ..registry import Registry, UnknownName
-from ..robot import ModelError, RobotModel
+from fdcontrol.model.configuration import Configuration
+from fdcontrol.model.robot import ModelError, RobotModel
+from fdcontrol.params import Param, ParamError, unknown_names
+from fdcontrol.registry import Registry, UnknownName
 
 
 class MappingProtocol(Protocol):
@@ -35,17 +36,42 @@ class MappingProtocol(Protocol):
 
 
 class Mapping:
-    """Base class: subclasses implement ``joint_space``; ``cartesian`` is J · joint_space."""
+    """Base class: M from the Jacobian (``from_jacobian``), at a q (``joint_space``) or from the
+    cycle's :class:`~fdcontrol.model.configuration.Configuration` (``joint_space_at``: its J, and
+    its H for FD — no second kinematics pass); ``cartesian`` is J · joint_space."""
 
     name = "mapping"
-    #: solver family in ``fdcontrol.solvers.SOLVERS``: "velocity", "transpose" or "forward_dynamics"
+    #: solver family in ``fdcontrol.loop.solvers.SOLVERS``: "velocity", "transpose" or "forward_dynamics"
     solver = "velocity"
+    #: ``solve(q, e)`` / ``solve_at(conf, e)`` give the joint step for a Cartesian displacement e
+    #: (SDLS: Buss & Kim's nonlinear step), which the velocity solver then uses instead of M·e
+    solves_displacement: bool = False
 
     def __init__(self, robot: RobotModel) -> None:
         self.robot = robot
 
-    def joint_space(self, q: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+    def from_jacobian(self, J: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        """M (N×6) from the tip Jacobian J (6×N, base frame)."""
         raise NotImplementedError
+
+    def joint_space(self, q: np.ndarray) -> np.ndarray:
+        """Type (a) of Fig. 5: M(q), N×6."""
+        return self.from_jacobian(self.robot.jacobian(q))
+
+    def joint_space_at(self, conf: Configuration) -> np.ndarray:
+        """M at the configuration's q, from its Jacobian (and H where the mapping needs it); a
+        mapping that only defines ``joint_space(q)`` is evaluated at the configuration's q."""
+        if type(self).from_jacobian is Mapping.from_jacobian:
+            return self.joint_space(conf.q)
+        return self.from_jacobian(conf.jacobian)
+
+    def solve(self, q: np.ndarray, error: np.ndarray) -> np.ndarray:
+        """The joint step for a Cartesian displacement (``solves_displacement`` mappings)."""
+        return self.joint_space(q) @ error
+
+    def solve_at(self, conf: Configuration, error: np.ndarray) -> np.ndarray:
+        """:meth:`solve` from the cycle's Configuration."""
+        return self.joint_space_at(conf) @ error
 
     def cartesian(self, q: np.ndarray) -> np.ndarray:
         """Type (b) of Fig. 5: J(q) M(q), 6×6."""
@@ -69,18 +95,42 @@ def check_positive(name: str, value: float) -> float:
     return v
 
 
-def make_mapping(name: str, robot: RobotModel, **params: Any) -> Mapping:
-    """Build the mapping registered as `name`; keywords it does not take are ignored.
-
-    One call for every mapping (``gamma``, ``alpha``, ``gamma_max``, ``algorithm``, …) so that
-    settings and requests can hold the union of all mappings' parameters.
-    """
+def mapping_params(name: str) -> tuple[Param, ...]:
+    """The parameters the mapping registered as `name` declares (``PARAMS``; none for J⁻¹ and Jᵀ)."""
     try:
-        cls = MAPPINGS.get(name)
+        return tuple(getattr(MAPPINGS.get(name), "PARAMS", ()))
     except UnknownName as exc:
         raise ModelError(str(exc)) from exc
-    accepted = inspect.signature(cls.__init__).parameters
-    return cls(robot, **{k: v for k, v in params.items() if k in accepted and k != "robot"})
+
+
+def check_param(p: Param, value: Any) -> Any:
+    """`value` checked against its declaration, as the mapping's ModelError."""
+    try:
+        return p.check(value)
+    except ParamError as exc:
+        raise ModelError(str(exc)) from None
+
+
+def make_mapping(name: str, robot: RobotModel, **params: Any) -> Mapping:
+    """Build the mapping registered as `name` with its declared parameters (by setting name, e.g.
+    ``sdls_length``, or constructor keyword, e.g. ``length``). A name the mapping does not declare
+    raises, listing the valid ones: ``make_mapping("fd", robot, gama=5)`` is an error, not γ = 1000."""
+    declared = mapping_params(name)
+    by_name = {p.name: p for p in declared} | {p.keyword: p for p in declared}
+    if set(params) - by_name.keys():
+        raise ModelError(str(unknown_names(params, [p.name for p in declared], f"parameter of mapping {name!r}:")))
+    try:
+        kwargs = {by_name[k].keyword: by_name[k].check(v) for k, v in params.items()}
+    except ParamError as exc:
+        raise ModelError(str(exc)) from None
+    return MAPPINGS.get(name)(robot, **kwargs)
+
+
+def settings_kwargs(name: str, values: Any) -> dict[str, Any]:
+    """The declared parameters of mapping `name` read from `values` (settings or a request: any object
+    or mapping holding the setting names), for :func:`make_mapping`."""
+    get = values.get if isinstance(values, dict) else lambda k: getattr(values, k)
+    return {p.name: get(p.name) for p in mapping_params(name)}
 
 
 @dataclass(frozen=True)

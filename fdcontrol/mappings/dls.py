@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..robot import RobotModel
-from .base import MAPPINGS, Mapping, check_positive
+from fdcontrol.mappings.base import MAPPINGS, Mapping, check_param
+from fdcontrol.model.robot import RobotModel
+from fdcontrol.params import Param, declare
 
 
 @MAPPINGS.register("dls")
@@ -14,13 +15,14 @@ class DampedLeastSquares(Mapping):
 
     name = "dls"
     solver = "velocity"
+    PARAMS = declare("mapping dls", Param("alpha", "float", 0.1, "damping α of damped least squares "
+                                          "(α² adds to JᵀJ; α and σ share units)", ge=1e-12, le=10))
 
-    def __init__(self, robot: RobotModel, alpha: float = 0.1) -> None:
+    def __init__(self, robot: RobotModel, alpha: float = PARAMS[0].default) -> None:
         super().__init__(robot)
-        self.alpha = check_positive("alpha", alpha)
+        self.alpha = check_param(self.PARAMS[0], alpha)
 
-    def joint_space(self, q: np.ndarray) -> np.ndarray:
-        J = self.robot.jacobian(q)
+    def from_jacobian(self, J: np.ndarray) -> np.ndarray:
         A = J.T @ J + self.alpha**2 * np.eye(J.shape[1])
         return np.linalg.solve(A, J.T)
 

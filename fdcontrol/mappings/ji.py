@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import MAPPINGS, Mapping
+from fdcontrol.mappings.base import MAPPINGS, Mapping
 
 
 @MAPPINGS.register("ji")
@@ -19,8 +19,7 @@ class JacobianInverse(Mapping):
     name = "ji"
     solver = "velocity"
 
-    def joint_space(self, q: np.ndarray) -> np.ndarray:
-        J = self.robot.jacobian(q)
+    def from_jacobian(self, J: np.ndarray) -> np.ndarray:
         if J.shape[0] != J.shape[1]:
             return np.linalg.pinv(J)
         U, s, Vt = np.linalg.svd(J)

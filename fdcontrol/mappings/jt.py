@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import MAPPINGS, Mapping
+from fdcontrol.mappings.base import MAPPINGS, Mapping
 
 
 @MAPPINGS.register("jt")
@@ -14,5 +14,5 @@ class JacobianTranspose(Mapping):
     name = "jt"
     solver = "transpose"
 
-    def joint_space(self, q: np.ndarray) -> np.ndarray:
-        return self.robot.jacobian(q).T
+    def from_jacobian(self, J: np.ndarray) -> np.ndarray:
+        return J.T

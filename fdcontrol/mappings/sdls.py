@@ -6,8 +6,10 @@ import math
 
 import numpy as np
 
-from ..robot import RobotModel
-from .base import MAPPINGS, Mapping, check_positive
+from fdcontrol.mappings.base import MAPPINGS, Mapping, check_param
+from fdcontrol.model.configuration import Configuration
+from fdcontrol.model.robot import RobotModel
+from fdcontrol.params import Param, declare
 
 
 def clamp_max_abs(w: np.ndarray, d: float) -> np.ndarray:
@@ -47,22 +49,31 @@ class SelectivelyDampedLeastSquares(Mapping):
     omitted), so it can be analysed like the other mappings.
 
     The algorithm is positively homogeneous: solve(k e; k γ_max, k D_max) = k solve(e), which is
-    what makes the loop's per-second use rate-independent (``fdcontrol.solvers.VelocitySolver``).
+    what makes the loop's per-second use rate-independent (``fdcontrol.loop.solvers.VelocitySolver``).
     """
 
     name = "sdls"
     solver = "velocity"
+    PARAMS = declare(
+        "mapping sdls",
+        Param("gamma_max", "float", math.pi / 4, "largest joint step γ_max of one solve", "rad", ge=1e-9, le=10),
+        # upper bounds wide enough for a model in millimetres (the algorithm is unit-consistent)
+        Param("sdls_length", "float", 0.5, "characteristic length L: a rotation of 1 rad weighs L metres", "m",
+              ge=1e-6, le=1e4, arg="length"),
+        Param("sdls_max_error", "float", 0.1, "clamp D_max of the Cartesian error per solve", "m", ge=1e-9,
+              le=1e4, arg="max_error"))
 
-    def __init__(self, robot: RobotModel, gamma_max: float = math.pi / 4, length: float = 0.5,
-                 max_error: float = 0.1) -> None:
+    def __init__(self, robot: RobotModel, gamma_max: float = PARAMS[0].default, length: float = PARAMS[1].default,
+                 max_error: float = PARAMS[2].default) -> None:
         super().__init__(robot)
-        self.gamma_max = check_positive("gamma_max", gamma_max)
-        self.length = check_positive("length", length)
-        self.max_error = check_positive("max_error", max_error)
+        self.gamma_max, self.length, self.max_error = (
+            check_param(p, v) for p, v in zip(self.PARAMS, (gamma_max, length, max_error), strict=True))
         self._scale = np.array([1.0, 1.0, 1.0, self.length, self.length, self.length])
 
-    def _svd(self, q: np.ndarray):
-        J = self.robot.jacobian(q) * self._scale[:, None]  # J' = S J
+    solves_displacement = True
+
+    def _svd(self, J: np.ndarray):
+        J = J * self._scale[:, None]  # J' = S J
         U, s, Vt = np.linalg.svd(J, full_matrices=False)
         rho = np.linalg.norm(J[:3], axis=0) + np.linalg.norm(J[3:], axis=0)  # ρ_j, m
         keep = s > s[0] * 1e-12 if s[0] > 0 else np.zeros_like(s, dtype=bool)
@@ -77,8 +88,8 @@ class SelectivelyDampedLeastSquares(Mapping):
         e = np.asarray(error, dtype=float) * self._scale
         return np.concatenate((clamp_mag(e[:3], self.max_error), clamp_mag(e[3:], self.max_error)))
 
-    def joint_space(self, q: np.ndarray) -> np.ndarray:
-        U, s, Vt, gam, keep = self._svd(q)
+    def from_jacobian(self, J: np.ndarray) -> np.ndarray:
+        U, s, Vt, gam, keep = self._svd(J)
         vmax = np.max(np.abs(Vt), axis=1)
         with np.errstate(divide="ignore"):
             gain = np.where(keep, np.minimum(1.0 / np.where(keep, s, 1.0), gam / vmax), 0.0)
@@ -86,7 +97,15 @@ class SelectivelyDampedLeastSquares(Mapping):
 
     def solve(self, q: np.ndarray, error: np.ndarray) -> np.ndarray:
         """Buss & Kim's Δθ (rad) for a Cartesian error e = [Δp; Δφ] (m, rad), all three clamps."""
-        U, s, Vt, gam, keep = self._svd(q)
+        return self.solve_jacobian(self.robot.jacobian(q), error)
+
+    def solve_at(self, conf: Configuration, error: np.ndarray) -> np.ndarray:
+        """:meth:`solve` from the cycle's Jacobian."""
+        return self.solve_jacobian(conf.jacobian, error)
+
+    def solve_jacobian(self, J: np.ndarray, error: np.ndarray) -> np.ndarray:
+        """:meth:`solve` for the tip Jacobian J (6×N, base frame)."""
+        U, s, Vt, gam, keep = self._svd(J)
         e = self.scaled_error(error)
         dq = np.zeros(Vt.shape[1])
         for i in np.flatnonzero(keep):

@@ -15,11 +15,11 @@ import numpy as np
 from fastapi import APIRouter, HTTPException, Request
 
 from fdcontrol import ForwardDynamics, RobotModel, VirtualModel, analyze, make_mapping
-from fdcontrol.robot import SHIPPED
-
-from .. import schemas
-from ..errors import ERRORS
-from .deps import current_robot, shipped, worker
+from fdcontrol.mappings import settings_kwargs
+from fdcontrol.model.robot import SHIPPED
+from fdcontrol.server import schemas
+from fdcontrol.server.errors import ERRORS
+from fdcontrol.server.routers.deps import current_robot, shipped, worker
 
 router = APIRouter(tags=["analysis"])
 ANALYSIS_LOCK = threading.Lock()
@@ -46,10 +46,9 @@ def singular_values(req: schemas.AnalysisRequest, request: Request) -> dict[str,
 
 def _analysis(robot: RobotModel, qs: list, req: schemas.AnalysisRequest) -> dict[str, Any]:
     specs = [schemas.MappingSpec(name=m) if isinstance(m, str) else m for m in req.mappings]
-    maps = [make_mapping(s.name, robot, gamma=s.gamma, alpha=s.alpha, gamma_max=s.gamma_max,
-                         length=s.length, max_error=s.max_error, algorithm=s.algorithm) for s in specs]
+    maps = [make_mapping(s.name, robot, **settings_kwargs(s.name, s)) for s in specs]
     fd = [m for m in maps if isinstance(m, ForwardDynamics)]
-    vm = fd[0].virtual if fd else VirtualModel(robot, 1e3)
+    vm = fd[0].virtual if fd else VirtualModel(robot)
     points = []
     for q in qs:
         qv = robot.check_q(np.asarray(q, dtype=float))

@@ -1,10 +1,12 @@
-"""GET/PATCH /config: the loop's run-time settings (server/settings.py ``ControlParams``).
+"""GET/PATCH /config and GET /params: the loop's parameters, each declared once by its part
+(fdcontrol.params; the table in fdcontrol.loop.parameters, the settings model in server/settings.py).
 
-Driver, driver options and base/tip frames are startup configuration only (nothing
-executable or file-system shaped from the network); the robot may switch among the startup
-one and the shipped ones; safety bounds (``TIGHTEN_ONLY``) may be tightened at run time but
-loosened only up to their startup values, and safety sets (``GROW_ONLY``: the composed limits)
-may gain members but never lose one the service started with — removing a limit loosens.
+A change is checked against each parameter's run-time policy (``live``, ``tighten``, ``holding``,
+``stopped``, ``startup``) here, for a precise answer, and again in the loop process against the
+loop itself (server/runtime.py, the same function): 409 when the loop's phase does not allow it
+(stopped / holding at standstill / moving), 422 when the value never may be (a safety bound
+loosened beyond its startup value, a limit removed). Nothing executable or file-system shaped
+comes from the network: driver, driver options and frames are ``startup``.
 """
 
 from __future__ import annotations
@@ -13,27 +15,60 @@ from typing import Any, Optional
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from fdcontrol.robot import SHIPPED
-
-from ..errors import CONFLICT, ERRORS, clip
-from ..settings import GROW_ONLY, STARTUP_ONLY, TIGHTEN_ONLY, ControlParams
-from .deps import live, worker
+from fdcontrol.model.robot import SHIPPED
+from fdcontrol.params import POLICY_TEXT, change_errors, unknown_names
+from fdcontrol.server.errors import CONFLICT, ERRORS, clip
+from fdcontrol.server.routers.deps import live, phase, worker
+from fdcontrol.server.settings import PARAMS, ControlParams, Settings
 
 router = APIRouter(tags=["config"])
 
-ConfigPatch = create_model(  # the run-time ControlParams fields, optional and strict, for PATCH /config
-    "ConfigPatch", __config__=ConfigDict(extra="forbid", strict=True),
-    **{k: (Optional[f.annotation], None) for k, f in ControlParams.model_fields.items()  # noqa: UP045
-       if k not in STARTUP_ONLY},
+ConfigPatch = create_model(  # every parameter, optional and strict, for PATCH /config (unknown names: below)
+    "ConfigPatch", __config__=ConfigDict(extra="allow", strict=True),
+    **{k: (Optional[f.annotation], None) for k, f in ControlParams.model_fields.items()},  # noqa: UP045
 )
 
 
-def startup_params(request: Request) -> ControlParams:
-    """The loop settings the service started with: the bounds for tighten-only settings."""
-    settings = request.app.state.settings
-    return ControlParams.model_validate(settings.model_dump(include=set(ControlParams.model_fields)))
+class ParamInfo(BaseModel):
+    name: str
+    kind: str = Field(description="float, int, bool, str, choice, vector, names or spec")
+    default: Any
+    unit: str
+    description: str
+    policy: str = Field(description="when it may change at run time: live, tighten, holding, stopped, startup")
+    owner: str = Field(description="the part that declares it")
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    size: int | None = None
+    choices: list[str] | None = None
+    nullable: bool | None = None
+
+
+class ParamList(BaseModel):
+    params: list[ParamInfo]
+    policies: dict[str, str] = Field(description="what each run-time policy allows")
+
+
+def startup_params(request: Request) -> dict[str, Any]:
+    """The parameters the service started with: the bounds of ``tighten`` parameters."""
+    return request.app.state.settings.model_dump(include=set(PARAMS))
+
+
+@router.get("/params", response_model=ParamList)
+def list_params() -> dict[str, Any]:
+    """Every parameter with its kind, default, bounds, unit, description and run-time policy; the
+    service's own process options (network, access, supervision) are ``startup``."""
+    own = [{"name": k, "kind": "service", "default": f.get_default(call_default_factory=True) if
+            not isinstance(f.default, BaseModel) else None, "unit": "", "description": f.description or "",
+            "policy": "startup", "owner": "service"}
+           for k, f in Settings.model_fields.items() if k not in PARAMS]
+    for o in own:  # secrets are never listed with a value
+        if o["name"] in ("token",):
+            o["default"] = None
+    return {"params": [p.describe() for p in PARAMS.values()] + own, "policies": POLICY_TEXT}
 
 
 @router.get("/config", response_model=ControlParams)
@@ -43,36 +78,30 @@ def get_config(request: Request) -> dict[str, Any]:
 
 @router.patch("/config", response_model=ControlParams, responses={**ERRORS, **CONFLICT})
 def patch_config(patch: ConfigPatch, request: Request) -> Any:  # type: ignore[valid-type]
-    """Run-time settings. Driver, driver options and base/tip frames are startup-only; the robot
-    may switch among the shipped ones; safety bounds may be tightened, loosened only up to startup;
-    limits may be added, and only those added at run time removed."""
+    """Change parameters under their run-time policies (GET /params): ``holding`` ones (what the sensor
+    or the law means) only while the arm is held at standstill, ``stopped`` ones with the loop stopped,
+    ``startup`` ones never; ``tighten`` ones toward safer values only. All problems are reported at once."""
+    extra = patch.model_extra or {}  # type: ignore[attr-defined]
+    if extra:  # a misspelled name is an error that lists the valid ones, never silently dropped
+        return JSONResponse(status_code=422, content={"detail": [{"loc": ["body", clip(str(k))[:80]], "msg": clip(str(
+            unknown_names(extra, PARAMS, "parameter")))} for k in list(extra)[:20]]})
     changes = patch.model_dump(exclude_unset=True)  # type: ignore[attr-defined]
-    errors = patch_errors(changes, startup_params(request))
-    try:  # validate here for field-named 422s (all problems at once); the loop process validates again
-        ControlParams.model_validate({**worker(request).params, **changes})
+    current = worker(request).params
+    errors: list[dict[str, Any]] = []
+    try:  # the same model the loop process validates with: the same refusals, the same messages
+        new = ControlParams.model_validate({**current, **changes}).model_dump(include=set(changes))
     except ValidationError as exc:
         errors += [{"loc": ["body", *map(str, e["loc"])], "msg": clip(e["msg"])} for e in exc.errors()[:20]]
+        new = changes
+    startup = startup_params(request)
+    robot = changes.get("robot")
+    if robot is not None and robot != startup["robot"] and robot not in SHIPPED:  # no file paths from the network
+        errors.append({"loc": ["body", "robot"], "msg": f"robot must be {startup['robot']!r} (startup) or a "
+                       f"shipped one: {', '.join(SHIPPED)}"})
+    conflicts, refusals = change_errors(PARAMS, new, current, startup, phase(request))
+    errors += [{"loc": ["body", k], "msg": m} for k, m in refusals]
     if errors:
         return JSONResponse(status_code=422, content={"detail": errors})
+    if conflicts:
+        return JSONResponse(status_code=409, content={"detail": clip("; ".join(m for _, m in conflicts))})
     return live(request).update(changes)
-
-
-def patch_errors(changes: dict[str, Any], startup: ControlParams) -> list[dict[str, Any]]:
-    """Selection among what was configured, and safety bounds no looser than at startup."""
-    errors = []
-    robot = changes.get("robot")
-    if robot is not None and robot != startup.robot and robot not in SHIPPED:
-        errors.append({"loc": ["body", "robot"], "msg": f"robot must be {startup.robot!r} (startup) or a "
-                       f"shipped one: {', '.join(SHIPPED)}"})
-    for k in sorted(TIGHTEN_ONLY & changes.keys()):
-        v, bound = changes[k], getattr(startup, k)
-        if v is not None and v > bound:
-            errors.append({"loc": ["body", k], "msg": f"may be tightened at run time but not loosened "
-                           f"beyond the startup value {bound}"})
-    for k in sorted(GROW_ONLY & changes.keys()):
-        v, kept = changes[k], getattr(startup, k)
-        removed = [x for x in kept if v is not None and x not in v]
-        if removed:
-            errors.append({"loc": ["body", k], "msg": f"may not remove {', '.join(removed)} at run time (that "
-                           f"loosens the safety limits): the service started with {', '.join(kept)}"})
-    return errors

@@ -14,11 +14,10 @@ from typing import Any
 import numpy as np
 from fastapi import APIRouter, Body, HTTPException, Request
 
-from fdcontrol.loop import InputError
-
-from .. import schemas
-from ..errors import CONFLICT, ERRORS
-from .deps import ack, live, worker
+from fdcontrol.loop.cycle import InputError
+from fdcontrol.server import schemas
+from fdcontrol.server.errors import CONFLICT, ERRORS
+from fdcontrol.server.routers.deps import ack, live, worker
 
 router = APIRouter(tags=["control"])
 
@@ -47,6 +46,9 @@ def hold(request: Request, body: schemas.HoldIn = Body(default_factory=schemas.H
 def zero_sensor(request: Request) -> dict[str, Any]:
     if not live(request).call("has_sensor"):
         raise HTTPException(409, "the driver has no force-torque sensor")
+    if any(worker(request).state()[0].qd_ref):
+        raise HTTPException(409, "policy 'holding': the sensor bias is taken at standstill only "
+                                 "(POST /control/hold, then zero the sensor)")
     worker(request).call("zero_sensor")
     return ack(request, "bias zeroed on the next cycle")
 

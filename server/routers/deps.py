@@ -14,13 +14,21 @@ from typing import Any
 from fastapi import Request
 
 from fdcontrol import RobotModel
-from fdcontrol.loop import LoopState
-
-from ..worker import LoopWorker
+from fdcontrol.loop.cycle import LoopState
+from fdcontrol.server.worker import LoopWorker
 
 
 def worker(request: Request) -> LoopWorker:
     return request.app.state.worker
+
+
+def phase(request: Request) -> str:
+    """The loop's phase as the run-time policies see it (fdcontrol.params): ``stopped``, ``holding`` (at
+    standstill: every reference velocity zero) or ``moving``; the loop process checks again itself."""
+    s, _ = worker(request).state()
+    if not s.running:
+        return "stopped"
+    return "holding" if s.holding and not any(s.qd_ref) else "moving"
 
 
 def live(request: Request) -> LoopWorker:

@@ -8,9 +8,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from .. import schemas
-from ..worker import WorkerError
-from .deps import worker
+from fdcontrol.server import schemas
+from fdcontrol.server.routers.deps import worker
+from fdcontrol.server.worker import WorkerError
 
 router = APIRouter(tags=["status"])
 

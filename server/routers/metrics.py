@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from ..metrics import exposition
+from fdcontrol.server.metrics import exposition
 
 router = APIRouter(tags=["monitoring"])
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from fdcontrol.control.laws import LAWS
 from fdcontrol.drivers.registry import DRIVERS
-from fdcontrol.integrators import INTEGRATORS
-from fdcontrol.laws import LAWS
 from fdcontrol.limits import LIMITS
+from fdcontrol.loop.integrators import INTEGRATORS
 from fdcontrol.mappings import MAPPINGS, mapping_names
 from fdcontrol.registry import Registry
 

@@ -15,8 +15,9 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..errors import ERRORS
-from ..schemas import Error, StrictFinite
+from fdcontrol.server.errors import ERRORS
+from fdcontrol.server.schemas import Error, StrictFinite
+from fdcontrol.server.worker import WorkerError
 
 router = APIRouter(tags=["simulation"])
 MAX_PUSH_FORCE = 500.0  # N, the simulated hand's strength (MuJocoDriver.set_push checks the same)
@@ -38,21 +39,7 @@ class Push(BaseModel):
         return w
 
 
-def sim_call(driver: Any, op: str, *args: Any) -> Any:
-    """Runs in the loop process (server/worker.py handler "sim")."""
-    if not hasattr(driver, "set_push") or not hasattr(driver, "environment"):
-        return {"error": f"the {type(driver).__name__} driver has no simulated environment"}
-    if op == "environment":
-        return driver.environment()
-    if op == "push":
-        driver.set_push(args[0])
-        return driver.environment()
-    raise ValueError(f"unknown simulation operation {op!r}")
-
-
 def _call(request: Request, op: str, *args: Any) -> dict[str, Any]:
-    from ..worker import WorkerError
-
     try:
         out = request.app.state.worker.call("sim", op, *args)
     except WorkerError as exc:

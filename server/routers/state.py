@@ -6,18 +6,17 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from fdcontrol import state as state_encoding
-from fdcontrol.loop import LoopState
-from fdcontrol.robot import SHIPPED
-
-from .. import schemas
-from .deps import shipped, worker
+from fdcontrol.loop import state as state_encoding
+from fdcontrol.loop.cycle import LoopState
+from fdcontrol.model.robot import SHIPPED
+from fdcontrol.server import schemas
+from fdcontrol.server.routers.deps import shipped, worker
 
 router = APIRouter(tags=["status"])
 
 
 def state_dict(s: LoopState) -> dict[str, Any]:
-    """The state's wire encoding, derived from its declaration (fdcontrol.state); callers add ``stale``."""
+    """The state's wire encoding, derived from its declaration (fdcontrol.loop.state); callers add ``stale``."""
     return state_encoding.to_dict(s)
 
 

@@ -1,4 +1,4 @@
-"""PUT /control/twist: a commanded tip twist for teleoperation (fdcontrol.twist).
+"""PUT /control/twist: a commanded tip twist for teleoperation (fdcontrol.control.twist).
 
 For streaming at loop rate use /ws/control with {"twist": [vx, vy, vz, wx, wy, wz],
 "frame": "base"|"tool"}; both go through the same latest-wins shared-memory slot and the
@@ -12,9 +12,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from .. import schemas
-from ..errors import ERRORS
-from .deps import ack
+from fdcontrol.server import schemas
+from fdcontrol.server.errors import ERRORS
+from fdcontrol.server.routers.deps import ack
 
 Twist = Annotated[list[schemas.StrictFinite], Field(
     min_length=6, max_length=6, description="[vx, vy, vz, wx, wy, wz] in m/s and rad/s")]

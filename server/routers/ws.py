@@ -21,15 +21,14 @@ from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
 from fdcontrol import ModelError, RobotModel
-from fdcontrol.loop import InputError, LoopState
-
-from .. import schemas
-from ..auth import json_depth_ok
-from ..errors import clip
-from ..worker import LoopWorker, WorkerError
-from .control import pose
-from .state import state_dict
-from .twist import TwistIn
+from fdcontrol.loop.cycle import InputError, LoopState
+from fdcontrol.server import schemas
+from fdcontrol.server.auth import json_depth_ok
+from fdcontrol.server.errors import clip
+from fdcontrol.server.routers.control import pose
+from fdcontrol.server.routers.state import state_dict
+from fdcontrol.server.routers.twist import TwistIn
+from fdcontrol.server.worker import LoopWorker, WorkerError
 
 router = APIRouter(tags=["streaming"])
 MSGPACK = "msgpack"  # WebSocket subprotocol that switches the stream to binary MessagePack

@@ -1,0 +1,132 @@
+"""Null-space posture task for redundant arms (seed 004 §5.1: "additional interfaces to adjust
+behavior in the nullspace").
+
+A joint-space spring–damper toward a preferred posture q_p, applied as a joint load on the
+virtual model and projected with the dynamically consistent null-space projector
+(Khatib 1987):
+
+    Λ = (J H⁻¹ Jᵀ)⁻¹,   J̄ = H⁻¹ Jᵀ Λ,   N̄ᵀ = I − Jᵀ J̄ᵀ,
+    τ_p = N̄ᵀ H a_p,     a_p = K (q_p − q) − D q̇.
+
+Because J H⁻¹ N̄ᵀ = 0, the load adds nothing to the tip acceleration J q̈ of the virtual
+model (seed 004 eq. 9 with τ = τ_p); and because H⁻¹ N̄ᵀ H = N̄ = I − J̄ J, the joint
+acceleration it causes is exactly the null-space part of a_p:  q̈ = H⁻¹ Jᵀ f + N̄ a_p.
+
+The gains are therefore mass-normalised: K (1/s², the squared natural frequency ω² of the
+posture spring per joint) and D (1/s). This keeps the posture's time constant independent of
+γ and of the configuration — the virtual links weigh m_e/γ, so a spring in N·m/rad would
+act γ times faster when γ grows. On the virtual model the equivalent joint stiffness is
+K·H(q) N·m/rad. The solver's velocity decay c adds c to D.
+
+At a Jacobian singularity J H⁻¹ Jᵀ loses rank (on the virtual model it tends to 0 along
+the singular direction, like damped least squares, seed 004 eq. 12); its eigenvalues below
+``RCOND`` × the largest are treated as zero, so that direction counts as null space too:
+the posture may then move the tip along it (to first order the tip cannot move along it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+
+from fdcontrol.model.robot import RobotModel
+from fdcontrol.params import Param, declare
+
+RCOND = 1e-9  # relative eigenvalue cut-off of J H⁻¹ Jᵀ (singular directions join the null space)
+
+
+def nullspace_transpose(H: np.ndarray, J: np.ndarray) -> np.ndarray:
+    """N̄ᵀ = I − Jᵀ J̄ᵀ with J̄ = H⁻¹ Jᵀ Λ, Λ = (J H⁻¹ Jᵀ)⁻¹ (Khatib's dynamically consistent
+    projector; Λ by a truncated eigen-inverse, see module doc). N×N."""
+    Hinv_Jt = scipy.linalg.cho_solve(scipy.linalg.cho_factor(H), J.T)
+    A = J @ Hinv_Jt
+    w, V = np.linalg.eigh(0.5 * (A + A.T))
+    keep = w > RCOND * max(float(w[-1]), 0.0)
+    Lam = (V[:, keep] / w[keep]) @ V[:, keep].T
+    Jbar = Hinv_Jt @ Lam
+    return np.eye(H.shape[0]) - J.T @ Jbar.T
+
+
+def _vec(x: float | np.ndarray | list[float], n: int, name: str) -> np.ndarray:
+    v = np.broadcast_to(np.asarray(x, dtype=float), (n,)).copy()
+    if not np.all(np.isfinite(v)) or np.any(v < 0):
+        raise ValueError(f"{name} must be {n} finite non-negative numbers (or one for all joints)")
+    return v
+
+#: the posture task's parameters, declared once (fdcontrol.params)
+PARAMS = declare(
+    "posture",
+    Param("posture", "choice", "auto", "null-space posture task: on, off, or auto (on for redundant arms with "
+          "the FD mapping)", policy="holding", choices=("auto", "on", "off")),
+    Param("posture_stiffness", "float", 10.0, "K of the posture spring (mass-normalised, = ω²)", "1/s²", ge=0,
+          le=1e4),
+    Param("posture_damping", "float", 0.0, "D of the posture task, added to the velocity decay", "1/s", ge=0,
+          le=1e3),
+    Param("posture_preferred", "vector", None, "preferred posture (default: see the posture task)", "rad",
+          policy="holding", nullable=True, ge=-1e3, le=1e3),
+)
+
+
+def mid_range(robot: RobotModel) -> np.ndarray:
+    """The default preferred posture: the middle of each joint's position limits (rad)."""
+    lim = robot.limits
+    return 0.5 * (lim.lower + lim.upper)
+
+
+@dataclass
+class PostureTask:
+    """τ_p = N̄ᵀ H (K (q_p − q) − D q̇): K in 1/s², D in 1/s per joint (see module doc)."""
+
+    robot: RobotModel
+    stiffness: np.ndarray | float = 4.0
+    damping: np.ndarray | float = 0.0
+    preferred: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        n = self.robot.dof
+        self.stiffness = _vec(self.stiffness, n, "posture stiffness")
+        self.damping = _vec(self.damping, n, "posture damping")
+        self.preferred = mid_range(self.robot) if self.preferred is None else self.robot.check_q(
+            self.preferred, "preferred posture")
+
+    def acceleration(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+        """a_p = K (q_p − q) − D q̇ (rad/s²)."""
+        return self.stiffness * (self.preferred - q) - self.damping * qd
+
+    def torque(self, H: np.ndarray, J: np.ndarray, q: np.ndarray, qd: np.ndarray,
+               Nt: np.ndarray | None = None) -> np.ndarray:
+        """τ_p = N̄ᵀ H a_p (N·m on the virtual model); pass N̄ᵀ when it is already known."""
+        Nt = nullspace_transpose(H, J) if Nt is None else Nt
+        return Nt @ (H @ self.acceleration(q, qd))
+
+    def distance(self, q: np.ndarray) -> float:
+        """‖q − q_p‖ (rad): how far the arm is from the preferred posture."""
+        return float(np.linalg.norm(np.asarray(q) - self.preferred))
+
+
+def joint_load(virtual, q: np.ndarray, qd: np.ndarray, posture: PostureTask | None = None,
+               link_loads=None, config=None) -> np.ndarray | None:
+    """The per-cycle joint load on the virtual model: τ = N̄ᵀ H a_p + (N̄ᵀ) Σ J_pᵀ F.
+
+    `virtual` is the solver's :class:`~fdcontrol.model.virtual.VirtualModel`, `link_loads` a
+    :class:`~fdcontrol.control.link_loads.LinkLoads`; N̄ᵀ is formed once and shared. None when there is
+    nothing to apply. `config`, a :class:`~fdcontrol.model.configuration.Configuration` of `virtual`
+    updated at q, supplies H and J without another CRBA.
+    """
+    if posture is None and link_loads is None:
+        return None
+    need_nt = posture is not None or link_loads.mode == "projected"
+    if config is not None and config.virtual is virtual and config.q is q:
+        H, J = (config.inertia, config.jacobian) if need_nt else (None, None)
+    else:
+        H = virtual.inertia(q) if need_nt else None
+        J = virtual.jacobian(q) if need_nt else None
+    Nt = nullspace_transpose(H, J) if need_nt else None
+    tau = np.zeros(len(q))
+    if posture is not None:
+        tau += posture.torque(H, J, q, qd, Nt)
+    if link_loads is not None:
+        tau += link_loads.torque(q, qd, Nt)
+    return tau

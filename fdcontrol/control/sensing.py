@@ -1,0 +1,161 @@
+"""The physical force–torque sensor: from a raw reading to ``f_measured``.
+
+A 6-axis sensor mounted between the robot's flange and a tool measures the wrench across its
+mounting plane. With the convention ``sign = "robot_on_tool"`` (default) the raw reading r is
+the wrench the robot (flange) exerts ON the tool; ``"tool_on_robot"`` is its negative. Both
+are [F; τ] in the sensor frame S, torque about the sensor origin (N, N·m).
+
+Statics of the tool (everything about the sensor origin, in S): the robot's wrench, the
+tool's weight W and the environment's wrench E_env→tool balance,
+
+    r + W + E_env→tool = 0,    W = [m Rᵀg; c × m Rᵀg]
+
+(m tool mass, c its centre of mass in S, R = base ← S, g = (0, 0, −9.81) m/s² in the base).
+The wrench the tool exerts on the environment is −E_env→tool, so
+
+    f_S = s r + W − b,     s = +1 (robot_on_tool), −1 (tool_on_robot),
+
+with b the bias set by zeroing (b = s r + W at the zeroing pose, without contact). ``f_S``
+is then moved to the tip origin T (sensor pose in the tip frame: R_TS, p_TS):
+
+    F_T = R_TS F_S,   τ_T = R_TS τ_S + p_TS × F_T,
+
+rotated to the base frame, passed through a deadband and a first-order low-pass. The result
+is ``f_measured`` as documented in :mod:`fdcontrol.control.law`: the wrench the tool exerts on
+the environment, at the tip origin, base frame. At rest without contact it is zero in any
+orientation; a hand pushing the tool with F reads −F.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from fdcontrol.model.spatial import cross, rotate6
+from fdcontrol.params import Param, declare
+
+GRAVITY = np.array([0.0, 0.0, -9.81])
+SensorSign = Literal["robot_on_tool", "tool_on_robot"]
+
+#: the sensor model's parameters, declared once (fdcontrol.params). What the reading means — its sign,
+#: where the sensor sits, the tool's weight — changes only while the arm is held at standstill.
+PARAMS = declare(
+    "sensor",
+    Param("tool_mass", "float", 0.0, "mass of the tool beyond the sensor, compensated (0 on a simulated "
+          "arm: the simulated tool's own mass)", "kg", policy="holding", ge=0, le=100),
+    Param("tool_com", "vector", [0.0, 0.0, 0.0], "the tool's centre of mass in the sensor frame", "m",
+          policy="holding", size=3, ge=-2, le=2),
+    Param("deadband_force", "float", 0.0, "forces below this norm read as zero", "N", ge=0, le=100),
+    Param("deadband_torque", "float", 0.0, "torques below this norm read as zero", "N·m", ge=0, le=10),
+    Param("filter_cutoff", "float", 0.0, "low-pass cut-off on the sensor (0: off)", "Hz", ge=0, le=1000),
+    Param("sensor_sign", "choice", "robot_on_tool", "the raw reading's convention: the wrench the robot "
+          "exerts on the tool, or the tool on the robot", policy="holding", choices=("robot_on_tool", "tool_on_robot")),
+    Param("sensor_position", "vector", [0.0, 0.0, 0.0], "sensor origin in the tip frame", "m",
+          policy="holding", size=3, ge=-2, le=2),
+    Param("sensor_rpy", "vector", [0.0, 0.0, 0.0], "sensor orientation in the tip frame, roll-pitch-yaw", "rad",
+          policy="holding", size=3, ge=-7, le=7),
+)
+SIGNS: tuple[str, ...] = ("robot_on_tool", "tool_on_robot")
+
+
+def check_sign(sign: str) -> float:
+    """+1 for ``robot_on_tool``, −1 for ``tool_on_robot``; anything else is a ValueError."""
+    if sign not in SIGNS:
+        raise ValueError(f"sensor sign must be one of {SIGNS}, got {sign!r}")
+    return 1.0 if sign == "robot_on_tool" else -1.0
+
+
+def tool_weight(mass: float, com: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """W = [m Rᵀg; c × m Rᵀg]: the tool's weight about the sensor origin, sensor frame (R = base ← S)."""
+    F = mass * (R.T @ GRAVITY)
+    return np.concatenate((F, cross(np.asarray(com, dtype=float), F)))
+
+
+def move_wrench(w: np.ndarray, R: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """A wrench in frame S about S's origin, re-expressed in frame T about T's origin, where S
+    sits at (R, p) in T: F_T = R F_S, τ_T = R τ_S + p × F_T."""
+    F = R @ w[:3]
+    return np.concatenate((F, R @ w[3:] + cross(p, F)))
+
+
+def physical_reading(contact_on_env: np.ndarray, mass: float, com: np.ndarray, R: np.ndarray,
+                     sign: str = "robot_on_tool") -> np.ndarray:
+    """The raw reading a sensor produces: r = s (f_S − W), the inverse of the model above.
+
+    ``contact_on_env`` is the wrench the tool exerts on the environment about the sensor origin
+    in the sensor frame; used by the simulators so every driver reads the same physics.
+    """
+    return check_sign(sign) * (np.asarray(contact_on_env, dtype=float) - tool_weight(mass, com, R))
+
+
+@dataclass
+class WrenchFilter:
+    """Raw sensor reading → ``f_measured`` (see the module doc for the equations), in order:
+
+    1. sign and tool gravity compensation: f_S = s r + W (``tool_mass`` kg, ``tool_com`` m in S),
+    2. bias: subtract ``bias`` (set by :meth:`zero`),
+    3. sensor → tip: ``sensor_rotation`` R_TS and ``sensor_position`` p_TS (m), torques moved
+       to the tip origin,
+    4. deadband on the force / torque norms (below: zero; above: shifted down, continuous),
+    5. rotation to the base frame and first-order low-pass y += (1 − e^(−2π f_c dt))(x − y),
+       ``cutoff`` in Hz (0 = off).
+
+    ``apply`` takes the raw reading and the tip rotation R (base ← tip).
+    """
+
+    tool_mass: float = 0.0
+    tool_com: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    deadband_force: float = 0.0
+    deadband_torque: float = 0.0
+    cutoff: float = 0.0
+    bias: np.ndarray = field(default_factory=lambda: np.zeros(6))
+    sign: SensorSign = "robot_on_tool"
+    sensor_rotation: np.ndarray = field(default_factory=lambda: np.eye(3))
+    sensor_position: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    _state: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self._s = check_sign(self.sign)
+        self.tool_com = np.asarray(self.tool_com, dtype=float)
+        self.sensor_rotation = np.asarray(self.sensor_rotation, dtype=float)
+        self.sensor_position = np.asarray(self.sensor_position, dtype=float)
+        R = self.sensor_rotation
+        if R.shape != (3, 3) or not np.allclose(R @ R.T, np.eye(3), atol=1e-6) or np.linalg.det(R) < 0:
+            raise ValueError("sensor_rotation must be a 3×3 rotation matrix")
+        if self.tool_mass < 0 or not math.isfinite(self.tool_mass):
+            raise ValueError("tool_mass must be finite and ≥ 0 (kg)")
+
+    def _sensor_rotation_in_base(self, R_tip: np.ndarray) -> np.ndarray:
+        return R_tip @ self.sensor_rotation
+
+    def gravity_wrench(self, R_tip: np.ndarray) -> np.ndarray:
+        """The tool's weight W about the sensor origin, sensor frame, at tip rotation R_tip."""
+        return tool_weight(self.tool_mass, self.tool_com, self._sensor_rotation_in_base(R_tip))
+
+    def zero(self, raw: np.ndarray, R: np.ndarray) -> None:
+        """Bias zeroing without contact: b = s r + W, so this reading becomes zero."""
+        self.bias = self._s * np.asarray(raw, dtype=float) + self.gravity_wrench(R)
+        self._state = None
+
+    def apply(self, raw: np.ndarray, R: np.ndarray, dt: float) -> np.ndarray:
+        w = self._s * np.asarray(raw, dtype=float) + self.gravity_wrench(R) - self.bias
+        w = move_wrench(w, self.sensor_rotation, self.sensor_position)
+        w = np.concatenate((_deadband(w[:3], self.deadband_force),
+                            _deadband(w[3:], self.deadband_torque)))
+        w = rotate6(R, w)
+        if self.cutoff > 0:
+            if self._state is None:
+                self._state = w
+            else:
+                self._state = self._state + (1 - math.exp(-2 * math.pi * self.cutoff * dt)) * (
+                    w - self._state)
+            w = self._state
+        return w
+
+
+def _deadband(v: np.ndarray, d: float) -> np.ndarray:
+    n = float(np.linalg.norm(v))
+    return np.zeros(3) if n <= d else v * (1 - d / n)

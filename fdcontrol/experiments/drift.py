@@ -1,0 +1,289 @@
+"""Sideways drift of hand guiding at random poses, and where it comes from.
+
+A hand pushes the tool with ``PUSH`` N along base +x for ``GUIDE_S`` s (force mode,
+f_target = 0, gain 1, FD at γ = 1e3 unless stated); the drift is the tip's (the tool flange's)
+lateral displacement over its displacement along the push,
+
+    drift = ‖d − (d·x̂) x̂‖ / (d·x̂),   d = p_tip(t = GUIDE_S) − p_tip(0).
+
+Poses are drawn with a seeded generator inside the joint ranges (``MARGIN`` of each range
+away from the limits) and accepted when σ_min(J) ≥ ``SIGMA_MIN`` at the start *and* along the
+push as the ideal arm makes it, and no position limit engages on the way — "away from
+singularities and limits" for the whole second, not only at its start.
+
+Each :class:`Variant` switches one suspected source on or off:
+
+* ``servo``: ``mujoco`` (the MuJoCo arm: PI velocity servo of ``bandwidth`` Hz, motor
+  armature, the tool's inertia seen by the flange sensor) or ``ideal`` (q⁺ = q + dt q̇_ref
+  exactly, the sensor reads exactly the hand's wrench);
+* ``limits``: ``all`` (the default safety limits), ``no_cartesian`` (without the Cartesian
+  speed limit) or ``none`` (every limit out of reach);
+* ``integration``: the virtual model starts each cycle at the ``measured`` q or at the
+  integrated ``reference`` (fdcontrol.loop.reference);
+* ``coriolis``: the virtual model's C(q, q̇)q̇ term on or off;
+* ``push_at``: where along the tool axis the hand pushes (m from the flange; 0 = at the
+  sensor, so the push has no torque about it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+
+from fdcontrol.control.law import ControlLaw, ForceTerm
+from fdcontrol.control.sensing import WrenchFilter, physical_reading
+from fdcontrol.drivers.base import JointState
+from fdcontrol.drivers.mujoco import MujocoRobot, Tool
+from fdcontrol.experiments.arms import ARMS, Arm, load_arm
+from fdcontrol.experiments.common import Context, table, write_results
+from fdcontrol.limits.safety import DEFAULT_LIMITS, SafetyLimits
+from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop.reference import ReferenceIntegration
+from fdcontrol.loop.solvers import DEFAULT_DECAY, make_solver
+from fdcontrol.mappings import make_mapping
+from fdcontrol.model.robot import RobotModel
+
+DT = 0.002
+TOOL = Tool(mass=0.8, com=(0.01, -0.005, 0.06), length=0.12, radius=0.02)
+PUSH, GUIDE_S, GAMMA = 10.0, 1.0, 1e3
+MARGIN, SIGMA_MIN = 0.15, 0.05
+SEED = 20260
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One experiment condition (see the module doc)."""
+
+    servo: str = "mujoco"
+    bandwidth: float = 20.0
+    limits: str = "all"
+    integration: str = "measured"
+    coriolis: bool = True
+    push_at: float = 0.0
+    mapping: str = "fd"
+    wrench_cutoff: float = 0.0  # Hz, the sensor model's low-pass (0: off)
+    gamma: float = GAMMA
+    substeps: int = 1
+    push: float = PUSH
+    tool_mass: float = TOOL.mass  # kg (MuJoCo arm; the sensor model is configured with it)
+
+    def label(self) -> str:
+        base = Variant()
+        diff = {k: v for k, v in asdict(self).items() if v != getattr(base, k)}
+        return ", ".join(f"{k}={v}" for k, v in diff.items()) or "baseline"
+
+
+class IdealArm:
+    """A velocity interface that executes q̇_ref exactly (q⁺ = q + dt q̇_ref) with a sensor that
+    reads exactly the hand's wrench (a massless tool): the controller alone."""
+
+    simulated = True
+    interface = "velocity"
+
+    def __init__(self, robot: RobotModel, q0: np.ndarray, dt: float = DT) -> None:
+        self.robot, self.dt = robot, dt
+        self.q, self.qd, self.t = np.array(q0, dtype=float), np.zeros(robot.dof), 0.0
+        self.push, self.push_point = np.zeros(6), np.zeros(3)
+
+    def set_push(self, w: np.ndarray) -> None:
+        self.push = np.asarray(w, dtype=float)
+
+    def read(self) -> JointState:
+        return JointState(self.q.copy(), self.qd.copy(), self.t)
+
+    def read_wrench(self) -> np.ndarray:
+        R = self.robot.pose(self.q)[:3, :3]
+        F = R.T @ self.push[:3]
+        hand = np.concatenate((F, R.T @ self.push[3:] + np.cross(self.push_point, F)))  # on the tool, sensor frame
+        return physical_reading(-hand, 0.0, np.zeros(3), R)
+
+    def send(self, q_ref: np.ndarray | None, qd_ref: np.ndarray | None) -> None:
+        self.qd = np.zeros(self.robot.dof) if qd_ref is None else np.asarray(qd_ref, dtype=float).copy()
+        self.q = self.q + self.dt * self.qd
+        self.t += self.dt
+
+    def close(self) -> None:
+        pass
+
+
+def limits_for(robot: RobotModel, which: str) -> SafetyLimits:
+    if which == "all":
+        return SafetyLimits.from_robot(robot)
+    if which == "no_cartesian":
+        return SafetyLimits.from_robot(robot, limits=("position", "velocity", "acceleration"))
+    if which == "path":  # the default limits and the path-keeping acceleration limit before theirs
+        return SafetyLimits.from_robot(robot, limits=(*DEFAULT_LIMITS, "path_acceleration"))
+    lim = robot.limits
+    if which == "no_acceleration":  # the acceleration limit out of reach, the others as by default
+        return SafetyLimits(lim.lower, lim.upper, 0.5 * lim.velocity, np.full(robot.dof, 1e7))
+    if which == "none":
+        return SafetyLimits(lim.lower, lim.upper, np.full(robot.dof, 1e3), np.full(robot.dof, 1e7),
+                            max_linear_speed=1e3, max_angular_speed=1e3)
+    raise ValueError(f"limits must be 'all', 'no_cartesian' or 'none', got {which!r}")
+
+
+def build(arm: Arm, q0: np.ndarray, v: Variant, law: ControlLaw | None = None,
+          decay: float = DEFAULT_DECAY, **driver: object) -> ControlLoop:
+    """The loop on the arm of variant `v`, at q0, ready to step."""
+    robot = arm.robot
+    if v.servo == "ideal":
+        drv: IdealArm | MujocoRobot = IdealArm(robot, q0)
+        filt = WrenchFilter(cutoff=v.wrench_cutoff)
+    elif v.servo == "mujoco":
+        tool = replace(TOOL, mass=v.tool_mass)
+        drv = MujocoRobot(robot, dt=DT, q0=q0, tool=tool, bandwidth=v.bandwidth, urdf=arm.urdf,
+                          **driver)  # type: ignore[arg-type]
+        filt = WrenchFilter(tool_mass=tool.mass, tool_com=np.array(tool.com), cutoff=v.wrench_cutoff)
+    else:
+        raise ValueError(f"servo must be 'mujoco' or 'ideal', got {v.servo!r}")
+    drv.push_point = np.array([0.0, 0.0, v.push_at])
+    kw = {"gamma": v.gamma} if v.mapping == "fd" else {}
+    mapping = make_mapping(v.mapping, robot, **kw)
+    solver = make_solver(mapping, decay=decay, **({"coriolis": v.coriolis, "substeps": v.substeps}
+                                                  if v.mapping == "fd" else {}))
+    if v.integration == "reference":
+        solver = ReferenceIntegration(solver)  # type: ignore[assignment]
+    elif v.integration != "measured":
+        raise ValueError(f"integration must be 'measured' or 'reference', got {v.integration!r}")
+    law = law or ControlLaw(mode="force", force=ForceTerm(gain=np.ones(6), target=np.zeros(6)))
+    return ControlLoop(robot, drv, solver, law=law, limits=limits_for(robot, v.limits),  # type: ignore[arg-type]
+                       wrench_filter=filt, rate=1 / DT)
+
+
+def guide(arm: Arm, q0: np.ndarray, v: Variant = Variant(), seconds: float = GUIDE_S) -> dict:
+    """Drift of the tip under a ``v.push`` N push along base +x for `seconds` (see the module doc)."""
+    loop = build(arm, q0, v)
+    robot = arm.robot
+    p0 = robot.pose(q0)[:3, 3]
+    loop.driver.set_push(np.array([v.push, 0, 0, 0, 0, 0]))  # type: ignore[attr-defined]
+    smin, limited = np.inf, 0
+    n = round(seconds / DT)
+    for i in range(n):
+        s = loop.step(now=i * DT)
+        smin = min(smin, s.sigma_min_j) if np.isfinite(s.sigma_min_j) else smin
+        limited += bool(s.limits_active.get("position", False)) if hasattr(s, "limits_active") else 0
+    q1 = loop.driver.read().q
+    d = robot.pose(q1)[:3, 3] - p0
+    along = float(d[0])
+    lateral = float(np.linalg.norm(d[1:]))
+    return {"along_m": along, "lateral_m": lateral, "drift": lateral / max(abs(along), 1e-12),
+            "sigma_min": float(smin), "fault": loop.fault, "position_limited_cycles": limited}
+
+
+def random_poses(arm: Arm, n: int, seed: int = SEED, max_tries: int = 2000) -> list[np.ndarray]:
+    """`n` seeded poses away from singularities and limits for the whole push (module doc)."""
+    robot, rng = arm.robot, np.random.default_rng(seed)
+    lo, hi = np.maximum(robot.limits.lower, -np.pi), np.minimum(robot.limits.upper, np.pi)
+    span = hi - lo
+    out: list[np.ndarray] = []
+    for _ in range(max_tries):
+        if len(out) == n:
+            break
+        q = lo + MARGIN * span + rng.random(robot.dof) * (1 - 2 * MARGIN) * span
+        if robot.pose(q)[2, 3] < 0.1 or np.linalg.svd(robot.jacobian(q), compute_uv=False)[-1] < SIGMA_MIN:
+            continue
+        r = guide(arm, q, Variant(servo="ideal", limits="all"))
+        if r["fault"] or r["sigma_min"] < SIGMA_MIN or r["position_limited_cycles"] or r["along_m"] < 0.05:
+            continue
+        out.append(q)
+    if len(out) < n:
+        raise RuntimeError(f"{arm.name}: only {len(out)} of {n} poses away from singularities and limits")
+    return out
+
+
+#: the sources separated, one switch at a time: first the controller alone (ideal arm), then on
+#: the MuJoCo arm; γ = 1e6 takes the virtual model's own coupling out (see docs/physics.md)
+SOURCES: tuple[Variant, ...] = (
+    Variant(servo="ideal", limits="none", push=1.0),
+    Variant(servo="ideal", limits="none", push=1.0, gamma=1e6),
+    Variant(servo="ideal", limits="none", push=1.0, gamma=1e6, coriolis=False),
+    Variant(servo="ideal", gamma=1e6),
+    Variant(servo="ideal", gamma=1e6, limits="no_cartesian"),
+    Variant(servo="ideal", gamma=1e6, limits="no_acceleration"),
+    Variant(servo="ideal", gamma=1e6, limits="path"),
+    Variant(),
+    Variant(limits="path"),
+    Variant(limits="path", integration="reference"),
+    Variant(limits="path", gamma=1e6),
+    Variant(limits="path", gamma=1e6, integration="reference"),
+    Variant(limits="path", gamma=1e6, bandwidth=100.0),
+    Variant(limits="path", gamma=1e6, tool_mass=0.05),
+    Variant(limits="path", gamma=1e6, push_at=TOOL.length),
+    Variant(limits="path", gamma=1e6, push=3.0),
+)
+
+#: every mapping on the MuJoCo arm with the default limits (DLS and J⁻¹ also with the sensor
+#: low-pass that makes them settle on contact, fdcontrol.experiments.contact)
+MAPPINGS: tuple[Variant, ...] = (
+    Variant(), Variant(gamma=1e6), Variant(limits="path", gamma=1e6),
+    Variant(mapping="dls"), Variant(mapping="dls", wrench_cutoff=5.0),
+    Variant(mapping="jt"), Variant(mapping="ji"), Variant(mapping="ji", wrench_cutoff=5.0),
+)
+
+
+def percentiles(x: list[float]) -> dict[str, float]:
+    a = 100 * np.asarray(x)
+    return {"p50": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)), "max": float(a.max())}
+
+
+def sweep(arms: tuple[str, ...] = ARMS, n_poses: int = 20, variants: tuple[Variant, ...] = SOURCES,
+          seed: int = SEED, progress: bool = False) -> dict:
+    """Drift percentiles (%) per arm and variant over `n_poses` seeded poses."""
+    res: dict = {}
+    for name in arms:
+        arm = load_arm(name)
+        poses = random_poses(arm, n_poses, seed)
+        for v in variants:
+            runs = [guide(arm, q, v) for q in poses]
+            res[f"{name}/{v.label()}"] = {"variant": asdict(v), **percentiles([r["drift"] for r in runs]),
+                                          "along_m_p50": float(np.median([r["along_m"] for r in runs])),
+                                          "faults": sum(bool(r["fault"]) for r in runs),
+                                          "drift": [r["drift"] for r in runs]}
+            if progress:
+                r = res[f"{name}/{v.label()}"]
+                print(f"{name:6} {v.label():45} p50 {r['p50']:6.3f}  p90 {r['p90']:6.3f}  max {r['max']:6.3f} %"
+                      f"  along {r['along_m_p50']:.3f} m  faults {r['faults']}", flush=True)
+    return res
+
+
+
+
+def rows(res: dict) -> list[list[object]]:
+    out = []
+    for key, r in res.items():
+        name, label = key.split("/", 1)
+        out.append([name, label, f"{r['p50']:.3f}", f"{r['p90']:.3f}", f"{r['max']:.3f}",
+                    f"{r['along_m_p50']:.3f}", r["faults"]])
+    return out
+
+
+HEADER = ["arm", "condition (changes from the baseline)", "drift p50 %", "p90 %", "max %", "travel p50 (m)", "faults"]
+
+
+def mapping_drift(ctx: Context) -> tuple[dict, str]:
+    """Drift percentiles of every mapping (:data:`MAPPINGS`) — for ``fdcontrol experiments physics``."""
+    arms = ARMS if not ctx.quick else ("ur10",)
+    res = sweep(arms, ctx.n(20, 1), MAPPINGS, SEED + ctx.seed, progress=ctx.progress)
+    return res, table(HEADER, rows(res))
+
+
+def run_experiment(ctx: Context) -> dict:
+    arms = ARMS if not ctx.quick else ("ur10",)
+    n = ctx.n(20, 1)
+    res = sweep(arms, n, SOURCES, SEED + ctx.seed, progress=ctx.progress)
+    write_results(ctx.folder("drift"), res, f"""# Sideways drift of hand guiding: its sources
+
+`fdcontrol experiments drift` — {n} seeded poses per arm (σ_min(J) ≥ {SIGMA_MIN} along the whole
+push, joints {MARGIN:.0%} of their range inside the limits), a {PUSH} N push along base +x for
+{GUIDE_S} s, force mode, FD, decay {DEFAULT_DECAY} 1/s, 500 Hz. Baseline: γ = {GAMMA:g}, the
+MuJoCo arm (PI velocity servo 20 Hz, {TOOL.mass} kg tool on a flange sensor), the default
+limits, the virtual model started at the measured q, Coriolis on, the push at the sensor.
+Drift = lateral / along-push displacement of the tip.
+
+{table(HEADER, rows(res))}
+""")
+    return res
+
+
+run = run_experiment

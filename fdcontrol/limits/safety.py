@@ -1,0 +1,280 @@
+"""Safety limits on the joint references, applied every cycle after the solver.
+
+:class:`SafetyLimits` composes a set of the registered limits (:data:`fdcontrol.limits.LIMITS`,
+by default the four below) in ascending ``order``, for a desired joint velocity q̇_d (rad/s)
+at the measured q:
+
+1. Cartesian speed (:class:`~fdcontrol.limits.CartesianSpeed`): q̇ scaled by s ≤ 1 so that
+   ‖v_tip‖ ≤ ``max_linear_speed`` and ‖ω_tip‖ ≤ ``max_angular_speed`` (direction kept).
+2. Position (:class:`~fdcontrol.limits.PositionEnvelope`): the braking envelope
+   q̇_j ≤ min(√(2·0.5·a_j d_j), d_j/dt) with d_j the distance to the upper limit (mirrored
+   below), so a joint can always stop in time. A joint that starts beyond a limit is driven
+   back towards it at up to ``recovery_speed``·v_max — never snapped to the limit, and the
+   return speed is reached by ramping at the acceleration limit (no velocity step).
+3. Velocity (:class:`~fdcontrol.limits.JointVelocity`): q̇ scaled uniformly so
+   |q̇_j| ≤ ``max_velocity_j`` (direction kept).
+4. Acceleration (:class:`~fdcontrol.limits.JointAcceleration`): Δq̇ = q̇ − q̇_prev scaled
+   uniformly so |Δq̇_j| ≤ a_j dt; then each joint is put back inside its braking envelope as
+   far as ±a_j dt around q̇_prev allows, because the uniform scaling, dominated by another
+   joint, may under-brake a joint that approaches a limit.
+5. The hard box, per joint, last: |q̇_j| ≤ v_max,j and −max(d_l,j, 0)/dt ≤ q̇_j ≤ max(d_u,j, 0)/dt
+   (d_u = upper − q, d_l = q − lower): inside, q + q̇ dt ∈ [lower, upper]; beyond a limit, no
+   motion further out. The references never exceed position or velocity limits.
+
+Position (or velocity) wins over acceleration exactly where both cannot hold in this cycle:
+the hard box moves q̇_j by more than a_j dt from q̇_prev,j only when
+
+* q̇_prev,j − a_j dt > max(d_u, 0)/dt (or q̇_prev,j + a_j dt < −max(d_l, 0)/dt): even braking
+  at a_j for one cycle, the joint would pass the limit (or, beyond it, keep moving out).
+  The envelope (margin 0.5 on the braking distance) prevents this while the measured q
+  follows the reference; it happens when the measured state runs ahead of the reference — a
+  robot lagging its velocity reference keeps moving while the reference brakes (property
+  test: first-order lag τ = 10 ms) — or when a joint is pushed across a limit while moving out;
+* |q̇_prev,j| > v_max,j + a_j dt, i.e. ``max_velocity`` was lowered at run time.
+
+A joint that starts beyond a limit with q̇_prev = 0 (activation) never steps by more than
+a_j dt. tests/test_limits.py checks these statements with property tests.
+
+Which limits may be left out: position and velocity make the hard box (the references never
+leave the position or velocity limits), and the acceleration limit is what ramps a joint into
+its braking envelope and back from beyond a limit — so these three are ``required`` (each
+class says why) and every set without one is rejected. The Cartesian speed limit, and any
+limit a plugin registers, may be selected or not (settings ``limits``). A limit not of the
+four runs at its class's ``order`` (default 35: before the acceleration limit).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fdcontrol.limits import (
+    BRAKING_MARGIN,
+    LIMITS,
+    CartesianSpeed,
+    JointAcceleration,
+    JointVelocity,
+    Limit,
+    LimitSettings,
+    PositionEnvelope,
+    run,
+)
+from fdcontrol.limits.base import per_joint
+from fdcontrol.model.robot import RobotModel
+from fdcontrol.params import Param, declare
+
+
+def _compiled_default_four() -> Callable[..., tuple] | None:
+    """limits.compiled.default_four (compiled on first import), or None where numba is missing."""
+    try:
+        from fdcontrol.limits.compiled import default_four
+    except ImportError:
+        return None
+    return default_four
+
+
+__all__ = ["BRAKING_MARGIN", "DEFAULT_LIMITS", "LimitParams", "SafetyLimits", "check_limit_names"]
+
+#: the limits composed unless configured otherwise, in their order
+DEFAULT_LIMITS: tuple[str, ...] = ("cartesian", "position", "velocity", "acceleration")
+
+#: the limits' parameters, declared once (fdcontrol.params): bounds that may only be tightened at run time
+PARAMS = declare(
+    "limits",
+    Param("velocity_scale", "float", 0.5, "joint velocity limit as a fraction of the robot description's",
+          policy="tighten", gt=0, le=1),
+    Param("max_joint_acceleration", "float", 4.0, "joint acceleration limit", "rad/s²", policy="tighten",
+          gt=0, le=50),
+    Param("max_linear_speed", "float", 0.5, "tip speed limit", "m/s", policy="tighten", gt=0, le=3),
+    Param("max_angular_speed", "float", 1.5, "tip angular speed limit", "rad/s", policy="tighten", gt=0, le=10),
+    Param("limits", "names", list(DEFAULT_LIMITS), "the safety limits composed after the solver, in their "
+          "fixed order; position, velocity and acceleration are required; at run time limits may be added, "
+          "not removed", policy="tighten", choices=lambda: LIMITS.names()),
+)
+
+
+@dataclass(frozen=True)
+class LimitParams:
+    """The parameters every limit builds itself from (:class:`~fdcontrol.limits.base.LimitSettings`)
+    when used without the service's settings; defaults as the service's."""
+
+    velocity_scale: float = 0.5  # fraction of the robot description's velocity limits
+    max_joint_acceleration: float | np.ndarray = 4.0  # rad/s², one for all joints or per joint
+    max_linear_speed: float = 0.5  # m/s at the tip
+    max_angular_speed: float = 1.5  # rad/s at the tip
+    recovery_speed: float = 0.1  # fraction of the velocity limit used to move back inside a position limit
+    limits: tuple[str, ...] = DEFAULT_LIMITS
+
+
+def check_limit_names(names: Iterable[str]) -> tuple[str, ...]:
+    """``names`` in composition order; ValueError naming the problem for an unregistered name
+    (listing the registered ones), a repeated one, or a ``required`` limit left out (with why)."""
+    names = list(names)
+    classes = {n: LIMITS.get(n) for n in names}  # UnknownName lists the registered limits
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"limit {', '.join(map(repr, repeated))} given more than once")
+    for n in LIMITS:
+        reason = LIMITS.get(n).required
+        if reason and n not in classes:
+            raise ValueError(f"the {n!r} limit may not be left out: {reason}")
+    return tuple(sorted(names, key=lambda n: classes[n].order))
+
+
+class SafetyLimits:
+    """A set of limits composed in their order, then the hard box — by default Cartesian speed,
+    position envelope, joint velocity and acceleration.
+
+    Fields (arrays of length N, SI units): ``lower``/``upper`` (rad), ``max_velocity``
+    (rad/s), ``max_acceleration`` (rad/s²); scalars ``max_linear_speed`` (m/s),
+    ``max_angular_speed`` (rad/s; both ∞ without the Cartesian limit), ``recovery_speed``
+    (fraction of ``max_velocity``). ``names`` lists the composed limits in order, ``limits``
+    holds them; ``active`` names the limits that shaped the last reference.
+    """
+
+    position: PositionEnvelope
+    velocity: JointVelocity
+    acceleration: JointAcceleration
+    cartesian: CartesianSpeed | None
+
+    def __init__(self, lower: np.ndarray, upper: np.ndarray, max_velocity: np.ndarray,
+                 max_acceleration: np.ndarray, max_linear_speed: float = 0.5, max_angular_speed: float = 1.5,
+                 recovery_speed: float = 0.1, active: dict[str, bool] | None = None) -> None:
+        n = len(lower)
+        vmax, acc = per_joint(max_velocity, n, "max_velocity"), per_joint(max_acceleration, n, "max_acceleration")
+        self._compose((CartesianSpeed(float(max_linear_speed), float(max_angular_speed)),
+                       PositionEnvelope(np.asarray(lower, dtype=float), np.asarray(upper, dtype=float),
+                                        acc, vmax, float(recovery_speed)),
+                       JointVelocity(vmax), JointAcceleration(acc)), active)
+
+    @classmethod
+    def compose(cls, limits: Iterable[Limit], active: dict[str, bool] | None = None) -> SafetyLimits:
+        """These limit instances, in their order; they must include every required one."""
+        out = cls.__new__(cls)
+        out._compose(limits, active)
+        return out
+
+    @classmethod
+    def from_settings(cls, robot: RobotModel, params: LimitSettings) -> SafetyLimits:
+        """The limits named by ``params.limits`` (default :data:`DEFAULT_LIMITS`), each built by its
+        class's ``from_settings(robot, params)``; validated."""
+        names = check_limit_names(getattr(params, "limits", DEFAULT_LIMITS))
+        return cls.compose(LIMITS.get(n).from_settings(robot, params) for n in names)
+
+    @classmethod
+    def from_robot(cls, robot: RobotModel, velocity_scale: float = 0.5,
+                   max_acceleration: float | np.ndarray = 4.0, limits: Sequence[str] = DEFAULT_LIMITS,
+                   **kw: float) -> SafetyLimits:
+        """Defaults: the URDF's position limits, half its velocity limits, 4 rad/s², the four limits."""
+        return cls.from_settings(robot, LimitParams(velocity_scale, max_acceleration, limits=tuple(limits), **kw))
+
+    def _compose(self, limits: Iterable[Limit], active: dict[str, bool] | None) -> None:
+        by_name: dict[str, Limit] = {}
+        for lim in limits:
+            if lim.name in by_name:
+                raise ValueError(f"limit {lim.name!r} given more than once")
+            by_name[lim.name] = lim
+        self.names = check_limit_names(by_name)
+        self.limits: tuple[Limit, ...] = tuple(by_name[n] for n in self.names)
+        self.position = by_name["position"]  # type: ignore[assignment]  # required, so present
+        self.velocity = by_name["velocity"]  # type: ignore[assignment]
+        self.acceleration = by_name["acceleration"]  # type: ignore[assignment]
+        self.cartesian = by_name.get("cartesian")  # type: ignore[assignment]
+        # one array each for the velocity and acceleration limits the position envelope also reads
+        if np.array_equal(self.position.max_velocity, self.velocity.max_velocity):
+            self.position.max_velocity = self.velocity.max_velocity
+        if np.array_equal(self.position.max_acceleration, self.acceleration.max_acceleration):
+            self.position.max_acceleration = self.acceleration.max_acceleration
+        self.active: dict[str, bool] = {} if active is None else active
+        self._compiled = _compiled_default_four() if self._default_four() else None
+
+    def _default_four(self) -> bool:
+        """Exactly the four default limits, of exactly their classes: the compiled twin applies."""
+        return tuple(map(type, self.limits)) == (CartesianSpeed, PositionEnvelope, JointVelocity, JointAcceleration)
+
+    def validate(self) -> None:
+        for lim in self.limits:
+            lim.validate()
+
+    def apply(self, q: np.ndarray, qd: np.ndarray, qd_prev: np.ndarray, J: np.ndarray,
+              dt: float) -> np.ndarray:
+        """Return the limited joint velocity reference (see the module doc for the order)."""
+        kernel, act = self._compiled, self.active
+        if kernel is None:
+            return run(self.limits, q, qd, qd_prev, J, dt, self.active)
+        c, p, v, a = self.cartesian, self.position, self.velocity, self.acceleration
+        if J is None:
+            raise ValueError("the Cartesian speed limit needs the Jacobian J")
+        if len(q) != len(p.lower):  # shorter vectors than q raise IndexError in the compiled loops
+            raise ValueError(f"q has {len(q)} entries, the limits {len(p.lower)}")
+        # J q̇ as CartesianSpeed computes it (J @ list): ndarray.dot gives the same bits, faster
+        out, act["cartesian"], act["position"], act["velocity"], act["acceleration"] = kernel(
+            q, qd, qd_prev, J.dot(qd), float(dt), p.lower, p.upper, p.max_acceleration, p.max_velocity,
+            p.recovery, p.margin, v.max_velocity, a.max_acceleration, c.max_linear_speed, c.max_angular_speed)
+        return out
+
+    # the fields, one source of truth in the composed limits -----------------------------
+    @property
+    def lower(self) -> np.ndarray:
+        return self.position.lower
+
+    @lower.setter
+    def lower(self, v: np.ndarray) -> None:
+        self.position.lower = np.asarray(v, dtype=float)
+
+    @property
+    def upper(self) -> np.ndarray:
+        return self.position.upper
+
+    @upper.setter
+    def upper(self, v: np.ndarray) -> None:
+        self.position.upper = np.asarray(v, dtype=float)
+
+    @property
+    def max_velocity(self) -> np.ndarray:
+        return self.velocity.max_velocity
+
+    @max_velocity.setter
+    def max_velocity(self, v: np.ndarray) -> None:
+        self.velocity.max_velocity = self.position.max_velocity = per_joint(v, len(self.lower), "max_velocity")
+
+    @property
+    def max_acceleration(self) -> np.ndarray:
+        return self.acceleration.max_acceleration
+
+    @max_acceleration.setter
+    def max_acceleration(self, v: np.ndarray) -> None:
+        arr = per_joint(v, len(self.lower), "max_acceleration")
+        self.acceleration.max_acceleration = self.position.max_acceleration = arr
+
+    def _cartesian(self) -> CartesianSpeed:
+        if self.cartesian is None:
+            raise ValueError("the Cartesian speed limit is not composed (settings limits)")
+        return self.cartesian
+
+    @property
+    def max_linear_speed(self) -> float:
+        return math.inf if self.cartesian is None else self.cartesian.max_linear_speed
+
+    @max_linear_speed.setter
+    def max_linear_speed(self, v: float) -> None:
+        self._cartesian().max_linear_speed = float(v)
+
+    @property
+    def max_angular_speed(self) -> float:
+        return math.inf if self.cartesian is None else self.cartesian.max_angular_speed
+
+    @max_angular_speed.setter
+    def max_angular_speed(self, v: float) -> None:
+        self._cartesian().max_angular_speed = float(v)
+
+    @property
+    def recovery_speed(self) -> float:
+        return self.position.recovery
+
+    @recovery_speed.setter
+    def recovery_speed(self, v: float) -> None:
+        self.position.recovery = float(v)

@@ -1,0 +1,612 @@
+"""ControlLoop: one fixed-rate cycle of read → control law → solver → limits → send.
+
+Inputs are latest-wins slots (an immutable object swapped by reference — no queue, no
+lock on the hot path). Each cycle publishes an immutable :class:`LoopState`.
+
+Cycle (period dt = 1/rate):
+
+0. apply the changes queued by :meth:`ControlLoop.reconfigure` (a cycle boundary: no cycle
+   sees half of a change),
+1. read the driver (q, q̇), then the streamed inputs (``io.poll``: the newest wrench, also one
+   that arrived while a simulator ran its physics in ``read``); update the cycle's one
+   :class:`~fdcontrol.model.configuration.Configuration` (pose, J and, for the FD solver, the
+   Cholesky factor of H of its virtual model) — the control law, the solver, the null-space
+   loads, the limits and the telemetry all read it; read the wrench sensor and filter it (``WrenchFilter``),
+2. f_c = control law (mode) + the streamed wrench (+ the twist-tracking term for a streamed
+   twist); a streamed input counts as zero and the loop holds when it is older than
+   ``command_timeout`` (watchdog),
+3. (q_ref, q̇) = solver.step(q, q̇_state, f_c, dt, τ) in ``substeps`` virtual sub-steps, with
+   τ the null-space posture and link loads (fdcontrol.control.posture, fdcontrol.control.link_loads),
+4. q̇_ref = safety limits(q̇); q_ref = q + dt q̇_ref; q̇_state = q̇_ref (anti-windup),
+5. send; a non-finite value anywhere holds the robot and records a fault — it never
+   reaches the driver.
+
+Activation is jump-free: q̇_state starts at zero and the first reference is the measured q.
+
+Braking: hold, watchdog, stop and a fault all command q̇ = 0 *through the limits*, so the
+reference decelerates within the acceleration limit, |Δq̇_ref| ≤ a·dt per cycle; ``stop()``
+brakes to standstill first and only then ends the thread. When a cycle raises (driver or
+bug), the loop records the fault, holds, and sends one braking step itself (if the driver
+still takes commands); nothing in that path can end the loop thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Literal, Protocol
+
+import numpy as np
+
+from fdcontrol.control.law import ControlInput, ControlLaw, WrenchFilter
+from fdcontrol.control.link_loads import LinkLoads
+from fdcontrol.control.posture import PostureTask, joint_load
+from fdcontrol.control.twist import TwistError, check_twist
+from fdcontrol.drivers.base import RobotDriver
+from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.loop.action import Action, ActionInput
+from fdcontrol.loop.solvers import Solver
+from fdcontrol.loop.state import LoopState, new_state  # declared once, with units: fdcontrol/loop/state.py
+from fdcontrol.model.configuration import Configuration
+from fdcontrol.model.robot import RobotModel
+from fdcontrol.model.spatial import check_vec6, finite, rotate6
+from fdcontrol.params import Param, declare
+
+STATS_WINDOW = 5000
+#: what :meth:`ControlLoop.reconfigure` may change at run time (loop attribute names)
+RECONFIGURABLE = frozenset({"law", "solver", "limits", "filter", "posture", "link_loads", "command_timeout",
+                            "telemetry_decimation", "max_force", "max_torque", "max_tracking_error", "spin",
+                            "sensor_timeout", "rest", "rezero"})
+#: the loop's parameters, declared once (fdcontrol.params)
+PARAMS = declare(
+    "loop",
+    Param("rate", "float", 500.0, "control loop rate", "Hz", policy="stopped", ge=10, le=2000),
+    Param("command_timeout", "float", 0.1, "watchdog: a streamed wrench or twist older than this counts as zero "
+          "and the arm holds", "s", policy="tighten", ge=0.005, le=10),
+    Param("sensor_timeout", "float", 0.05, "sensor watchdog: a law that reads the force sensor holds the arm when "
+          "its newest reading is older than this", "s", policy="tighten", ge=0.002, le=10),
+    Param("telemetry_decimation", "int", 10, "σmin(J) and κ(H) every n-th cycle", ge=1, le=10000),
+    Param("max_force", "float", 500.0, "largest |F| of an input wrench", "N", policy="tighten", gt=0, le=1e4),
+    Param("max_torque", "float", 50.0, "largest |τ| of an input wrench", "N·m", policy="tighten", gt=0, le=1e3),
+)
+
+
+@dataclass(frozen=True)
+class Command:
+    """Latest streamed input: a wrench (or twist) in the base frame, its sequence number, arrival time."""
+
+    wrench: np.ndarray
+    seq: int
+    t: float
+
+
+class Stats:
+    """Ring buffers of cycle compute time and period error (s); no allocation per cycle."""
+
+    def __init__(self, n: int = STATS_WINDOW) -> None:
+        self.compute = np.zeros(n)
+        self.period_error = np.zeros(n)
+        self.n, self.count, self.overruns = n, 0, 0
+        self.integrator_nonconverged = 0  # cycles whose adaptive integrator ran out of sub-steps
+
+    def record(self, compute: float, period_error: float, period: float) -> None:
+        i = self.count % self.n
+        self.compute[i], self.period_error[i] = compute, period_error
+        self.count += 1
+        if compute > period or period_error > period:
+            self.overruns += 1
+
+    def summary(self) -> dict[str, float | int]:
+        k = min(self.count, self.n)
+        c, e = self.compute[:k].copy(), np.abs(self.period_error[:k].copy())
+        def pct(a: np.ndarray, p: float) -> float:
+            return float(np.percentile(a, p)) if k else 0.0
+        return {"cycles": self.count, "overruns": self.overruns, "window": k,
+                "compute_p50_us": pct(c, 50) * 1e6, "compute_p99_us": pct(c, 99) * 1e6,
+                "compute_max_us": float(c.max() * 1e6) if k else 0.0,
+                "period_error_p50_us": pct(e, 50) * 1e6, "period_error_p99_us": pct(e, 99) * 1e6,
+                "period_error_max_us": float(e.max() * 1e6) if k else 0.0,
+                "integrator_nonconverged": self.integrator_nonconverged}
+
+
+class InputError(ValueError):
+    """A rejected input; the loop keeps its previous valid one."""
+
+
+def check_wrench(wrench: np.ndarray | list[float], max_force: float, max_torque: float,
+                 frame: str = "base") -> np.ndarray:
+    """A finite 6-vector [F; τ] within |F| ≤ max_force, |τ| ≤ max_torque, else InputError."""
+    return check_vec6(wrench, "wrench", ("fx, fy, fz, tx, ty, tz", "|F|", "N", "|τ|", "N·m"),
+                      max_force, max_torque, frame, InputError)
+
+
+class LoopIO(Protocol):
+    """Optional hooks: ``poll`` before each cycle (inputs), ``publish`` after it (state)."""
+
+    def poll(self, loop: ControlLoop) -> None: ...
+
+    def publish(self, loop: ControlLoop, state: LoopState) -> None: ...
+
+
+class ControlLoop:
+    def __init__(self, robot: RobotModel, driver: RobotDriver, solver: Solver,
+                 law: ControlLaw | None = None, limits: SafetyLimits | None = None,
+                 wrench_filter: WrenchFilter | None = None, rate: float = 500.0,
+                 command_timeout: float = 0.1, max_force: float = 500.0,
+                 max_torque: float = 50.0, realtime: bool = False, spin: float = 0.0,
+                 telemetry_decimation: int = 10, posture: PostureTask | None = None,
+                 link_loads: LinkLoads | None = None, sensor_timeout: float = 0.05) -> None:
+        if not (math.isfinite(rate) and 1.0 <= rate <= 5000.0):
+            raise ValueError("rate must be within [1, 5000] Hz")
+        _check_params({"command_timeout": command_timeout, "telemetry_decimation": telemetry_decimation,
+                       "sensor_timeout": sensor_timeout, "max_force": max_force, "max_torque": max_torque})
+        self.robot, self.driver, self.solver = robot, driver, solver
+        self.law = law or ControlLaw()
+        self.limits = limits or SafetyLimits.from_robot(robot)
+        self.filter = wrench_filter or WrenchFilter()
+        self.rate, self.period = float(rate), 1.0 / rate
+        self.command_timeout = float(command_timeout)
+        self.sensor_timeout = float(sensor_timeout)
+        self._sensor_at = -math.inf  # the loop's time of the newest sensor reading
+        self.max_force, self.max_torque = float(max_force), float(max_torque)
+        self.realtime = realtime
+        self.spin = float(spin)
+        self.telemetry_decimation = int(telemetry_decimation)  # σmin(J), κ(H) every n-th cycle (~30 µs)
+        self.max_tracking_error = 0.05  # rad, position interfaces only (see _position_reference)
+        self._q_ref: np.ndarray | None = None  # the last position reference (position interfaces)
+        self.stats = Stats()
+        self._command: Command | None = None
+        self._twist: Command | None = None
+        self.posture, self.link_loads = posture, link_loads  # null-space loads (fdcontrol.control.posture)
+        self._target: np.ndarray | None = None
+        self.action: ActionInput | None = None  # a policy's goals, interpolated (fdcontrol.loop.action)
+        self._hold_request = False
+        self._stop_request = False
+        self._zero_request = False
+        self._thread: threading.Thread | None = None
+        self._running = threading.Event()
+        self.io: LoopIO | None = None
+        if not isinstance(driver, RobotDriver):
+            raise TypeError(f"{type(driver).__name__} is not a subclass of fdcontrol.drivers.RobotDriver")
+        if not isinstance(solver, Solver):
+            raise TypeError(f"{type(solver).__name__} is not a subclass of fdcontrol.loop.solvers.Solver")
+        self.exchange = driver.exchange if driver.has_exchange else None  # the driver's own inputs/outputs
+        self.fault: str | None = None
+        self.last_cycle_at = 0.0  # time.monotonic() of the last cycle, 0 before the first
+        self._pending: dict[str, object] = {}  # reconfigure() → the loop thread, at a cycle boundary
+        self._pending_done: list[threading.Event] = []
+        self._pending_lock = threading.Lock()
+        self.config = self._configuration()
+        self._zero6 = np.zeros(6)
+        self._reset_state()
+        js = driver.read()
+        self.state = self._publish(js.t, js.q, js.qd, js.q, np.zeros(robot.dof),
+                                   robot.pose(js.q), np.zeros(6), np.zeros(6), "idle", 0.0)
+
+    # ------------------------------------------------------------------ inputs
+    def set_wrench(self, wrench: np.ndarray | list[float], frame: str = "base",
+                   seq: int | None = None, t: float | None = None) -> None:
+        """Latest-wins streamed wrench [F; τ]; ``frame`` "tool" is rotated into the base.
+
+        `t` is the arrival time (time.monotonic(), default now) the watchdog measures from.
+        """
+        w = check_wrench(wrench, self.max_force, self.max_torque, frame)
+        if frame == "tool":
+            w = rotate6(self.state.tip_pose[:3, :3], w)
+        last = self._command.seq if self._command else 0
+        self._command = Command(w, last + 1 if seq is None else int(seq),
+                                time.monotonic() if t is None else t)
+        self._twist = _fresh(self._twist, self._command.t, self.command_timeout)
+
+    def set_twist(self, twist: np.ndarray | list[float], frame: str = "base",
+                  seq: int | None = None, t: float | None = None) -> None:
+        """Latest-wins commanded tip twist [v; ω] (m/s, rad/s) for the velocity-tracking term
+        (fdcontrol.control.twist); same watchdog as wrenches. A stale wrench stream is dropped."""
+        try:
+            v = check_twist(twist, frame)
+        except TwistError as exc:
+            raise InputError(str(exc)) from exc
+        if frame == "tool":
+            v = rotate6(self.state.tip_pose[:3, :3], v)
+        last = self._twist.seq if self._twist else 0
+        self._twist = Command(v, last + 1 if seq is None else int(seq), time.monotonic() if t is None else t)
+        self._command = _fresh(self._command, self._twist.t, self.command_timeout)
+
+    def set_target(self, pose: np.ndarray | None) -> None:
+        """Target pose (4×4, tip in base) for motion / compliance; None clears it.
+
+        A new target also drops the last streamed wrench: after a stream went quiet (watchdog
+        tripped, holding) a target sent on purpose moves the arm again.
+        """
+        if pose is None:
+            self._target = None
+            self.action = None
+            return
+        T = np.asarray(pose, dtype=float)
+        if T.shape != (4, 4) or not np.all(np.isfinite(T)):
+            raise InputError("target must be a finite 4×4 homogeneous transform")
+        R = T[:3, :3]
+        if not np.allclose(R @ R.T, np.eye(3), atol=1e-6) or np.linalg.det(R) < 0:
+            raise InputError("target rotation is not orthonormal")
+        self._target = T.copy()
+        self.action = None  # a target set directly replaces a policy's interpolated goals
+        self._command = None  # a fresh target is fresh input: a stale wrench no longer holds the arm
+        self._twist = None
+
+    def set_action(self, pose: np.ndarray, step: float, seq: int, t: float | None = None) -> None:
+        """A policy's goal pose (4×4, tip in base), reached over ``step`` s by the target interpolator
+        (fdcontrol.control.interpolator); like a target, it drops a stale wrench or twist."""
+        T = np.asarray(pose, dtype=float)
+        if T.shape != (4, 4) or not np.all(np.isfinite(T)):
+            raise InputError("action pose must be a finite 4×4 homogeneous transform")
+        R = T[:3, :3]
+        if not np.allclose(R @ R.T, np.eye(3), atol=1e-6) or np.linalg.det(R) < 0:
+            raise InputError("action rotation is not orthonormal")
+        if not (math.isfinite(step) and 0 < step <= 10):
+            raise InputError("action step must be in (0, 10] s")
+        now = time.monotonic() if t is None else t
+        if self.action is None:  # starts at rest at the current target (or the tip)
+            start = self._target if self._target is not None else self.state.tip_pose
+            self.action = ActionInput(start, now)
+        self.action.put(Action(T.copy(), float(step), int(seq), now))
+        self._target = T.copy()
+        self._command = None
+        self._twist = None
+
+    def hold(self, on: bool = True) -> None:
+        """Decelerate to standstill within the acceleration limit and stay there."""
+        self._hold_request = on
+        if not on:  # an explicit release also drops a stale wrench (the watchdog re-arms on the next)
+            self.fault = None
+            self._command = None
+            self._twist = None
+
+    def zero_sensor(self) -> None:
+        """Request sensor bias zeroing: on the next cycle at standstill (every reference velocity zero) —
+        a bias taken under a moving arm would hold its inertial forces."""
+        self._zero_request = True
+
+    # ------------------------------------------------------------------ run-time changes
+    def reconfigure(self, **changes: object) -> threading.Event:
+        """Change parts and parameters (names in ``RECONFIGURABLE``) as one unit.
+
+        While the loop thread runs, the changes are queued and the thread applies all of them
+        together before its next cycle; otherwise they apply now. The returned event is set
+        once they are applied; its ``queued_cycle`` and ``applied_cycle`` are the loop's cycle
+        counts at both moments (applied at the next cycle boundary: they differ by at most 1).
+        Build new parts (law, solver, limits…) outside, pass them here:
+        the loop only swaps references.
+
+        ``rest=True`` marks a change of what the sensor or the law means (the ``holding`` policy,
+        fdcontrol.params): the loop brakes to standstill within its limits first, applies the
+        changes there and resumes from rest, with fresh inputs (the stream's next command re-arms
+        the watchdog); with ``rezero=True`` too (the sensor model changed: tool, sign, sensor pose)
+        it takes the sensor bias again at the held pose.
+        """
+        unknown = set(changes) - RECONFIGURABLE
+        if unknown:
+            raise ValueError(f"cannot reconfigure {', '.join(sorted(unknown))}; "
+                             f"expected any of {', '.join(sorted(RECONFIGURABLE))}")
+        _check_params(changes)
+        if "solver" in changes:  # built here, not in the loop thread (pinocchio data, a first pass)
+            solver = changes["solver"]
+            if not isinstance(solver, Solver):
+                raise TypeError(f"{type(solver).__name__} is not a subclass of fdcontrol.loop.solvers.Solver")
+            changes = {**changes, "config": Configuration(self.robot, virtual=solver.virtual)}
+        done = threading.Event()
+        with self._pending_lock:
+            done.queued_cycle = self.cycle  # type: ignore[attr-defined]
+            self._pending.update(changes)
+            self._pending_done.append(done)
+            thread = self._thread
+            deferred = self.running and thread is not None and thread.is_alive() \
+                and thread is not threading.current_thread()
+        if not deferred and not (changes.get("rest") and np.any(self.qd_ref)):
+            self._apply_pending()  # (a change of meaning under a moving arm waits for the cycles' braking)
+        return done
+
+    def _apply_pending(self) -> None:
+        with self._pending_lock:
+            changes, done = self._pending, self._pending_done
+            self._pending, self._pending_done = {}, []
+        rest, rezero = changes.pop("rest", False), changes.pop("rezero", False)
+        for name, value in changes.items():
+            setattr(self, name, _SCALARS[name](value) if name in _SCALARS else value)  # type: ignore[operator]
+        if rest:  # what the sensor or the law means changed (at standstill): resume from rest, fresh inputs
+            self.qd_state = np.zeros(self.robot.dof)
+            self._command = self._twist = None
+        if rezero:  # the sensor model changed: its bias taken again at the held pose
+            self._zero_request = True
+        for e in done:
+            e.applied_cycle = self.cycle  # type: ignore[attr-defined]
+            e.set()
+
+    def _configuration(self) -> Configuration:
+        """One Configuration per loop, on the FD solver's virtual model when there is one."""
+        return Configuration(self.robot, virtual=self.solver.virtual)
+
+    # ------------------------------------------------------------------ cycle
+    def _reset_state(self) -> None:
+        self.qd_state = np.zeros(self.robot.dof)
+        self.qd_ref = np.zeros(self.robot.dof)
+        self.cycle = 0
+
+    def step(self, now: float | None = None) -> LoopState:
+        """One control cycle (public so tests and simulations can run the loop synchronously)."""
+        braking = False
+        if self._pending:  # a cycle boundary: everything reconfigure() queued, at once
+            if self._pending.get("rest") and np.any(self.qd_ref):
+                braking = True  # a change of meaning waits for standstill: this cycle brakes
+            else:
+                self._apply_pending()
+        dt = self.period
+        js = self.driver.read()  # first, so that inputs that arrive meanwhile still count in this cycle
+        if self.io is not None:
+            self.io.poll(self)
+        now = time.monotonic() if now is None else now
+        solver, conf = self.solver, self.config
+        vm = solver.virtual
+        if conf.virtual is not vm:  # a new solver brought another virtual model
+            conf = self.config = self._configuration()
+        conf.update(js.q)
+        q, pose, J = conf.q, conf.pose, conf.jacobian
+        zero = self._zero_request and not np.any(self.qd_ref)  # the bias only at standstill
+        if zero:
+            self.driver.zero_sensor()  # a sensor that zeroes itself (UR's zeroFtSensor), in the loop thread
+        raw = self.driver.read_wrench()
+        f_meas = self._zero6
+        if raw is not None:
+            self._sensor_at = now
+            R = pose[:3, :3]
+            if zero:
+                self.filter.zero(raw, R)
+                self._zero_request = False
+            f_meas = self.filter.apply(raw, R, dt)
+        cmd = self._command
+        watchdog: Literal["idle", "ok", "tripped"] = "idle"
+        f_applied = self._zero6
+        if cmd is not None:
+            if now - cmd.t > self.command_timeout:
+                watchdog = "tripped"
+            else:
+                watchdog, f_applied = "ok", cmd.wrench
+        tw, v_cmd = self._twist, None
+        if tw is not None:
+            if now - tw.t > self.command_timeout:
+                watchdog = "tripped"
+            else:
+                watchdog, v_cmd = ("tripped" if watchdog == "tripped" else "ok"), tw.wrench
+        if self.law.uses_sensor and math.isfinite(self._sensor_at) and now - self._sensor_at > self.sensor_timeout:
+            watchdog = "sensor_stale"  # hand guiding on a sensor stream gone quiet: hold until readings return
+        holding = self._hold_request or self._stop_request or watchdog in ("tripped", "sensor_stale") \
+            or self.fault is not None or braking
+        act, target = self.action, self._target
+        if act is not None:
+            target = act.target(now)
+        twist = conf.twist(js.qd)
+        fc = self.law(ControlInput(pose, twist, f_meas, f_applied, target, v_cmd))
+        if holding:
+            qd_des = np.zeros(self.robot.dof)
+        else:  # null-space loads need the FD virtual model
+            tau = joint_load(vm, q, self.qd_state, self.posture, self.link_loads, conf) if vm is not None else None
+            _, qd_des = solver.step(q, self.qd_state, fc, dt, tau, config=conf)
+            if not solver.last_converged:
+                self.stats.integrator_nonconverged += 1
+            if not (finite(qd_des) and finite(fc)):
+                self.fault = f"non-finite value in the model at cycle {self.cycle}; holding"
+                holding, qd_des = True, np.zeros(self.robot.dof)
+        qd_ref = self.limits.apply(q, qd_des, self.qd_ref, J, dt)
+        if self.cycle == 0:  # activation: the first reference is the measured state
+            qd_ref = np.zeros(self.robot.dof)
+        if not finite(qd_ref):  # never send a NaN
+            self.fault, holding, qd_ref = "non-finite reference; holding", True, np.zeros(self.robot.dof)
+        q_ref, holding = self._position_reference(q, qd_ref, dt, holding)
+        self.driver.send(q_ref, qd_ref)
+        self.qd_ref = qd_ref
+        self.qd_state = qd_ref.copy()
+        self.cycle += 1
+        self.last_cycle_at = now
+        s, kh = self._telemetry(conf)
+        last = tw if cmd is None or (tw is not None and tw.t > cmd.t) else cmd  # the newer input
+        self.state = self._publish(js.t, q, js.qd, q_ref, qd_ref, pose, fc, f_meas, watchdog,
+                                   s, holding, last.seq if last is not None else 0, kh, twist=twist, now=now)
+        if self.io is not None:
+            self.io.publish(self, self.state)
+        if self.exchange is not None:
+            self.exchange(self, self.state)
+        return self.state
+
+    def _telemetry(self, conf: Configuration) -> tuple[float, float]:
+        """σmin(J) and κ(H), each every ``telemetry_decimation``-th cycle, half a period apart (two
+        decompositions of ~5 µs each never load the same cycle); both on the first cycle."""
+        n, k = self.telemetry_decimation, self.cycle - 1
+        first = k == 0
+        s = conf.sigma_min if first or k % n == 0 else self.state.sigma_min_j
+        kh = conf.kappa_h if first or k % n == n // 2 else self.state.kappa_h
+        return s, kh
+
+    def _position_reference(self, q: np.ndarray, qd_ref: np.ndarray, dt: float,
+                            holding: bool) -> tuple[np.ndarray, bool]:
+        """q_ref sent with q̇_ref. Velocity interfaces: q + dt q̇_ref. Position interfaces
+        (``driver.interface == "position"``) integrate the previous reference,
+        q_ref,k = q_ref,k−1 + dt q̇_ref (from q itself a servoed arm would sag under load);
+        the tracking error is bounded: q_ref = q + clip(q_ref − q, ±``max_tracking_error``) (rad),
+        so an arm held back (contact, torque limit) is pushed with at most k_p·e_max per joint
+        and resumes from where it is, without a jump, when released."""
+        if self.driver.interface != "position":
+            return q + dt * qd_ref, holding
+        prev = self._q_ref
+        q_ref = q.copy() if self.cycle == 0 or prev is None else prev + dt * qd_ref
+        e = self.max_tracking_error
+        q_ref = q + np.clip(q_ref - q, -e, e)
+        self._q_ref = q_ref
+        return q_ref, holding
+
+    def _publish(self, t, q, qd, q_ref, qd_ref, pose, fc, f_meas, watchdog, sigma,
+                 holding: bool = False, seq: int = 0, kappa_h: float = math.nan,
+                 twist: np.ndarray | None = None, now: float = math.nan) -> LoopState:
+        active = dict(self.limits.active)
+        c = self.solver.constraints
+        active["virtual_joint_limit"] = c is not None and c.engaged
+        ll = self.link_loads
+        return new_state(t, self.cycle, q, qd, q_ref, qd_ref, pose, fc, f_meas, self.law.mode,
+                         self.running, holding, watchdog, seq, self.fault, sigma, active, kappa_h,
+                         self.posture.distance(q) if self.posture is not None else math.nan,
+                         ll.clearance() if ll is not None and ll.loads else math.nan,
+                         self.driver.speed_scaling, self.driver.safety_mode,
+                         self._zero6 if twist is None else twist, now,
+                         self.action.seq if self.action is not None else 0,
+                         self.action.used_at if self.action is not None else math.nan)
+
+    # ------------------------------------------------------------------ thread
+    @property
+    def running(self) -> bool:
+        return self._running.is_set()
+
+    def start(self) -> None:
+        """Start the fixed-rate thread; activation never moves the robot."""
+        if self.running:
+            return
+        self._reset_state()
+        self.fault = None
+        self._stop_request = False
+        self._running.set()
+        self._thread = threading.Thread(target=self._run, name="fdcontrol-loop", daemon=True)
+        self._thread.start()
+
+    def braking_time(self) -> float:
+        """Time (s) to bring the current reference to zero at the acceleration limit."""
+        amax = np.asarray(self.limits.max_acceleration, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.abs(self.qd_ref) / amax
+        return float(np.nanmax(t)) if t.size and finite(t) else 0.0
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Brake to standstill within the acceleration limit, then end the thread."""
+        thread = self._thread
+        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+            self._stop_request = True  # the thread brakes through the limits and ends at rest
+            thread.join(timeout + self.braking_time() + 10 * self.period)
+        self._running.clear()
+        self._stop_request = False
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        if self._pending:  # queued for a thread that has ended
+            self._apply_pending()
+        self.qd_ref = np.zeros(self.robot.dof)
+        try:
+            js = self.driver.read()
+            self.driver.send(js.q, self.qd_ref)
+            self.state = replace(self.state, running=False, q=js.q, qd=js.qd, q_ref=js.q,
+                                 qd_ref=self.qd_ref)
+        except Exception as exc:  # a dead driver: still stop, and say why
+            self.state = replace(self.state, running=False, qd_ref=self.qd_ref,
+                                 fault=self.fault or f"{type(exc).__name__}: {exc}")
+        if self.io is not None:
+            self.io.publish(self, self.state)
+        if self.exchange is not None:
+            with contextlib.suppress(Exception):
+                self.exchange(self, self.state)
+
+    def _on_exception(self, exc: Exception) -> None:
+        _hold_after(self, exc)
+
+    def _run(self) -> None:
+        if self.realtime:
+            _try_realtime()
+        period, clock = self.period, time.perf_counter
+        next_t = clock()
+        while self._running.is_set():
+            start = clock()
+            err = start - next_t
+            try:
+                self.step()
+            except Exception as exc:  # a failing driver or a bug holds the robot, loudly
+                try:
+                    self._on_exception(exc)
+                except Exception as inner:  # the fault path itself failed: keep cycling, say so
+                    _report(f"fault handling failed: {type(inner).__name__}: {inner}")
+            if self._stop_request and not self.qd_ref.any():  # braked to standstill: stop
+                self._running.clear()
+                break
+            end = clock()
+            self.stats.record(end - start, err, period)
+            next_t += period
+            if end > next_t + period:  # more than one period late: re-anchor, count it
+                next_t = end
+            remaining = next_t - clock() - self.spin
+            if remaining > 0:
+                time.sleep(remaining)
+            while clock() < next_t:  # busy-wait the last `spin` seconds: on time, CPU warm
+                pass
+
+
+#: the scalar parameters among RECONFIGURABLE, with the type they are stored as
+_SCALARS = {"telemetry_decimation": int, "command_timeout": float, "max_force": float, "max_torque": float,
+            "max_tracking_error": float, "spin": float, "sensor_timeout": float}
+
+
+def _check_params(changes: dict[str, object]) -> None:
+    """The loop's declared parameters among `changes`, checked by their declarations (construction and
+    reconfigure): ParamError (a ValueError) names the parameter and its bounds."""
+    for p in PARAMS:
+        if p.name in changes:
+            p.check(changes[p.name])
+
+
+def _fresh(c: Command | None, now: float, timeout: float) -> Command | None:
+    """`c` unless it went stale (older than `timeout` at `now`): switching from one input
+    stream to the other must not trip the watchdog on the one that was abandoned."""
+    return c if c is not None and now - c.t <= timeout else None
+def brake_step(qd_ref: np.ndarray, amax: np.ndarray | float, dt: float) -> np.ndarray:
+    """One braking step toward zero: |Δq̇| ≤ a·dt per joint (a in rad/s², dt in s)."""
+    step = np.asarray(amax, dtype=float) * dt
+    return qd_ref - np.clip(qd_ref, -step, step)
+
+
+def _hold_after(loop: ControlLoop, exc: Exception) -> None:
+    """Record the fault, hold, send one braking step if the driver still listens, publish.
+
+    Never raises: a failing driver or a failing publish must not end the loop thread (the
+    API notices a silent loop by its stale cycle time).
+    """
+    loop.fault = f"{type(exc).__name__}: {exc}"[:400]
+    loop._hold_request = True
+    try:
+        amax = loop.limits.max_acceleration
+        qd = brake_step(np.asarray(loop.qd_ref, dtype=float), amax, loop.period)
+        if not finite(qd):
+            qd = np.zeros(loop.robot.dof)
+    except Exception:
+        qd = np.zeros(loop.robot.dof)
+    with contextlib.suppress(Exception):
+        loop.driver.send(loop.state.q_ref + loop.period * qd, qd)
+    loop.qd_ref, loop.qd_state = qd, qd.copy()
+    try:
+        loop.state = replace(loop.state, fault=loop.fault, holding=True, qd_ref=qd)
+        if loop.io is not None:
+            loop.io.publish(loop, loop.state)
+    except Exception as inner:
+        _report(f"{loop.fault}; publishing the fault failed: {type(inner).__name__}: {inner}")
+    if loop.exchange is not None:
+        with contextlib.suppress(Exception):
+            loop.exchange(loop, loop.state)
+
+
+def _report(message: str) -> None:
+    with contextlib.suppress(Exception):
+        print(f"fdcontrol loop: {message}", file=sys.stderr, flush=True)
+
+
+def _try_realtime() -> None:
+    """SCHED_FIFO for the calling thread where permitted (Linux, CAP_SYS_NICE)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))  # type: ignore[attr-defined]
+    except (AttributeError, PermissionError, OSError):
+        pass

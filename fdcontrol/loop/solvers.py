@@ -1,0 +1,343 @@
+"""Mapping-driven solvers: one control cycle from a Cartesian control signal to joint references.
+
+Every solver has ``step(q_measured, qd_state, wrench, dt, tau=None, config=None) -> (q_ref, qd_ref)``;
+q̇ is the virtual velocity carried across cycles (the caller feeds back the limited q̇_ref),
+``tau`` an optional extra joint torque in the virtual model (N·m; acceleration solvers only) and
+``config`` an optional :class:`~fdcontrol.model.configuration.Configuration` already updated at
+q_measured: where the solver evaluates the model at exactly that q it reads J and H⁻¹ from it
+instead of running CRBA again (the loop updates one per cycle; without it the solver computes
+its own, to the same result within rounding).
+The solver family of a mapping is its ``solver`` attribute, the name of a solver registered in
+``SOLVERS`` (a registry like the mappings' and the laws'; a plugin may add one). Every solver is a
+:class:`Solver`: the loop reads its optional parts (``virtual``, ``constraints``,
+``last_converged``) as typed attributes with defaults, never by probing.
+
+* ``ForwardDynamicsSolver`` — seed eq. 10 with damping:  q̈ = H⁻¹ (Jᵀ f + τ − D q̇ − C q̇) − c q̇,
+  integrated by any integrator in ``substeps`` virtual sub-steps. The Coriolis and
+  centrifugal terms C(q, q̇)q̇ are kept by default: eq. 10 drops them for a system at rest,
+  but the loop carries q̇ across cycles, and without them a joint velocity set up in one
+  configuration keeps being applied as the arm moves — the tip curves away from the
+  pushed direction ("drift on unforced axes"). Measured on the simulated UR10 pushed along
+  +x for 0.5 s: lateral/forward 5.5 % without C, 0.6 % with it.
+* ``TransposeSolver`` — Wolovich & Elliott (seed eq. 6):  q̈ = Jᵀ f + τ − D q̇ − c q̇.
+* ``VelocitySolver`` — velocity-resolved J⁻¹ / DLS / SDLS:  q̇ = M(q) f / c (f read as a
+  twist: the same steady-state admittance 1/c as the acceleration solvers).
+
+Damping: ``decay`` c (1/s) is mass-proportional (Rayleigh) damping, D_eff = D + c·H, so a
+constant wrench settles at q̇ = H⁻¹Jᵀf / c — FD's decoupled map, ẋ ≈ f/(c·m_e). It replaces
+the FZI controller's hidden per-cycle 0.9 velocity decay with a rate-independent parameter.
+``joint_damping`` D (N·m·s/rad, default 0) is plain joint-space viscous damping.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import Any, Literal
+
+import numpy as np
+import pinocchio as pin
+
+from fdcontrol.loop.integrators import Integrator, SemiImplicitEuler
+from fdcontrol.mappings import ForwardDynamics, Mapping
+from fdcontrol.model.configuration import Configuration
+from fdcontrol.model.constraints import JointLimitConstraints, LockedDynamics, clamp, inset_limits
+from fdcontrol.model.virtual import VirtualModel
+from fdcontrol.params import Param, declare
+from fdcontrol.registry import Registry
+
+DEFAULT_DECAY = 10.0  # 1/s: time constant 0.1 s; 10 N on the 1 kg tip → 1 m/s steady state
+JointLimitMode = Literal["constraints", "clamp", "none"]
+
+#: the solvers' parameters, declared once (fdcontrol.params)
+PARAMS = declare(
+    "solver",
+    Param("decay", "float", DEFAULT_DECAY, "velocity decay c: damping D = c·H, so a constant wrench settles at "
+          "q̇ = H⁻¹Jᵀf/c", "1/s", policy="holding", gt=0, le=1000),
+    Param("substeps", "int", 1, "virtual integration sub-steps per cycle", ge=1, le=64),
+    Param("coriolis", "bool", True, "keep C(q, q̇)q̇ of the virtual model in the solver"),
+    Param("joint_limits", "choice", "constraints", "the virtual model at a joint limit: locked-joint dynamics "
+          "(constraints), clamping, or none", policy="holding", choices=("constraints", "clamp", "none")),
+)
+
+
+class Solver(ABC):
+    """One control cycle of a mapping: ``step`` from (q, q̇, f_c) to (q_ref, q̇_ref).
+
+    Optional parts, with their defaults (a solver overrides what it has):
+
+    * ``virtual`` — the FD virtual model; the loop builds its per-cycle Configuration on it
+      (H, H⁻¹ and the null-space loads need it),
+    * ``constraints`` — the virtual joint limits (published as ``virtual_joint_limit``),
+    * ``last_converged`` — every virtual sub-step of the last step met its integrator's tolerance.
+
+    ``build`` makes a solver from the loop's common options (:func:`make_solver`); each solver
+    takes the options it uses.
+    """
+
+    mapping: Mapping
+    virtual: VirtualModel | None = None
+    constraints: JointLimitConstraints | None = None
+    last_converged: bool = True
+
+    @abstractmethod
+    def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
+             tau: np.ndarray | None = None, config: Configuration | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
+        """``config``: the cycle's Configuration, updated at this very ``q`` (or None)."""
+
+    @classmethod
+    def build(cls, mapping: Mapping, integrator: Integrator | None = None, **options: Any) -> Solver:
+        """The solver for `mapping` from :func:`make_solver`'s options (those this solver takes)."""
+        raise NotImplementedError(f"{cls.__name__} does not say how to build it (Solver.build)")
+
+
+SOLVERS: Registry[Solver] = Registry("solver")
+
+
+def _check_damping(decay: float, joint_damping: float | np.ndarray, dof: int) -> tuple[float, np.ndarray]:
+    if not math.isfinite(decay) or decay < 0:
+        raise ValueError(f"decay must be finite and >= 0, got {decay!r}")
+    D = np.broadcast_to(np.asarray(joint_damping, dtype=float), (dof,)).copy()
+    if not np.all(np.isfinite(D)) or np.any(D < 0):
+        raise ValueError("joint_damping must be finite and >= 0")
+    return float(decay), D
+
+
+class _AccelerationSolver(Solver):
+    """Shared integration for solvers that produce q̈. ``last_converged``: every sub-step met
+    the integrator's error tolerance (always True for fixed-step integrators)."""
+
+    def __init__(self, mapping: Mapping, integrator: Integrator | None, decay: float,
+                 joint_damping: float | np.ndarray, substeps: int) -> None:
+        self.mapping = mapping
+        self.integrator = integrator or SemiImplicitEuler()
+        self.decay, self.joint_damping = _check_damping(decay, joint_damping, mapping.robot.dof)
+        if substeps < 1:
+            raise ValueError("substeps must be >= 1")
+        self.substeps = int(substeps)
+        self.last_converged = True
+        self._config: Configuration | None = None  # the caller's, valid at its q during one step
+
+    def _at(self, q: np.ndarray) -> Configuration | None:
+        """The caller's configuration when `q` is the very array it was updated at, else None."""
+        c = self._config
+        return c if c is not None and q is c.q else None
+
+    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None = None
+              ) -> np.ndarray:
+        raise NotImplementedError
+
+    def before_substep(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """Hook before each virtual sub-step (FD: decide the active set, project onto it)."""
+        return q, qd
+
+    def after_substep(self, q: np.ndarray, qd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Hook after each virtual sub-step (FD: joint-limit projection or clamping)."""
+        return q, qd
+
+    def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
+             tau: np.ndarray | None = None, config: Configuration | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
+        def a(qq: np.ndarray, vv: np.ndarray) -> np.ndarray:
+            return self.accel(qq, vv, wrench, tau)
+
+        h = dt / self.substeps
+        converged = True
+        self._config = config if config is not None and config.q is q else None
+        try:
+            for _ in range(self.substeps):
+                q, qd = self.before_substep(q, qd, wrench, tau)
+                q, qd = self.after_substep(*self.integrator.step(a, q, qd, h))
+                converged &= self.integrator.last_converged
+        finally:
+            self._config = None
+        self.last_converged = converged
+        return q, qd
+
+
+@SOLVERS.register("forward_dynamics")
+class ForwardDynamicsSolver(_AccelerationSolver):
+    """Seed eq. 10 with damping: q̈ = H⁻¹(Jᵀf + τ − D q̇ − C q̇) − c q̇ on the mapping's virtual model.
+
+    Joint limits (``joint_limits``): "constraints" — locked-joint dynamics by the mapping's FD
+    algorithm with the active set decided once per sub-step (``fdcontrol.model.constraints``);
+    "clamp" — the reference controller's clamping; "none". ``limit_inset`` (rad, per joint or
+    scalar) moves the virtual limits inside the robot's, so that in the loop they act before
+    the safety envelope does (``fdcontrol.model.constraints.braking_inset``).
+    """
+
+    def __init__(self, mapping: ForwardDynamics, integrator: Integrator | None = None,
+                 decay: float = DEFAULT_DECAY, joint_damping: float | np.ndarray = 0.0,
+                 substeps: int = 1, coriolis: bool = True, joint_limits: JointLimitMode = "constraints",
+                 limit_inset: float | np.ndarray = 0.0) -> None:
+        super().__init__(mapping, integrator, decay, joint_damping, substeps)
+        if joint_limits not in ("constraints", "clamp", "none"):
+            raise ValueError(f"joint_limits must be 'constraints', 'clamp' or 'none', got {joint_limits!r}")
+        self.virtual = vm = mapping.virtual  # one virtual model per solver: the mapping's
+        self.algorithm = mapping.algorithm
+        self.coriolis, self.joint_limits = coriolis, joint_limits
+        lim = mapping.robot.limits
+        self.constraints = JointLimitConstraints(*inset_limits(lim.lower, lim.upper, limit_inset))
+        self._locked: np.ndarray | None = None  # the active set of the current sub-step
+        self._zero = np.zeros(vm.dof)
+        self._damped = bool(np.any(self.joint_damping))
+        self.locked_solve = LockedDynamics(vm, self.algorithm)  # (q, f, τ, locked) → x, by the algorithm
+        # a shared Configuration holds the Cholesky H⁻¹ of a gravity-free model: usable as is
+        # when that is what the mapping's algorithm computes (ABA and QR keep their own path)
+        self._fast = self.algorithm == "cholesky" and not vm.gravity
+
+    @classmethod
+    def build(cls, mapping: Mapping, integrator: Integrator | None = None, *, decay: float = DEFAULT_DECAY,
+              joint_damping: float | np.ndarray = 0.0, substeps: int = 1, coriolis: bool = True,
+              joint_limits: JointLimitMode = "constraints", limit_inset: float | np.ndarray = 0.0,
+              **_: Any) -> ForwardDynamicsSolver:
+        if not isinstance(mapping, ForwardDynamics):
+            raise ValueError(f"the forward-dynamics solver needs an FD mapping, got {mapping!r}")
+        return cls(mapping, integrator, decay, joint_damping, substeps, coriolis, joint_limits, limit_inset)
+
+    def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
+             tau: np.ndarray | None = None, config: Configuration | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
+        c = self.constraints
+        if (self._fast and config is not None and config.q is q and self.substeps == 1
+                and type(self.integrator) is SemiImplicitEuler and self.joint_limits == "constraints"
+                and c.inside(q)):
+            return self._euler_inside(config, q, qd, wrench, dt, tau)
+        return super().step(q, qd, wrench, dt, tau, config)
+
+    def _euler_inside(self, conf: Configuration, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
+                      tau: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The loop's common case of :meth:`step` — one semi-implicit Euler step of eq. 10 from a q
+        strictly inside the virtual limits, by the cycle's Cholesky factor — without the general
+        path's hooks (no active set to decide; the projection only where the step leaves the limits).
+        The same numbers as the general path (tests/test_loop_configuration.py)."""
+        self.constraints.release()
+        self._locked, self.last_converged = None, True
+        qd1 = qd + dt * self._free_accel(conf, qd, wrench, self.joint_load(q, qd, tau))
+        return self.constraints.project(q + dt * qd1, qd1)
+
+    def _free_accel(self, conf: Configuration, qd: np.ndarray, wrench: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Eq. 10 with damping, no joint locked: H⁻¹(Jᵀf + t) − c q̇ by the cycle's Cholesky factor."""
+        return conf.solve(conf.jacobian.T.dot(wrench) + t) - self.decay * qd
+
+    def joint_load(self, q: np.ndarray, qd: np.ndarray, tau: np.ndarray | None) -> np.ndarray:
+        """τ − D q̇ − C(q, q̇) q̇ (N·m): every joint-space load on the virtual model."""
+        t = tau
+        if self._damped:
+            t = -self.joint_damping * qd if t is None else t - self.joint_damping * qd
+        if self.coriolis and any(np.asarray(qd).tolist()):  # floats: ~5× cheaper than ndarray.any()
+            vm = self.virtual
+            c = pin.rnea(vm.model, vm.data, q, qd, self._zero)
+            t = -c if t is None else t - c
+        return self._zero if t is None else t
+
+    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None = None
+              ) -> np.ndarray:
+        t = self.joint_load(q, qd, tau)
+        locked = self._locked
+        if locked is None or not locked.any():
+            conf = self._at(q) if self._fast else None
+            if conf is not None:  # the cycle's factor (Cholesky, no gravity)
+                return self._free_accel(conf, qd, wrench, t)
+            return self.virtual.acceleration(q, wrench, None, t, self.algorithm) - self.decay * qd
+        return self.locked_solve(q, wrench, t, locked) - self.decay * np.where(locked, 0.0, qd)
+
+    def before_substep(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """Project onto the limits, decide the active set for this sub-step, zero locked q̇."""
+        self._locked = None
+        if self.joint_limits != "constraints":
+            return q, qd
+        c = self.constraints
+        if c.inside(q):
+            c.release()
+            return q, qd
+        q = np.clip(q, c.lower, c.upper)
+        t = self.joint_load(q, qd, tau)
+        H, b = self.virtual.equation(q, wrench, None, t)
+        locked = c.decide(q, qd, lambda lk: self.locked_solve(q, wrench, t, lk), H, b, self.decay)
+        self._locked = locked
+        if locked.any():
+            qd = np.where(locked, 0.0, qd)
+        return q, qd
+
+    def after_substep(self, q: np.ndarray, qd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Project onto the limits (seed 002), or clamp like the reference controller."""
+        c = self.constraints
+        if self.joint_limits == "constraints":
+            return c.project(q, qd)
+        if self.joint_limits == "clamp":
+            return clamp(q, qd, c.lower, c.upper)
+        return q, qd
+
+
+@SOLVERS.register("transpose")
+class TransposeSolver(_AccelerationSolver):
+    """Wolovich & Elliott (seed eq. 6, K = I): q̈ = Jᵀ f + τ − D q̇ − c q̇ (unit joint inertia)."""
+
+    @classmethod
+    def build(cls, mapping: Mapping, integrator: Integrator | None = None, *, decay: float = DEFAULT_DECAY,
+              joint_damping: float | np.ndarray = 0.0, substeps: int = 1, **_: Any) -> TransposeSolver:
+        return cls(mapping, integrator, decay, joint_damping, substeps)
+
+    def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None = None
+              ) -> np.ndarray:
+        conf = self._at(q)
+        J = conf.jacobian if conf is not None else self.mapping.robot.jacobian(q)
+        a = J.T @ wrench - (self.joint_damping + self.decay) * qd
+        return a if tau is None else a + tau
+
+
+@SOLVERS.register("velocity")
+class VelocitySolver(Solver):
+    """Velocity-resolved: q̇ = M(q) f / c and q⁺ = q + dt q̇, for J⁻¹, DLS and SDLS.
+
+    SDLS runs Buss & Kim's full nonlinear step on the Cartesian displacement the admittance
+    asks for over its time constant 1/c, e = ẋ/c with ẋ = f/c, and returns q̇ = Δθ·c: its
+    clamps bound the joint change over 1/c (|q̇_j| ≤ γ_max·c), the same at every loop rate
+    (the algorithm is positively homogeneous, so this is its per-second form).
+    """
+
+    def __init__(self, mapping: Mapping, decay: float = DEFAULT_DECAY) -> None:
+        self.mapping = mapping
+        if not math.isfinite(decay) or decay <= 0:
+            raise ValueError("decay (the twist scale 1/c) must be finite and > 0")
+        self.decay = float(decay)
+        self.last_converged = True
+
+    @classmethod
+    def build(cls, mapping: Mapping, integrator: Integrator | None = None, *, decay: float = DEFAULT_DECAY,
+              **_: Any) -> VelocitySolver:
+        return cls(mapping, decay)
+
+    def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
+             tau: np.ndarray | None = None, config: Configuration | None = None
+             ) -> tuple[np.ndarray, np.ndarray]:
+        if tau is not None:
+            raise ValueError("a joint torque needs an acceleration-resolved mapping (fd, jt)")
+        twist = wrench / self.decay
+        conf = config if config is not None and config.q is q else None
+        m = self.mapping
+        if m.solves_displacement:  # SDLS: the nonlinear step on the displacement over 1/c
+            v = (m.solve_at(conf, twist / self.decay) if conf is not None else m.solve(q, twist / self.decay)) \
+                * self.decay
+        else:  # M from the cycle's J (no second kinematics pass)
+            v = (m.joint_space_at(conf) if conf is not None else m.joint_space(q)) @ twist
+        return q + dt * v, v
+
+
+def make_solver(mapping: Mapping, integrator: Integrator | None = None, *,
+                decay: float = DEFAULT_DECAY, joint_damping: float | np.ndarray = 0.0,
+                substeps: int = 1, coriolis: bool = True, joint_limits: JointLimitMode = "constraints",
+                limit_inset: float | np.ndarray = 0.0) -> Solver:
+    """The solver that drives `mapping` the way the seed paper compares them: the one registered in
+    ``SOLVERS`` under the mapping's ``solver`` name, built from these options (those it takes)."""
+    kind = mapping.solver
+    if kind not in SOLVERS:
+        raise ValueError(f"no solver for mapping {mapping!r} (solver family {kind!r}; "
+                         f"expected one of {', '.join(SOLVERS.names())})")
+    return SOLVERS.get(kind).build(mapping, integrator, decay=decay, joint_damping=joint_damping,
+                                   substeps=substeps, coriolis=coriolis, joint_limits=joint_limits,
+                                   limit_inset=limit_inset)

@@ -1,0 +1,268 @@
+"""Joint limits of the virtual model as constraints, not clamps (seeds 001 and 002).
+
+A joint at a limit whose load pushes it outward is locked: the remaining joints move as the
+constrained mechanism would. With S₁ the free and T₂ the locked coordinate columns
+(Featherstone & Fijany, seed 001):
+
+* eq. 7:  q̈ = S₁ (S₁ᵀ H S₁)⁻¹ S₁ᵀ b        (the free block of H, locked q̈ = 0)
+* eq. 8:  q̈ = (H⁻¹ − H⁻¹T₂ (T₂ᵀH⁻¹T₂)⁻¹ T₂ᵀH⁻¹) b   (from H⁻¹, e.g. by ABA)
+
+and the constraint forces on the locked joints are λ = T₂ᵀ(H q̈ − b). The locked dynamics
+are solved by the FD algorithm the mapping selects (``locked_*`` below), each in its own
+exact form: Cholesky of the free block of H (eq. 7), the square-root form with the locked
+columns of [J; γ^(-1/2) A] dropped, and ABA on the mechanism with the locked joints fixed
+(the limit of infinite joint inertia, built exactly as a reduced model).
+
+The active set is decided once per step (``JointLimitConstraints.decide``) and the state is
+projected onto the constraint manifold before and after the step (the perturbation approach
+of Keerthi et al., seed 002): q_j = limit, q̇_j = 0 on locked joints.
+
+Plain clamping (the reference C++ controller) instead integrates the unconstrained dynamics
+and then clamps q and zeroes q̇ of the offending joint: the other joints keep the motion
+computed for a mechanism that could still move that joint, which distorts the Cartesian
+response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pinocchio as pin
+import scipy.linalg
+
+from fdcontrol.model.spatial import cross
+
+
+def locked_acceleration(H: np.ndarray, b: np.ndarray, locked: np.ndarray) -> np.ndarray:
+    """Seed 001 eq. 7 by Cholesky of the free block: q̈_F = H_FF⁻¹ b_F, q̈_locked = 0."""
+    free = ~locked
+    qdd = np.zeros_like(b)
+    if free.any():
+        qdd[free] = scipy.linalg.cho_solve(scipy.linalg.cho_factor(H[np.ix_(free, free)]), b[free])
+    return qdd
+
+
+def locked_acceleration_eq8(Hinv: np.ndarray, b: np.ndarray, locked: np.ndarray) -> np.ndarray:
+    """Seed 001 eq. 8/9: q̈ = (H⁻¹ − H⁻¹T₂(T₂ᵀH⁻¹T₂)⁻¹T₂ᵀH⁻¹) b."""
+    if not locked.any():
+        return Hinv @ b
+    HT = Hinv[:, locked]
+    return Hinv @ b - HT @ np.linalg.solve(HT[locked], HT.T @ b)
+
+
+def constraint_forces(Hinv: np.ndarray, b: np.ndarray, locked: np.ndarray) -> np.ndarray:
+    """λ on the locked joints from H⁻¹: H q̈ = b + T₂ λ with T₂ᵀ q̈ = 0."""
+    HT = Hinv[:, locked]
+    return -np.linalg.solve(HT[locked], HT.T @ b)
+
+
+def locked_qr(J: np.ndarray, A: np.ndarray, gamma: float, wrench: np.ndarray, tau: np.ndarray,
+              locked: np.ndarray) -> np.ndarray:
+    """Square-root form with the locked columns dropped: K_F = [J_F; γ^(-1/2) A_F], K_FᵀK_F = H_FF.
+
+    q̈_F = R⁻¹Qᵀ[f; 0] + R⁻¹R⁻ᵀ τ_F (semi-normal equations for joint loads) — H is never formed —
+    then one step of iterative refinement, x += R⁻¹R⁻ᵀ (J_Fᵀf + τ_F − K_Fᵀ K_F x) with the residual
+    in extended precision (np.longdouble). Dropping columns can leave K_F nearly rank deficient
+    (an exactly singular arm with a locked joint), where the least-squares error grows like
+    ε·κ(K_F)²; the refinement brings it back to the 1e-6 contract of GAMMA_MAX["qr"] (measured:
+    8e-5 → 3e-10 at γ = 1e12, q = 0, wrist 3 locked). Where np.longdouble is plain float64
+    (e.g. Windows, Apple silicon) the refinement helps less.
+    """
+    free = ~locked
+    qdd = np.zeros(J.shape[1])
+    if free.any():
+        K = np.vstack((J[:, free], A[:, free] / np.sqrt(gamma)))
+        Q, R = np.linalg.qr(K)
+        x = scipy.linalg.solve_triangular(R, Q[:6].T @ wrench)
+        rhs = J[:, free].T.astype(np.longdouble) @ wrench.astype(np.longdouble)
+        if np.any(tau[free]):
+            x += scipy.linalg.solve_triangular(R, scipy.linalg.solve_triangular(R, tau[free], trans="T"))
+            rhs += tau[free].astype(np.longdouble)
+        Kl = K.astype(np.longdouble)
+        res = (rhs - Kl.T @ (Kl @ x.astype(np.longdouble))).astype(float)
+        qdd[free] = x + scipy.linalg.solve_triangular(R, scipy.linalg.solve_triangular(R, res, trans="T"))
+    return qdd
+
+
+class LockedABA:
+    """ABA on the mechanism with the locked joints fixed at their limits (infinite joint inertia).
+
+    The reduced model (pinocchio's buildReducedModel merges each locked joint's body into its
+    parent) is exact and is cached per locked set and limit side, since a locked joint sits
+    exactly on its limit after projection.
+    """
+
+    def __init__(self, model: pin.Model, tip: str, R_base: np.ndarray) -> None:
+        self.model, self.tip, self.R_base = model, tip, R_base
+        self._cache: dict[bytes, tuple[pin.Model, pin.Data, int, int]] = {}
+
+    def _reduced(self, q: np.ndarray, locked: np.ndarray) -> tuple[pin.Model, pin.Data, int, int]:
+        key = locked.tobytes() + q[locked].tobytes()
+        hit = self._cache.get(key)
+        if hit is None:
+            ids = [int(j) + 1 for j in np.flatnonzero(locked)]  # one 1-dof joint per q entry
+            rm = pin.buildReducedModel(self.model, ids, q)
+            fid = rm.getFrameId(self.tip)
+            hit = (rm, rm.createData(), fid, rm.frames[fid].parentJoint)
+            if len(self._cache) > 64:
+                self._cache.clear()
+            self._cache[key] = hit
+        return hit
+
+    def __call__(self, q: np.ndarray, wrench: np.ndarray, tau: np.ndarray, locked: np.ndarray) -> np.ndarray:
+        qdd = np.zeros_like(q)
+        free = ~locked
+        if not free.any():
+            return qdd
+        rm, rd, fid, pj = self._reduced(q, locked)
+        qf = q[free]
+        pin.forwardKinematics(rm, rd, qf)
+        p = pin.updateFramePlacement(rm, rd, fid).translation
+        F, T = self.R_base @ wrench[:3], self.R_base @ wrench[3:]  # base → world orientation
+        fext = [pin.Force.Zero() for _ in range(rm.njoints)]
+        fext[pj] = rd.oMi[pj].actInv(pin.Force(F, T + cross(p, F)))  # moment about the world origin
+        qdd[free] = pin.aba(rm, rd, qf, np.zeros(rm.nv), tau[free], fext)
+        return qdd
+
+
+class LockedDynamics:
+    """x = H_FF⁻¹(J_Fᵀ f + τ_F), x_locked = 0 (seed 001 eq. 7) on a ``VirtualModel`` by `algorithm`.
+
+    ``cholesky``: Cholesky of the free block of H (CRBA); ``qr``: ``locked_qr``; ``aba``:
+    ``LockedABA``. Each meets the accuracy of its unconstrained form (GAMMA_MAX, tests).
+    """
+
+    def __init__(self, virtual, algorithm: str) -> None:  # virtual: fdcontrol.model.virtual.VirtualModel
+        self.virtual, self.algorithm = virtual, algorithm
+        data = virtual.model.createData()
+        pin.framesForwardKinematics(virtual.model, data, pin.neutral(virtual.model))
+        R_base = data.oMf[virtual.robot.base_id].rotation.copy()
+        self._aba = LockedABA(virtual.model, virtual.robot.tip, R_base) if algorithm == "aba" else None
+
+    def __call__(self, q: np.ndarray, wrench: np.ndarray, tau: np.ndarray, locked: np.ndarray) -> np.ndarray:
+        vm = self.virtual
+        if self.algorithm == "qr":
+            return locked_qr(vm.robot.jacobian(q), vm.link_jacobians(q), vm.gamma, wrench, tau, locked)
+        if self._aba is not None:
+            return self._aba(q, wrench, tau, locked)
+        H, b = vm.equation(q, wrench, None, tau)
+        return locked_acceleration(H, b, locked)
+
+
+@dataclass
+class JointLimitConstraints:
+    """Active-set joint limits for the virtual model. ``tol`` (rad) counts as "at the limit"."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    tol: float = 1e-9
+    active: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+
+    def __post_init__(self) -> None:
+        self.lower = np.asarray(self.lower, dtype=float)
+        self.upper = np.asarray(self.upper, dtype=float)
+        if np.any(self.lower > self.upper):
+            raise ValueError("virtual joint limits: lower > upper")
+        self.set_active(np.zeros(len(self.lower), dtype=bool))
+        # plain floats: for N ≈ 6–7 joints a loop of comparisons is several times cheaper than
+        # numpy's comparisons and reductions, and this runs twice per virtual sub-step
+        self._inner = list(zip((self.lower + self.tol).tolist(), (self.upper - self.tol).tolist(), strict=True))
+
+    def set_active(self, locked: np.ndarray) -> None:
+        """The locked set of the current step; ``engaged`` says whether any joint is in it."""
+        self.active = locked
+        self.engaged = bool(locked.any())
+
+    def release(self) -> None:
+        """No joint locked (the step starts strictly inside the limits)."""
+        if self.engaged:
+            self.set_active(np.zeros(len(self.lower), dtype=bool))
+
+    def at_limit(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return q >= self.upper - self.tol, q <= self.lower + self.tol
+
+    def inside(self, q: np.ndarray) -> bool:
+        """Every joint strictly away from its limits (the common case, checked first and cheaply)."""
+        for x, (lo, up) in zip(q.tolist(), self._inner, strict=True):
+            if not lo < x < up:  # also False for NaN
+                return False
+        return True
+
+    def decide(self, q: np.ndarray, qd: np.ndarray, solve: Callable[[np.ndarray], np.ndarray],
+               H: np.ndarray, b: np.ndarray, decay: float = 0.0) -> np.ndarray:
+        """The locked set for this step, given ``solve(locked) -> x`` with q̈ = x − c q̇.
+
+        Start with every joint at a limit that is not moving back inside; then, one joint at
+        a time, release the locked joint whose constraint force λ = (H x − b)_j would have to
+        pull it onto the limit (at an upper limit only λ ≤ 0 is possible, at a lower one λ ≥ 0),
+        or re-add a free joint at a limit whose q̈ points outward. Stops when neither exists
+        (bounded by 2N + 1 solves).
+        """
+        up, lo = self.at_limit(q)
+        locked = (up & (qd >= 0)) | (lo & (qd <= 0))
+        if not (up | lo).any():
+            self.set_active(locked)
+            return locked
+        for _ in range(2 * len(q) + 1):
+            x = solve(locked)
+            lam = np.where(locked, H @ x - b, 0.0)
+            pull = np.where(up, lam, 0.0) - np.where(lo, lam, 0.0)  # > 0: would pull onto the limit
+            acc = np.where(locked, 0.0, x - decay * qd)
+            out = np.where(up & (qd >= 0), acc, 0.0) - np.where(lo & (qd <= 0), acc, 0.0)  # > 0: outward
+            j_rel, j_add = int(np.argmax(pull)), int(np.argmax(out))
+            if pull[j_rel] > 0:
+                locked = locked.copy()
+                locked[j_rel] = False
+            elif out[j_add] > 0:
+                locked = locked.copy()
+                locked[j_add] = True
+            else:
+                break
+        self.set_active(locked)
+        return locked
+
+    def project(self, q: np.ndarray, qd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Seed 002: back onto the constraint manifold — q_j = limit, no outward q̇_j at a limit."""
+        if not self.engaged and self.inside(q):
+            return q, qd
+        q = np.clip(q, self.lower, self.upper)
+        up, lo = self.at_limit(q)
+        out = (up & (qd > 0)) | (lo & (qd < 0)) | self.active
+        if out.any():
+            qd = qd.copy()
+            qd[out] = 0.0
+        return q, qd
+
+
+def braking_inset(max_velocity: np.ndarray, max_acceleration: np.ndarray, braking_margin: float = 0.5
+                  ) -> np.ndarray:
+    """Inset m_j (rad) of the virtual limits from the safety limits so the virtual ones act first.
+
+    The safety envelope allows |q̇_j| ≤ √(2 κ a_j d_j) at distance d_j from a limit (κ the braking
+    margin). A joint stopped by the virtual model at q_max − m_j decelerates at most at a_j from
+    at most v_j; it never meets the envelope when v_j² − 2 a_j s ≤ 2 κ a_j (m_j − s) for every
+    s ≥ 0 travelled, i.e. m_j ≥ v_j² / (2 κ a_j).
+    """
+    v, a = np.asarray(max_velocity, dtype=float), np.asarray(max_acceleration, dtype=float)
+    return v**2 / (2.0 * braking_margin * a)
+
+
+def inset_limits(lower: np.ndarray, upper: np.ndarray, inset: np.ndarray | float, max_fraction: float = 0.25
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(lower + m, upper − m) with m capped at ``max_fraction`` of each joint's range."""
+    lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
+    m = np.minimum(np.broadcast_to(np.asarray(inset, dtype=float), lower.shape), max_fraction * (upper - lower))
+    return lower + m, upper - m
+
+
+def clamp(q: np.ndarray, qd: np.ndarray, lower: np.ndarray, upper: np.ndarray
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """The reference controller's position clamping, for comparison: clip q, zero q̇ there."""
+    hit = (q > upper) | (q < lower)
+    if hit.any():
+        q = np.clip(q, lower, upper)
+        qd = qd.copy()
+        qd[hit] = 0.0
+    return q, qd

@@ -1,0 +1,258 @@
+"""RobotModel: one kinematic chain base → tip of a URDF, on top of pinocchio.
+
+Conventions (all SI): a pose is the 4×4 homogeneous transform of the tip frame in the base
+frame; a Jacobian is 6×N with rows [v; ω] — the linear velocity of the tip frame's origin
+and the angular velocity, both expressed in the base frame (pinocchio's LOCAL_WORLD_ALIGNED
+when the base is the world).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+
+from fdcontrol.model.spatial import finite
+from fdcontrol.params import Param, declare
+
+_PACKAGE = Path(__file__).resolve().parent.parent  # fdcontrol/
+URDF_DIR = _PACKAGE / "urdf"  # installed wheel: fdcontrol/urdf
+if not URDF_DIR.is_dir():  # source checkout / editable install: the repository's urdf/
+    URDF_DIR = _PACKAGE.parent / "urdf"
+
+#: shipped robots: name → (file, base frame, tip frame)
+SHIPPED: dict[str, tuple[str, str, str]] = {
+    "ur10": ("ur10.urdf", "base_link", "tool0"),
+    "panda": ("panda.urdf", "panda_link0", "panda_link8"),
+    "planar2": ("planar2.urdf", "base", "tip"),
+}
+
+#: the robot model's parameters, declared once (fdcontrol.params)
+PARAMS = declare(
+    "robot",
+    Param("robot", "str", "ur10", f"a shipped robot ({', '.join(SHIPPED)}) or a .urdf path", policy="stopped"),
+    Param("base", "str", None, "base frame of the chain (default: the shipped robot's)", policy="startup",
+          nullable=True),
+    Param("tip", "str", None, "tip frame of the chain (default: the shipped robot's)", policy="startup",
+          nullable=True),
+)
+
+
+#: a well-conditioned start pose per shipped robot (rad), used by the simulators and examples
+HOME: dict[str, list[float]] = {
+    "ur10": [0.3, -1.2, 1.6, -1.9, -1.4, 0.2],
+    "panda": [0.0, -0.4, 0.0, -2.0, 0.0, 1.6, 0.8],
+    "planar2": [0.5, 1.0],
+}
+
+
+class ModelError(ValueError):
+    """A robot description, frame name or joint vector that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Joint limits of the chain, arrays of length N (rad, rad/s)."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    velocity: np.ndarray
+
+
+def _frame_id(model: pin.Model, name: str) -> int:
+    if not model.existFrame(name):
+        names = ", ".join(f.name for f in model.frames if f.name != "universe")
+        raise ModelError(f"unknown frame {name!r}; available frames: {names}")
+    return model.getFrameId(name)
+
+
+def _supports(model: pin.Model, frame: int) -> list[int]:
+    """Joint ids from the root to the parent joint of `frame` (universe 0 excluded)."""
+    return [j for j in model.supports[model.frames[frame].parentJoint] if j != 0]
+
+
+def _reduce(full: pin.Model, base: str, tip: str) -> pin.Model:
+    """`full` with every joint off the chain base → tip locked at its neutral value."""
+    base_id, tip_id = _frame_id(full, base), _frame_id(full, tip)
+    base_chain, tip_chain = _supports(full, base_id), _supports(full, tip_id)
+    if base_chain != tip_chain[: len(base_chain)]:
+        raise ModelError(f"frame {base!r} is not an ancestor of {tip!r}")
+    chain = tip_chain[len(base_chain):]
+    if not chain:
+        raise ModelError(f"no moving joint between {base!r} and {tip!r}")
+    lock = [j for j in range(1, full.njoints) if j not in chain]
+    return pin.buildReducedModel(full, lock, pin.neutral(full)) if lock else full
+
+
+class RobotModel:
+    """The chain base → tip of a URDF with every joint off that chain locked at zero."""
+
+    def __init__(self, model: pin.Model, base: str, tip: str, name: str = "robot") -> None:
+        self.name = name
+        self.source: Path | None = None  # the description file, when loaded from one
+        self.model = model
+        self.data = model.createData()
+        self.base, self.tip = base, tip
+        self.base_id = _frame_id(model, base)
+        self.tip_id = _frame_id(model, tip)
+        if model.nq != model.nv:
+            raise ModelError("only revolute / prismatic chains are supported (nq must equal nv)")
+        pin.framesForwardKinematics(model, self.data, pin.neutral(model))
+        # the base is not on the chain, so its world placement is constant
+        self._oMb = self.data.oMf[self.base_id].copy()
+        self._R_base = self._oMb.rotation.copy()
+        self._base_offset = bool(np.any(self._oMb.translation != 0))
+        self._world_is_base = bool(np.allclose(self._R_base, np.eye(3), atol=0.0))
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def from_urdf(cls, path: str | Path, base: str, tip: str, name: str | None = None) -> RobotModel:
+        """Load `path` and keep the joints between frames `base` and `tip` (others locked at 0)."""
+        path = Path(path)
+        if not path.is_file():
+            raise ModelError(f"URDF file not found: {path}")
+        try:
+            full = pin.buildModelFromUrdf(str(path))
+        except Exception as exc:  # pinocchio raises RuntimeError/ValueError on bad XML
+            raise ModelError(f"cannot parse URDF {path}: {exc}") from exc
+        robot = cls(_reduce(full, base, tip), base, tip, name or path.stem)
+        robot.source = path
+        return robot
+
+    @classmethod
+    def from_mjcf(cls, path: str | Path, base: str, tip: str, name: str | None = None,
+                  velocity_limits: float | list[float] | np.ndarray | None = None) -> RobotModel:
+        """Load an MJCF file (pinocchio's reader) and keep the chain base → tip.
+
+        MJCF has no joint velocity limits: ``velocity_limits`` (rad/s, one value or one per
+        chain joint) supplies them; without it a model lacking finite limits is a ModelError.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise ModelError(f"MJCF file not found: {path}")
+        try:
+            full = pin.buildModelFromMJCF(str(path))
+        except Exception as exc:
+            raise ModelError(f"cannot parse MJCF {path}: {exc}") from exc
+        robot = cls(_reduce(full, base, tip), base, tip, name or path.stem)
+        robot.source = path
+        robot._set_velocity_limits(velocity_limits, path)
+        return robot
+
+    def _set_velocity_limits(self, v: float | list[float] | np.ndarray | None, source: Path) -> None:
+        if v is not None:
+            try:
+                vel = np.broadcast_to(np.asarray(v, dtype=float), (self.dof,)).copy()
+            except ValueError as exc:
+                raise ModelError(f"velocity_limits must be one value or {self.dof} values (rad/s)") from exc
+            if not (np.all(np.isfinite(vel)) and np.all(vel > 0)):
+                raise ModelError("velocity_limits must be finite and > 0 (rad/s)")
+            self.model.velocityLimit = vel
+        vel = self.model.velocityLimit
+        if not (np.all(np.isfinite(vel)) and np.all(vel > 0) and np.all(vel < 1e10)):
+            raise ModelError(f"{source} has no finite joint velocity limits (MJCF has none): "
+                             "pass velocity_limits=[rad/s per joint]")
+
+    @classmethod
+    def load(cls, name: str) -> RobotModel:
+        """A shipped robot: one of :data:`SHIPPED` (``ur10``, ``panda``, ``planar2``)."""
+        if name not in SHIPPED:
+            raise ModelError(f"unknown robot {name!r}; shipped robots: {', '.join(SHIPPED)}")
+        file, base, tip = SHIPPED[name]
+        return cls.from_urdf(URDF_DIR / file, base, tip, name)
+
+    @classmethod
+    def resolve(cls, robot: str, base: str | None = None, tip: str | None = None) -> RobotModel:
+        """A shipped robot by name, or a URDF path (then `base` and `tip` are required)."""
+        if robot in SHIPPED and base is None and tip is None:
+            return cls.load(robot)
+        if robot in SHIPPED:
+            file, b, t = SHIPPED[robot]
+            return cls.from_urdf(URDF_DIR / file, base or b, tip or t, robot)
+        if not robot.endswith(".urdf") and not Path(robot).exists():
+            raise ModelError(f"unknown robot {robot!r}; shipped robots: {', '.join(SHIPPED)} "
+                             "or a path to a .urdf file")
+        if base is None or tip is None:
+            raise ModelError("a URDF path needs --base and --tip frame names")
+        return cls.from_urdf(robot, base, tip)
+
+    # ---------------------------------------------------------------- properties
+    @property
+    def dof(self) -> int:
+        return self.model.nv
+
+    @property
+    def joint_names(self) -> list[str]:
+        return [self.model.names[j] for j in range(1, self.model.njoints)]
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(
+            self.model.lowerPositionLimit.copy(),
+            self.model.upperPositionLimit.copy(),
+            self.model.velocityLimit.copy(),
+        )
+
+    def check_q(self, q: np.ndarray | list[float], name: str = "q") -> np.ndarray:
+        """Return q as a float64 vector of length dof, or raise ModelError naming the problem."""
+        arr = np.asarray(q, dtype=float)
+        if arr.shape != (self.dof,):
+            raise ModelError(f"{name} must have {self.dof} entries for {self.name} "
+                             f"(joints {', '.join(self.joint_names)}), got shape {arr.shape}")
+        if not finite(arr):
+            raise ModelError(f"{name} contains NaN or Inf: {arr.tolist()}")
+        return arr
+
+    # ---------------------------------------------------------------- kinematics
+    def pose(self, q: np.ndarray) -> np.ndarray:
+        """Forward kinematics x = g(q) (seed eq. 2): 4×4 transform of tip in base."""
+        q = self.check_q(q)
+        pin.forwardKinematics(self.model, self.data, q)
+        return self._tip_in_base()
+
+    def _tip_in_base(self) -> np.ndarray:
+        oMt = pin.updateFramePlacement(self.model, self.data, self.tip_id)
+        if self._world_is_base and not self._base_offset:
+            return oMt.homogeneous
+        return self._oMb.actInv(oMt).homogeneous
+
+    def kinematics(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """pose(q) and jacobian(q) from one forward-kinematics pass (the control loop's need)."""
+        q = self.check_q(q)
+        pin.computeJointJacobians(self.model, self.data, q)
+        T = self._tip_in_base()
+        J = pin.getFrameJacobian(self.model, self.data, self.tip_id, pin.LOCAL_WORLD_ALIGNED)
+        return T, self._to_base(J)
+
+    def jacobian(self, q: np.ndarray) -> np.ndarray:
+        """Manipulator Jacobian J(q) (seed eq. 3, ẋ = J q̇): 6×N, rows [v; ω] in the base frame."""
+        q = self.check_q(q)
+        J = pin.computeFrameJacobian(self.model, self.data, q, self.tip_id,
+                                     pin.LOCAL_WORLD_ALIGNED)
+        return self._to_base(J)
+
+    def _to_base(self, J: np.ndarray) -> np.ndarray:
+        """Re-express a world-aligned 6×N Jacobian in the base frame (the base is fixed)."""
+        if self._world_is_base:
+            return J
+        Rt = self._R_base.T
+        return np.vstack((Rt @ J[:3], Rt @ J[3:]))
+
+    def joint_origins(self, q: np.ndarray) -> np.ndarray:
+        """Positions of the chain's joint frame origins and then the tip, in the base frame ((N+1)×3)."""
+        q = self.check_q(q)
+        pin.forwardKinematics(self.model, self.data, q)
+        tip = self._tip_in_base()[:3, 3]
+        pts = [self._oMb.actInv(self.data.oMi[j]).translation for j in range(1, self.model.njoints)]
+        return np.vstack([*pts, tip])
+
+    def manipulability(self, q: np.ndarray) -> float:
+        """Yoshikawa manipulability w = √det(J Jᵀ) (product of J's singular values)."""
+        return float(np.prod(np.linalg.svd(self.jacobian(q), compute_uv=False)))
+
+    def random_q(self, rng: np.random.Generator, low: float = -np.pi, high: float = np.pi) -> np.ndarray:
+        """A configuration with q_i ~ U[max(low, lower_i), min(high, upper_i)]."""
+        lim = self.limits
+        return rng.uniform(np.maximum(lim.lower, low), np.minimum(lim.upper, high))

@@ -1,0 +1,230 @@
+"""VirtualModel: the robot's kinematics with γ-conditioned masses (seed 004, eqs. 9–14).
+
+The end-effector (tip) body has mass m_e = 1 kg and isotropic rotational inertia
+ip_e = 1 kg·m², centred at the tip frame origin — the Jacobian's reference point. Every
+other moving link has m_l = m_e/γ and ip_l = ip_e/γ centred at its joint frame origin
+(eq. 13: γ = m_e/m_l = ip_e/ip_l). Then the joint-space inertia is
+
+    H(q) = Jᵀ J + H_l(q)/γ,   H_l = Σ_links J_bᵀ diag(I₃, I₃) J_b,
+
+so forward dynamics q̈ = H⁻¹ Jᵀ f (eq. 10) is damped least squares with
+configuration-dependent damping H_l(q)/γ, and J H⁻¹ Jᵀ → I as γ grows (eq. 12, Λ⁻¹ → I).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import pinocchio as pin
+import scipy.linalg
+
+from fdcontrol.model.robot import ModelError, RobotModel
+from fdcontrol.model.spatial import cross
+from fdcontrol.params import Param, ParamError
+
+Algorithm = Literal["cholesky", "aba", "qr"]
+ALGORITHMS: tuple[str, ...] = ("cholesky", "aba", "qr")
+
+
+#: Largest γ per algorithm whose q̈ stays within 1e-6 (relative) of a 50-digit reference at
+#: random, near-singular (σmin(J) down to 4e-9) and exactly singular UR10 configurations,
+#: with a 10× margin below the measured limit for Cholesky and ABA
+#: (`fdcontrol experiments numerics`, docs/experiments/numerics/summary.md).
+GAMMA_MAX: dict[str, float] = {"cholesky": 1e9, "aba": 1e10, "qr": 1e12}
+
+#: γ, declared once: its default, its widest bound (the QR algorithm's) and its lower bound (1/γ
+#: must stay a normal float: a subnormal γ makes the virtual links' inertia infinite)
+GAMMA = Param("gamma", "float", 1e3, "mass dominance γ = m_e/m_l of the virtual model (the bound depends on the "
+              "algorithm: cholesky ≤ 1e9, aba ≤ 1e10, qr ≤ 1e12)", ge=1e-6, le=max(GAMMA_MAX.values()))
+ALGORITHM = Param("algorithm", "choice", "cholesky", "how q̈ = H⁻¹Jᵀf is solved: CRBA + Cholesky, ABA, "
+                  "or QR of the square-root form", choices=ALGORITHMS)
+
+
+def check_gamma(gamma: float, algorithm: str = "qr") -> float:
+    """γ within its declaration (:data:`GAMMA`) and ≤ GAMMA_MAX[algorithm] — the one check of γ, used
+    by the virtual model, the FD mapping and the service's settings alike."""
+    try:
+        g = GAMMA.check(gamma)
+    except ParamError as exc:
+        raise ModelError(str(exc)) from None
+    limit = GAMMA_MAX.get(algorithm, max(GAMMA_MAX.values()))
+    if g > limit:
+        raise ModelError(f"gamma = {g:g} exceeds the accurate range of the {algorithm} algorithm "
+                         f"(≤ {limit:g}; q̈ would lose more than 1e-6 relative accuracy near "
+                         "singularities); use algorithm='qr' (≤ 1e12) or a smaller gamma")
+    return g
+
+
+class VirtualModel:
+    """Virtual forward-dynamics model of `robot` with end-effector mass dominance γ.
+
+    ``gravity`` keeps g = 9.81 m/s² along −z of the world in the virtual model and
+    ``coriolis`` keeps the velocity-product terms C(q, q̇) — both dropped by default, as in
+    eq. 10 (section 5 discusses keeping them).
+    """
+
+    def __init__(self, robot: RobotModel, gamma: float = GAMMA.default, *, m_e: float = 1.0,
+                 ip_e: float = 1.0, gravity: bool = False, coriolis: bool = False) -> None:
+        self.robot = robot
+        self.gamma = check_gamma(gamma)
+        self.gravity, self.coriolis = gravity, coriolis
+        model = robot.model.copy()
+        tip = model.frames[robot.tip_id]
+        last = tip.parentJoint
+        for j in range(1, model.njoints):
+            if j == last:  # tip body: m_e at the tip origin, expressed in the last joint frame
+                model.inertias[j] = pin.Inertia(m_e, tip.placement.translation, ip_e * np.eye(3))
+            else:  # light link: m_l at its joint origin
+                model.inertias[j] = pin.Inertia(m_e / self.gamma, np.zeros(3),
+                                                ip_e / self.gamma * np.eye(3))
+        # the virtual model is the γ masses only: no armature, rotor inertia, damping, friction
+        for name in ("armature", "rotorInertia", "damping", "friction"):
+            if hasattr(model, name):
+                setattr(model, name, np.zeros(model.nv))
+        model.gravity = pin.Motion.Zero() if not gravity else pin.Motion(
+            np.array([0.0, 0.0, -9.81]), np.zeros(3))
+        self.model, self.data = model, model.createData()
+        self.tip_id, self.tip_joint = robot.tip_id, last
+        self._zero = np.zeros(model.nv)
+        self._fext = [pin.Force.Zero() for _ in range(model.njoints)]
+
+    @property
+    def dof(self) -> int:
+        return self.model.nv
+
+    # ------------------------------------------------------------------ matrices
+    def inertia(self, q: np.ndarray) -> np.ndarray:
+        """Joint-space inertia H(q) by the composite rigid body algorithm (symmetric, N×N)."""
+        q = self.robot.check_q(q)
+        H = pin.crba(self.model, self.data, q, pin.Convention.WORLD)
+        return np.triu(H) + np.triu(H, 1).T
+
+    def jacobian(self, q: np.ndarray) -> np.ndarray:
+        """J(q) of the tip, rows [v; ω] in the base frame (same kinematics as the robot)."""
+        return self.robot.jacobian(q)
+
+    def _crba_and_jacobian(self, q: np.ndarray) -> np.ndarray:
+        """Run CRBA (WORLD convention also fills data.J) and return the base-frame J."""
+        pin.crba(self.model, self.data, q, pin.Convention.WORLD)
+        J = pin.getFrameJacobian(self.model, self.data, self.tip_id, pin.LOCAL_WORLD_ALIGNED)
+        return self.robot._to_base(J)
+
+    def joint_space(self, q: np.ndarray, algorithm: Algorithm = "cholesky") -> np.ndarray:
+        """Seed eq. 10 as a matrix: H⁻¹(q) Jᵀ (N×6).
+
+        ``cholesky``: H by CRBA, H⁻¹ from its Cholesky factor. ``aba``: H⁻¹ by the
+        articulated-body recursion (pinocchio's computeMinverse). ``qr``: the square-root form
+        R⁻¹ Qᵀ [I; 0] from the QR of [J; γ^(-1/2) A] — never forms H (see ``_qr``).
+        """
+        q = self.robot.check_q(q)
+        if algorithm == "cholesky":
+            J = self._crba_and_jacobian(q)
+            pin.cholesky.decompose(self.model, self.data)
+            Minv = pin.cholesky.computeMinv(self.model, self.data)
+        elif algorithm == "aba":
+            J = self.robot.jacobian(q)
+            Minv = pin.computeMinverse(self.model, self.data, q)
+            Minv = np.triu(Minv) + np.triu(Minv, 1).T
+        elif algorithm == "qr":
+            Q, R, J = self._qr(q)
+            return scipy.linalg.solve_triangular(R, Q[:6].T)  # x = R⁻¹ Qᵀ [I₆; 0]
+        else:
+            raise ModelError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
+        return Minv @ J.T
+
+    # ------------------------------------------------------------------ dynamics
+    def acceleration(self, q: np.ndarray, wrench: np.ndarray, qd: np.ndarray | None = None,
+                     tau: np.ndarray | None = None, algorithm: Algorithm = "cholesky") -> np.ndarray:
+        """Seed eq. 9 solved for q̈: H q̈ = τ + Jᵀ f − C(q, q̇) − G(q).
+
+        With the defaults (no gravity, no Coriolis, τ = 0) this is eq. 10, q̈ = H⁻¹ Jᵀ f.
+        `wrench` is f = [F; τ] (N, N·m) applied at the tip origin, expressed in the base
+        frame; `tau` is an extra joint-space load (e.g. virtual damping −D q̇).
+        """
+        q = self.robot.check_q(q)
+        f = np.asarray(wrench, dtype=float)
+        if f.shape != (6,):
+            raise ModelError(f"wrench must have 6 entries [fx, fy, fz, tx, ty, tz], got {f.shape}")
+        v = self._zero if (qd is None or not self.coriolis) else np.asarray(qd, dtype=float)
+        t = self._zero if tau is None else np.asarray(tau, dtype=float)
+        if algorithm == "cholesky":
+            J = self._crba_and_jacobian(q)
+            rhs = t + J.T @ f
+            if self.gravity or v is not self._zero:
+                rhs = rhs - pin.rnea(self.model, self.data, q, v, self._zero)
+            pin.cholesky.decompose(self.model, self.data)
+            return pin.cholesky.solve(self.model, self.data, rhs)
+        if algorithm == "aba":
+            return self._aba(q, v, t, f)
+        if algorithm == "qr":
+            Q, R, _ = self._qr(q)
+            x = scipy.linalg.solve_triangular(R, Q[:6].T @ f)
+            extra = t if (not self.gravity and v is self._zero) else (
+                t - pin.rnea(self.model, self.data, q, v, self._zero))
+            if np.any(extra):  # semi-normal equations for joint-space loads: R⁻¹ R⁻ᵀ τ
+                x = x + scipy.linalg.solve_triangular(
+                    R, scipy.linalg.solve_triangular(R, extra, trans="T"))
+            return x
+        raise ModelError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
+
+    def link_jacobians(self, q: np.ndarray) -> np.ndarray:
+        """A = [J_b1; …; J_b(N−1)]: body Jacobians of the light links at their joint origins,
+        so that H_l = AᵀA and H = JᵀJ + AᵀA/γ (6(N−1)×N)."""
+        pin.computeJointJacobians(self.model, self.data, q)
+        return np.vstack([pin.getJointJacobian(self.model, self.data, j, pin.LOCAL)
+                          for j in range(1, self.model.njoints) if j != self.tip_joint])
+
+    def _qr(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Square-root form (issue 7): QR of K = [J; γ^(-1/2) A], KᵀK = H — H is never formed.
+
+        q̈ = argmin ‖J x − f‖² + γ⁻¹‖A x‖² = R⁻¹ Qᵀ [f; 0].
+        """
+        A = self.link_jacobians(q)
+        J = self.robot._to_base(pin.getFrameJacobian(self.model, self.data, self.tip_id,
+                                                     pin.LOCAL_WORLD_ALIGNED))
+        Q, R = np.linalg.qr(np.vstack((J, A / np.sqrt(self.gamma))))
+        return Q, R, J
+
+    def equation(self, q: np.ndarray, wrench: np.ndarray, qd: np.ndarray | None = None,
+                 tau: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(H, b) of seed eq. 9 written as H q̈ = b, b = τ + Jᵀ f − C(q, q̇) − G(q)."""
+        q = self.robot.check_q(q)
+        v = self._zero if (qd is None or not self.coriolis) else np.asarray(qd, dtype=float)
+        J = self._crba_and_jacobian(q)
+        H = np.triu(self.data.M) + np.triu(self.data.M, 1).T
+        b = J.T @ np.asarray(wrench, dtype=float) + (self._zero if tau is None else tau)
+        if self.gravity or v is not self._zero:
+            b = b - pin.rnea(self.model, self.data, q, v, self._zero)
+        return H, b
+
+    def _aba(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray, f: np.ndarray) -> np.ndarray:
+        """ABA with f as an external force on the tip body (pinocchio wants it in joint frame)."""
+        pin.forwardKinematics(self.model, self.data, q)
+        pin.updateFramePlacement(self.model, self.data, self.tip_id)
+        R = self.robot._R_base
+        F, T = R @ f[:3], R @ f[3:]  # base → world orientation
+        p = self.data.oMf[self.tip_id].translation
+        f_world = pin.Force(F, T + cross(p, F))  # moment about the world origin
+        self._fext[self.tip_joint] = self.data.oMi[self.tip_joint].actInv(f_world)
+        return pin.aba(self.model, self.data, q, v, tau, self._fext)
+
+    def acceleration_fext(self, q: np.ndarray, forces: list[tuple[int, np.ndarray, np.ndarray]],
+                          qd: np.ndarray | None = None, tau: np.ndarray | None = None) -> np.ndarray:
+        """Seed 004 §5.1: ABA with external forces on single links, q̈ = aba(q, q̇, τ, fext).
+
+        `forces` holds (frame id, p, F): a force F (N) applied at point p (m) of the frame's
+        parent body, both in the base frame (e.g. ``LinkLoads.spatial_forces``).
+        """
+        q = self.robot.check_q(q)
+        v = self._zero if (qd is None or not self.coriolis) else np.asarray(qd, dtype=float)
+        t = self._zero if tau is None else np.asarray(tau, dtype=float)
+        pin.forwardKinematics(self.model, self.data, q)
+        fext = [pin.Force.Zero() for _ in range(self.model.njoints)]
+        oMb, R = self.robot._oMb, self.robot._R_base
+        for fid, p, F in forces:
+            j = self.model.frames[fid].parentJoint
+            Fw = R @ np.asarray(F, dtype=float)
+            f_world = pin.Force(Fw, cross(oMb.act(np.asarray(p, dtype=float)), Fw))  # about the world origin
+            fext[j] = fext[j] + self.data.oMi[j].actInv(f_world)
+        return pin.aba(self.model, self.data, q, v, t, fext)

@@ -1,0 +1,146 @@
+"""Straight hand guiding at seeded random poses and DLS on contact, on MuJoCo arms (physics
+nobody here wrote). The full 20-pose sweep over three arms is `fdcontrol experiments drift`
+(numbers in docs/physics.md); these tests run a few seeded poses per arm."""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+import pytest
+
+from fdcontrol.experiments import drift as D
+from fdcontrol.experiments.arms import load_arm
+from fdcontrol.experiments.contact import DLS_CUTOFF_HZ, Press, press
+from fdcontrol.limits import PathAcceleration
+from fdcontrol.limits.base import run
+from fdcontrol.loop.reference import ReferenceIntegration
+from fdcontrol.model.robot import RobotModel
+
+POSES = 3
+STRAIGHT = D.Variant(limits="path", gamma=1e6)  # the documented straight-guiding configuration
+
+
+@pytest.fixture(scope="module", params=("ur10", "panda"))
+def arm_poses(request):
+    arm = load_arm(request.param)
+    return arm, D.random_poses(arm, POSES)
+
+
+def test_fd_hand_guiding_drifts_under_1_percent_at_seeded_poses(arm_poses):
+    """10 N along +x for 1 s on the MuJoCo arm (real servo, tool, flange sensor, the default
+    limits plus path_acceleration): the tip's lateral/along ratio stays under 1 % at every pose."""
+    arm, poses = arm_poses
+    for q in poses:
+        r = D.guide(arm, q, STRAIGHT)
+        assert r["fault"] is None
+        assert r["along_m"] > 0.1  # it did move with the hand
+        assert r["drift"] < 0.01, (arm.name, q, r)
+
+
+def test_gamma_1e3_drift_is_the_virtual_models_coupling_and_shrinks_as_1_over_gamma(arm_poses):
+    """Controller alone (ideal arm, exact sensor, no limits): the drift at γ = 1e3 is the virtual
+    model's anisotropy J H⁻¹ Jᵀ ≠ I; to first order it scales with 1/γ (H = JᵀJ + H_l/γ), so
+    γ = 1e4 has a tenth of it — a prediction from the model's structure, not from the code."""
+    arm, poses = arm_poses
+    ratios = []
+    for q in poses:
+        d3 = D.guide(arm, q, D.Variant(servo="ideal", limits="none", push=1.0))["drift"]
+        d4 = D.guide(arm, q, D.Variant(servo="ideal", limits="none", push=1.0, gamma=1e4))["drift"]
+        d6 = D.guide(arm, q, D.Variant(servo="ideal", limits="none", push=1.0, gamma=1e6))["drift"]
+        assert d6 < 2e-3
+        if d3 > 3e-3:
+            ratios.append(d3 / d4)
+    assert ratios, "no pose with a measurable γ = 1e3 drift"
+    assert all(5 < r < 20 for r in ratios), ratios
+
+
+def test_the_acceleration_limit_bends_the_path_and_path_acceleration_keeps_it():
+    """Ideal arm, γ = 1e6: with the default limits the 10 N push asks for more joint acceleration
+    than 4 rad/s²; scaling the change Δq̇ bends the tip's path, scaling q̇ keeps it."""
+    arm = load_arm("ur10")
+    q = D.random_poses(arm, 4)[3]
+    bent = D.guide(arm, q, D.Variant(servo="ideal", gamma=1e6))["drift"]
+    kept = D.guide(arm, q, D.Variant(servo="ideal", gamma=1e6, limits="path"))["drift"]
+    assert bent > 0.01 and kept < 0.002, (bent, kept)
+
+
+def test_path_acceleration_keeps_the_direction_and_the_acceleration_bound():
+    rng = np.random.default_rng(3)
+    a, dt = np.full(6, 4.0), 0.002
+    lim = PathAcceleration(a)
+    acted = 0
+    for _ in range(300):
+        prev = rng.normal(size=6) * 0.5
+        qd = prev * rng.uniform(0.5, 1.5) + rng.normal(size=6) * rng.choice([1e-3, 2e-2])
+        out = run((lim,), np.zeros(6), qd, prev, None, dt)
+        if np.array_equal(out, qd):  # feasible without scaling, or no σ exists (left to the next limit)
+            continue
+        acted += 1
+        sigma = out @ qd / (qd @ qd)
+        assert 0 <= sigma < 1
+        np.testing.assert_allclose(out, sigma * qd, atol=1e-12)  # direction kept
+        assert np.all(np.abs(out - prev) <= a * dt + 1e-12)  # within the acceleration bound
+        # the largest such σ: a little more violates some joint
+        assert np.any(np.abs((sigma + 1e-6) * qd - prev) > a * dt)
+    assert acted > 30
+
+
+def test_reference_integration_starts_at_the_integrated_reference_within_the_bound():
+    calls = []
+
+    class Probe:
+        def step(self, q, qd, f, dt, tau=None, config=None):
+            calls.append(q.copy())
+            return q + dt * qd, qd
+
+    s = ReferenceIntegration(Probe(), max_tracking_error=0.05)
+    q = np.zeros(3)
+    s.step(q, np.zeros(3), np.zeros(6), 0.01)
+    s.step(q, np.array([1.0, 0.0, -10.0]), np.zeros(6), 0.01)  # the servo integrated 1 rad/s for 10 ms
+    np.testing.assert_allclose(calls[-1], [0.01, 0.0, -0.05])  # −0.1 clipped to the 0.05 bound
+    s.reset()
+    s.step(np.ones(3), np.ones(3), np.zeros(6), 0.01)
+    np.testing.assert_allclose(calls[-1], np.ones(3))
+    with pytest.raises(ValueError):
+        ReferenceIntegration(Probe(), max_tracking_error=float("nan"))
+
+
+def test_xarm7_from_example_robot_data_compiles_with_pinocchio_kinematics():
+    arm = load_arm("xarm7")
+    from fdcontrol.drivers.mujoco import MujocoRobot
+
+    drv = MujocoRobot(arm.robot, q0=arm.home, tool=D.TOOL, urdf=arm.urdf)
+    rng = np.random.default_rng(2)
+    for _ in range(20):
+        q = arm.robot.random_q(rng)
+        drv.data.qpos[:] = q
+        mujoco.mj_kinematics(drv.model, drv.data)
+        T = arm.robot.pose(q)
+        assert np.abs(drv.data.xpos[drv._tip_id] - T[:3, 3]).max() < 1e-12
+
+
+def test_dls_rings_on_the_table_without_a_low_pass_and_settles_with_the_documented_one():
+    robot = RobotModel.load("ur10")
+    bare = press(robot, Press(), seconds=2.5)
+    assert bare["settle_s"] is None and bare["ripple_N"] > 1.0  # the 250 Hz limit cycle
+    best = press(robot, Press(cutoff=DLS_CUTOFF_HZ), seconds=3.0)
+    assert best["fault"] is None
+    assert best["settle_s"] is not None and best["settle_s"] < 2.0
+    assert abs(best["mean_N"] - 10.0) < 0.05 and best["ripple_N"] < 0.1
+    assert best["peak_N"] < 15.0
+
+
+def test_dls_creeps_without_a_push_unless_the_low_pass_is_on():
+    """Force mode, no push, 2 s: DLS's unfiltered loop chatters and the tip creeps; with the
+    documented low-pass it stands still like FD (tip displacement from the loop's own state)."""
+    from fdcontrol.experiments import physics as P
+
+    robot = RobotModel.load("ur10")
+    moved = {}
+    for cutoff in (0.0, DLS_CUTOFF_HZ):
+        r = P.rig(robot, "dls", law=P.force_law())
+        r.loop.filter.cutoff = cutoff
+        p0 = r.loop.state.tip_pose[:3, 3].copy()
+        moved[cutoff] = max(float(np.linalg.norm(s.tip_pose[:3, 3] - p0)) for s in P.advance(r, 2.0))
+    assert moved[0.0] > 5e-5  # the creep (0.47 mm here)
+    assert moved[DLS_CUTOFF_HZ] < 1e-6
