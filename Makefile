@@ -1,13 +1,22 @@
 # Two entry points, each works alone from a fresh clone:
 #   make serve   — create .venv if missing, install, run the service on the simulated robot
 #   make test    — create .venv if missing, install with every extra and the test tools, lint, run pytest
+#   make image   — build the container image (docker where a daemon runs, else podman)
+#   make image-test — build it, then check it as deployed (scripts/container.py)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test install install-test bench measure clean
+# the container: IMAGE is the tag, BASE the base image (made locally with debootstrap when the
+# default cannot be pulled), EXTRAS the package extras installed in it
+IMAGE ?= localhost/fdcontrol:latest
+BASE ?= docker.io/library/python:3.11-slim
+EXTRAS ?= server,mujoco,ros2,fast
+HOST_PYTHON ?= python3
+
+.PHONY: serve test install install-test bench measure clean image image-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +42,12 @@ bench: install-test  # the benchmarks use the experiments, the drivers and the t
 # docs/measured.json; e.g. `make measure MEASURE_ARGS="--only ws"` or `MEASURE_ARGS=--quick`
 measure: install-test
 	$(BIN)/python scripts/measure.py $(MEASURE_ARGS)
+
+image:
+	$(HOST_PYTHON) scripts/container.py image --tag $(IMAGE) --base $(BASE) --extras $(EXTRAS)
+
+image-test: image
+	$(HOST_PYTHON) scripts/container.py test --tag $(IMAGE)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

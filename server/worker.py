@@ -217,6 +217,19 @@ def _beat(channel: Channel, stop: threading.Event) -> None:
 
 
 # ---------------------------------------------------------------------- worker process
+def _scheduler(loop: ControlLoop) -> str | None:
+    """The loop thread's scheduling policy (SCHED_FIFO when real-time was granted); None while stopped."""
+    thread = getattr(loop, "_thread", None)
+    if thread is None or not thread.is_alive() or thread.native_id is None:
+        return None
+    try:
+        policy = os.sched_getscheduler(thread.native_id)
+    except (AttributeError, OSError):  # not Linux, or the thread just ended
+        return None
+    names = {getattr(os, n, None): n for n in ("SCHED_OTHER", "SCHED_FIFO", "SCHED_RR", "SCHED_BATCH", "SCHED_IDLE")}
+    return names.get(policy, str(policy))
+
+
 def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Connection) -> None:
     from fdcontrol.server.metrics import LoopMetrics
     from fdcontrol.server.record_ring import StateRing
@@ -253,7 +266,7 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Co
         "zero_sensor": lambda: runtime.loop.zero_sensor(),
         "target": lambda pose: runtime.loop.set_target(pose),
         "action": lambda pose, step, seq, t: runtime.loop.set_action(pose, step, seq, t),  # routers/learning.py
-        "stats": lambda: runtime.loop.stats.summary(),
+        "stats": lambda: {**runtime.loop.stats.summary(), "scheduler": _scheduler(runtime.loop)},
         "has_sensor": lambda: runtime.loop.driver.read_wrench() is not None,
         "sim": lambda op, *a: sim_call(runtime.loop.driver, op, *a),  # server/sim_ops.py
         "metrics": lambda: io.metrics.snapshot(runtime.loop.stats),

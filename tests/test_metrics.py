@@ -117,3 +117,35 @@ def test_auth_failures_counter_is_exported(service):
     AUTH_FAILURES.inc()  # in this process: the counter object is what other code increments
     assert AUTH_FAILURES._value.get() >= 1
     assert before == 0  # the service process counts its own (none yet)
+
+
+def _fifo_permitted() -> bool:
+    """Whether a thread of this machine may take SCHED_FIFO (CAP_SYS_NICE and a real-time budget)."""
+    import os
+    import threading
+
+    ok: list[bool] = []
+
+    def probe() -> None:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+            ok.append(True)
+        except (AttributeError, OSError):
+            ok.append(False)
+
+    t = threading.Thread(target=probe)
+    t.start()
+    t.join()
+    return ok[0]
+
+
+def test_stats_report_the_loop_threads_scheduler(service):
+    """/stats says whether the loop thread got SCHED_FIFO (realtime: true), as this machine permits; null
+    while the loop is stopped."""
+    http = httpx.Client(base_url=service.url, timeout=30)
+    assert http.post("/control/start").status_code == 200
+    time.sleep(0.2)
+    assert http.get("/stats").json()["scheduler"] == ("SCHED_FIFO" if _fifo_permitted() else "SCHED_OTHER")
+    assert http.post("/control/stop").status_code == 200
+    assert http.get("/stats").json()["scheduler"] is None
+    assert http.post("/control/start").status_code == 200
