@@ -236,13 +236,7 @@ class ControlLoop:
             self._target = None
             self.action = None
             return
-        T = np.asarray(pose, dtype=float)
-        if T.shape != (4, 4) or not np.all(np.isfinite(T)):
-            raise InputError("target must be a finite 4×4 homogeneous transform")
-        R = T[:3, :3]
-        if not np.allclose(R @ R.T, np.eye(3), atol=1e-6) or np.linalg.det(R) < 0:
-            raise InputError("target rotation is not orthonormal")
-        self._target = T.copy()
+        self._target = _checked_pose(pose, "target")
         self.action = None  # a target set directly replaces a policy's interpolated goals
         if self.task is not None and self.task.move is not None:  # an explicit target ends a move
             self.task.move.cancel()
@@ -252,12 +246,7 @@ class ControlLoop:
     def set_action(self, pose: np.ndarray, step: float, seq: int, t: float | None = None) -> None:
         """A policy's goal pose (4×4, tip in base), reached over ``step`` s by the target interpolator
         (fdcontrol.control.interpolator); like a target, it drops a stale wrench or twist."""
-        T = np.asarray(pose, dtype=float)
-        if T.shape != (4, 4) or not np.all(np.isfinite(T)):
-            raise InputError("action pose must be a finite 4×4 homogeneous transform")
-        R = T[:3, :3]
-        if not np.allclose(R @ R.T, np.eye(3), atol=1e-6) or np.linalg.det(R) < 0:
-            raise InputError("action rotation is not orthonormal")
+        T = _checked_pose(pose, "action pose")
         if not (math.isfinite(step) and 0 < step <= 10):
             raise InputError("action step must be in (0, 10] s")
         now = time.monotonic() if t is None else t
@@ -584,6 +573,17 @@ def _check_params(changes: dict[str, object]) -> None:
     for p in PARAMS:
         if p.name in changes:
             p.check(changes[p.name])
+
+
+def _checked_pose(pose: np.ndarray, what: str) -> np.ndarray:
+    """A copy of `pose` as a finite 4×4 homogeneous transform with an orthonormal rotation, else InputError."""
+    T = np.array(pose, dtype=float)
+    if T.shape != (4, 4) or not np.all(np.isfinite(T)):
+        raise InputError(f"{what} must be a finite 4×4 homogeneous transform")
+    R = T[:3, :3]
+    if not np.allclose(R @ R.T, np.eye(3), atol=1e-6) or np.linalg.det(R) < 0:
+        raise InputError(f"{what} rotation is not orthonormal")
+    return T
 
 
 def _fresh(c: Command | None, now: float, timeout: float) -> Command | None:
