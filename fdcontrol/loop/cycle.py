@@ -52,6 +52,7 @@ from fdcontrol.limits.safety import SafetyLimits
 from fdcontrol.loop.solvers import Solver
 from fdcontrol.loop.state import LoopState, new_state  # declared once, with units: fdcontrol/loop/state.py
 from fdcontrol.model.configuration import Configuration
+from fdcontrol.model.reach import reach
 from fdcontrol.model.robot import RobotModel
 from fdcontrol.model.spatial import check_vec6, finite, rotate6
 
@@ -216,6 +217,9 @@ class ControlLoop:
         R = T[:3, :3]
         if not np.allclose(R @ R.T, np.eye(3), atol=1e-6) or np.linalg.det(R) < 0:
             raise InputError("target rotation is not orthonormal")
+        d, r = float(np.linalg.norm(T[:3, 3])), reach(self.robot)
+        if d > r:
+            raise InputError(f"target position is {d:.3f} m from the base, beyond the arm's reach ({r:.3f} m)")
         self._target = T.copy()
         self._command = None  # a fresh target is fresh input: a stale wrench no longer holds the arm
         self._twist = None
