@@ -149,7 +149,8 @@ class ControlParams(BaseModel):
     posture_damping: float = Field(0.0, ge=0, le=1e3, allow_inf_nan=False,
                                    description="D (1/s), added to the velocity decay c")
     posture_preferred: list[Annotated[float, Field(allow_inf_nan=False)]] | None = Field(
-        None, max_length=64, description="preferred posture (rad); default: mid-range of the joint limits")
+        None, max_length=64, description="preferred posture (rad); default: the configuration when the task is "
+        "switched on")
     link_loads: list[LinkLoadSpec] = Field(default_factory=list, max_length=32)
     link_load_mode: Literal["projected", "physical"] = Field(
         "projected", description="projected: null space only (tip unaffected); physical: the tip yields too")
