@@ -153,7 +153,7 @@ def run_experiment(ctx: Context) -> dict:
                 if ctx.progress:
                     print(rows[-1])
     folder = ctx.folder("physics")
-    write_results(folder, res, f"""# Mappings on the MuJoCo arm (issue 11)
+    write_results(folder, res, f"""# Mappings on the MuJoCo arm
 
 `fdcontrol experiments physics` — MuJoCo {__import__('mujoco').__version__}, 500 Hz loop, physics in
 0.5 ms sub-steps, tool {TOOL.mass} kg with centre of mass {list(TOOL.com)} m (configured in the
