@@ -13,13 +13,20 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 
-install: $(BIN)/python
-	$(BIN)/pip install -e .
+# installs are stamped: pip runs again only when pyproject.toml changed (or after `make clean`)
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
 
-install-test: $(BIN)/python
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -e '.[test,ur]'
+	touch $@ $(VENV)/.installed
 
 serve: install
+	@echo "the fdcontrol command: $(BIN)/fdcontrol (or run '. $(BIN)/activate' to put it on PATH)"
 	$(BIN)/fdcontrol serve --host $(HOST) --port $(PORT)
 
 test: install-test
