@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -184,6 +185,10 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     except (ModelError, MissingExtra) as exc:
         print(f"fdcontrol: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `fdcontrol analyze … --json | head`: the reader left, no traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python flushes stdout at exit: into /dev/null now
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

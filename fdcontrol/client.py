@@ -10,7 +10,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -26,6 +29,40 @@ try:
     from websockets.sync.client import ClientConnection, connect
 except ImportError as exc:
     raise missing("server", "the fdcontrol client", exc) from exc
+
+#: s a closing handshake may take at most (the states the caller did not read are drained meanwhile)
+CLOSE_TIMEOUT = 1.0
+
+
+def _close(ws: ClientConnection) -> None:
+    """Close promptly even when the caller never read the incoming states: a full receive queue
+    stops the connection from reading the socket, and with it the server's close frame, so a
+    thread drains the queue while the closing handshake runs."""
+    def drain() -> None:
+        with contextlib.suppress(Exception):
+            while True:
+                ws.recv(timeout=CLOSE_TIMEOUT)
+
+    t = threading.Thread(target=drain, name="fdcontrol-ws-drain", daemon=True)
+    t.start()
+    ws.close()
+    t.join(CLOSE_TIMEOUT)
+
+
+async def _aclose(ws: AsyncConnection) -> None:
+    """The asyncio counterpart of :func:`_close`."""
+    async def drain() -> None:
+        with contextlib.suppress(Exception):
+            while True:
+                await ws.recv()
+
+    task = asyncio.create_task(drain())
+    try:
+        await ws.close()
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
 
 
 class ServiceError(RuntimeError):
@@ -200,9 +237,12 @@ class Client:
         url = self.base_url.replace("http", "ws", 1) + path
         if decimation is not None:
             url += f"?decimation={decimation}"
-        with connect(url, subprotocols=["msgpack"] if msgpack_encoding else None,  # type: ignore[list-item]
-                     max_size=2**20) as ws:
+        ws = connect(url, subprotocols=["msgpack"] if msgpack_encoding else None,  # type: ignore[list-item]
+                     max_size=2**20, close_timeout=CLOSE_TIMEOUT)
+        try:
             yield Stream(ws, msgpack_encoding)
+        finally:
+            _close(ws)
 
     def state_stream(self, decimation: int | None = None, msgpack_encoding: bool = False):
         return self.control_stream(decimation, msgpack_encoding, path="/ws/state")
@@ -298,9 +338,12 @@ class AsyncClient:
         url = str(self.http.base_url).rstrip("/").replace("http", "ws", 1) + path
         if decimation is not None:
             url += f"?decimation={decimation}"
-        async with aconnect(url, subprotocols=["msgpack"] if msgpack_encoding else None,  # type: ignore[list-item]
-                            max_size=2**20) as ws:
+        ws = await aconnect(url, subprotocols=["msgpack"] if msgpack_encoding else None,  # type: ignore[list-item]
+                            max_size=2**20, close_timeout=CLOSE_TIMEOUT)
+        try:
             yield AsyncStream(ws, msgpack_encoding)
+        finally:
+            await _aclose(ws)
 
 
 class AsyncStream:

@@ -67,6 +67,12 @@ def tip_path(rec: Recording) -> Figure:
     ax.set_ylabel("y (m)")
     ax.set_zlabel("z (m)")
     span = np.ptp(p, axis=0)
+    # equal axes: one cube around the path, so 9 mm of drift looks like 9 mm, not like a curve
+    centre, half = (p.max(axis=0) + p.min(axis=0)) / 2, max(float(span.max()) / 2, 1e-3)
+    ax.set_xlim(centre[0] - half, centre[0] + half)
+    ax.set_ylim(centre[1] - half, centre[1] + half)
+    ax.set_zlim(centre[2] - half, centre[2] + half)
+    ax.set_box_aspect((1, 1, 1))
     ax.set_title(f"Tip path, base frame — travel {np.sum(np.linalg.norm(np.diff(p, axis=0), axis=1)):.3f} m, "
                  f"extent {span[0]:.3f} × {span[1]:.3f} × {span[2]:.3f} m")
     ax.legend(loc="upper left")

@@ -19,6 +19,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.routing import Match
 from starlette.routing import Mount as StaticFilesMount
 
+from fdcontrol.server import docs_pages
 from fdcontrol.server.auth import Access, AccessMiddleware, login_router
 from fdcontrol.server.errors import install_handlers, true_validation_schema
 from fdcontrol.server.routers import (
@@ -71,7 +72,7 @@ def create_app(settings: Settings | None = None, worker: LoopWorker | None = Non
             sup.stop()
         app.state.worker.close()
 
-    app = FastAPI(title="fdcontrol", version="0.1.0", lifespan=lifespan,
+    app = FastAPI(title="fdcontrol", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Cartesian admittance control with virtual forward dynamics. "
                               "WebSockets: /ws/control (wrench in, references out) and /ws/state "
                               "(read-only); subprotocol 'msgpack' for binary MessagePack frames.")
@@ -83,6 +84,7 @@ def create_app(settings: Settings | None = None, worker: LoopWorker | None = Non
     true_validation_schema(app)
     access = Access(settings)
     app.include_router(login_router(access))
+    app.include_router(docs_pages.router)  # /docs and /redoc from shipped files, nothing from a CDN
     app.mount("/", StaticFiles(directory=STATIC, html=True), name="dashboard")  # last: it matches every path
     access.allowed = lambda path: _allowed_methods(app, path)
     app.add_middleware(AccessMiddleware, access=access)  # outermost: covers every route and router

@@ -12,16 +12,18 @@ covered without doing anything. Checks, in order, for HTTP requests and WebSocke
 4. Body: REST bodies above ``max_body_bytes`` are refused (413); JSON nested deeper than
    ``max_json_depth`` is refused (400).
 5. Token (when configured): ``Authorization: Bearer <token>`` or the dashboard's session
-   cookie (set by ``POST /auth/login``, HttpOnly, SameSite=Strict), else 401. The dashboard
-   files and the login route are public; with ``public_read`` the GET status routes and
-   ``/ws/state`` are too.
+   cookie (set by ``POST /auth/login``, HttpOnly, SameSite=Strict; a random id the server
+   keeps, deleted by ``POST /auth/logout``), else 401. The dashboard files and the login route
+   are public; with ``public_read`` the GET status routes and ``/ws/state`` are too.
+6. Throttle: a client whose wrong credentials used up ``auth_burst`` attempts gets 429 with
+   Retry-After, its credentials unchecked, regaining ``auth_rate`` attempts per second
+   (server/sessions.py).
 
 Without a token the service refuses to bind a non-loopback address (server/main.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 from collections.abc import Awaitable, Callable
@@ -31,6 +33,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from fdcontrol.server.sessions import Sessions, Throttle, retry_header
 from fdcontrol.server.settings import Settings
 
 Scope = dict[str, Any]
@@ -41,21 +44,17 @@ COOKIE = "fdcontrol_session"
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 SIMPLE_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data", "text/plain")
-PUBLIC_PATHS = frozenset({"/", "/index.html", "/login.html", "/app.js", "/task.js", "/style.css", "/login.js",
-                          "/favicon.ico", "/auth/login", "/auth/logout"})
+PUBLIC_PATHS = frozenset({"/", "/index.html", "/login.html", "/app.js", "/task.js", "/params.js", "/style.css",
+                          "/login.js", "/favicon.ico", "/auth/login", "/auth/logout"})
 MIDDLEWARE_ERRORS = {400: "JSON nested deeper than max_json_depth", 401: "token required",
                      403: "foreign Origin", 413: "body larger than max_body_bytes",
-                     415: "a form or text body on a state change", 421: "unknown Host"}
+                     415: "a form or text body on a state change", 421: "unknown Host",
+                     429: "too many failed authentication attempts"}
 READ_PATHS = frozenset({"/health", "/state", "/stats", "/robots", "/config", "/ws/state"})
 
 
 def is_loopback(host: str) -> bool:
     return host.strip("[]") in LOOPBACK or host.startswith("127.")
-
-
-def session_value(token: str) -> str:
-    """The cookie holds a keyed hash of the token, never the token itself."""
-    return hmac.new(token.encode(), b"fdcontrol dashboard session", hashlib.sha256).hexdigest()
 
 
 def json_depth_ok(text: str | bytes, limit: int) -> bool:
@@ -95,7 +94,8 @@ class Access:
 
     def __init__(self, settings: Settings) -> None:
         self.token = settings.api_token()
-        self.session = session_value(self.token) if self.token else None
+        self.sessions = Sessions()
+        self.throttle = Throttle(settings.auth_burst, settings.auth_rate)
         self.public_read = settings.public_read
         bound = settings.host
         hosts = {"localhost", "127.0.0.1", "[::1]", *settings.allowed_hosts}
@@ -116,17 +116,28 @@ class Access:
         own = {f"{s}://{host.lower()}" for s in ("http", "https")} if scheme else set()
         return origin in own or origin in self.origins
 
-    def authorized(self, headers: dict[str, str], path: str, method: str) -> bool:
+    def authorized(self, headers: dict[str, str], path: str, method: str) -> bool | None:
+        """True (open), False (credentials given and wrong: a failed attempt) or None (none given)."""
         if self.token is None or path in PUBLIC_PATHS:
             return True
         if self.public_read and method in ("GET", "HEAD") and path in READ_PATHS:
             return True
         auth = headers.get("authorization", "")
-        if auth[:7].lower() == "bearer " and hmac.compare_digest(auth[7:].strip().encode(), self.token.encode()):
-            return True
         cookie = _cookie(headers.get("cookie", ""), COOKIE)
-        return cookie is not None and self.session is not None and hmac.compare_digest(
-            cookie.encode(), self.session.encode())
+        if auth[:7].lower() == "bearer ":
+            if hmac.compare_digest(auth[7:].strip().encode(), self.token.encode()):
+                return True
+        elif cookie is None:
+            return None
+        return cookie is not None and self.sessions.valid(cookie)
+
+    def token_ok(self, token: str) -> bool:
+        return self.token is None or hmac.compare_digest(token.encode(), self.token.encode())
+
+
+def _client(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else ""
 
 
 def _cookie(header: str, name: str) -> str | None:
@@ -152,7 +163,7 @@ class AccessMiddleware:
         method = "GET" if ws else scope.get("method", "GET")
         path = scope.get("path", "")
         host = headers.get("host", "")
-        refusal = self._refusal(headers, host, method, path, ws)
+        refusal = self._refusal(headers, host, method, path, ws, _client(scope))
         if refusal is not None:
             await _refuse(scope, receive, send, *refusal)
             return
@@ -169,7 +180,7 @@ class AccessMiddleware:
         await self.app(scope, receive, send)
 
     def _refusal(self, headers: dict[str, str], host: str, method: str, path: str,
-                 ws: bool) -> tuple[int, str] | None:
+                 ws: bool, client: str = "") -> tuple[int, str] | tuple[int, str, list[tuple[bytes, bytes]]] | None:
         a = self.access
         if not a.host_ok(host):
             return 421, "unknown Host header; add it to allowed_hosts to serve under that name"
@@ -179,7 +190,13 @@ class AccessMiddleware:
         ctype = headers.get("content-type", "").split(";")[0].strip().lower()
         if not ws and method in UNSAFE and ctype in SIMPLE_TYPES:
             return 415, "state changes need a JSON body (Content-Type: application/json)"
-        if not a.authorized(headers, path, method):
+        if a.token is not None and path not in PUBLIC_PATHS and (wait := a.throttle.retry_after(client)) > 0:
+            return 429, "too many failed authentication attempts; retry later", [
+                (b"retry-after", retry_header(wait).encode())]
+        verdict = a.authorized(headers, path, method)
+        if verdict is False:
+            a.throttle.failed(client)
+        if not verdict:
             return 401, "authentication required: 'Authorization: Bearer <token>' or POST /auth/login"
         return None
 
@@ -251,19 +268,26 @@ def login_router(access: Access) -> APIRouter:
     router = APIRouter(tags=["auth"])
     errors: dict[int | str, dict[str, Any]] = {401: {"model": _ErrorModel}}
 
-    @router.post("/auth/login", response_model=LoginOut, responses=errors)
+    @router.post("/auth/login", response_model=LoginOut, responses={**errors, 429: {"model": _ErrorModel}})
     def login(body: LoginIn, request: Request, response: Response) -> Any:
         """Exchange the token for an HttpOnly, SameSite=Strict session cookie (the dashboard's way in)."""
         if access.token is None:
             return {"ok": True}
-        if not hmac.compare_digest(body.token.encode(), access.token.encode()):
+        client = request.client.host if request.client else ""
+        if (wait := access.throttle.retry_after(client)) > 0:
+            return JSONResponse(status_code=429, content={"detail": "too many failed attempts; retry later"},
+                                headers={"retry-after": retry_header(wait)})
+        if not access.token_ok(body.token):
+            access.throttle.failed(client)
             return JSONResponse(status_code=401, content={"detail": "wrong token"})
-        response.set_cookie(COOKIE, access.session or "", httponly=True, samesite="strict",
+        response.set_cookie(COOKIE, access.sessions.create(), httponly=True, samesite="strict",
                             secure=request.url.scheme == "https", path="/")
         return {"ok": True}
 
     @router.post("/auth/logout", response_model=LoginOut)
-    def logout(response: Response) -> Any:
+    def logout(request: Request, response: Response) -> Any:
+        """End the dashboard session: the server forgets it, so the cookie no longer opens anything."""
+        access.sessions.revoke(request.cookies.get(COOKIE))
         response.delete_cookie(COOKIE, path="/")
         return {"ok": True}
 

@@ -50,15 +50,22 @@ def detail_text(detail: Any) -> str:
     return str(detail)
 
 
+def _loc(e: Any) -> list[str | int]:
+    loc = [x if isinstance(x, int) else clip(str(x))[:80] for x in list(e.get("loc", ()))[:10]]
+    if e.get("type") == "extra_forbidden" and loc:
+        loc[-1] = "(unknown field)"
+    return loc
+
+
 def install_handlers(app: FastAPI) -> None:
     """Exception → status: library input errors are 422, worker errors by kind (409, 422, 503)."""
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        # loc + msg only: echoing the input would put NaN into JSON (a 500)
+        # loc + msg only: echoing the input would put NaN into JSON (a 500); an unknown field's
+        # name is input too, so its place in loc says "(unknown field)" instead
         return JSONResponse(status_code=422, content={"detail": [
-            {"loc": [x if isinstance(x, int) else clip(str(x))[:80] for x in list(e.get("loc", ()))[:10]],
-             "msg": clip(str(e.get("msg", "")))} for e in exc.errors()[:20]]})
+            {"loc": _loc(e), "msg": clip(str(e.get("msg", "")))} for e in exc.errors()[:20]]})
 
     @app.exception_handler(HTTPException)
     async def _http(_: Request, exc: HTTPException) -> JSONResponse:

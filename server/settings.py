@@ -35,6 +35,9 @@ from fdcontrol.model.robot import ModelError
 from fdcontrol.model.virtual import check_gamma
 from fdcontrol.params import Param, unknown_names
 
+MIN_TOKEN = 16  # characters of an API token
+TOKEN_HINT = "make one with: python -c 'import secrets; print(secrets.token_urlsafe(24))'"
+
 # the name types are built once, here, from the registries (reading one loads the installed
 # plugins, entry points "fdcontrol.plugins", first); settings, the API schema and PATCH /config
 # all use these types
@@ -275,18 +278,31 @@ class Settings(ControlParams, BaseSettings):
     max_body_bytes: int = Field(4 << 20, ge=1024, le=1 << 30, description="largest REST request body")
     max_ws_message_bytes: int = Field(64 << 10, ge=1024, le=16 << 20, description="largest WebSocket message")
     max_json_depth: int = Field(32, ge=4, le=200, description="deepest JSON nesting accepted")
+    auth_burst: int = Field(10, ge=1, le=10_000, description="failed authentication attempts a client may "
+                            "make at once before it is throttled (429)")
+    auth_rate: float = Field(1.0, gt=0, le=1000, description="failed attempts per second a throttled client "
+                             "regains (1/s)")
     # ---- supervision (server/supervisor.py)
     supervise: bool = Field(True, description="restart a dead or stuck loop process, into hold")
     max_restarts: int = Field(5, ge=0, le=1000, description="restarts allowed per restart_window")
     restart_window: float = Field(300.0, gt=0, description="s")
 
     def api_token(self) -> str | None:
-        """The token from `token` or, else, the first line of `token_file`."""
+        """The token from `token` or, else, the first line of `token_file` (ValueError when that
+        line is blank or shorter than MIN_TOKEN: a token file never means "no authentication")."""
         if self.token is not None and self.token.get_secret_value():
+            if len(self.token.get_secret_value().strip()) < MIN_TOKEN:
+                raise ValueError(f"the token must be at least {MIN_TOKEN} characters ({TOKEN_HINT})")
             return self.token.get_secret_value()
         if self.token_file:
             lines = Path(self.token_file).read_text().splitlines()
-            return lines[0].strip() if lines and lines[0].strip() else None
+            token = lines[0].strip() if lines else ""
+            if not token:
+                raise ValueError(f"token_file {self.token_file}: the first line is blank (it must hold the token)")
+            if len(token) < MIN_TOKEN:
+                raise ValueError(f"token_file {self.token_file}: the token must be at least {MIN_TOKEN} "
+                                 f"characters ({TOKEN_HINT})")
+            return token
         return None
 
 

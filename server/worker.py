@@ -525,6 +525,32 @@ def _unwatch(loop: asyncio.AbstractEventLoop, fd: int) -> None:
         loop.call_soon_threadsafe(loop.remove_reader, fd)
 
 
+class _Exiting:
+    """True once the process's main thread has exited (Linux: state Z/X in /proc/<pid>/stat),
+    before waitpid reports it: its other threads may take a while longer to end. The file is
+    opened once and re-read at offset 0 (procfs regenerates it), a few µs per check."""
+
+    def __init__(self, pid: int | None) -> None:
+        try:
+            self.fd: int | None = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
+        except OSError:
+            self.fd = None  # not Linux: waitpid alone
+
+    def __call__(self) -> bool:
+        if self.fd is None:
+            return False
+        try:
+            return os.pread(self.fd, 1024, 0).rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+        except (OSError, IndexError):
+            return True  # the process is gone
+
+    def close(self) -> None:
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = None
+
+
 class WorkerError(RuntimeError):
     def __init__(self, kind: str, detail: Any) -> None:
         super().__init__(f"{kind}: {detail}")
@@ -561,6 +587,7 @@ class LoopWorker:
             kind, payload = self.conn.recv()
             if kind != "ok":
                 raise WorkerError("startup", payload)
+            self._exiting = _Exiting(self.proc.pid)
         except BaseException:
             self._discard()
             raise
@@ -577,6 +604,8 @@ class LoopWorker:
         self.started_at = time.monotonic()
 
     def _discard(self) -> None:
+        if hasattr(self, "_exiting"):
+            self._exiting.close()
         if self.proc.is_alive():
             self.proc.terminate()
             self.proc.join(2)
@@ -592,6 +621,8 @@ class LoopWorker:
         """Why the loop process cannot be trusted right now, or None when it is healthy."""
         if not self.proc.is_alive():
             return f"the loop process has exited (exit code {self.proc.exitcode})"
+        if self._exiting():
+            return "the loop process has exited (it is ending)"
         now = time.monotonic()
         beat = float(self.channel.heartbeat[0])
         if beat and now - beat > self.stale_after:
@@ -647,6 +678,7 @@ class LoopWorker:
         with self._wrench_lock:
             self._seq = self._seq + 1 if seq is None else int(seq)
             self.channel.write_wrench(w, frame, self._seq, time.monotonic())
+        self.check()  # died while it was written: no acknowledgement of a wrench nobody reads
         self.recorder.push_command("wrench", w, frame, self._seq)
 
     def set_twist(self, twist: Any, frame: str = "base", seq: int | None = None) -> None:
@@ -661,6 +693,7 @@ class LoopWorker:
         with self._twist_lock:
             self._twist_seq = self._twist_seq + 1 if seq is None else int(seq)
             self.channel.write_twist(v, frame, self._twist_seq, time.monotonic())
+        self.check()
 
     def state(self) -> tuple[LoopState, float]:
         if self._closed:

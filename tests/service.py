@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+STARTUP = 120.0  # s, the bound on a service's startup in the tests
 
 
 def free_port() -> int:
@@ -22,7 +23,7 @@ def free_port() -> int:
 
 class Service:
     def __init__(self, *args: str, env: dict[str, str] | None = None, token: str | None = None,
-                 startup_timeout: float = 30.0) -> None:
+                 startup_timeout: float | None = None) -> None:
         self.token = token
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.port = free_port()
@@ -31,7 +32,9 @@ class Service:
                "--port", str(self.port), *args]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})},
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + startup_timeout
+        # startup imports pinocchio and MuJoCo and spawns the loop process: seconds alone, but
+        # up to a minute on a loaded 2-core machine (CI runs beside two CPU-bound processes)
+        deadline = time.monotonic() + (startup_timeout or STARTUP)
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"service exited: {self.proc.stdout.read()}")  # type: ignore[union-attr]
@@ -41,7 +44,7 @@ class Service:
             except httpx.HTTPError:
                 time.sleep(0.1)
         self.stop()
-        raise RuntimeError(f"service did not become healthy in {startup_timeout:g} s")
+        raise RuntimeError(f"service did not become healthy in {startup_timeout or STARTUP:g} s")
 
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():

@@ -120,3 +120,13 @@ def test_serve_says_where_it_runs_and_how_to_get_in():
         svc.stop()
     assert line.startswith("fdcontrol serve: ur10 on the simulated driver at 500 Hz"), line
     assert f"dashboard http://127.0.0.1:{svc.port}/" in line and "no token (loopback)" in line
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    """`fdcontrol analyze … --json | head -c 1`: the pipe closes before the output is written."""
+    p = subprocess.Popen([sys.executable, "-m", "fdcontrol.cli", "analyze", "--robot", "ur10",
+                          "--q=-1.2,0.3,1.5,-0.3,1.2,0.4", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.close()  # the reader is gone before the command prints
+    err = p.stderr.read().decode()
+    assert p.wait(60) == 0 and "Traceback" not in err and "BrokenPipe" not in err, err

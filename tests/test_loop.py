@@ -33,7 +33,6 @@ def run(loop, seconds, wrench=None, t0=0.0):
         now = t0 + i * DT
         if wrench is not None:
             loop.set_wrench(wrench)
-            loop._command = type(loop._command)(loop._command.wrench, loop._command.seq, now)
         states.append(loop.step(now=now))
     return states
 
@@ -321,7 +320,7 @@ def test_nan_inputs_are_rejected_and_model_faults_hold(ur10):
     orig = sim.send
     sim.send = lambda q, qd: (sent.append((q.copy(), qd.copy())), orig(q, qd))  # type: ignore
     for i in range(5):
-        s = loop.step(now=good.t + i * DT)
+        s = loop.step(now=100.0 + i * DT)  # any clock: the first cycle stamps the command
     assert s.fault and "non-finite" in s.fault and s.holding
     assert all(np.all(np.isfinite(q)) and np.all(np.isfinite(v)) for q, v in sent)
 
@@ -365,7 +364,7 @@ def test_a_fresh_target_or_release_ends_a_watchdog_hold(ur10):
     states = [loop.step(now=t + 0.5 + i * DT) for i in range(1500)]
     assert states[-1].watchdog == "idle" and not states[-1].holding
     np.testing.assert_allclose(ur10.pose(sim.q)[:3, 3], target[:3, 3], atol=1e-3)
-    loop.set_wrench([1.0, 0, 0, 0, 0, 0])
-    assert loop.step(now=loop._command.t + 1.0).watchdog == "tripped"
+    loop.set_wrench([1.0, 0, 0, 0, 0, 0], t=t + 1.0)
+    assert loop.step(now=t + 2.0).watchdog == "tripped"
     loop.hold(False)
     assert loop.step(now=loop._command.t + 1.0 if loop._command else 0.0).watchdog == "idle"

@@ -105,6 +105,9 @@ def test_plotted_numbers_match_the_file(recording):
         xs, ys, zs = figs["tip_path"].axes[0].get_lines()[0].get_data_3d()
         p = np.array([s["tip_pose"] for s in states])[:, :3, 3]
         assert np.allclose(xs, p[:, 0]) and np.allclose(ys, p[:, 1]) and np.allclose(zs, p[:, 2])
+        ax = figs["tip_path"].axes[0]  # equal axes: one metre is as long along x, y and z
+        spans = [np.ptp(ax.get_xlim()), np.ptp(ax.get_ylim()), np.ptp(ax.get_zlim())]
+        assert np.allclose(spans, spans[0]) and spans[0] >= np.ptp(p, axis=0).max() - 1e-12
         # singularity: σmin(J)
         assert np.allclose(line(figs["singularity"].axes[0], "σmin(J)").get_ydata(),
                            [s["sigma_min_j"] for s in states])

@@ -55,7 +55,7 @@ def test_projector_against_explicit_inverse(panda, rng):
 def test_tip_acceleration_unchanged_by_posture(panda, rng, algorithm):
     """J q̈ with the posture load equals J q̈ without it to 1e-9 relative (Coriolis on, q̇ ≠ 0)."""
     solver = make_solver(make_mapping("fd", panda, algorithm=algorithm))
-    task = PostureTask(panda, stiffness=10.0, damping=2.0)
+    task = PostureTask(panda, stiffness=10.0, damping=2.0, preferred=mid_range(panda))
     worst = 0.0
     for _ in range(20):
         q, qd, f = nonsingular_q(panda, rng), rng.normal(scale=0.5, size=7), rng.normal(size=6)
@@ -140,7 +140,7 @@ def test_hand_guiding_posture_bounded_vs_drift(panda):
 
 def test_non_redundant_arm_has_no_posture_load(ur10, rng):
     solver = make_solver(make_mapping("fd", ur10))
-    task = PostureTask(ur10, stiffness=10.0)
+    task = PostureTask(ur10, stiffness=10.0, preferred=mid_range(ur10))
     for _ in range(5):
         q = nonsingular_q(ur10, rng)
         H, J = solver.virtual.inertia(q), ur10.jacobian(q)
@@ -153,7 +153,7 @@ def test_singular_configuration_stays_finite(panda):
     solver = make_solver(make_mapping("fd", panda))
     q = np.zeros(7)
     H, J = solver.virtual.inertia(q), panda.jacobian(q)
-    task = PostureTask(panda, stiffness=10.0)
+    task = PostureTask(panda, stiffness=10.0, preferred=mid_range(panda))
     tau = task.torque(H, J, q, np.zeros(7))
     assert np.all(np.isfinite(tau))
     assert np.all(np.isfinite(solver.accel(q, np.zeros(7), np.zeros(6), tau)))
@@ -161,7 +161,11 @@ def test_singular_configuration_stays_finite(panda):
 
 def test_defaults_and_validation(panda):
     task = PostureTask(panda)
-    np.testing.assert_allclose(task.preferred, mid_range(panda))
+    assert task.preferred is None and task.distance(np.ones(7)) == 0.0  # until activation
+    q = np.linspace(-0.5, 0.5, 7)
+    np.testing.assert_allclose(task.acceleration(q, np.zeros(7)), 0.0)  # activation: q_p = q
+    np.testing.assert_allclose(task.preferred, q)
+    assert float(np.min(task.stiffness)) == 4.0  # the library's default K (the service's is 10)
     with pytest.raises(ValueError, match="stiffness"):
         PostureTask(panda, stiffness=-1.0)
     with pytest.raises(ValueError):

@@ -50,7 +50,7 @@ def loop_state(ur10):
     loop = ControlLoop(ur10, SimulatedRobot(ur10, q0=q0), make_solver(make_mapping("fd", ur10)))
     for i in range(12):
         loop.set_wrench([30.0, 0, 0, 0, 0, 0])
-        s = loop.step(now=loop._command.t + 1e-3 * i)
+        s = loop.step(now=1e-3 * i)  # simulated time: the loop stamps each command at receipt
     return s
 
 

@@ -64,20 +64,28 @@ PARAMS = declare(
           le=1e4),
     Param("posture_damping", "float", 0.0, "D of the posture task, added to the velocity decay", "1/s", ge=0,
           le=1e3),
-    Param("posture_preferred", "vector", None, "preferred posture (default: see the posture task)", "rad",
+    Param("posture_preferred", "vector", None, "preferred posture (default: the configuration when the task "
+          "is switched on)", "rad",
           policy="holding", nullable=True, ge=-1e3, le=1e3),
 )
 
 
 def mid_range(robot: RobotModel) -> np.ndarray:
-    """The default preferred posture: the middle of each joint's position limits (rad)."""
+    """The middle of each joint's position limits (rad): a preferred posture to ask for explicitly
+    (not the default: with symmetric ranges, e.g. a KUKA iiwa, it is q = 0, the stretched,
+    singular arm)."""
     lim = robot.limits
     return 0.5 * (lim.lower + lim.upper)
 
 
 @dataclass
 class PostureTask:
-    """τ_p = N̄ᵀ H (K (q_p − q) − D q̇): K in 1/s², D in 1/s per joint (see module doc)."""
+    """τ_p = N̄ᵀ H (K (q_p − q) − D q̇): K in 1/s², D in 1/s per joint (see module doc).
+
+    ``preferred`` q_p (rad); None (the default) takes the configuration at activation, the first
+    ``q`` the task acts on: switching the task on moves nothing by itself, and q_p is a pose the
+    arm was really in, never a singular default.
+    """
 
     robot: RobotModel
     stiffness: np.ndarray | float = 4.0
@@ -88,11 +96,13 @@ class PostureTask:
         n = self.robot.dof
         self.stiffness = _vec(self.stiffness, n, "posture stiffness")
         self.damping = _vec(self.damping, n, "posture damping")
-        self.preferred = mid_range(self.robot) if self.preferred is None else self.robot.check_q(
-            self.preferred, "preferred posture")
+        if self.preferred is not None:
+            self.preferred = self.robot.check_q(self.preferred, "preferred posture")
 
     def acceleration(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
-        """a_p = K (q_p − q) − D q̇ (rad/s²)."""
+        """a_p = K (q_p − q) − D q̇ (rad/s²); the first call fixes a default q_p = q (activation)."""
+        if self.preferred is None:
+            self.preferred = np.array(q, dtype=float)
         return self.stiffness * (self.preferred - q) - self.damping * qd
 
     def torque(self, H: np.ndarray, J: np.ndarray, q: np.ndarray, qd: np.ndarray,
@@ -102,8 +112,8 @@ class PostureTask:
         return Nt @ (H @ self.acceleration(q, qd))
 
     def distance(self, q: np.ndarray) -> float:
-        """‖q − q_p‖ (rad): how far the arm is from the preferred posture."""
-        return float(np.linalg.norm(np.asarray(q) - self.preferred))
+        """‖q − q_p‖ (rad): how far the arm is from the preferred posture (0 before activation)."""
+        return 0.0 if self.preferred is None else float(np.linalg.norm(np.asarray(q) - self.preferred))
 
 
 def joint_load(virtual, q: np.ndarray, qd: np.ndarray, posture: PostureTask | None = None,

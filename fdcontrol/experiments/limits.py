@@ -219,7 +219,7 @@ Cycles in which the safety position envelope acted: {envelope_cycles}. On the Mu
 {"not run (no 'mujoco' driver registered)" if not physics else physics.get("mujoco", {}).get(
     "skipped", "rows marked (MuJoCo)")}.
 
-Constraints (seed 001 eq. 7 with the active set, projection of seed 002) let the other
+Constraints (Featherstone & Fijany eq. 7 with the active set, the projection of Keerthi et al.) let the other
 joints respond as the locked mechanism would; clamping leaves them the motion computed for a
 mechanism that could still move the shoulder, so the tip drifts across the force.
 """)

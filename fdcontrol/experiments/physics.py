@@ -155,7 +155,7 @@ def run_experiment(ctx: Context) -> dict:
                     print(rows[-1])
     res["drift"], drift_table = drift.mapping_drift(ctx)
     folder = ctx.folder("physics")
-    write_results(folder, res, f"""# Mappings on the MuJoCo arm (issue 11)
+    write_results(folder, res, f"""# Mappings on the MuJoCo arm
 
 `fdcontrol experiments physics` — MuJoCo {__import__('mujoco').__version__}, 500 Hz loop, physics in
 0.5 ms sub-steps, tool {TOOL.mass} kg with centre of mass {list(TOOL.com)} m (configured in the

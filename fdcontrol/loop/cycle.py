@@ -55,6 +55,7 @@ from fdcontrol.loop.paced import run_paced
 from fdcontrol.loop.solvers import Solver
 from fdcontrol.loop.state import LoopState, new_state  # declared once, with units: fdcontrol/loop/state.py
 from fdcontrol.model.configuration import Configuration
+from fdcontrol.model.reach import reach
 from fdcontrol.model.robot import RobotModel
 from fdcontrol.model.spatial import check_vec6, finite, rotate6
 from fdcontrol.params import Param, declare
@@ -78,13 +79,19 @@ PARAMS = declare(
 )
 
 
-@dataclass(frozen=True)
+@dataclass
 class Command:
-    """Latest streamed input: a wrench (or twist) in the base frame, its sequence number, arrival time."""
+    """Latest streamed input: a wrench (or twist) in the base frame, its sequence number, arrival time.
+
+    ``t`` is on the loop's clock: given by the caller (the service stamps with ``time.monotonic()``,
+    the clock of the threaded loop), or None until the loop's next cycle stamps it with that
+    cycle's ``now`` (its receipt) — so a loop stepped on simulated time never compares a
+    simulated ``now`` with a wall-clock stamp.
+    """
 
     wrench: np.ndarray
     seq: int
-    t: float
+    t: float | None
 
 
 class Stats:
@@ -172,6 +179,7 @@ class ControlLoop:
         self._q_ref: np.ndarray | None = None  # the last position reference (position interfaces)
         self.stats = Stats()
         self.stats.clock = driver.clock_stats if driver.owns_clock else None
+        self._late = 0.0  # the threaded loop's period error for the cycle step() is running
         self._command: Command | None = None
         self._twist: Command | None = None
         self.posture, self.link_loads = posture, link_loads  # null-space loads (fdcontrol.control.posture)
@@ -202,15 +210,16 @@ class ControlLoop:
                    seq: int | None = None, t: float | None = None) -> None:
         """Latest-wins streamed wrench [F; τ]; ``frame`` "tool" is rotated into the base.
 
-        `t` is the arrival time (time.monotonic(), default now) the watchdog measures from.
+        `t` is the arrival time the watchdog measures from, on the loop's clock (``time.monotonic()``
+        for the threaded loop, the ``now`` given to :meth:`step` in a simulation); by default the
+        next cycle stamps the command with its own ``now`` (receipt by the loop).
         """
         w = check_wrench(wrench, self.max_force, self.max_torque, frame)
         if frame == "tool":
             w = rotate6(self.state.tip_pose[:3, :3], w)
         last = self._command.seq if self._command else 0
-        self._command = Command(w, last + 1 if seq is None else int(seq),
-                                time.monotonic() if t is None else t)
-        self._twist = _fresh(self._twist, self._command.t, self.command_timeout)
+        self._command = Command(w, last + 1 if seq is None else int(seq), t)
+        self._twist = _fresh(self._twist, t, self.command_timeout)
 
     def set_twist(self, twist: np.ndarray | list[float], frame: str = "base",
                   seq: int | None = None, t: float | None = None) -> None:
@@ -223,8 +232,8 @@ class ControlLoop:
         if frame == "tool":
             v = rotate6(self.state.tip_pose[:3, :3], v)
         last = self._twist.seq if self._twist else 0
-        self._twist = Command(v, last + 1 if seq is None else int(seq), time.monotonic() if t is None else t)
-        self._command = _fresh(self._command, self._twist.t, self.command_timeout)
+        self._twist = Command(v, last + 1 if seq is None else int(seq), t)
+        self._command = _fresh(self._command, t, self.command_timeout)
 
     def set_target(self, pose: np.ndarray | None) -> None:
         """Target pose (4×4, tip in base) for motion / compliance; None clears it.
@@ -236,7 +245,11 @@ class ControlLoop:
             self._target = None
             self.action = None
             return
-        self._target = _checked_pose(pose, "target")
+        T = _checked_pose(pose, "target")
+        d, r = float(np.linalg.norm(T[:3, 3])), reach(self.robot)
+        if d > r:
+            raise InputError(f"target position is {d:.3f} m from the base, beyond the arm's reach ({r:.3f} m)")
+        self._target = T
         self.action = None  # a target set directly replaces a policy's interpolated goals
         if self.task is not None and self.task.move is not None:  # an explicit target ends a move
             self.task.move.cancel()
@@ -337,7 +350,21 @@ class ControlLoop:
         self.cycle = 0
 
     def step(self, now: float | None = None) -> LoopState:
-        """One control cycle (public so tests and simulations can run the loop synchronously)."""
+        """One control cycle (public so tests and simulations can run the loop synchronously).
+
+        ``now`` (s) is the loop's clock for this cycle (default ``time.monotonic()``): a simulation
+        passes its own time. Commands set without a time are stamped with the ``now`` of the
+        first cycle that sees them. Every call is counted in :attr:`stats` (compute time; the
+        period error only when the loop's own thread schedules the cycles).
+        """
+        start = time.perf_counter()
+        try:
+            return self._cycle(now)
+        finally:
+            self.stats.record(time.perf_counter() - start, self._late, self.period)
+            self._late = 0.0
+
+    def _cycle(self, now: float | None) -> LoopState:
         braking = False
         if self._pending:  # a cycle boundary: everything reconfigure() queued, at once
             if self._pending.get("rest") and np.any(self.qd_ref):
@@ -367,7 +394,7 @@ class ControlLoop:
                 self.filter.zero(raw, R)
                 self._zero_request = False
             f_meas = self.filter.apply(raw, R, dt)
-        cmd = self._command
+        cmd, tw = _received(self._command, now), _received(self._twist, now)
         watchdog: Literal["idle", "ok", "tripped"] = "idle"
         f_applied = self._zero6
         if cmd is not None:
@@ -375,7 +402,7 @@ class ControlLoop:
                 watchdog = "tripped"
             else:
                 watchdog, f_applied = "ok", cmd.wrench
-        tw, v_cmd = self._twist, None
+        v_cmd = None
         if tw is not None:
             if now - tw.t > self.command_timeout:
                 watchdog = "tripped"
@@ -421,7 +448,7 @@ class ControlLoop:
         self.cycle += 1
         self.last_cycle_at = now
         s, kh = self._telemetry(conf)
-        last = tw if cmd is None or (tw is not None and tw.t > cmd.t) else cmd  # the newer input
+        last = tw if cmd is None or (tw is not None and tw.t > cmd.t) else cmd  # type: ignore[operator]
         self.state = self._publish(js.t, q, js.qd, q_ref, qd_ref, pose, fc, f_meas, watchdog,
                                    s, holding, last.seq if last is not None else 0, kh, twist=twist, now=now)
         if self.io is not None:
@@ -538,6 +565,7 @@ class ControlLoop:
         while self._running.is_set():
             start = clock()
             err = start - next_t
+            self._late = err
             try:
                 self.step()
             except Exception as exc:  # a failing driver or a bug holds the robot, loudly
@@ -549,7 +577,6 @@ class ControlLoop:
                 self._running.clear()
                 break
             end = clock()
-            self.stats.record(end - start, err, period)
             next_t += period
             if end > next_t + period:  # more than one period late: re-anchor, count it
                 next_t = end
@@ -586,10 +613,21 @@ def _checked_pose(pose: np.ndarray, what: str) -> np.ndarray:
     return T
 
 
-def _fresh(c: Command | None, now: float, timeout: float) -> Command | None:
+def _fresh(c: Command | None, now: float | None, timeout: float) -> Command | None:
     """`c` unless it went stale (older than `timeout` at `now`): switching from one input
-    stream to the other must not trip the watchdog on the one that was abandoned."""
-    return c if c is not None and now - c.t <= timeout else None
+    stream to the other must not trip the watchdog on the one that was abandoned. Unstamped
+    times (not yet seen by a cycle) count as fresh; stamps of two clocks are not compared."""
+    if c is None or now is None or c.t is None:
+        return c
+    return c if now - c.t <= timeout else None
+
+
+def _received(c: Command | None, now: float) -> Command | None:
+    """`c`, stamped with `now` (its receipt by the loop) when it came without a time; in place,
+    so a newer command set meanwhile by another thread is never replaced by this one."""
+    if c is not None and c.t is None:
+        c.t = now
+    return c
 def brake_step(qd_ref: np.ndarray, amax: np.ndarray | float, dt: float) -> np.ndarray:
     """One braking step toward zero: |Δq̇| ≤ a·dt per joint (a in rad/s², dt in s)."""
     step = np.asarray(amax, dtype=float) * dt

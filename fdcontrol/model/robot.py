@@ -88,6 +88,25 @@ def _reduce(full: pin.Model, base: str, tip: str) -> pin.Model:
     return pin.buildReducedModel(full, lock, pin.neutral(full)) if lock else full
 
 
+def _mujoco_world(full: pin.Model, path: Path) -> pin.SE3:
+    """MuJoCo's world frame in the model's coordinates: pinocchio's MJCF reader puts the first
+    body at its origin, dropping that body's placement in the worldbody (read here from MuJoCo)."""
+    try:
+        import mujoco
+    except ImportError as exc:  # pragma: no cover - mujoco is a dependency of the default robot
+        raise ModelError("base='world' of an MJCF needs the mujoco package") from exc
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    mujoco.mj_kinematics(m, d)
+    root = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, 1) if m.nbody > 1 else None
+    if not root or not full.existFrame(root):
+        return pin.SE3.Identity()
+    data = full.createData()
+    pin.framesForwardKinematics(full, data, pin.neutral(full))
+    in_mujoco = pin.SE3(d.xmat[1].reshape(3, 3).copy(), d.xpos[1].copy())
+    return data.oMf[full.getFrameId(root)] * in_mujoco.inverse()
+
+
 class RobotModel:
     """The chain base → tip of a URDF with every joint off that chain locked at zero."""
 
@@ -126,7 +145,8 @@ class RobotModel:
     @classmethod
     def from_mjcf(cls, path: str | Path, base: str, tip: str, name: str | None = None,
                   velocity_limits: float | list[float] | np.ndarray | None = None) -> RobotModel:
-        """Load an MJCF file (pinocchio's reader) and keep the chain base → tip.
+        """Load an MJCF file (pinocchio's reader) and keep the chain base → tip; ``base`` may be
+        ``"world"``, MuJoCo's name of the worldbody.
 
         MJCF has no joint velocity limits: ``velocity_limits`` (rad/s, one value or one per
         chain joint) supplies them; without it a model lacking finite limits is a ModelError.
@@ -138,6 +158,8 @@ class RobotModel:
             full = pin.buildModelFromMJCF(str(path))
         except Exception as exc:
             raise ModelError(f"cannot parse MJCF {path}: {exc}") from exc
+        if base == "world" and not full.existFrame("world"):  # MuJoCo's worldbody
+            full.addFrame(pin.Frame("world", 0, 0, _mujoco_world(full, path), pin.FrameType.FIXED_JOINT))
         robot = cls(_reduce(full, base, tip), base, tip, name or path.stem)
         robot.source = path
         robot._set_velocity_limits(velocity_limits, path)

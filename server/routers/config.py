@@ -11,6 +11,7 @@ comes from the network: driver, driver options and frames are ``startup``.
 
 from __future__ import annotations
 
+import difflib
 from typing import Any, Optional
 
 from fastapi import APIRouter, Request
@@ -18,7 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from fdcontrol.model.robot import SHIPPED
-from fdcontrol.params import POLICY_TEXT, change_errors, unknown_names
+from fdcontrol.params import POLICY_TEXT, change_errors
 from fdcontrol.server.errors import CONFLICT, ERRORS, clip
 from fdcontrol.server.routers.deps import live, phase, worker
 from fdcontrol.server.settings import PARAMS, ControlParams, Settings
@@ -52,6 +53,14 @@ class ParamList(BaseModel):
     policies: dict[str, str] = Field(description="what each run-time policy allows")
 
 
+def unknown_parameter(name: str) -> str:
+    """The refusal of a name no part declares: the closest declared one and every valid name, never the
+    name itself (error replies do not echo the input)."""
+    close = difflib.get_close_matches(name, list(PARAMS), 1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown parameter{hint}; valid: {', '.join(sorted(PARAMS))}"
+
+
 def startup_params(request: Request) -> dict[str, Any]:
     """The parameters the service started with: the bounds of ``tighten`` parameters."""
     return request.app.state.settings.model_dump(include=set(PARAMS))
@@ -82,9 +91,9 @@ def patch_config(patch: ConfigPatch, request: Request) -> Any:  # type: ignore[v
     or the law means) only while the arm is held at standstill, ``stopped`` ones with the loop stopped,
     ``startup`` ones never; ``tighten`` ones toward safer values only. All problems are reported at once."""
     extra = patch.model_extra or {}  # type: ignore[attr-defined]
-    if extra:  # a misspelled name is an error that lists the valid ones, never silently dropped
-        return JSONResponse(status_code=422, content={"detail": [{"loc": ["body", clip(str(k))[:80]], "msg": clip(str(
-            unknown_names(extra, PARAMS, "parameter")))} for k in list(extra)[:20]]})
+    if extra:  # a misspelled name is an error that lists the valid ones, never silently dropped (nor echoed)
+        return JSONResponse(status_code=422, content={"detail": [{"loc": ["body", "(unknown field)"], "msg": clip(
+            unknown_parameter(str(k)))} for k in list(extra)[:20]]})
     changes = patch.model_dump(exclude_unset=True)  # type: ignore[attr-defined]
     current = worker(request).params
     errors: list[dict[str, Any]] = []

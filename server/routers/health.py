@@ -19,12 +19,13 @@ router = APIRouter(tags=["status"])
 def health(request: Request) -> Any:
     """200 when the loop process is alive and cycling; 503 with the reason when dead, stuck or faulted."""
     w = worker(request)
-    problem = w.problem()
     try:
         s, last = w.state()
     except WorkerError:
         s, last = None, 0.0
+    # the age is read before the verdict: a 200 never reports a cycle older than the verdict saw
     age = time.monotonic() - last if last else None
+    problem = w.problem()
     fault = problem or (s.fault if s is not None else None)
     sup = getattr(request.app.state, "supervisor", None)
     body = {"status": "fault" if fault else "ok", "loop_running": bool(s and s.running and not problem),

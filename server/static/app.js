@@ -62,6 +62,7 @@ function onState(s) {
   $("sigmaj").textContent = s.sigma_min_j.toFixed(3);
   $("sigmaj").style.color = s.sigma_min_j < SIGMA_J_WARN ? "#c92a2a" : "";
   taskBadge(s); // task.js
+  singularBadge(s);
 }
 
 function clearHistory() {
@@ -433,9 +434,7 @@ const limitBoxes = () => [...document.querySelectorAll("#limit-set input")];
 async function loadConfig() {
   await loadOptions();
   const cfg = (dash.config = await api("GET", "/config"));
-  $("mapping").value = cfg.mapping; $("gamma").value = cfg.gamma; $("alpha").value = cfg.alpha; $("mode").value = cfg.mode;
-  $("integrator").value = cfg.integrator;
-  for (const box of limitBoxes()) box.checked = cfg.limits.includes(box.value);
+  followConfig(cfg);
   const robots = await api("GET", "/robots");
   const r = robots.find((x) => x.name === cfg.robot);
   if (r) {
@@ -457,10 +456,10 @@ function wireButtons() {
   act("btn-hold", "/control/hold", { hold: true }); act("btn-release", "/control/hold", { hold: false });
   $("btn-apply").onclick = async () => {
     try {
-      dash.config = await api("PATCH", "/config", {
-        mapping: $("mapping").value, gamma: Number($("gamma").value), alpha: Number($("alpha").value), mode: $("mode").value,
-        integrator: $("integrator").value, limits: limitBoxes().filter((b) => b.checked).map((b) => b.value),
-      });
+      const changes = editedFields();
+      if (!Object.keys(changes).length) { msg("nothing changed", true); return; }
+      dash.config = await api("PATCH", "/config", changes);
+      followConfig(dash.config, true);
       msg(`applied: ${dash.config.mapping}, γ=${dash.config.gamma}, α=${dash.config.alpha}, ${dash.config.mode}, ` +
         `${dash.config.integrator}; limits ${dash.config.limits.join(", ")}`, true);
     } catch (e) { msg(e.message); }
@@ -471,6 +470,53 @@ function wireButtons() {
     const pos = [T[0][3], T[1][3], T[2][3]]; pos[axis] += 0.01 * sign;
     try { await api("PUT", "/control/target", { position: pos }); msg(`target ${pos.map((v) => v.toFixed(3))}`, true); } catch (e) { msg(e.message); }
   }));
+}
+
+// ------------------------------------------------------------------ the form follows the live configuration
+// Every form field is named after its configuration key; `dash.shown` holds the live values the form
+// last showed. A field the user changed since (its value differs from the shown one) is "edited":
+// a poll keeps the user's value there and refreshes every other field; Apply sends edited fields only.
+const FORM_FIELDS = {
+  mapping: { get: () => $("mapping").value, set: (v) => ($("mapping").value = v) },
+  gamma: { get: () => Number($("gamma").value), set: (v) => ($("gamma").value = v) },
+  alpha: { get: () => Number($("alpha").value), set: (v) => ($("alpha").value = v) },
+  mode: { get: () => $("mode").value, set: (v) => ($("mode").value = v) },
+  integrator: { get: () => $("integrator").value, set: (v) => ($("integrator").value = v) },
+  limits: {
+    get: () => limitBoxes().filter((b) => b.checked).map((b) => b.value).sort(),
+    set: (v) => { for (const box of limitBoxes()) box.checked = v.includes(box.value); },
+  },
+};
+const same = (a, b) => JSON.stringify(Array.isArray(a) ? [...a].sort() : a) === JSON.stringify(Array.isArray(b) ? [...b].sort() : b);
+dash.shown = {};
+
+function editedFields() {
+  const out = {};
+  for (const [k, f] of Object.entries(FORM_FIELDS)) if (k in dash.shown && !same(f.get(), dash.shown[k])) out[k] = f.get();
+  return out;
+}
+
+function followConfig(cfg, all = false) {
+  const edited = all ? {} : editedFields();
+  for (const [k, f] of Object.entries(FORM_FIELDS)) {
+    if (!(k in cfg) || k in edited) continue; // the user's edit stays until Apply
+    f.set(cfg[k]); dash.shown[k] = f.get(); // as the control shows it (e.g. a number input's value)
+  }
+  $("mode-badge").textContent = `mode ${cfg.mode}`;
+  document.querySelectorAll("#config-panel [data-edited]").forEach((e) => e.removeAttribute("data-edited"));
+}
+
+async function pollConfig() {
+  try {
+    if (dash.shown.mode !== undefined) { dash.config = await api("GET", "/config"); followConfig(dash.config); }
+  } catch (e) { /* next poll */ }
+  setTimeout(pollConfig, 1000);
+}
+
+function singularBadge(s) {
+  const b = $("singular-badge"), near = s.sigma_min_j < SIGMA_J_WARN;
+  b.classList.toggle("hidden", !near);
+  if (near) b.textContent = `near singular: σmin(J) = ${s.sigma_min_j.toFixed(3)}`;
 }
 
 function msg(text, ok) { const m = $("config-msg"); m.textContent = text; m.className = ok ? "msg ok" : "msg"; }
@@ -523,4 +569,4 @@ $("btn-record").onclick = toggleRecording;
 window.addEventListener("resize", resizePlots);
 wireButtons(); wirePad(); wireArmRotate();
 loadConfig().catch((e) => msg(e.message));
-connectState(); pollSigma(); pollStats(); pollEnvironment(); pollRecording(); requestAnimationFrame(frame);
+connectState(); pollConfig(); pollSigma(); pollStats(); pollEnvironment(); pollRecording(); requestAnimationFrame(frame);
