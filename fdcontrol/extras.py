@@ -29,6 +29,9 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "record": ("mcap",),
     "experiments": ("matplotlib", "tqdm", "mpmath", "mcap"),
     "fast": ("numba",),
+    "env": ("gymnasium",),
+    "task": ("ruckig",),
+    "franka": ("pylibfranka",),
 }
 
 

@@ -22,8 +22,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlparse
 
-import gymnasium as gym
 import numpy as np
+
+from fdcontrol.extras import missing
+
+try:
+    import gymnasium as gym
+except ImportError as exc:
+    raise missing("env", "the learning environments", exc) from exc
 
 from fdcontrol.client import Client
 from fdcontrol.env.spaces import ActionSpec, check_action, goal_pose, observation, observation_space, pose7

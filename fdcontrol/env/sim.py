@@ -15,8 +15,14 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
+
+from fdcontrol.extras import missing
+
+try:
+    import gymnasium as gym
+except ImportError as exc:
+    raise missing("env", "the learning environments", exc) from exc
 
 from fdcontrol.control.law import ControlLaw, ForceTerm, MotionTerm, WrenchFilter
 from fdcontrol.drivers.mujoco import MujocoRobot

@@ -28,7 +28,13 @@ from typing import Any, Literal
 
 import numpy as np
 import pinocchio as pin
-from gymnasium import spaces
+
+from fdcontrol.extras import missing
+
+try:
+    from gymnasium import spaces
+except ImportError as exc:
+    raise missing("env", "the learning environments", exc) from exc
 
 ActionType = Literal["delta_pose", "pose", "twist", "joint_delta"]
 ACTION_TYPES: tuple[str, ...] = ("delta_pose", "pose", "twist", "joint_delta")

@@ -33,7 +33,7 @@ import numpy as np
 
 from fdcontrol.control.law import ControlLaw, ForceTerm
 from fdcontrol.control.sensing import WrenchFilter, physical_reading
-from fdcontrol.drivers.base import JointState
+from fdcontrol.drivers.base import JointState, RobotDriver
 from fdcontrol.drivers.mujoco import MujocoRobot, Tool
 from fdcontrol.experiments.arms import ARMS, Arm, load_arm
 from fdcontrol.experiments.common import Context, table, write_results
@@ -74,7 +74,7 @@ class Variant:
         return ", ".join(f"{k}={v}" for k, v in diff.items()) or "baseline"
 
 
-class IdealArm:
+class IdealArm(RobotDriver):
     """A velocity interface that executes q̇_ref exactly (q⁺ = q + dt q̇_ref) with a sensor that
     reads exactly the hand's wrench (a massless tool): the controller alone."""
 

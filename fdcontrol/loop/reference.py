@@ -24,13 +24,14 @@ from typing import Literal
 
 import numpy as np
 
+from fdcontrol.loop.solvers import Solver
 from fdcontrol.model.configuration import Configuration
 
 ReferenceSource = Literal["measured", "reference"]
 REFERENCE_SOURCES: tuple[str, ...] = ("measured", "reference")
 
 
-class ReferenceIntegration:
+class ReferenceIntegration(Solver):
     """A solver whose virtual model starts at the integrated reference (see the module doc).
 
     ``step(q, q̇_state, f, dt, τ, config)`` — the loop's solver protocol; q̇_state is the
@@ -46,6 +47,11 @@ class ReferenceIntegration:
             raise ValueError("max_tracking_error must be finite and > 0 (rad)")
         self.inner, self.max_tracking_error = solver, e
         self._q: np.ndarray | None = None
+
+    # the optional parts of a Solver are the inner solver's (the base class's defaults would hide them)
+    virtual = property(lambda self: self.inner.virtual)  # type: ignore[assignment]
+    constraints = property(lambda self: self.inner.constraints)  # type: ignore[assignment]
+    last_converged = property(lambda self: self.inner.last_converged)  # type: ignore[assignment]
 
     def __getattr__(self, name: str) -> object:  # mapping, virtual, constraints, decay … of the inner solver
         if name == "inner":
