@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,14 +31,17 @@ class Service:
         self.url = f"http://127.0.0.1:{self.port}"
         cmd = [sys.executable, "-m", "fdcontrol.server", "serve", "--host", "127.0.0.1",
                "--port", str(self.port), *args]
+        # the output goes to a file, never an undrained pipe: a service that prints much (tracebacks of
+        # refused requests) would block on a full pipe, its loop process with it
+        self.log = tempfile.NamedTemporaryFile("w+", prefix="fdcontrol-service-", suffix=".log")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})},
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                     stdout=self.log, stderr=subprocess.STDOUT, text=True)
         # startup imports pinocchio and MuJoCo and spawns the loop process: seconds alone, but
         # up to a minute on a loaded 2-core machine (CI runs beside two CPU-bound processes)
         deadline = time.monotonic() + (startup_timeout or STARTUP)
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"service exited: {self.proc.stdout.read()}")  # type: ignore[union-attr]
+                raise RuntimeError(f"service exited: {self.output()}")
             try:
                 if httpx.get(self.url + "/health", timeout=1, headers=self.headers).status_code == 200:
                     return
@@ -45,6 +49,10 @@ class Service:
                 time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"service did not become healthy in {startup_timeout or STARTUP:g} s")
+
+    def output(self) -> str:
+        """What the service printed so far."""
+        return Path(self.log.name).read_text()
 
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():

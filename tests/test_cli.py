@@ -115,7 +115,7 @@ def test_serve_says_where_it_runs_and_how_to_get_in():
 
     svc = Service("--driver", "simulated")
     try:
-        line = svc.proc.stdout.readline()  # type: ignore[union-attr]  # printed before the server accepts
+        line = svc.output().splitlines()[0]  # printed before the server accepts
     finally:
         svc.stop()
     assert line.startswith("fdcontrol serve: ur10 on the simulated driver at 500 Hz"), line
