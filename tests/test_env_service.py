@@ -150,6 +150,7 @@ def test_bad_actions_are_rejected_without_motion(service):
     env = ServiceEnv(service.url, rate=RATE)
     try:
         env.reset()
+        settle(env, 0.5)  # the tip at rest at home (reset returns within 0.5 mm, still settling)
         before = env.client.state()
         for bad in ([np.nan, 0, 0, 0, 0, 0], [0.0] * 5, [[0.0] * 6], [0.5, 0, 0, 0, 0, 0], "left", None,
                     [np.inf, 0, 0, 0, 0, 0]):
