@@ -295,7 +295,9 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Co
             conn.send(("invalid", str(exc)))
         except ValidationError as exc:
             conn.send(("invalid", [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()]))
-        except Exception as exc:  # report, keep serving
+        except (ValueError, TypeError, KeyError) as exc:  # a refused request: its reason is the reply
+            conn.send(("invalid", f"{type(exc).__name__}: {exc}"))
+        except Exception as exc:  # unexpected: report, print where, keep serving
             conn.send(("invalid", f"{type(exc).__name__}: {exc}"))
             traceback.print_exc()
     beating.set()
