@@ -490,6 +490,20 @@ class LoopTap:
 
 
 # ---------------------------------------------------------------------- reading
+def _pose_from_position(p: list[float]) -> np.ndarray:
+    """A 4×4 pose from a position alone (old recordings stored no orientation: its entries are NaN)."""
+    T = np.full((4, 4), np.nan)
+    T[:3, 3], T[3] = p, (0.0, 0.0, 0.0, 1.0)
+    return T
+
+
+#: new field name → (old name, conversion) for recordings written by earlier versions
+LEGACY_FIELDS: dict[str, tuple[str, Any]] = {
+    "wrench": ("f_c", lambda v: v),
+    "tip_pose": ("tip_position", _pose_from_position),
+}
+
+
 @dataclass
 class Recording:
     """A recording read back: messages per topic (log time ns, decoded JSON), schemas, metadata."""
@@ -507,8 +521,15 @@ class Recording:
         return np.array([t for t, _ in self.messages.get(topic, [])], dtype=np.int64)
 
     def array(self, key: str) -> np.ndarray:
-        """A state field over time as a float array (rows = cycles); None → NaN."""
-        vals = [m[key] for m in self.states()]
+        """A state field over time as a float array (rows = cycles); None → NaN.
+
+        Recordings made by earlier versions name two fields differently (``f_c`` for ``wrench``,
+        ``tip_position`` for the translation of ``tip_pose``); they are read under the new names."""
+        states = self.states()
+        if states and key not in states[0] and key in LEGACY_FIELDS and LEGACY_FIELDS[key][0] in states[0]:
+            old, convert = LEGACY_FIELDS[key]
+            return np.array([convert(m[old]) for m in states], dtype=float)
+        vals = [m[key] for m in states]
         return np.array([np.nan if v is None else v for v in vals] if vals and not isinstance(vals[0], list)
                         else vals, dtype=float)
 

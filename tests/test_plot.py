@@ -139,3 +139,28 @@ def test_experiments_take_a_recording(recording, tmp_path):
     assert np.allclose([res["sigma_min_J"][i] for i in fresh], [states[i]["sigma_min_j"] for i in fresh],
                        rtol=1e-9)
     assert set(res["cases"]) >= {"J⁻¹", "Jᵀ", "FD γ=1e3", "DLS α=0.1"}
+
+
+def test_recordings_with_the_old_field_names_plot_the_same(recording):
+    """Earlier versions recorded ``f_c`` and ``tip_position``; they plot as ``wrench`` and ``tip_pose``."""
+    import copy
+
+    import matplotlib.pyplot as plt
+
+    path, _ = recording
+    new = read_recording(path)
+    old = copy.deepcopy(new)
+    for _, m in old.messages[STATE_TOPIC]:
+        m["f_c"] = m.pop("wrench")
+        m["tip_position"] = [row[3] for row in m.pop("tip_pose")[:3]]
+    assert np.allclose(old.array("wrench"), new.array("wrench"))
+    assert np.allclose(old.array("tip_pose")[:, :3, 3], new.array("tip_pose")[:, :3, 3])
+    figs = figures(old)
+    try:
+        xs, ys, zs = figs["tip_path"].axes[0].get_lines()[0].get_data_3d()
+        p = new.array("tip_pose")[:, :3, 3]
+        assert np.allclose(xs, p[:, 0]) and np.allclose(ys, p[:, 1]) and np.allclose(zs, p[:, 2])
+        assert np.allclose(line(figs["wrench"].axes[0], "f_c x").get_ydata(), new.array("wrench")[:, 0])
+    finally:
+        for f in figs.values():
+            plt.close(f)
