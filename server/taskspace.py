@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fdcontrol.control.gains import GainRamp, check_gains
 from fdcontrol.control.laws import LAWS
+from fdcontrol.control.path_check import path_violations
 from fdcontrol.control.reactions import ACTIONS, OPS, SIGNALS, Reactions, rules_from_config
 from fdcontrol.control.switch import check_switch
 from fdcontrol.control.task import TaskSpace
@@ -197,6 +198,12 @@ def start_move(runtime: Any, spec: dict[str, Any]) -> dict[str, Any]:
             raise MoveError(f"goal unreachable: no joint configuration within the joint limits reaches "
                             f"position {np.round(goal[:3, 3], 4).tolist()} with that orientation")
         move = Move(robot, s.tip_pose, loop.period, lim, goal_pose=goal, pause_error=task.pause_error)
+    ws = task.workspace
+    if ws is not None:  # the references the loop will send, checked against the volumes before it moves
+        bad = path_violations(move, ws)
+        if bad:
+            raise MoveError("the move's path is not allowed: " + "; ".join(bad[:3]) +
+                            " — choose a goal or a path (e.g. a waypoint) around it")
     rules = None
     if m.until is not None:
         rules = [*task.reactions.rules, *rules_from_config([checked_rule(runtime, m.until.model_dump(), "until")])]
