@@ -614,7 +614,7 @@ class LoopWorker:
             return self._params
         if rx != self._params_rx:
             try:
-                self._params = self.call("params")
+                self._params = self.call("params")  # (the recording has the switch in the state's reaction_event)
                 self._params_rx = rx
                 self.max_force, self.max_torque = self._params["max_force"], self._params["max_torque"]
             except WorkerError:
