@@ -56,6 +56,8 @@ def test_allowed_switches_pass_checked():
         rules_from_config([{"signal": "fz", "op": ">", "value": 1, "action": "switch"}])
     with pytest.raises(ValueError, match="cannot be switched"):
         rules_from_config([{"signal": "fz", "op": ">", "value": 1, "action": "switch", "params": {"gamma": 1}}])
+    with pytest.raises(ValueError, match="stiffness"):  # the library checks each value against its declaration
+        rules_from_config([{"signal": "fz", "op": ">", "value": 1, "action": "switch", "params": {"stiffness": [1]}}])
 
 
 def switch_in_motion(ramp: float) -> tuple[int, float, float, bool]:
