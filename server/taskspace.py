@@ -226,6 +226,7 @@ def checked_rule(runtime: Any, item: dict[str, Any], name: str) -> dict[str, Any
         p = runtime.params
         r["params"] = check_switch(r["params"], PARAMS, runtime.startup(), np.array(p.max_stiffness),
                                    np.array(p.max_damping), f"rule {r['name']!r}")
+        type(p).model_validate({**p.model_dump(), **r["params"]})  # and together with the others (cross-checks)
     return r
 
 
