@@ -141,6 +141,7 @@ def build_task(robot: RobotModel, p: Any, old: TaskSpace | None = None) -> TaskS
     t = TaskSpace(build_workspace(robot, p), move_limits=move_limits(robot, p))
     if old is not None:
         t.reactions, t.move, t.ramp, t.vector_ramp = old.reactions, old.move, old.ramp, old.vector_ramp
+        t._switched, t._switched_lock = old._switched, old._switched_lock  # switches not yet in the configuration
     t.pause_error = p.move_pause_error
     return t
 

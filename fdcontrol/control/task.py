@@ -142,7 +142,8 @@ class TaskSpace:
     def take_switched(self) -> dict[str, Any]:
         """The parameters (and mode) reactions changed since the last call (for the configuration's record)."""
         with self._switched_lock:
-            out, self._switched = self._switched, {}
+            out = dict(self._switched)
+            self._switched.clear()  # in place: a TaskSpace rebuilt from this one shares the record
         return out
 
     def switch_move_limits(self, changes: dict[str, Any]) -> None:
