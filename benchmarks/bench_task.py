@@ -1,5 +1,6 @@
 """Cost per control cycle of the task space: workspace volumes (repulsive loads on the tip and the
-hard stop limit) and reaction rules, for 1, 10 and 100 volumes or rules, in µs (p50 / p99 / max).
+hard stop limit, also with link origins) and reaction rules, for 1, 10 and 100 volumes or rules, in µs
+(p50 / p99 / max); and, once per move rather than per cycle, the check of a move's planned path.
 
 Each call is timed alone with time.perf_counter_ns on the UR10 at random configurations; the
 whole loop cycle without a task space (``ControlLoop.step`` on the kinematic simulator) is timed in
@@ -15,7 +16,9 @@ import numpy as np
 from benchjson import write_json
 
 from fdcontrol import make_mapping
+from fdcontrol.control.path_check import path_violations
 from fdcontrol.control.reactions import Reactions, Rule, Signals
+from fdcontrol.control.trajectory import Move, MoveLimits
 from fdcontrol.control.workspace import workspace_from_config
 from fdcontrol.drivers.simulated import SimulatedRobot
 from fdcontrol.limits.base import Cycle
@@ -79,11 +82,23 @@ def main() -> None:
         sigs = [Signals(T, J @ qd, rng.normal(0, 5, 6)) for T, J in kin]
         report["items"][f"reaction rules, {n} rules"] = stats(timed(
             lambda i, rules=rules, sigs=sigs: rules.evaluate(sigs[i % 64], i), calls))
+    ws = workspace_from_config(robot, {"min": [-5, -5, -5], "max": [5, 5, 5]}, volumes(9, rng))
+    for links in (["forearm_link"], ["upper_arm_link", "forearm_link", "wrist_1_link"]):
+        stop = WorkspaceStop(robot, [p for z in ws.zones for p in z.parts()], links=links)
+        report["items"][f"workspace stop, 10 volumes, +{len(links)} links"] = stats(timed(
+            lambda i, stop=stop: stop.apply(Cycle(qs[i % 64], qd, kin[i % 64][1], 0.002), qd.tolist()), calls))
+    # once per move (at planning time, not per cycle): the path check of a 25 cm move, 10 volumes
+    T0 = robot.pose(np.asarray(HOME["ur10"]))
+    goal = T0.copy()
+    goal[:3, 3] += [0.25, 0.0, 0.0]
+    moves = min(calls, 50)
+    report["items"]["path check per move, 10 volumes"] = stats(timed(
+        lambda i: path_violations(Move(robot, T0, 0.002, MoveLimits(), goal_pose=goal), ws), moves))
     ref = report["items"]["loop cycle (reference)"]["p50_us"]
     print(f"UR10, {calls} calls each (µs)")
-    print(f"{'item':>34} {'p50':>8} {'p99':>8} {'max':>8} {'p50/cycle':>10}")
+    print(f"{'item':>40} {'p50':>8} {'p99':>8} {'max':>8} {'p50/cycle':>10}")
     for k, v in report["items"].items():
-        print(f"{k:>34} {v['p50_us']:8.1f} {v['p99_us']:8.1f} {v['max_us']:8.1f} {v['p50_us'] / ref:10.2f}")
+        print(f"{k:>40} {v['p50_us']:8.1f} {v['p99_us']:8.1f} {v['max_us']:8.1f} {v['p50_us'] / ref:10.2f}")
     write_json(args.json, "task", report)
 
 

@@ -149,6 +149,19 @@ class Runtime:
                            task=build_task(robot, p))
 
     @property
+    def params(self) -> ControlParams:
+        """The configuration, with the parameters (and law mode) reactions switched in the loop since."""
+        task = getattr(getattr(self, "loop", None), "task", None)
+        switched = task.take_switched() if task is not None else None
+        if switched:
+            self._params = self._params.model_copy(update=switched)
+        return self._params
+
+    @params.setter
+    def params(self, p: ControlParams) -> None:
+        self._params = p
+
+    @property
     def robot(self) -> RobotModel:
         return self.loop.robot
 

@@ -16,12 +16,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fdcontrol.control.gains import GainRamp, check_gains
 from fdcontrol.control.laws import LAWS
+from fdcontrol.control.path_check import path_violations
 from fdcontrol.control.reactions import ACTIONS, OPS, SIGNALS, Reactions, rules_from_config
+from fdcontrol.control.switch import check_switch
 from fdcontrol.control.task import TaskSpace
 from fdcontrol.control.trajectory import Move, MoveError, MoveLimits, solve_ik
 from fdcontrol.control.workspace import TIP, Workspace, workspace_from_config
 from fdcontrol.model.robot import HOME, RobotModel
 from fdcontrol.model.spatial import target_pose
+from fdcontrol.server.settings import PARAMS
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 SignalName = Literal[tuple(SIGNALS)]  # type: ignore[valid-type]
@@ -42,14 +45,21 @@ class RuleIn(BaseModel):
     action: ActionName = "hold"  # type: ignore[valid-type]
     distance: float = Field(0.0, ge=0, le=0.5, allow_inf_nan=False, description="retract distance (m)")
     mode: str | None = Field(None, description="switch: the control law to switch to")
+    params: dict[str, Any] | None = Field(None, max_length=64, description="switch: parameters to set (name → "
+                                          "value; the law's gains ramped over ramp_time)")
+    ramp_time: float = Field(0.5, ge=0, le=60, allow_inf_nan=False, description="switch: ramp of the gains (s)")
     once: bool = Field(True, description="disarm after firing (else re-arm when the condition clears)")
 
     @model_validator(mode="after")
     def _action(self) -> RuleIn:
         if self.action == "retract" and self.distance <= 0:
             raise ValueError("retract needs a distance > 0 (m)")
-        if self.action == "switch" and self.mode not in LAWS.names():
-            raise ValueError(f"switch needs a mode, one of {', '.join(LAWS.names())}")
+        if self.action == "switch" and not self.params and self.mode is None:
+            raise ValueError(f"switch needs a mode (one of {', '.join(LAWS.names())}) and/or params")
+        if self.mode is not None and self.mode not in LAWS.names():
+            raise ValueError(f"mode must be one of {', '.join(LAWS.names())}")
+        if self.params and self.action != "switch":
+            raise ValueError("params are set by the action 'switch' only")
         return self
 
 
@@ -130,7 +140,8 @@ def build_task(robot: RobotModel, p: Any, old: TaskSpace | None = None) -> TaskS
     """A TaskSpace from the settings; an ``old`` one keeps its rules, move and counters."""
     t = TaskSpace(build_workspace(robot, p), move_limits=move_limits(robot, p))
     if old is not None:
-        t.reactions, t.move, t.ramp = old.reactions, old.move, old.ramp
+        t.reactions, t.move, t.ramp, t.vector_ramp = old.reactions, old.move, old.ramp, old.vector_ramp
+        t._switched, t._switched_lock = old._switched, old._switched_lock  # switches not yet in the configuration
     t.pause_error = p.move_pause_error
     return t
 
@@ -188,10 +199,15 @@ def start_move(runtime: Any, spec: dict[str, Any]) -> dict[str, Any]:
             raise MoveError(f"goal unreachable: no joint configuration within the joint limits reaches "
                             f"position {np.round(goal[:3, 3], 4).tolist()} with that orientation")
         move = Move(robot, s.tip_pose, loop.period, lim, goal_pose=goal, pause_error=task.pause_error)
+    ws = task.workspace
+    if ws is not None:  # the references the loop will send, checked against the volumes before it moves
+        bad = path_violations(move, ws)
+        if bad:
+            raise MoveError("the move's path is not allowed: " + "; ".join(bad[:3]) +
+                            " — choose a goal or a path (e.g. a waypoint) around it")
     rules = None
     if m.until is not None:
-        rules = [*task.reactions.rules, *rules_from_config([{**m.until.model_dump(),
-                                                             "name": m.until.name or "until"}])]
+        rules = [*task.reactions.rules, *rules_from_config([checked_rule(runtime, m.until.model_dump(), "until")])]
     task.request(move, rules)
     return {"goal": move.goal.tolist(), "duration": None}
 
@@ -202,10 +218,22 @@ def home_q(robot: RobotModel) -> list[float]:
     return HOME[robot.name]
 
 
+def checked_rule(runtime: Any, item: dict[str, Any], name: str) -> dict[str, Any]:
+    """A rule's data, validated (its parameter switch against the declarations, the policies and the
+    startup bounds: refused when armed, never when it fires)."""
+    r = RuleIn.model_validate(item).model_dump()
+    r["name"] = item.get("name") or name
+    if r["params"]:
+        p = runtime.params
+        r["params"] = check_switch(r["params"], PARAMS, runtime.startup(), np.array(p.max_stiffness),
+                                   np.array(p.max_damping), f"rule {r['name']!r}")
+        type(p).model_validate({**p.model_dump(), **r["params"]})  # and together with the others (cross-checks)
+    return r
+
+
 def set_rules(runtime: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     task = runtime.loop.task
-    rules = rules_from_config([{**RuleIn.model_validate(it).model_dump(), "name": it.get("name") or f"rule{i}"}
-                               for i, it in enumerate(items)])
+    rules = rules_from_config([checked_rule(runtime, it, f"rule{i}") for i, it in enumerate(items)])
     Reactions(rules)  # unique names, else ValueError
     task.request(None, rules)
     return get_rules(runtime, rules)
@@ -214,7 +242,10 @@ def set_rules(runtime: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]
 def get_rules(runtime: Any, rules: list | None = None) -> list[dict[str, Any]]:
     rules = runtime.loop.task.reactions.rules if rules is None else rules
     return [{"name": r.name, "signal": r.signal, "op": r.op, "value": r.value, "cycles": r.cycles,
-             "action": r.action, "distance": r.distance, "mode": r.mode, "once": r.once, "armed": r.armed,
+             "action": r.action, "distance": r.distance, "mode": r.mode,
+             "params": None if r.params is None else {k: (v.tolist() if isinstance(v, np.ndarray) else v)
+                                                      for k, v in r.params.items()},
+             "ramp_time": r.ramp_time, "once": r.once, "armed": r.armed,
              "fired": r.fired} for r in rules]
 
 

@@ -273,6 +273,7 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Co
         "modules": lambda: sorted(sys.modules),  # what the loop process imported (tests/test_layering.py)
         "task": lambda op, *a: task_call(runtime, op, *a),  # server/taskspace.py
         "driver_call": lambda name: _driver_call(runtime.loop, name),  # recover / reconnect (robot errors)
+        "params": lambda: runtime.params.model_dump(),  # with what reactions switched (server/runtime.py)
     }
     while True:
         try:
@@ -604,6 +605,28 @@ class LoopWorker:
         self.recorder = Recorder(cycle=lambda: self.state()[0].cycle, on_start=self.ring.set_active,
                                  source=self.ring.read)
         self.started_at = time.monotonic()
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The configuration; fetched again from the loop process after a reaction fired (a rule's
+        switch may have changed the law's mode or parameters there: fdcontrol.control.switch)."""
+        try:
+            rx = self.channel.read_state()[0].reaction_count
+        except Exception:  # a dead or torn state: the last known configuration
+            return self._params
+        if rx != self._params_rx:
+            try:
+                self._params = self.call("params")  # (the recording has the switch in the state's reaction_event)
+                self._params_rx = rx
+                self.max_force, self.max_torque = self._params["max_force"], self._params["max_torque"]
+            except WorkerError:
+                pass
+        return self._params
+
+    @params.setter
+    def params(self, p: dict[str, Any]) -> None:
+        self._params = p
+        self._params_rx = 0
 
     def _discard(self) -> None:
         if hasattr(self, "_exiting"):

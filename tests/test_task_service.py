@@ -8,6 +8,7 @@ import json
 import time
 
 import httpx
+import numpy as np
 import pytest
 from websockets.sync.client import connect
 
@@ -114,3 +115,28 @@ def test_rules_armed_and_disarmed_over_the_control_websocket(svc):
     rules = httpx.get(svc.url + "/control/rules", timeout=5).json()
     assert [r["name"] for r in rules] == ["ws-rule"] and rules[0]["armed"]
     assert httpx.delete(svc.url + "/control/rules", timeout=5).json() == []
+
+
+def test_a_move_through_a_keep_out_volume_is_refused_at_planning_time(svc):
+    tip = state(svc)["tip_pose"]
+    p = [tip[0][3], tip[1][3], tip[2][3]]
+    ball = {"keep_out": [{"name": "ball", "sphere": {"center": [p[0] + 0.1, p[1], p[2]], "radius": 0.02}}]}
+    assert httpx.patch(svc.url + "/config", json=ball, timeout=10).status_code == 200
+    try:
+        before = state(svc)
+        # the goal itself is clear of the ball (8 cm beyond its surface), the straight path is not
+        r = httpx.post(svc.url + "/control/move", json={"position": [0.2, 0, 0], "relative": True}, timeout=10)
+        assert r.status_code == 422 and "path" in r.text and "through 'ball'" in r.text, r.text
+        assert_unaffected(svc, before)
+        s = state(svc)
+        assert s["move_status"] != "moving" and np.allclose(
+            [row[3] for row in s["tip_pose"][:3]], p, atol=2e-3)  # the arm did not move
+        # around it: accepted
+        r = httpx.post(svc.url + "/control/move", json={"position": [0, 0, 0.03], "relative": True}, timeout=10)
+        assert r.status_code == 200, r.text
+        deadline = time.monotonic() + 15
+        while state(svc)["move_status"] != "done" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert state(svc)["move_status"] == "done"
+    finally:
+        assert httpx.patch(svc.url + "/config", json={"keep_out": []}, timeout=10).status_code == 200

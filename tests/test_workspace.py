@@ -155,3 +155,69 @@ def test_the_vectorised_pieces_agree_with_each_piece():
         for i, part in enumerate(parts):
             di, ni = part.distance(p)
             assert d[i] == pytest.approx(di, abs=1e-12) and np.allclose(n[i], ni), (p, part)
+
+
+# ---------------------------------------------------------------------- link origins
+LINK = "forearm_link"  # the UR10's elbow
+
+
+def mujoco_body(drv, name: str) -> np.ndarray:
+    """A body's origin from MuJoCo, in the base frame."""
+    Rb, pb = drv._base_pose()
+    return Rb.T @ (drv.data.xpos[drv.model.body(name).id] - pb)
+
+
+def elbow_push(links_in_stop: list[str], seconds: float = 2.0) -> tuple[np.ndarray, float, np.ndarray, object]:
+    """The tip pushed with 20 N along +y swings the elbow out along +x (about 9 cm in 1 s) while
+    the tip's x stays put. A box wall 3 cm beyond the elbow in x, the elbow listed among the
+    workspace's links, its repulsive load off (stiffness 0): only the hard stop can hold it.
+    Returns the elbow positions (MuJoCo), the wall, the tips, the loop."""
+    robot = RobotModel.load("ur10")
+    r = P.rig(robot, law=P.force_law())
+    e0, t0 = mujoco_body(r.drv, LINK), mujoco_tip(r.drv)
+    wall = e0[0] + 0.03
+    assert t0[0] < wall - 0.2  # the tip is far from this wall: the elbow meets it first
+    box = {"min": (np.minimum(e0, t0) - 1.0).tolist(), "max": [wall, e0[1] + 1.5, e0[2] + 1.0],
+           "stiffness": 0, "damping": 0}
+    ws = workspace_from_config(robot, box, [], [LINK])
+    r.loop.task = TaskSpace(ws)
+    r.loop.limits = SafetyLimits.compose([*SafetyLimits.from_robot(robot).limits,
+                                          WorkspaceStop(robot, [p for z in ws.zones for p in z.parts()],
+                                                        links=links_in_stop)])
+    r.drv.set_push(np.array([0, 20.0, 0, 0, 0, 0]))
+    elbows, tips = [], []
+    for i in range(round(seconds / P.DT)):
+        r.loop.step(now=i * P.DT)
+        elbows.append(mujoco_body(r.drv, LINK))
+        tips.append(mujoco_tip(r.drv))
+    return np.array(elbows), wall, np.array(tips), r.loop
+
+
+def test_the_hard_stop_holds_a_chosen_link_origin_at_the_wall():
+    elbows, wall, tips, loop = elbow_push([LINK])
+    beyond = float(np.max(elbows[:, 0] - wall))
+    print(f"elbow: max beyond the wall {beyond * 1e3:.2f} mm (tip {np.max(tips[:, 0]) - wall:.3f} m from it)")
+    assert loop.fault is None
+    assert np.max(elbows[:, 0]) > wall - 0.01  # it did reach the wall
+    assert beyond < 0.002
+    # without the link in the hard stop the same push takes the elbow through the wall
+    free, _, _, _ = elbow_push([], seconds=1.0)
+    assert np.max(free[:, 0]) > wall + 0.02
+
+
+def test_the_workspace_stop_from_the_settings_holds_the_links():
+    from fdcontrol.server.settings import ControlParams
+
+    robot = RobotModel.load("ur10")
+    p = ControlParams(workspace_box={"min": [-2, -2, -2], "max": [2, 2, 2]}, workspace_links=[LINK])
+    stop = WorkspaceStop.from_settings(robot, p)
+    assert stop.links == [LINK]
+    with pytest.raises(ValueError, match="unknown link frame"):
+        WorkspaceStop(robot, [], links=["nope"])
+    # the link's Jacobian against finite differences of its origin
+    q = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2])
+    (_, J), = stop.link_points(q.tolist())
+    h = 1e-6
+    fd = np.column_stack([(stop.link_points((q + h * e).tolist())[0][0] - stop.link_points((q - h * e).tolist())[0][0])
+                          / (2 * h) for e in np.eye(6)])
+    assert np.allclose(J, fd, atol=1e-6)

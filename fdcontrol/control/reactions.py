@@ -11,8 +11,9 @@ its action shapes that same cycle's reference:
   now),
 * ``retract`` — a move of ``distance`` m against the measured force (or back along the tool's
   z axis when there is no force) — needs :mod:`fdcontrol.control.trajectory`,
-* ``switch`` — the control law's mode becomes ``mode`` (parameters of the law: ``stiffness``,
-  ``damping`` with a ramp, see :mod:`fdcontrol.control.gains`).
+* ``switch`` — the control law's mode becomes ``mode`` and/or the parameters ``params`` take new
+  values (the law's gains ramped over ``ramp_time``; which parameters may be switched and how:
+  :mod:`fdcontrol.control.switch`).
 
 A rule fires once and disarms itself (``once``, the default) or re-arms when its condition
 clears. Signals (SI units): the filtered measured wrench in the base frame ``fx … tz`` and in the
@@ -30,6 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from fdcontrol.control.switch import SWITCHABLE, check_switch, describe_switch
 
 _AXES = ("fx", "fy", "fz", "tx", "ty", "tz")
 
@@ -87,6 +90,8 @@ class Rule:
     cycles: int = 1
     distance: float = 0.0  # m, retract
     mode: str | None = None  # switch
+    params: dict[str, Any] | None = None  # switch: parameter name → value (fdcontrol.control.switch)
+    ramp_time: float = 0.5  # s, switch: the ramp of the law's gains
     once: bool = True
     armed: bool = True
     fired: int = 0
@@ -106,8 +111,19 @@ class Rule:
             raise ValueError(f"rule {self.name!r}: cycles must be in [1, 100000]")
         if self.action == "retract" and not (0 < float(self.distance) <= 0.5):
             raise ValueError(f"rule {self.name!r}: retract distance must be in (0, 0.5] m")
-        if self.action == "switch" and not self.mode:
-            raise ValueError(f"rule {self.name!r}: switch needs a mode")
+        if self.action == "switch" and not (self.mode or self.params):
+            raise ValueError(f"rule {self.name!r}: switch needs a mode and/or params")
+        if self.params:
+            bad = sorted(set(self.params) - SWITCHABLE)
+            if bad:
+                raise ValueError(f"rule {self.name!r}: {', '.join(bad)} cannot be switched by a reaction; "
+                                 f"switchable: {', '.join(sorted(SWITCHABLE))}")
+            from fdcontrol.loop.parameters import declared  # (the declarations import the loop: not at import)
+
+            # each value within its declaration (the service checks the startup bounds too)
+            self.params = check_switch(dict(self.params), declared(), {}, what=f"rule {self.name!r}")
+        if not (0 <= float(self.ramp_time) <= 60):
+            raise ValueError(f"rule {self.name!r}: ramp_time must be in [0, 60] s")
         self.value, self.cycles = float(self.value), int(self.cycles)
 
     def check(self, s: Signals) -> bool:
@@ -128,8 +144,9 @@ class Rule:
         return True
 
     def describe(self, s: Signals) -> str:
+        what = f" {describe_switch(self.mode, self.params, self.ramp_time)}" if self.action == "switch" else ""
         return (f"rule {self.name!r}: {self.signal} = {SIGNALS[self.signal](s):.4g} {self.op} {self.value:g}"
-                f"{f' for {self.cycles} cycles' if self.cycles > 1 else ''} → {self.action}")
+                f"{f' for {self.cycles} cycles' if self.cycles > 1 else ''} → {self.action}{what}")
 
 
 @dataclass
@@ -173,7 +190,7 @@ class Reactions:
 
 def rules_from_config(items: list[dict[str, Any]]) -> list[Rule]:
     """Rules from plain data (settings / API), each {name, signal, op, value, action, cycles,
-    distance, mode, once, armed}."""
+    distance, mode, params, ramp_time, once, armed}."""
     out = []
     for i, it in enumerate(items):
         it = {k: v for k, v in dict(it).items() if v is not None}

@@ -11,12 +11,14 @@ mid-cycle.
 from __future__ import annotations
 
 import math
+import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fdcontrol.control.gains import GainRamp
 from fdcontrol.control.reactions import Event, Reactions, Rule, Signals
+from fdcontrol.control.switch import VectorRamp, apply_switch
 from fdcontrol.control.trajectory import Move, MoveLimits, tracking_wrench
 from fdcontrol.control.workspace import Workspace
 
@@ -41,6 +43,9 @@ class TaskSpace:
         self.fired: list[Rule] = []
         self.pause_error = 0.02  # m, for moves built by the service
         self._pending: tuple[Move | None, list[Rule] | None] | None = None
+        self.vector_ramp: VectorRamp | None = None  # force/twist gains switched by a reaction
+        self._switched: dict[str, Any] = {}  # parameters (and mode) reactions changed, not yet taken
+        self._switched_lock = threading.Lock()
 
     def request(self, move: Move | None, rules: list[Rule] | None = None) -> None:
         """Hand over a new move and/or rule list from another thread: the loop takes both at
@@ -68,6 +73,10 @@ class TaskSpace:
             loop.law.motion.stiffness, loop.law.motion.damping = k, d
             if self.ramp.done:
                 self.ramp = None
+        if self.vector_ramp is not None:
+            self.vector_ramp.step(loop.period)
+            if self.vector_ramp.done:
+                self.vector_ramp = None
         ws = self.workspace
         if ws is not None:
             self._f_ws = ws.tip_wrench(pose[:3, 3], conf.jacobian[:3] @ loop.qd_state)
@@ -118,8 +127,38 @@ class TaskSpace:
             goal = conf.pose.copy()
             goal[:3, 3] += r.distance * u
             self.move = Move(loop.robot, conf.pose, loop.period, self.move_limits, goal_pose=goal)
-        elif r.action == "switch" and r.mode:
-            loop.law.mode = r.mode
+        elif r.action == "switch":
+            if r.mode:
+                loop.law.mode = r.mode
+            if r.params:
+                apply_switch(loop, self, r.params, r.ramp_time)
+                if self.ramp is not None:  # this cycle already runs on the ramp's first step
+                    loop.law.motion.stiffness, loop.law.motion.damping = self.ramp.step(loop.period)
+                if self.vector_ramp is not None:
+                    self.vector_ramp.step(loop.period)
+            with self._switched_lock:
+                self._switched.update({**({"mode": r.mode} if r.mode else {}), **(r.params or {})})
+
+    def take_switched(self) -> dict[str, Any]:
+        """The parameters (and mode) reactions changed since the last call (for the configuration's record)."""
+        with self._switched_lock:
+            out = dict(self._switched)
+            self._switched.clear()  # in place: a TaskSpace rebuilt from this one shares the record
+        return out
+
+    def switch_move_limits(self, changes: dict[str, Any]) -> None:
+        """New limits for the next move (a reaction's switch; the running move keeps its own)."""
+        lim = self.move_limits
+        lin = tuple(float(changes.get(f"move_max_linear_{k}", v)) for k, v in
+                    zip(("speed", "acceleration", "jerk"), lim.linear, strict=True))
+        ang = tuple(float(changes.get(f"move_max_angular_{k}", v)) for k, v in
+                    zip(("speed", "acceleration", "jerk"), lim.angular, strict=True))
+        jj = lim.joint_jerk
+        if "move_max_joint_jerk" in changes and jj is not None:
+            jj = np.full(len(jj), float(changes["move_max_joint_jerk"]))
+        self.move_limits = MoveLimits(lin, ang, lim.joint_velocity, lim.joint_acceleration, jj)  # type: ignore[arg-type]
+        if "move_pause_error" in changes:
+            self.pause_error = float(changes["move_pause_error"])
 
     # ------------------------------------------------------------------ telemetry
     def telemetry(self) -> tuple[float, str, float, int, str | None]:

@@ -1,4 +1,4 @@
-"""Hard Cartesian stop of the tool centre point at the workspace boundary."""
+"""Hard Cartesian stop of the tool centre point (and chosen link origins) at the workspace boundary."""
 
 from __future__ import annotations
 
@@ -28,15 +28,26 @@ class WorkspaceStop(Limit):
     along it is not limited. It runs after the acceleration limit (``order`` 45) and wins over
     it, like the hard box of the position limit: the repulsive loads inside each volume's
     margin act first and keep the tip off the boundary; this limit acts only when they fail.
+
+    The origins of the frames ``links`` (the workspace's ``workspace_links``) are held the same
+    way, each with its own linear Jacobian J_l: v = (J_l q̇)[:3] against every boundary piece,
+    and the smallest scale over the tip and the links wins.
     """
 
     name = "workspace"
     order = 45.0
 
     def __init__(self, robot: RobotModel | None = None, parts: list[Any] | None = None,
-                 deceleration: float = 5.0) -> None:
+                 deceleration: float = 5.0, links: list[str] | tuple[str, ...] = ()) -> None:
         self.robot, self.deceleration = robot, float(deceleration)
         self.parts = list(parts or [])
+        self.links = list(links)
+        if self.links and robot is None:
+            raise ValueError("the workspace stop of link origins needs the robot")
+        for link in self.links:
+            if robot is not None and not robot.model.existFrame(link):
+                raise ValueError(f"workspace_links: unknown link frame {link!r}")
+        self._link_ids = [robot.model.getFrameId(link) for link in self.links] if robot is not None else []
         from fdcontrol.control.workspace import Parts
 
         self._set = Parts(self.parts)
@@ -49,7 +60,8 @@ class WorkspaceStop(Limit):
         ws = workspace_from_config(robot, _dump(getattr(params, "workspace_box", None)),
                                    [_dump(v) for v in getattr(params, "keep_out", None) or []])
         out = cls(robot, [part for z in ws.zones for part in z.parts()],
-                  float(getattr(params, "workspace_stop_deceleration", 5.0)))
+                  float(getattr(params, "workspace_stop_deceleration", 5.0)),
+                  list(getattr(params, "workspace_links", None) or []))
         out.validate()
         return out
 
@@ -66,21 +78,39 @@ class WorkspaceStop(Limit):
         pin.framesForwardKinematics(r.model, self._data, np.asarray(q))
         return r._oMb.actInv(self._data.oMf[r.tip_id]).translation
 
+    def link_points(self, q: list[float]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(origin, 3×N linear Jacobian) of each link, base frame."""
+        r, data = self.robot, self._data
+        assert r is not None and data is not None
+        pin.computeJointJacobians(r.model, data, np.asarray(q))
+        out = []
+        for fid in self._link_ids:
+            oMf = pin.updateFramePlacement(r.model, data, fid)
+            Jw = pin.getFrameJacobian(r.model, data, fid, pin.LOCAL_WORLD_ALIGNED)
+            out.append((r._oMb.actInv(oMf).translation, r._R_base.T @ Jw[:3]))
+        return out
+
+    def _scale(self, p: np.ndarray, v: np.ndarray, dt: float) -> float:
+        """The largest scale ≤ 1 of the velocity v (m/s) of the point p within every braking curve."""
+        d, n = self._set.distances(p)
+        a = -(n @ v)
+        room = np.maximum(d, 0.0)
+        amax = np.minimum(np.sqrt(2.0 * self.deceleration * room), room / dt)
+        over = a > amax
+        if not over.any():
+            return 1.0
+        return float(np.min(amax[over] / a[over]))
+
     def apply(self, c: Cycle, qd: list[float]) -> bool:
         if not self.parts or self.robot is None:
             return False
         if c.J is None:
             raise ValueError("the workspace stop needs the Jacobian J")
-        p = self.tip(c.q)
-        v = c.J[:3] @ np.asarray(qd)
-        d, n = self._set.distances(p)
-        a = -(n @ v)
-        room = np.maximum(d, 0.0)
-        amax = np.minimum(np.sqrt(2.0 * self.deceleration * room), room / c.dt)
-        over = a > amax
-        if not over.any():
-            return False
-        s = float(np.min(amax[over] / a[over]))
+        qdv = np.asarray(qd)
+        s = self._scale(self.tip(c.q), c.J[:3] @ qdv, c.dt)
+        if self._link_ids:
+            for p, Jp in self.link_points(c.q):
+                s = min(s, self._scale(p, Jp @ qdv, c.dt))
         if s >= 1.0 or not math.isfinite(s):
             return False
         for j in range(c.n):
