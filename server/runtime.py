@@ -25,7 +25,7 @@ from fdcontrol.mappings import settings_kwargs
 from fdcontrol.model.constraints import braking_inset
 from fdcontrol.params import change_errors
 from fdcontrol.server.settings import PARAMS, ControlParams, Settings
-from fdcontrol.server.taskspace import build_task, check_workspace
+from fdcontrol.server.taskspace import build_task, carry_gains, check_workspace
 
 
 class ConflictError(RuntimeError):
@@ -194,14 +194,17 @@ class Runtime:
             else:
                 loop = self.loop
                 check_workspace(loop, new)  # a workspace that would move the arm by itself is refused
+                # the new law goes on from the gains the loop runs with; changed gains are ramped, never stepped
+                law, task = build_law(new), build_task(loop.robot, new, loop.task)
+                carry_gains(loop, law, task, changed)
                 # build outside the loop; the loop thread swaps all of them in at one cycle boundary
                 done = loop.reconfigure(
-                    solver=build_solver(loop.robot, new), law=build_law(new),
+                    solver=build_solver(loop.robot, new), law=law,
                     limits=build_limits(loop.robot, new), filter=build_filter(new, loop.filter, loop.driver),
                     posture=build_posture(loop.robot, new), link_loads=build_link_loads(loop.robot, new),
                     command_timeout=new.command_timeout, telemetry_decimation=new.telemetry_decimation,
                     max_force=new.max_force, max_torque=new.max_torque, sensor_timeout=new.sensor_timeout,
-                    task=build_task(loop.robot, new, loop.task),
+                    task=task,
                     **({"rest": True, "rezero": bool(changed & _SENSOR)} if changed & _MEANING else {}))
                 # applied at the next cycle (a change of meaning: at standstill, after braking): answer after it
                 done.wait(BRAKE_WAIT if changed & _MEANING else max(0.5, 20 * loop.period))

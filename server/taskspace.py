@@ -18,7 +18,7 @@ from fdcontrol.control.gains import GainRamp, check_gains
 from fdcontrol.control.laws import LAWS
 from fdcontrol.control.path_check import path_violations
 from fdcontrol.control.reactions import ACTIONS, OPS, SIGNALS, Reactions, rules_from_config
-from fdcontrol.control.switch import check_switch
+from fdcontrol.control.switch import VectorRamp, check_switch
 from fdcontrol.control.task import TaskSpace
 from fdcontrol.control.trajectory import Move, MoveError, MoveLimits, solve_ik
 from fdcontrol.control.workspace import TIP, Workspace, workspace_from_config
@@ -256,7 +256,39 @@ def set_gains(runtime: Any, spec: dict[str, Any]) -> dict[str, Any]:
     k1 = motion.stiffness if g.stiffness is None else check_gains(g.stiffness, np.array(p.max_stiffness), "stiffness")
     d1 = motion.damping if g.damping is None else check_gains(g.damping, np.array(p.max_damping), "damping")
     loop.task.ramp = GainRamp(motion.stiffness.copy(), motion.damping.copy(), k1, d1, g.ramp_time)
+    # the configuration tells the truth: GET /config shows them, and a later PATCH keeps them
+    runtime.params = p.model_copy(update={"stiffness": list(map(float, k1)), "damping": list(map(float, d1))})
     return {"stiffness": list(map(float, k1)), "damping": list(map(float, d1)), "ramp_time": g.ramp_time}
+
+
+#: s, the ramp of gains changed by PATCH /config (as POST /control/gains' default)
+PATCH_GAIN_RAMP = 0.5
+
+
+def carry_gains(loop: Any, law: Any, task: TaskSpace, changed: set[str], ramp_time: float = PATCH_GAIN_RAMP) -> None:
+    """A configuration change rebuilds the law: the new one starts from the gains the loop runs with
+    now (set by POST /control/gains, a reaction, or a ramp still under way, which continues), and the
+    gains the change sets are ramped to over ``ramp_time`` (the smooth step of
+    :class:`~fdcontrol.control.gains.GainRamp`), never stepped."""
+    old = loop.law
+    k1, d1 = law.motion.stiffness.copy(), law.motion.damping.copy()
+    law.motion.stiffness, law.motion.damping = old.motion.stiffness.copy(), old.motion.damping.copy()
+    if "stiffness" in changed or "damping" in changed:
+        r = task.ramp
+        k = k1 if "stiffness" in changed else (r.k1 if r is not None else law.motion.stiffness)
+        d = d1 if "damping" in changed else (r.d1 if r is not None else law.motion.damping)
+        task.ramp = GainRamp(law.motion.stiffness.copy(), law.motion.damping.copy(), k, d, ramp_time)
+    targets: list[tuple[Any, str, Any]] = []
+    for name, part in (("force_gain", "force"), ("twist_gain", "twist")):
+        new_gain = getattr(law, part).gain.copy()
+        getattr(law, part).gain = np.array(getattr(old, part).gain, dtype=float)
+        if name in changed:
+            targets.append((lambda part=part: getattr(loop.law, part), "gain", new_gain))
+    if targets:
+        new_parts = [obj() for obj, _, _ in targets]
+        kept = [t for t in (task.vector_ramp.remaining() if task.vector_ramp else [])
+                if not any(t[0]() is o for o in new_parts)]  # a reaction's ramp of the other gain goes on
+        task.vector_ramp = VectorRamp(targets + kept, ramp_time)
 
 
 def workspace_info(runtime: Any) -> dict[str, Any]:

@@ -100,6 +100,10 @@ class VectorRamp:
     def done(self) -> bool:
         return self.t >= self.duration
 
+    def remaining(self) -> list[tuple[Callable[[], Any], str, Any]]:
+        """The targets (object, attribute, final value), for a ramp that takes over from this one."""
+        return [(obj, attr, v1) for obj, attr, _, v1 in self._r]
+
     def step(self, dt: float) -> None:
         self.t = min(self.t + dt, self.duration)
         tau = 1.0 if self.duration == 0 else self.t / self.duration
