@@ -34,7 +34,7 @@ DT = 1e-3
 # s, the driver's lost-connection timeout in these tests: franky-sim misses its 1 ms pace under
 # load (states 20 ms apart seen at a load average of 15 on 2 cores), a real Franka does not
 STATE_TIMEOUT = 1.0
-KILL_STATE_TIMEOUT = 0.1  # the kill test: one default command timeout
+KILL_STATE_TIMEOUT = 0.05  # the kill test: the driver's default (half the default command timeout)
 STARTUP = 120.0  # s: the service's start (13 s seen at a load average of 16 on 2 cores), with headroom
 # the watchdog measures wall time between HTTP requests: generous on a loaded 2-core machine
 # (and a slow simulator's gaps between states must not count as a stalled loop: stale after the same)
@@ -237,25 +237,35 @@ def test_a_wrong_model_is_refused_with_one_line(sim, tmp_path):
 
 
 def test_a_killed_simulator_faults_into_hold_and_reconnects(sim):
+    """Kill the simulator in mid-motion: the loop faults into hold within 100 ms of the robot's last
+    state, measured on the loop's own clock (the driver's deadline on each state, not libfranka's
+    1 s receive timeout); the API says why; reconnecting is explicit and works."""
     host = sim.host
     svc = franka_service(host, options={"state_timeout": KILL_STATE_TIMEOUT})
     try:
-        assert post(svc, "/control/start").status_code == 200
-        stream(svc, [15.0, 0, 0, 0, 0, 0], 0.5, check=False)
-        sim.kill()
-        killed = time.monotonic()
-        st = state(svc)
-        for _ in range(200):  # bounded: 2 s
-            if st["fault"]:
-                break
-            httpx.put(svc.url + "/control/wrench", json={"wrench": [15.0, 0, 0, 0, 0, 0]}, timeout=5)
-            time.sleep(0.01)
+        for _ in range(5):  # bounded: a simulator starved of CPU may miss 50 ms before the kill (a loaded
+            # machine): that loss is real but not the one under test — reconnect and move again
+            assert post(svc, "/control/start").status_code == 200
+            stream(svc, [15.0, 0, 0, 0, 0, 0], 0.3, check=False)
             st = state(svc)
-        latency = time.monotonic() - killed
+            if st["fault"] is None and any(st["qd_ref"]):
+                break
+            post(svc, "/control/stop")
+            assert post(svc, "/control/reconnect").status_code == 200
+            post(svc, "/control/hold", {"hold": False})
+        assert st["fault"] is None and any(st["qd_ref"]), st  # moving, before the kill
+        before = time.monotonic()
+        sim.kill()
+        after = time.monotonic()
+        st = wait_until(svc, lambda s: s["fault"], seconds=5.0)
         assert st["fault"] and "connection lost" in st["fault"], st["fault"]
         assert st["holding"] and st["safety_mode"] == "disconnected"
-        # the driver's contract: no state for STATE_TIMEOUT → fault; observed over HTTP, with headroom
-        assert latency < KILL_STATE_TIMEOUT + 0.5, latency
+        stats = httpx.get(svc.url + "/stats", timeout=5).json()
+        last, lost = stats["robot_last_state_at"], stats["robot_lost_at"]
+        # the loss is the kill's (time.monotonic() is one clock on this host) ...
+        assert last <= after and lost >= before, (before, after, last, lost)
+        # ... and the loop faulted within 100 ms of the robot's last state, on the loop's clock
+        assert lost - last <= 0.1, f"fault {1e3 * (lost - last):.1f} ms after the last state"
         health = httpx.get(svc.url + "/health", timeout=5).json()
         assert health["status"] == "fault" and "connection lost" in health["fault"]
         # reconnecting is explicit: the service stays in hold until asked
@@ -264,8 +274,9 @@ def test_a_killed_simulator_faults_into_hold_and_reconnects(sim):
         sim2 = FrankaSim(host)
         r = post(svc, "/control/reconnect")
         assert r.status_code == 200, r.text
+        assert httpx.get(svc.url + "/stats", timeout=5).json()["robot_lost_at"] is None
         assert post(svc, "/control/hold", {"hold": False}).status_code == 200
-        stream(svc, [15.0, 0, 0, 0, 0, 0], 0.5)
+        stream(svc, [15.0, 0, 0, 0, 0, 0], 0.5, check=False)
         st = state(svc)
         assert st["fault"] is None and st["safety_mode"] == "Move" and not st["holding"]
         assert post(svc, "/control/stop").status_code == 200

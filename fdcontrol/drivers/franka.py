@@ -22,9 +22,11 @@ answers with :meth:`send` in the same cycle.
 * errors: a motion the robot aborts raises with libfranka's error names; the robot mode
   (``Idle``, ``Move``, ``Reflex``, …) is published as the loop state's ``safety_mode``;
   :meth:`recover` runs libfranka's automatic error recovery; :meth:`reconnect` connects anew;
-* a lost connection: no state for ``state_timeout`` (s) raises at once — the wait for a state
-  happens in ``select`` on libfranka's UDP socket, which also releases the GIL (libfranka's own
-  blocking receive holds it, with a 1 s timeout);
+* a lost connection: no state for ``state_timeout`` (s, default 50 ms: within one command
+  timeout) raises at once — the wait for a state happens in ``select`` on libfranka's UDP socket,
+  which also releases the GIL (libfranka's own blocking receive holds it, with a 1 s timeout:
+  without this deadline a dead robot would stall the loop for 1 s). When the last state
+  arrived and when the loss was declared are recorded on the loop's clock (``clock_stats``);
 * wrench (``wrench_source: estimate``): the robot's external wrench estimate ``O_F_ext_hat_K``
   (the wrench the environment exerts on the stiffness frame K, base frame) turned into
   :class:`RobotDriver`'s sensor contract (see :func:`estimate_to_sensor`).
@@ -194,6 +196,10 @@ class FrankaDriver(RobotDriver):
         self._state: Any = None
         self._t_last: float | None = None
         self.read_at: float | None = None
+        # the loop's clock (time.monotonic()): when the last robot state arrived, and when the driver
+        # declared the connection lost (no state within state_timeout: the loop holds in that cycle)
+        self.last_state_at = math.nan
+        self.lost_at = math.nan
         self._sent = (np.zeros(7), np.zeros(7))  # the last two velocities sent (for the braking safety net)
         self._connect()
 
@@ -229,6 +235,7 @@ class FrankaDriver(RobotDriver):
             self._close_fd()
             raise
         self._robot, self._control, self._state, self._t_last = r, None, state, None
+        self.last_state_at = time.monotonic()
         self._update(state)
 
     def _check_model(self, state: Any) -> None:
@@ -245,6 +252,7 @@ class FrankaDriver(RobotDriver):
         with self._lock:
             self._drop()
             self.error = None
+            self.last_state_at = self.lost_at = math.nan
             self._connect()
 
     def recover(self) -> None:
@@ -281,8 +289,11 @@ class FrankaDriver(RobotDriver):
             return
         ready, _, _ = select.select([self._fd], [], [], self.state_timeout)
         if not ready:
+            self.lost_at = now = time.monotonic()
             self.safety_mode = "disconnected"
-            self.error = f"connection lost: no robot state for {self.state_timeout * 1e3:.0f} ms"
+            self.error = f"connection lost: no robot state for {self.state_timeout * 1e3:.0f} ms" + (
+                f" (the last one arrived {(now - self.last_state_at) * 1e3:.0f} ms before this fault)"
+                if math.isfinite(self.last_state_at) else "")
             self._drop()
             raise FrankaConnectionLost(self.error)
 
@@ -300,6 +311,7 @@ class FrankaDriver(RobotDriver):
                 self._aborted(exc)
                 raise FrankaError(self.error) from None
             self.read_at = time.perf_counter()  # the tick: when the robot's state arrived
+            self.last_state_at = time.monotonic()
             t = float(state.time.to_sec())
             if self._control is not None and self._t_last is not None:
                 gap = round((t - self._t_last) / CLOCK_PERIOD) - 1
@@ -429,7 +441,7 @@ class FrankaDriver(RobotDriver):
                 return
             self._wait()
             state, _ = c.readOnce()
-            self._state = state
+            self._state, self.last_state_at = state, time.monotonic()
             prev = lim.limit(np.zeros(7), np.zeros(7), prev, None, CLOCK_PERIOD)
             c.writeOnce(self._command(None, prev))
             self._sent = (self._sent[-1], prev)
@@ -441,8 +453,11 @@ class FrankaDriver(RobotDriver):
             self.finish_motion()
 
     def clock_stats(self) -> dict[str, float | int]:
-        """The robot's view of the loop: success rate of the last state, cycles missed in total."""
-        return {"robot_success_rate": self.success_rate, "robot_missed_cycles": self.missed_cycles}
+        """The robot's view of the loop: success rate of the last state, cycles missed in total;
+        and, on the loop's clock (time.monotonic(), s), when the last state arrived and when the
+        connection was declared lost (NaN: not lost since the last connect)."""
+        return {"robot_success_rate": self.success_rate, "robot_missed_cycles": self.missed_cycles,
+                "robot_last_state_at": self.last_state_at, "robot_lost_at": self.lost_at}
 
     def close(self) -> None:
         with self._lock:
