@@ -24,13 +24,16 @@ import pytest
 pytest.importorskip("pylibfranka", reason="needs pylibfranka (pip install '.[franka]')")
 pytest.importorskip("franky_sim", reason="needs franky-sim (pip install '.[test]')")
 
-from tests.franka_sim_peer import read_record
+from tests.franka_sim_peer import COLUMN, read_record
 from tests.service import ROOT, Service
 
 # Franka Research 3, Franka's documentation ("Limits for Franka Research 3")
 FR3_VMAX = np.array([2.62, 2.62, 2.62, 2.62, 5.26, 4.18, 5.26])  # rad/s
 FR3_AMAX, FR3_JMAX = 10.0, 5000.0  # rad/s², rad/s³
 DT = 1e-3
+FLANGE = slice(COLUMN["flange_x"], COLUMN["flange_z"] + 1)  # recorded columns (tests/franka_sim_peer.py)
+Q_C = slice(COLUMN["q_c0"], COLUMN["q_c6"] + 1)
+Q_D = slice(COLUMN["q_d0"], COLUMN["q_d6"] + 1)
 # s, the driver's lost-connection timeout in these tests: franky-sim misses its 1 ms pace under
 # load (states 20 ms apart seen at a load average of 15 on 2 cores), a real Franka does not
 STATE_TIMEOUT = 1.0
@@ -139,6 +142,27 @@ def commanded_derivatives(rec: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     return np.vstack(vs), np.vstack(accs), np.vstack(jerks)
 
 
+def commanded_position_derivatives(rec: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Velocity, acceleration and jerk of the commanded joint POSITIONS (position interface) by
+    finite differences at the robot's 1 kHz, motion by motion: each motion starts at rest at the
+    robot's desired position q_d (recorded with its first command); a command answering a later
+    state (a missed cycle) is divided by the elapsed cycles."""
+    vs, accs, jerks = [], [], []
+    for seg in np.split(rec, np.flatnonzero(rec[:, 2]) + 1):
+        seg = seg[np.r_[True, np.diff(seg[:, 1]) > 0]] if len(seg) else seg
+        if len(seg) == 0:
+            continue
+        ids = np.r_[seg[0, 1] - 2, seg[0, 1] - 1, seg[:, 1]]
+        q = np.vstack([seg[[0, 0], Q_D], seg[:, Q_C]])
+        steps = np.diff(ids)[:, None] * DT
+        v = np.diff(q, axis=0) / steps
+        a = np.diff(v, axis=0) / steps[1:]
+        vs.append(v[1:])
+        accs.append(a)
+        jerks.append(np.diff(a, axis=0) / steps[2:])
+    return np.vstack(vs), np.vstack(accs), np.vstack(jerks)
+
+
 @pytest.fixture
 def sim(tmp_path):
     s = FrankaSim(loopback_host(), tmp_path / "commands.bin")
@@ -160,7 +184,7 @@ def test_robot_paced_run_moves_the_flange_along_the_wrench(sim):
         svc.stop()
     rec = sim.stop()
     assert rec is not None and len(rec) > 500
-    moved = rec[-1, -3:] - rec[0, -3:]
+    moved = rec[-1, FLANGE] - rec[0, FLANGE]
     assert moved[0] < -0.03, moved  # m along −x
     assert abs(moved[1]) < 0.2 * abs(moved[0]) and abs(moved[2]) < 0.3 * abs(moved[0]), moved
     assert st["fault"] is None and st["safety_mode"] == "Move"
@@ -215,6 +239,48 @@ def test_every_command_stays_within_the_fr3_limits(sim, jerk):
     assert np.max(np.abs(a)) <= FR3_AMAX * (1 + 1e-9)
     assert np.max(np.abs(j)) <= FR3_JMAX * (1 + 1e-6), f"max jerk {np.max(np.abs(j)):.0f} rad/s³"
     assert np.all(rec[finished, 3:10] == 0.0)  # motion_finished only at rest
+
+
+@pytest.mark.parametrize("options", [
+    pytest.param({"interface": "position"}, id="position-interface"),
+    pytest.param({"controller_mode": "cartesian"}, id="cartesian-impedance"),
+])
+def test_position_interface_and_cartesian_impedance(sim, options):
+    """The position interface (JointPositions) and the Cartesian impedance controller through fdcontrol
+    serve: a streamed wrench moves the flange (read on the simulator's side) along it; through a
+    wrench step, a stop in mid-motion and a hold, every command the simulator received stays within
+    the FR3's velocity, acceleration and jerk limits (positions: by finite differences at 1 kHz),
+    and the simulator ran the impedance controller asked for."""
+    svc = franka_service(sim.host, env=SCENARIO_ENV, options=options)
+    try:
+        assert post(svc, "/control/start").status_code == 200
+        stream(svc, [-20.0, 0, 0, 0, 0, 0], 0.4)  # step
+        assert post(svc, "/control/stop").status_code == 200  # stop in mid-motion
+        assert post(svc, "/control/start").status_code == 200
+        stream(svc, [0, 0, 20.0, 0, 0, 0], 0.3)
+        assert post(svc, "/control/hold", {"hold": True}).status_code == 200  # hold in motion
+        st = wait_until(svc, at_rest)
+        assert at_rest(st) and st["fault"] is None
+        assert post(svc, "/control/stop").status_code == 200
+    finally:
+        svc.stop()
+    rec = sim.stop()
+    assert rec is not None and len(rec) > 300
+    finished = np.flatnonzero(rec[:, 2])
+    assert len(finished) >= 2, finished  # the stop and the hold each ended the motion
+    first = rec[: finished[0] + 1]
+    moved = first[-1, FLANGE] - first[0, FLANGE]
+    assert moved[0] < -0.02 and abs(moved[1]) < 0.3 * abs(moved[0]), moved  # along the −x wrench
+    moving = rec[rec[:, 2] == 0.0]
+    expected = 1.0 if options.get("controller_mode") == "cartesian" else 0.0
+    assert np.all(moving[:, COLUMN["impedance"]] == expected)
+    if options.get("interface") == "position":
+        dq, a, j = commanded_position_derivatives(rec)
+    else:
+        dq, a, j = commanded_derivatives(rec)
+    assert np.all(np.abs(dq) <= FR3_VMAX * (1 + 1e-6)), np.max(np.abs(dq), axis=0)
+    assert np.max(np.abs(a)) <= FR3_AMAX * (1 + 1e-6), f"max acceleration {np.max(np.abs(a)):.2f} rad/s²"
+    assert np.max(np.abs(j)) <= FR3_JMAX * (1 + 1e-6), f"max jerk {np.max(np.abs(j)):.0f} rad/s³"
 
 
 def test_a_wrong_model_is_refused_with_one_line(sim, tmp_path):

@@ -10,7 +10,11 @@ answers with :meth:`send` in the same cycle.
 
 * velocity interface (default): ``start_joint_velocity_control(controller_mode)``, one
   ``writeOnce(JointVelocities(q̇_ref))`` per state; position interface (``interface:
-  position``): ``start_joint_position_control``, ``JointPositions(q_ref)``;
+  position``): ``start_joint_position_control``, ``JointPositions(q_c)`` with q_c the robot's
+  desired position q_d at the motion's start plus dt·Σ q̇_ref — the loop's limited velocity
+  reference integrated, so the positions respect the same velocity, acceleration and jerk
+  limits (the loop's own q_ref, bounded to ``max_tracking_error`` around the measured q, would
+  jump when that bound engages; on a Franka the collision thresholds bound the tracking error);
 * ``controller_mode``: ``joint`` (joint impedance) or ``cartesian`` (Cartesian impedance);
 * the motion is started by the first command that moves and ended with ``motion_finished``
   once the reference is at rest on stop, hold (also a watchdog trip) or a fault; it restarts
@@ -201,6 +205,7 @@ class FrankaDriver(RobotDriver):
         self.last_state_at = math.nan
         self.lost_at = math.nan
         self._sent = (np.zeros(7), np.zeros(7))  # the last two velocities sent (for the braking safety net)
+        self._q_c: np.ndarray | None = None  # position interface: the last joint positions commanded
         self._connect()
 
     @classmethod
@@ -354,14 +359,23 @@ class FrankaDriver(RobotDriver):
             else self._robot.start_joint_position_control
         self._control = start(mode)
         self._t_last = None
+        if self.interface == "position":  # the motion starts at rest at the robot's desired position q_d,
+            # as the robot sees it once the motion runs (read it: one state, so this cycle answers late once)
+            self._wait()
+            state, _ = self._control.readOnce()
+            self._state, self.last_state_at = state, time.monotonic()
+            self._q_c = np.asarray(state.q_d, dtype=float)
 
     def _command(self, q_ref: np.ndarray | None, qd_ref: np.ndarray | None, finished: bool = False) -> Any:
         lib = self.lib
         if self.interface == "velocity":
             cmd = lib.JointVelocities([0.0] * 7 if qd_ref is None else [float(v) for v in qd_ref])
-        else:
-            q = np.asarray(self._state.q, dtype=float) if q_ref is None else q_ref
-            cmd = lib.JointPositions([float(v) for v in q])
+        else:  # positions: the robot's q_d at the motion's start + dt·Σ q̇_ref (the same limited reference)
+            if self._q_c is None:
+                self._q_c = np.asarray(self._state.q_d if q_ref is None else q_ref, dtype=float)
+            if qd_ref is not None:
+                self._q_c = self._q_c + CLOCK_PERIOD * np.asarray(qd_ref, dtype=float)
+            cmd = lib.JointPositions([float(v) for v in self._q_c])
         cmd.motion_finished = finished
         return cmd
 
@@ -376,7 +390,7 @@ class FrankaDriver(RobotDriver):
                 # a motion starts from rest (the robot's desired velocity is zero): the limits ramp
                 # the first reference from zero, so it is sent as it is
                 self._start()
-            if self.interface == "velocity" and self.rate_limit:
+            if self.rate_limit:
                 qd_ref = self._guard(np.zeros(7) if qd_ref is None else np.asarray(qd_ref, dtype=float))
             try:
                 self._control.writeOnce(self._command(q_ref, qd_ref))
@@ -417,6 +431,7 @@ class FrankaDriver(RobotDriver):
         with contextlib.suppress(Exception):
             c.writeOnce(self._command(None if self._state is None else np.asarray(self._state.q_d, dtype=float),
                                       np.zeros(7), finished=True))
+        self._q_c = None
 
     def _brake(self, c: Any) -> None:
         """A safety net: if the last velocity sent is not zero (the loop was cut short, e.g. its
@@ -431,7 +446,7 @@ class FrankaDriver(RobotDriver):
             p2, p1 = self._sent
             return not np.any(p1) and bool(np.all(np.abs(p1 - p2) <= J * CLOCK_PERIOD ** 2))
 
-        if self.interface != "velocity" or at_rest():
+        if at_rest():
             return
         lim = JointJerk(J, np.array(pub.acceleration))  # type: ignore[union-attr]
         lim.limit(np.zeros(7), self._sent[-1], self._sent[-2], None, CLOCK_PERIOD)  # its a_prev
