@@ -352,6 +352,43 @@ def test_a_killed_simulator_faults_into_hold_and_reconnects(sim):
             sim2.stop()
 
 
+def metric_lines(svc: Service, prefix: str) -> list[str]:
+    body = httpx.get(svc.url + "/metrics", timeout=10).text
+    return [x for x in body.splitlines() if x.startswith(prefix)]
+
+
+def test_libfranka_error_names_and_the_robot_mode_in_state_health_and_metrics(sim):
+    """The robot aborts a motion with libfranka's joint_velocity_violation (injected: franky-sim has
+    no reflexes, tests/franka_inject.py): the loop faults into hold, /state and /health name the
+    error, /metrics counts it by name and marks it active, with the robot mode as a label;
+    POST /control/recover clears the active error, the count stays."""
+    opts = {"robot_ip": sim.host, "realtime": "ignore", "state_timeout": STATE_TIMEOUT, "abort_after": 200}
+    svc = Service("--robot", "fr3", "--driver", "tests.franka_inject:AbortingFranka", "--rate", "1000",
+                  startup_timeout=STARTUP, env={"FDCONTROL_DRIVER_OPTIONS": json.dumps(opts), **WATCHDOG})
+    try:
+        assert metric_lines(svc, "fdcontrol_robot_errors_total") == []  # none before the first
+        assert post(svc, "/control/start").status_code == 200
+        stream(svc, [-5.0, 0, 0, 0, 0, 0], 0.5, check=False)
+        st = wait_until(svc, lambda s: s["fault"], seconds=10.0)
+        assert st["fault"] and "ControlException" in st["fault"] and "joint_velocity_violation" in st["fault"]
+        assert st["holding"]
+        health = httpx.get(svc.url + "/health", timeout=5).json()
+        assert health["status"] == "fault" and "joint_velocity_violation" in health["fault"]
+        assert metric_lines(svc, "fdcontrol_robot_errors_total") == [
+            'fdcontrol_robot_errors_total{error="joint_velocity_violation"} 1.0']
+        assert metric_lines(svc, "fdcontrol_robot_error_active") == [
+            'fdcontrol_robot_error_active{error="joint_velocity_violation"} 1.0']
+        assert metric_lines(svc, "fdcontrol_robot_safety_mode{") == [
+            f'fdcontrol_robot_safety_mode{{mode="{state(svc)["safety_mode"]}"}} 1.0']
+        assert post(svc, "/control/recover").status_code == 200
+        assert metric_lines(svc, "fdcontrol_robot_error_active") == []
+        assert metric_lines(svc, "fdcontrol_robot_errors_total") == [
+            'fdcontrol_robot_errors_total{error="joint_velocity_violation"} 1.0']
+        assert post(svc, "/control/stop").status_code == 200
+    finally:
+        svc.stop()
+
+
 def test_recover_without_the_capability_is_409():
     svc = Service("--robot", "panda", "--driver", "simulated")
     try:
@@ -388,3 +425,20 @@ def test_external_wrench_estimate_in_the_sensor_convention():
         f_local = R.T @ F_env
         expected = -np.r_[f_local, np.cross(p_K_in_flange, f_local)]
         assert np.allclose(got, expected, atol=1e-12)
+
+
+def test_error_names_are_libfrankas_flag_names():
+    """error_names reads the flags of libfranka's own Errors type: none set on a fresh one, and every
+    flag name it has is one of libfranka's documented error names (a few checked by name)."""
+    import pylibfranka
+
+    from fdcontrol.drivers.franka import error_names
+
+    assert error_names(pylibfranka.Errors()) == ()
+    flags = {n for n in dir(pylibfranka.Errors) if not n.startswith("_")}
+    assert {"joint_velocity_violation", "cartesian_reflex", "joint_motion_generator_acceleration_discontinuity",
+            "communication_constraints_violation"} <= flags
+    from types import SimpleNamespace
+
+    assert error_names(SimpleNamespace(joint_reflex=True, cartesian_reflex=False, power_limit_violation=True)) == (
+        "joint_reflex", "power_limit_violation")

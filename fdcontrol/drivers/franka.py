@@ -108,6 +108,14 @@ def estimate_to_sensor(O_F_ext_hat_K: Any, O_T_EE: np.ndarray, EE_T_K: np.ndarra
     return -np.concatenate((R.T @ F, R.T @ tau_F))
 
 
+def error_names(errors: Any) -> tuple[str, ...]:
+    """The flags set in a libfranka ``Errors`` (``last_motion_errors``, ``current_errors``), by
+    libfranka's names (``joint_velocity_violation``, ``cartesian_reflex``, …)."""
+    if errors is None:
+        return ()
+    return tuple(n for n in dir(errors) if not n.startswith("_") and getattr(errors, n, False) is True)
+
+
 def _udp_fds() -> set[int]:
     """This process's file descriptors that are UDP sockets."""
     out = set()
@@ -193,6 +201,11 @@ class FrankaDriver(RobotDriver):
         self.success_rate = math.nan  # control_command_success_rate of the last state (0–1)
         self.missed_cycles = 0  # robot states that passed without a command from us (robot time gaps)
         self.error: str | None = None  # the robot's error after an aborted motion, until recover()
+        # libfranka's error names of the current error (until recover()/reconnect()), and how often each
+        # occurred since the driver started; a lost connection is "connection_lost", an abort without a
+        # flag the exception's name (ControlException, NetworkException, …)
+        self.error_names: tuple[str, ...] = ()
+        self.error_counts: dict[str, int] = {}
         self._lock = threading.RLock()  # connect/recover/reconnect against the loop thread
         self._robot: Any = None
         self._control: Any = None
@@ -256,7 +269,7 @@ class FrankaDriver(RobotDriver):
         """Drop the connection and connect anew (explicit: never done by the driver itself)."""
         with self._lock:
             self._drop()
-            self.error = None
+            self.error, self.error_names = None, ()
             self.last_state_at = self.lost_at = math.nan
             self._connect()
 
@@ -270,7 +283,7 @@ class FrankaDriver(RobotDriver):
                 self._robot.automatic_error_recovery()
             except Exception as exc:
                 raise FrankaError(f"automatic error recovery failed: {exc}") from None
-            self.error = None
+            self.error, self.error_names = None, ()
 
     def _drop(self) -> None:
         self._control = None
@@ -296,6 +309,7 @@ class FrankaDriver(RobotDriver):
         if not ready:
             self.lost_at = now = time.monotonic()
             self.safety_mode = "disconnected"
+            self._record_errors(("connection_lost",))
             self.error = f"connection lost: no robot state for {self.state_timeout * 1e3:.0f} ms" + (
                 f" (the last one arrived {(now - self.last_state_at) * 1e3:.0f} ms before this fault)"
                 if math.isfinite(self.last_state_at) else "")
@@ -335,12 +349,26 @@ class FrankaDriver(RobotDriver):
     def _aborted(self, exc: Exception) -> None:
         """The robot ended the motion (reflex, limit violation): remember why, in libfranka's words."""
         self._control = None
-        names = ""
+        names: tuple[str, ...] = ()
         with contextlib.suppress(Exception):
             s = self._robot.read_once()
             self._update(s)
-            names = str(s.last_motion_errors)
-        self.error = f"{type(exc).__name__}: {exc}" + (f" (last motion errors: {names})" if names else "")
+            names = error_names(self._last_motion_errors(s))
+        self._record_errors(names or (type(exc).__name__,))
+        self.error = f"{type(exc).__name__}: {exc}" + (f" (last motion errors: {', '.join(names)})" if names else "")
+
+    def _last_motion_errors(self, state: Any) -> Any:
+        """The robot's report of why the last motion ended (libfranka's ``Errors``)."""
+        return state.last_motion_errors
+
+    def _record_errors(self, names: tuple[str, ...]) -> None:
+        self.error_names = names
+        for n in names:
+            self.error_counts[n] = self.error_counts.get(n, 0) + 1
+
+    def robot_errors(self) -> dict[str, Any]:
+        """libfranka's error names: the current error's (until recovered) and counts since the start."""
+        return {"active": list(self.error_names), "counts": dict(self.error_counts)}
 
     def read_wrench(self) -> np.ndarray | None:
         if self.wrench_source != "estimate" or self._state is None:
