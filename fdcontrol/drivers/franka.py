@@ -33,7 +33,10 @@ answers with :meth:`send` in the same cycle.
   arrived and when the loss was declared are recorded on the loop's clock (``clock_stats``);
 * wrench (``wrench_source: estimate``): the robot's external wrench estimate ``O_F_ext_hat_K``
   (the wrench the environment exerts on the stiffness frame K, base frame) turned into
-  :class:`RobotDriver`'s sensor contract (see :func:`estimate_to_sensor`).
+  :class:`RobotDriver`'s sensor contract (see :func:`estimate_to_sensor`); or
+  (``wrench_source: sensor``, ``sensor: {address, counts_per_force, counts_per_torque, timeout}``)
+  an external force–torque sensor on the flange that speaks ATI's RDT protocol over UDP
+  (:class:`fdcontrol.drivers.netft.NetFT`: ATI and Schunk Net F/T), its reading passed through.
 """
 
 from __future__ import annotations
@@ -165,7 +168,8 @@ class FrankaDriver(RobotDriver):
                  lower_force_thresholds: Any = DEFAULT_FORCE_THRESHOLDS,
                  upper_force_thresholds: Any = DEFAULT_FORCE_THRESHOLDS,
                  load_mass: float = 0.0, load_com: Any = (0.0, 0.0, 0.0), load_inertia: Any = (0.0,) * 9,
-                 wrench_source: str = "none", state_timeout: float = 0.05, rate_limit: bool = True,
+                 wrench_source: str = "none", sensor: dict[str, Any] | None = None,
+                 state_timeout: float = 0.05, rate_limit: bool = True,
                  pose_tolerance: Any = (1e-3, 1e-2), library: Any = None) -> None:
         if robot.dof != 7:
             raise ValueError(f"the franka driver needs a 7-joint model (fr3 or panda), {robot.name} has {robot.dof}")
@@ -175,8 +179,10 @@ class FrankaDriver(RobotDriver):
             raise ValueError(f"realtime must be 'enforce' or 'ignore', got {realtime!r}")
         if interface not in ("velocity", "position"):
             raise ValueError(f"interface must be 'velocity' or 'position', got {interface!r}")
-        if wrench_source not in ("none", "estimate"):
-            raise ValueError(f"wrench_source must be 'none' or 'estimate', got {wrench_source!r}")
+        if wrench_source not in ("none", "estimate", "sensor"):
+            raise ValueError(f"wrench_source must be 'none', 'estimate' or 'sensor', got {wrench_source!r}")
+        if (wrench_source == "sensor") != (sensor is not None):
+            raise ValueError("wrench_source 'sensor' needs driver_options.sensor (its address), and only it")
         if not (math.isfinite(state_timeout) and 0.002 <= state_timeout <= 1.0):
             raise ValueError("state_timeout must be within [0.002, 1] s")
         if abs(float(dt) - CLOCK_PERIOD) > 1e-9:
@@ -195,6 +201,14 @@ class FrankaDriver(RobotDriver):
         self.state_timeout, self.pose_tolerance = float(state_timeout), (tol[0], tol[1])
         self.robot_ip, self.rate_limit = str(robot_ip), bool(rate_limit)
         self.lib = library or _library()
+        self.sensor = None
+        if sensor is not None:  # an external force–torque sensor on the flange (ATI/Schunk Net F/T, RDT over UDP)
+            from fdcontrol.drivers.netft import NetFT
+
+            if not isinstance(sensor, dict) or "address" not in sensor:
+                raise ValueError("driver_options.sensor must be {address: 'host[:port]', counts_per_force, "
+                                 "counts_per_torque, timeout}")
+            self.sensor = NetFT(**sensor)
         # published in the loop state: the robot mode (LoopState.safety_mode), and the clock statistics
         self.safety_mode: str | None = None
         self.speed_scaling = math.nan
@@ -219,7 +233,12 @@ class FrankaDriver(RobotDriver):
         self.lost_at = math.nan
         self._sent = (np.zeros(7), np.zeros(7))  # the last two velocities sent (for the braking safety net)
         self._q_c: np.ndarray | None = None  # position interface: the last joint positions commanded
-        self._connect()
+        try:
+            self._connect()
+        except Exception:
+            if self.sensor is not None:
+                self.sensor.close()
+            raise
 
     @classmethod
     def from_options(cls, robot: RobotModel, dt: float, options: dict[str, Any]) -> FrankaDriver:
@@ -371,6 +390,8 @@ class FrankaDriver(RobotDriver):
         return {"active": list(self.error_names), "counts": dict(self.error_counts)}
 
     def read_wrench(self) -> np.ndarray | None:
+        if self.sensor is not None:
+            return self.sensor.read()
         if self.wrench_source != "estimate" or self._state is None:
             return None
         s = self._state
@@ -506,4 +527,6 @@ class FrankaDriver(RobotDriver):
         with self._lock:
             self._finish_quietly()
             self._drop()
+        if self.sensor is not None:
+            self.sensor.close()
 
