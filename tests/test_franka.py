@@ -389,6 +389,39 @@ def test_libfranka_error_names_and_the_robot_mode_in_state_health_and_metrics(si
         svc.stop()
 
 
+def test_an_external_force_torque_sensor_is_the_wrench_source(sim):
+    """wrench_source: sensor — an RDT force–torque sensor on the flange (a loopback peer that speaks
+    ATI's protocol, tests/rdt_peer.py) reads a hand pushing the tool along the base's −x, in the
+    sensor frame and ATI's convention (the load on the tool side: sensor_sign tool_on_robot):
+    /state's f_measured is the tool's push on the environment, +x; force mode with a zero target
+    yields to the hand: the flange (read on the simulator's side) moves along −x."""
+    from tests.rdt_peer import RdtPeer
+
+    peer = RdtPeer(sim.host)
+    env = {"FDCONTROL_SENSOR_SIGN": "tool_on_robot", "FDCONTROL_MODE": "force"}
+    svc = franka_service(sim.host, env=env, options={
+        "wrench_source": "sensor", "sensor": {"address": sim.host, "counts_per_force": 1e6,
+                                              "counts_per_torque": 1e6}})
+    try:
+        R = np.array(state(svc)["tip_pose"])[:3, :3]  # the flange = the sensor frame (fr3_link8)
+        push = np.array([-0.5, 0.0, 0.0])  # N, base frame: the hand on the tool
+        peer.counts = [round(c) for c in np.r_[R.T @ push * 1e6, np.zeros(3)]]
+        assert post(svc, "/control/start").status_code == 200
+        t0 = state(svc)["t"]
+        st = wait_until(svc, lambda s: s["t"] - t0 >= 1.5, seconds=30.0)  # 1.5 s of the robot's time
+        assert st["fault"] is None and st["watchdog"] != "sensor_stale", st
+        assert np.allclose(st["f_measured"], [0.5, 0, 0, 0, 0, 0], atol=0.02), st["f_measured"]
+        assert post(svc, "/control/stop").status_code == 200
+    finally:
+        svc.stop()
+        peer.close()
+    rec = sim.stop()
+    assert rec is not None and len(rec) > 300
+    moved = rec[-1, FLANGE] - rec[0, FLANGE]
+    assert moved[0] < -0.02 and abs(moved[1]) < 0.3 * abs(moved[0]), moved
+    assert peer.requests[0] == (0x1234, 2, 0) and (0x1234, 0, 0) in peer.requests  # started, then stopped
+
+
 def test_recover_without_the_capability_is_409():
     svc = Service("--robot", "panda", "--driver", "simulated")
     try:
