@@ -370,6 +370,9 @@ class FrankaDriver(RobotDriver):
         self._control = None
         names: tuple[str, ...] = ()
         with contextlib.suppress(Exception):
+            # the robot's report, if it still sends states (libfranka's read_once would block 1 s holding the GIL)
+            if self._fd is not None and not select.select([self._fd], [], [], self.state_timeout)[0]:
+                raise FrankaConnectionLost("no state after the abort")
             s = self._robot.read_once()
             self._update(s)
             names = error_names(self._last_motion_errors(s))
