@@ -3,8 +3,10 @@ network protocol with MuJoCo physics, written outside this project, in its own p
 loopback address (tests/franka_sim_peer.py), which records every command it receives.
 
 Not tested here: real hardware, the real robot's reflexes (franky-sim accepts any command, so
-the limits are checked on the recorded commands), its external-wrench estimate (franky-sim
-reports zeros; the conversion is unit-tested below).
+the limits are checked on the recorded commands, and an abort is injected through the driver's
+error path: tests/franka_inject.py), its external-wrench estimate (franky-sim reports zeros; the
+conversion is unit-tested below), force–torque sensor hardware (an RDT peer on loopback stands
+in: tests/rdt_peer.py).
 """
 
 from __future__ import annotations
