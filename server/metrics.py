@@ -112,12 +112,13 @@ class LoopMetrics:
     def close(self) -> None:
         self._stop.set()
 
-    def snapshot(self, stats: Any) -> dict[str, Any]:
+    def snapshot(self, stats: Any, driver: Any = None) -> dict[str, Any]:
         self.fold(stats)
+        errors = driver.robot_errors() if driver is not None else None
         return {"cycles": self.cycles, "overruns": self.overruns, "watchdog_trips": self.watchdog_trips,
                 "holds": self.holds, "faults": self.faults, "reactions": self.reactions,
                 "period_error": self.period_error.as_dict(),
-                "compute": self.compute.as_dict()}
+                "compute": self.compute.as_dict(), "robot_errors": errors}
 
 
 def _histogram(name: str, doc: str, h: dict[str, Any]) -> HistogramMetricFamily:
@@ -136,6 +137,23 @@ def _robot_gauges(state: Any) -> Iterator[Metric]:
                               labels=["mode"])
         g.add_metric([state.safety_mode], 1.0)
         yield g
+
+
+def _robot_errors(errors: dict[str, Any] | None) -> Iterator[Metric]:
+    """The robot's errors by name (the franka driver: libfranka's), when the driver reports them."""
+    if errors is None:
+        return
+    c = CounterMetricFamily("fdcontrol_robot_errors", "Robot errors since the driver started, by the robot's "
+                            "error name (libfranka: joint_velocity_violation, cartesian_reflex, …; "
+                            "connection_lost)", labels=["error"])
+    for name, n in sorted(errors["counts"].items()):
+        c.add_metric([name], n)
+    yield c
+    g = GaugeMetricFamily("fdcontrol_robot_error_active", "1 for each error name of the robot's current "
+                          "error (until recovered or reconnected)", labels=["error"])
+    for name in errors["active"]:
+        g.add_metric([name], 1.0)
+    yield g
 
 
 class ServiceCollector:
@@ -172,6 +190,7 @@ class ServiceCollector:
             yield _histogram("fdcontrol_loop_period_error_seconds",
                              "|cycle start − scheduled start| per cycle", m["period_error"])
             yield _histogram("fdcontrol_loop_compute_seconds", "Compute time per cycle", m["compute"])
+            yield from _robot_errors(m.get("robot_errors"))
         if hub is not None:
             g = GaugeMetricFamily("fdcontrol_ws_clients", "Connected WebSocket clients")
             g.add_metric([], hub.clients)

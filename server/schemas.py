@@ -69,6 +69,11 @@ class Stats(BaseModel):
                                              "control_command_success_rate of its last state (0–1)")
     robot_missed_cycles: int | None = Field(None, description="a driver that owns the clock: robot states that "
                                             "passed without a command, in total")
+    robot_last_state_at: float | None = Field(None, description="a driver that owns the clock: the loop's "
+                                              "time.monotonic() (s) when the robot's last state arrived")
+    robot_lost_at: float | None = Field(None, description="a driver that owns the clock: the loop's "
+                                        "time.monotonic() (s) when no state came within the driver's timeout "
+                                        "and the loop faulted into hold; null while connected")
     scheduler: str | None = Field(None, description="the loop thread's scheduling policy: SCHED_FIFO when "
                                   "real-time was granted (realtime: true and CAP_SYS_NICE), else SCHED_OTHER; "
                                   "null while the loop is stopped")

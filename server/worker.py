@@ -269,7 +269,7 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Co
         "stats": lambda: {**runtime.loop.stats.summary(), "scheduler": _scheduler(runtime.loop)},
         "has_sensor": lambda: runtime.loop.driver.read_wrench() is not None,
         "sim": lambda op, *a: sim_call(runtime.loop.driver, op, *a),  # server/sim_ops.py
-        "metrics": lambda: io.metrics.snapshot(runtime.loop.stats),
+        "metrics": lambda: io.metrics.snapshot(runtime.loop.stats, runtime.loop.driver),
         "modules": lambda: sorted(sys.modules),  # what the loop process imported (tests/test_layering.py)
         "task": lambda op, *a: task_call(runtime, op, *a),  # server/taskspace.py
         "driver_call": lambda name: _driver_call(runtime.loop, name),  # recover / reconnect (robot errors)

@@ -8,7 +8,9 @@ Prints ``READY <hostname>`` on stdout once it serves. With ``--record`` each UDP
 simulator receives is appended to the file as one row of float64 (``RECORD_COLUMNS``): the
 simulator's time, the command's message id, motion_finished, then the commanded joint
 velocities dq_c (7), joint positions q_c (7), and the flange position measured by the
-simulator at that moment (O_T_EE · F_T_EE⁻¹, 3, m) — the flange is read on the simulator's side.
+simulator at that moment (O_T_EE · F_T_EE⁻¹, 3, m) — the flange is read on the simulator's side —,
+the impedance controller the simulator runs (0 joint, 1 Cartesian, 2 none) and the robot's desired
+joint positions q_d (7, rad).
 
 Only 127.0.0.0/8: the simulator's UDP socket is bound to the hostname, not to 0.0.0.0.
 """
@@ -27,7 +29,11 @@ import time
 import numpy as np
 
 RECORD_COLUMNS = ("t", "message_id", "finished", *(f"dq_c{i}" for i in range(7)),
-                  *(f"q_c{i}" for i in range(7)), "flange_x", "flange_y", "flange_z")
+                  *(f"q_c{i}" for i in range(7)), "flange_x", "flange_y", "flange_z",
+                  "impedance", *(f"q_d{i}" for i in range(7)))
+#: ``impedance``: the simulator's impedance controller when the command arrived: 0 joint, 1 Cartesian,
+#: 2 none (no motion); ``q_d``: the robot's desired joint positions at that moment (rad)
+COLUMN = {name: i for i, name in enumerate(RECORD_COLUMNS)}
 
 
 def main() -> None:
@@ -68,7 +74,7 @@ def main() -> None:
         F = np.array(st.F_T_EE).reshape(4, 4, order="F")
         flange = (T @ np.linalg.inv(F))[:3, 3]
         row = np.r_[time.monotonic(), cmd.message_id, float(cmd.motion_generation_finished),
-                    cmd.dq_c, cmd.q_c, flange]
+                    cmd.dq_c, cmd.q_c, flange, float(self._FrankaRobotServer__impedance_control_mode), st.q_d]
         with lock:
             rows.append(row)
         original(self, data)

@@ -75,7 +75,8 @@ class RobotDriver(ABC):
     ``owns_clock`` (``read()`` blocks until the robot's next state: the robot paces the loop,
     fdcontrol.loop.paced) with ``clock_period`` (s), ``read_at`` (time.perf_counter() of the newest
     state's arrival) and :meth:`clock_stats` (the robot's view: success rate, missed cycles);
-    :meth:`recover` and :meth:`reconnect` (a robot's error recovery; ``can_recover``).
+    :meth:`recover` and :meth:`reconnect` (a robot's error recovery; ``can_recover``);
+    :meth:`robot_errors` (the robot's error names, for the metrics).
     A simulated world (objects, a push on the tool) is the :class:`SimulatedWorld` protocol.
     """
 
@@ -92,6 +93,11 @@ class RobotDriver(ABC):
 
     def clock_stats(self) -> dict[str, float | int] | None:
         """The robot's own view of the exchange (success rate, missed cycles), or None."""
+        return None
+
+    def robot_errors(self) -> dict[str, Any] | None:
+        """The robot's errors by name (the franka driver: libfranka's): ``{"active": [names of the
+        current error], "counts": {name: occurrences since the driver started}}``, or None."""
         return None
 
     def recover(self) -> None:

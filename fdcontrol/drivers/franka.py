@@ -10,7 +10,11 @@ answers with :meth:`send` in the same cycle.
 
 * velocity interface (default): ``start_joint_velocity_control(controller_mode)``, one
   ``writeOnce(JointVelocities(q̇_ref))`` per state; position interface (``interface:
-  position``): ``start_joint_position_control``, ``JointPositions(q_ref)``;
+  position``): ``start_joint_position_control``, ``JointPositions(q_c)`` with q_c the robot's
+  desired position q_d at the motion's start plus dt·Σ q̇_ref — the loop's limited velocity
+  reference integrated, so the positions respect the same velocity, acceleration and jerk
+  limits (the loop's own q_ref, bounded to ``max_tracking_error`` around the measured q, would
+  jump when that bound engages; on a Franka the collision thresholds bound the tracking error);
 * ``controller_mode``: ``joint`` (joint impedance) or ``cartesian`` (Cartesian impedance);
 * the motion is started by the first command that moves and ended with ``motion_finished``
   once the reference is at rest on stop, hold (also a watchdog trip) or a fault; it restarts
@@ -22,12 +26,17 @@ answers with :meth:`send` in the same cycle.
 * errors: a motion the robot aborts raises with libfranka's error names; the robot mode
   (``Idle``, ``Move``, ``Reflex``, …) is published as the loop state's ``safety_mode``;
   :meth:`recover` runs libfranka's automatic error recovery; :meth:`reconnect` connects anew;
-* a lost connection: no state for ``state_timeout`` (s) raises at once — the wait for a state
-  happens in ``select`` on libfranka's UDP socket, which also releases the GIL (libfranka's own
-  blocking receive holds it, with a 1 s timeout);
+* a lost connection: no state for ``state_timeout`` (s, default 50 ms: within one command
+  timeout) raises at once — the wait for a state happens in ``select`` on libfranka's UDP socket,
+  which also releases the GIL (libfranka's own blocking receive holds it, with a 1 s timeout:
+  without this deadline a dead robot would stall the loop for 1 s). When the last state
+  arrived and when the loss was declared are recorded on the loop's clock (``clock_stats``);
 * wrench (``wrench_source: estimate``): the robot's external wrench estimate ``O_F_ext_hat_K``
   (the wrench the environment exerts on the stiffness frame K, base frame) turned into
-  :class:`RobotDriver`'s sensor contract (see :func:`estimate_to_sensor`).
+  :class:`RobotDriver`'s sensor contract (see :func:`estimate_to_sensor`); or
+  (``wrench_source: sensor``, ``sensor: {address, counts_per_force, counts_per_torque, timeout}``)
+  an external force–torque sensor on the flange that speaks ATI's RDT protocol over UDP
+  (:class:`fdcontrol.drivers.netft.NetFT`: ATI and Schunk Net F/T), its reading passed through.
 """
 
 from __future__ import annotations
@@ -102,6 +111,14 @@ def estimate_to_sensor(O_F_ext_hat_K: Any, O_T_EE: np.ndarray, EE_T_K: np.ndarra
     return -np.concatenate((R.T @ F, R.T @ tau_F))
 
 
+def error_names(errors: Any) -> tuple[str, ...]:
+    """The flags set in a libfranka ``Errors`` (``last_motion_errors``, ``current_errors``), by
+    libfranka's names (``joint_velocity_violation``, ``cartesian_reflex``, …)."""
+    if errors is None:
+        return ()
+    return tuple(n for n in dir(errors) if not n.startswith("_") and getattr(errors, n, False) is True)
+
+
 def _udp_fds() -> set[int]:
     """This process's file descriptors that are UDP sockets."""
     out = set()
@@ -151,7 +168,8 @@ class FrankaDriver(RobotDriver):
                  lower_force_thresholds: Any = DEFAULT_FORCE_THRESHOLDS,
                  upper_force_thresholds: Any = DEFAULT_FORCE_THRESHOLDS,
                  load_mass: float = 0.0, load_com: Any = (0.0, 0.0, 0.0), load_inertia: Any = (0.0,) * 9,
-                 wrench_source: str = "none", state_timeout: float = 0.05, rate_limit: bool = True,
+                 wrench_source: str = "none", sensor: dict[str, Any] | None = None,
+                 state_timeout: float = 0.05, rate_limit: bool = True,
                  pose_tolerance: Any = (1e-3, 1e-2), library: Any = None) -> None:
         if robot.dof != 7:
             raise ValueError(f"the franka driver needs a 7-joint model (fr3 or panda), {robot.name} has {robot.dof}")
@@ -161,8 +179,10 @@ class FrankaDriver(RobotDriver):
             raise ValueError(f"realtime must be 'enforce' or 'ignore', got {realtime!r}")
         if interface not in ("velocity", "position"):
             raise ValueError(f"interface must be 'velocity' or 'position', got {interface!r}")
-        if wrench_source not in ("none", "estimate"):
-            raise ValueError(f"wrench_source must be 'none' or 'estimate', got {wrench_source!r}")
+        if wrench_source not in ("none", "estimate", "sensor"):
+            raise ValueError(f"wrench_source must be 'none', 'estimate' or 'sensor', got {wrench_source!r}")
+        if (wrench_source == "sensor") != (sensor is not None):
+            raise ValueError("wrench_source 'sensor' needs driver_options.sensor (its address), and only it")
         if not (math.isfinite(state_timeout) and 0.002 <= state_timeout <= 1.0):
             raise ValueError("state_timeout must be within [0.002, 1] s")
         if abs(float(dt) - CLOCK_PERIOD) > 1e-9:
@@ -181,12 +201,25 @@ class FrankaDriver(RobotDriver):
         self.state_timeout, self.pose_tolerance = float(state_timeout), (tol[0], tol[1])
         self.robot_ip, self.rate_limit = str(robot_ip), bool(rate_limit)
         self.lib = library or _library()
+        self.sensor = None
+        if sensor is not None:  # an external force–torque sensor on the flange (ATI/Schunk Net F/T, RDT over UDP)
+            from fdcontrol.drivers.netft import NetFT
+
+            if not isinstance(sensor, dict) or "address" not in sensor:
+                raise ValueError("driver_options.sensor must be {address: 'host[:port]', counts_per_force, "
+                                 "counts_per_torque, timeout}")
+            self.sensor = NetFT(**sensor)
         # published in the loop state: the robot mode (LoopState.safety_mode), and the clock statistics
         self.safety_mode: str | None = None
         self.speed_scaling = math.nan
         self.success_rate = math.nan  # control_command_success_rate of the last state (0–1)
         self.missed_cycles = 0  # robot states that passed without a command from us (robot time gaps)
         self.error: str | None = None  # the robot's error after an aborted motion, until recover()
+        # libfranka's error names of the current error (until recover()/reconnect()), and how often each
+        # occurred since the driver started; a lost connection is "connection_lost", an abort without a
+        # flag the exception's name (ControlException, NetworkException, …)
+        self.error_names: tuple[str, ...] = ()
+        self.error_counts: dict[str, int] = {}
         self._lock = threading.RLock()  # connect/recover/reconnect against the loop thread
         self._robot: Any = None
         self._control: Any = None
@@ -194,8 +227,18 @@ class FrankaDriver(RobotDriver):
         self._state: Any = None
         self._t_last: float | None = None
         self.read_at: float | None = None
+        # the loop's clock (time.monotonic()): when the last robot state arrived, and when the driver
+        # declared the connection lost (no state within state_timeout: the loop holds in that cycle)
+        self.last_state_at = math.nan
+        self.lost_at = math.nan
         self._sent = (np.zeros(7), np.zeros(7))  # the last two velocities sent (for the braking safety net)
-        self._connect()
+        self._q_c: np.ndarray | None = None  # position interface: the last joint positions commanded
+        try:
+            self._connect()
+        except Exception:
+            if self.sensor is not None:
+                self.sensor.close()
+            raise
 
     @classmethod
     def from_options(cls, robot: RobotModel, dt: float, options: dict[str, Any]) -> FrankaDriver:
@@ -229,6 +272,7 @@ class FrankaDriver(RobotDriver):
             self._close_fd()
             raise
         self._robot, self._control, self._state, self._t_last = r, None, state, None
+        self.last_state_at = time.monotonic()
         self._update(state)
 
     def _check_model(self, state: Any) -> None:
@@ -244,7 +288,8 @@ class FrankaDriver(RobotDriver):
         """Drop the connection and connect anew (explicit: never done by the driver itself)."""
         with self._lock:
             self._drop()
-            self.error = None
+            self.error, self.error_names = None, ()
+            self.last_state_at = self.lost_at = math.nan
             self._connect()
 
     def recover(self) -> None:
@@ -257,7 +302,7 @@ class FrankaDriver(RobotDriver):
                 self._robot.automatic_error_recovery()
             except Exception as exc:
                 raise FrankaError(f"automatic error recovery failed: {exc}") from None
-            self.error = None
+            self.error, self.error_names = None, ()
 
     def _drop(self) -> None:
         self._control = None
@@ -281,8 +326,12 @@ class FrankaDriver(RobotDriver):
             return
         ready, _, _ = select.select([self._fd], [], [], self.state_timeout)
         if not ready:
+            self.lost_at = now = time.monotonic()
             self.safety_mode = "disconnected"
-            self.error = f"connection lost: no robot state for {self.state_timeout * 1e3:.0f} ms"
+            self._record_errors(("connection_lost",))
+            self.error = f"connection lost: no robot state for {self.state_timeout * 1e3:.0f} ms" + (
+                f" (the last one arrived {(now - self.last_state_at) * 1e3:.0f} ms before this fault)"
+                if math.isfinite(self.last_state_at) else "")
             self._drop()
             raise FrankaConnectionLost(self.error)
 
@@ -300,6 +349,7 @@ class FrankaDriver(RobotDriver):
                 self._aborted(exc)
                 raise FrankaError(self.error) from None
             self.read_at = time.perf_counter()  # the tick: when the robot's state arrived
+            self.last_state_at = time.monotonic()
             t = float(state.time.to_sec())
             if self._control is not None and self._t_last is not None:
                 gap = round((t - self._t_last) / CLOCK_PERIOD) - 1
@@ -318,14 +368,33 @@ class FrankaDriver(RobotDriver):
     def _aborted(self, exc: Exception) -> None:
         """The robot ended the motion (reflex, limit violation): remember why, in libfranka's words."""
         self._control = None
-        names = ""
+        names: tuple[str, ...] = ()
         with contextlib.suppress(Exception):
+            # the robot's report, if it still sends states (libfranka's read_once would block 1 s holding the GIL)
+            if self._fd is not None and not select.select([self._fd], [], [], self.state_timeout)[0]:
+                raise FrankaConnectionLost("no state after the abort")
             s = self._robot.read_once()
             self._update(s)
-            names = str(s.last_motion_errors)
-        self.error = f"{type(exc).__name__}: {exc}" + (f" (last motion errors: {names})" if names else "")
+            names = error_names(self._last_motion_errors(s))
+        self._record_errors(names or (type(exc).__name__,))
+        self.error = f"{type(exc).__name__}: {exc}" + (f" (last motion errors: {', '.join(names)})" if names else "")
+
+    def _last_motion_errors(self, state: Any) -> Any:
+        """The robot's report of why the last motion ended (libfranka's ``Errors``)."""
+        return state.last_motion_errors
+
+    def _record_errors(self, names: tuple[str, ...]) -> None:
+        self.error_names = names
+        for n in names:
+            self.error_counts[n] = self.error_counts.get(n, 0) + 1
+
+    def robot_errors(self) -> dict[str, Any]:
+        """libfranka's error names: the current error's (until recovered) and counts since the start."""
+        return {"active": list(self.error_names), "counts": dict(self.error_counts)}
 
     def read_wrench(self) -> np.ndarray | None:
+        if self.sensor is not None:
+            return self.sensor.read()
         if self.wrench_source != "estimate" or self._state is None:
             return None
         s = self._state
@@ -342,14 +411,23 @@ class FrankaDriver(RobotDriver):
             else self._robot.start_joint_position_control
         self._control = start(mode)
         self._t_last = None
+        if self.interface == "position":  # the motion starts at rest at the robot's desired position q_d,
+            # as the robot sees it once the motion runs (read it: one state, so this cycle answers late once)
+            self._wait()
+            state, _ = self._control.readOnce()
+            self._state, self.last_state_at = state, time.monotonic()
+            self._q_c = np.asarray(state.q_d, dtype=float)
 
     def _command(self, q_ref: np.ndarray | None, qd_ref: np.ndarray | None, finished: bool = False) -> Any:
         lib = self.lib
         if self.interface == "velocity":
             cmd = lib.JointVelocities([0.0] * 7 if qd_ref is None else [float(v) for v in qd_ref])
-        else:
-            q = np.asarray(self._state.q, dtype=float) if q_ref is None else q_ref
-            cmd = lib.JointPositions([float(v) for v in q])
+        else:  # positions: the robot's q_d at the motion's start + dt·Σ q̇_ref (the same limited reference)
+            if self._q_c is None:
+                self._q_c = np.asarray(self._state.q_d if q_ref is None else q_ref, dtype=float)
+            if qd_ref is not None:
+                self._q_c = self._q_c + CLOCK_PERIOD * np.asarray(qd_ref, dtype=float)
+            cmd = lib.JointPositions([float(v) for v in self._q_c])
         cmd.motion_finished = finished
         return cmd
 
@@ -364,7 +442,7 @@ class FrankaDriver(RobotDriver):
                 # a motion starts from rest (the robot's desired velocity is zero): the limits ramp
                 # the first reference from zero, so it is sent as it is
                 self._start()
-            if self.interface == "velocity" and self.rate_limit:
+            if self.rate_limit:
                 qd_ref = self._guard(np.zeros(7) if qd_ref is None else np.asarray(qd_ref, dtype=float))
             try:
                 self._control.writeOnce(self._command(q_ref, qd_ref))
@@ -405,6 +483,7 @@ class FrankaDriver(RobotDriver):
         with contextlib.suppress(Exception):
             c.writeOnce(self._command(None if self._state is None else np.asarray(self._state.q_d, dtype=float),
                                       np.zeros(7), finished=True))
+        self._q_c = None
 
     def _brake(self, c: Any) -> None:
         """A safety net: if the last velocity sent is not zero (the loop was cut short, e.g. its
@@ -419,7 +498,7 @@ class FrankaDriver(RobotDriver):
             p2, p1 = self._sent
             return not np.any(p1) and bool(np.all(np.abs(p1 - p2) <= J * CLOCK_PERIOD ** 2))
 
-        if self.interface != "velocity" or at_rest():
+        if at_rest():
             return
         lim = JointJerk(J, np.array(pub.acceleration))  # type: ignore[union-attr]
         lim.limit(np.zeros(7), self._sent[-1], self._sent[-2], None, CLOCK_PERIOD)  # its a_prev
@@ -429,7 +508,7 @@ class FrankaDriver(RobotDriver):
                 return
             self._wait()
             state, _ = c.readOnce()
-            self._state = state
+            self._state, self.last_state_at = state, time.monotonic()
             prev = lim.limit(np.zeros(7), np.zeros(7), prev, None, CLOCK_PERIOD)
             c.writeOnce(self._command(None, prev))
             self._sent = (self._sent[-1], prev)
@@ -441,11 +520,16 @@ class FrankaDriver(RobotDriver):
             self.finish_motion()
 
     def clock_stats(self) -> dict[str, float | int]:
-        """The robot's view of the loop: success rate of the last state, cycles missed in total."""
-        return {"robot_success_rate": self.success_rate, "robot_missed_cycles": self.missed_cycles}
+        """The robot's view of the loop: success rate of the last state, cycles missed in total;
+        and, on the loop's clock (time.monotonic(), s), when the last state arrived and when the
+        connection was declared lost (NaN: not lost since the last connect)."""
+        return {"robot_success_rate": self.success_rate, "robot_missed_cycles": self.missed_cycles,
+                "robot_last_state_at": self.last_state_at, "robot_lost_at": self.lost_at}
 
     def close(self) -> None:
         with self._lock:
             self._finish_quietly()
             self._drop()
+        if self.sensor is not None:
+            self.sensor.close()
 

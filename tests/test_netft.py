@@ -1,0 +1,105 @@
+"""The RDT force–torque sensor client (fdcontrol.drivers.netft) against a loopback peer that speaks
+ATI's RDT protocol (tests/rdt_peer.py, written from the protocol description with its own packing)."""
+
+from __future__ import annotations
+
+import math
+import random
+import struct
+import time
+
+import numpy as np
+import pytest
+
+from fdcontrol.drivers.netft import NetFT
+from tests.rdt_peer import RdtPeer
+
+
+def host() -> str:
+    return f"127.24.{random.randint(1, 254)}.{random.randint(1, 254)}"
+
+
+def read_until(ft: NetFT, pred, seconds: float = 5.0):
+    """Read every 2 ms until pred(reading) (bounded: `seconds`)."""
+    w = ft.read()
+    for _ in range(int(seconds / 0.002)):
+        if pred(w):
+            break
+        time.sleep(0.002)
+        w = ft.read()
+    return w
+
+
+@pytest.fixture
+def peer():
+    p = RdtPeer(host())
+    yield p
+    p.close()
+
+
+def test_start_request_and_counts_to_newton(peer):
+    """The start request is the 8 bytes of the manual (0x1234, command 2, 0 samples: endless); a
+    record's counts divided by counts per force / torque are N and N·m, in the record's order."""
+    peer.counts = [1_500_000, -2_000_000, 250_000, 100_000, -300_000, 700_000]
+    ft = NetFT(f"{peer.sock.getsockname()[0]}", counts_per_force=1e6, counts_per_torque=1e5)
+    try:
+        w = read_until(ft, lambda w: w is not None)
+        assert peer.requests[0] == (0x1234, 2, 0)
+        assert np.allclose(w, [1.5, -2.0, 0.25, 1.0, -3.0, 7.0])
+        peer.counts = [0, 0, -1_000_000, 0, 0, 0]  # latest wins
+        w = read_until(ft, lambda w: w is not None and w[2] < 0)
+        assert np.allclose(w, [0, 0, -1.0, 0, 0, 0])
+    finally:
+        ft.close()
+    deadline = time.monotonic() + 2
+    while (0x1234, 0, 0) not in peer.requests and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert (0x1234, 0, 0) in peer.requests  # close stops the stream
+
+
+def test_bad_records_are_ignored(peer):
+    """Wrong size, a non-zero status word, an older sequence number: ignored; the last good reading stays."""
+    peer.counts = [1_000_000, 0, 0, 0, 0, 0]
+    ft = NetFT(peer.sock.getsockname()[0], timeout=5.0)
+    try:
+        assert read_until(ft, lambda w: w is not None and ft.rdt_sequence > 10) is not None
+        peer.paused = True
+        time.sleep(0.01)
+        ft.read()
+        seq = ft.rdt_sequence
+        peer.send_raw(struct.pack("!3L6l", seq + 1, 0, 0x8000_0000, 9, 9, 9, 9, 9, 9))  # status: error
+        peer.send_raw(struct.pack("!3L6l", seq - 5, 0, 0, -7_000_000, 0, 0, 0, 0, 0))  # older
+        peer.send_raw(b"\x00" * 35)  # truncated
+        time.sleep(0.05)
+        w = ft.read()
+        assert np.allclose(w, [1.0, 0, 0, 0, 0, 0]) and ft.status == 0x8000_0000
+        peer.send_raw(struct.pack("!3L6l", seq + 2, 0, 0, 2_000_000, 0, 0, 0, 0, 0))  # newer, good
+        w = read_until(ft, lambda w: w[0] > 1.5)
+        assert np.allclose(w, [2.0, 0, 0, 0, 0, 0])
+    finally:
+        ft.close()
+
+
+def test_a_quiet_sensor_is_stale_and_asked_again(peer):
+    """No record for `timeout`: None (the loop's sensor watchdog holds); the start request is repeated."""
+    peer.counts = [1_000_000, 0, 0, 0, 0, 0]
+    ft = NetFT(peer.sock.getsockname()[0], timeout=0.05)
+    try:
+        assert read_until(ft, lambda w: w is not None) is not None
+        peer.paused = True
+        assert read_until(ft, lambda w: w is None, seconds=3.0) is None
+        starts = sum(1 for r in peer.requests if r[1] == 2)
+        read_until(ft, lambda w: sum(1 for r in peer.requests if r[1] == 2) > starts, seconds=3.0)
+        assert sum(1 for r in peer.requests if r[1] == 2) > starts
+        peer.paused = False
+        assert read_until(ft, lambda w: w is not None) is not None
+    finally:
+        ft.close()
+
+
+@pytest.mark.parametrize("bad", [{"counts_per_force": math.nan}, {"counts_per_torque": 0},
+                                 {"timeout": math.inf}, {"address": "no such host.invalid"}])
+def test_bad_options_are_refused(bad):
+    opts = {"address": "127.0.0.1", **bad}
+    with pytest.raises(ValueError):
+        NetFT(**opts).close()
