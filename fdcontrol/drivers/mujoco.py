@@ -70,6 +70,13 @@ class Tool:
         if len(self.com) != 3 or not all(math.isfinite(c) for c in self.com):
             raise ModelError("tool com must be 3 finite numbers (m, tip frame)")
 
+    @property
+    def inertia(self) -> list[float]:
+        """Rotational inertia about the centre of mass, tip axes, [Ixx, Iyy, Izz, Ixy, Ixz, Iyz]
+        (kg·m²): a solid cylinder along the tip's z axis."""
+        i = self.mass * (3 * self.radius ** 2 + self.length ** 2) / 12
+        return [i, i, self.mass * self.radius ** 2 / 2, 0.0, 0.0, 0.0]
+
 
 @dataclass(frozen=True)
 class EnvObject:
@@ -240,8 +247,7 @@ class MujocoRobot(RobotDriver):
         body = tip.add_body(name="fd_tool", pos=[0, 0, 0])
         body.explicitinertial = True
         body.mass, body.ipos = t.mass, list(t.com)
-        i = t.mass * (3 * t.radius ** 2 + t.length ** 2) / 12  # a solid cylinder about its centre
-        body.inertia = [i, i, t.mass * t.radius ** 2 / 2]
+        body.inertia = t.inertia[:3]  # a solid cylinder about its centre
         body.gravcomp = 1.0  # the configured payload, as on a real controller
         for g in (body.add_geom(type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[t.radius, t.length / 2, 0],
                                 pos=[0, 0, t.length / 2]),

@@ -67,6 +67,9 @@ class Variant:
     substeps: int = 1
     push: float = PUSH
     tool_mass: float = TOOL.mass  # kg (MuJoCo arm; the sensor model is configured with it)
+    inertia_comp: bool = False  # the sensor model subtracts the tool's inertial wrench
+    accel_cutoff: float = 0.0  # Hz, low-pass on the tool's estimated acceleration (0: off)
+    sensor: str = "mujoco"  # MuJoCo's flange sensor, or "exact": it reads the hand alone (no tool inertia)
 
     def label(self) -> str:
         base = Variant()
@@ -107,6 +110,18 @@ class IdealArm(RobotDriver):
         pass
 
 
+class ExactSensorArm(MujocoRobot):
+    """The MuJoCo arm (servo, tool, physics) whose sensor reads the hand's wrench and the tool's
+    weight only — what the flange sensor would read if the tool had no inertia."""
+
+    def read_wrench(self) -> np.ndarray:
+        q = self.read().q
+        R = self.robot.pose(q)[:3, :3]
+        F = R.T @ self.push[:3]
+        hand = np.concatenate((F, R.T @ self.push[3:] + np.cross(self.push_point, F)))
+        return physical_reading(-hand, self.tool.mass, np.array(self.tool.com), R, self.sensor_sign)
+
+
 def limits_for(robot: RobotModel, which: str) -> SafetyLimits:
     if which == "all":
         return SafetyLimits.from_robot(robot)
@@ -132,9 +147,12 @@ def build(arm: Arm, q0: np.ndarray, v: Variant, law: ControlLaw | None = None,
         filt = WrenchFilter(cutoff=v.wrench_cutoff)
     elif v.servo == "mujoco":
         tool = replace(TOOL, mass=v.tool_mass)
-        drv = MujocoRobot(robot, dt=DT, q0=q0, tool=tool, bandwidth=v.bandwidth, urdf=arm.urdf,
+        cls = ExactSensorArm if v.sensor == "exact" else MujocoRobot
+        drv = cls(robot, dt=DT, q0=q0, tool=tool, bandwidth=v.bandwidth, urdf=arm.urdf,
                           **driver)  # type: ignore[arg-type]
-        filt = WrenchFilter(tool_mass=tool.mass, tool_com=np.array(tool.com), cutoff=v.wrench_cutoff)
+        filt = WrenchFilter(tool_mass=tool.mass, tool_com=np.array(tool.com), cutoff=v.wrench_cutoff,
+                            tool_inertia=np.array(tool.inertia), inertia_compensation=v.inertia_comp,
+                            accel_cutoff=v.accel_cutoff)
     else:
         raise ValueError(f"servo must be 'mujoco' or 'ideal', got {v.servo!r}")
     drv.push_point = np.array([0.0, 0.0, v.push_at])
@@ -212,6 +230,22 @@ SOURCES: tuple[Variant, ...] = (
     Variant(limits="path", gamma=1e6, push_at=TOOL.length),
     Variant(limits="path", gamma=1e6, push=3.0),
 )
+
+#: the virtual model's coupling against physics at each γ: the controller alone (ideal arm), the
+#: MuJoCo arm as delivered and with path_acceleration, its sensor replaced by an exact one (the
+#: tool's inertia unseen), the tool's inertia compensated from the joint state; 10 N and 3 N
+GAMMAS: tuple[float, ...] = (1e3, 1e4, 1e6)
+GAMMA_STUDY: tuple[Variant, ...] = tuple(
+    replace(v, gamma=g) for g in GAMMAS for v in (
+        Variant(servo="ideal", limits="none", push=1.0),
+        Variant(),
+        Variant(limits="path"),
+        Variant(limits="path", sensor="exact"),
+        Variant(limits="path", inertia_comp=True),
+        Variant(limits="path", push=3.0),
+        Variant(limits="path", push=3.0, sensor="exact"),
+        Variant(limits="path", push=3.0, inertia_comp=True),
+    ))
 
 #: every mapping on the MuJoCo arm with the default limits (DLS and J⁻¹ also with the sensor
 #: low-pass that makes them settle on contact, fdcontrol.experiments.contact)
