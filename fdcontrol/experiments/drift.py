@@ -306,7 +306,9 @@ def run_experiment(ctx: Context) -> dict:
     arms = ARMS if not ctx.quick else ("ur10",)
     n = ctx.n(20, 1)
     res = sweep(arms, n, SOURCES, SEED + ctx.seed, progress=ctx.progress)
-    write_results(ctx.folder("drift"), res, f"""# Sideways drift of hand guiding: its sources
+    study = sweep(arms, n, GAMMA_STUDY, SEED + ctx.seed, progress=ctx.progress)
+    out = {**res, **{f"gamma_study/{k}": v for k, v in study.items()}}
+    write_results(ctx.folder("drift"), out, f"""# Sideways drift of hand guiding: its sources
 
 `fdcontrol experiments drift` — {n} seeded poses per arm (σ_min(J) ≥ {SIGMA_MIN} along the whole
 push, joints {MARGIN:.0%} of their range inside the limits), a {PUSH} N push along base +x for
@@ -315,9 +317,19 @@ MuJoCo arm (PI velocity servo 20 Hz, {TOOL.mass} kg tool on a flange sensor), th
 limits, the virtual model started at the measured q, Coriolis on, the push at the sensor.
 Drift = lateral / along-push displacement of the tip.
 
+## Sources
+
 {table(HEADER, rows(res))}
+
+## γ, the servo and the tool's inertia
+
+Each condition at γ = {", ".join(f"{g:g}" for g in GAMMAS)}; `sensor=exact`: the MuJoCo arm whose sensor
+reads the hand alone (the tool's inertia unseen); `inertia_comp`: the sensor model subtracts the tool's
+inertial wrench estimated from the joint state (`tool_inertia_compensation`).
+
+{table(HEADER, rows(study))}
 """)
-    return res
+    return out
 
 
 run = run_experiment
