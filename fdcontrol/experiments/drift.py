@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
+import mujoco
 import numpy as np
 
 from fdcontrol.control.law import ControlLaw, ForceTerm
@@ -69,7 +70,7 @@ class Variant:
     tool_mass: float = TOOL.mass  # kg (MuJoCo arm; the sensor model is configured with it)
     inertia_comp: bool = False  # the sensor model subtracts the tool's inertial wrench
     accel_cutoff: float = 0.0  # Hz, low-pass on the tool's estimated acceleration (0: off)
-    sensor: str = "mujoco"  # MuJoCo's flange sensor, or "exact": it reads the hand alone (no tool inertia)
+    sensor: str = "mujoco"  # MuJoCo's flange sensor; "exact": the hand alone; "averaged": over the period
 
     def label(self) -> str:
         base = Variant()
@@ -122,6 +123,28 @@ class ExactSensorArm(MujocoRobot):
         return physical_reading(-hand, self.tool.mass, np.array(self.tool.com), R, self.sensor_sign)
 
 
+class AveragingSensorArm(MujocoRobot):
+    """The MuJoCo arm whose sensor reads the mean over the control period of the wrench at every
+    physics sub-step (as a sensor sampling faster than the loop, averaged, would), not its value at
+    the period's end."""
+
+    def _advance(self) -> None:
+        if self._due is None:
+            return
+        (prev, q_ref), self._due, d = self._due, None, self._data
+        self._apply_push()
+        acc = np.zeros(6)
+        for k in range(self.nsub):
+            if self.interface == "position":
+                d.ctrl[0::2] = prev + (k + 1) / self.nsub * (q_ref - prev)
+            mujoco.mj_step(self.model, d)
+            mujoco.mj_rnePostConstraint(self.model, d)
+            mujoco.mj_sensorAcc(self.model, d)
+            acc += d.sensordata[:6]
+        d.sensordata[:6] = acc / self.nsub
+        self.t += self.dt
+
+
 def limits_for(robot: RobotModel, which: str) -> SafetyLimits:
     if which == "all":
         return SafetyLimits.from_robot(robot)
@@ -147,7 +170,7 @@ def build(arm: Arm, q0: np.ndarray, v: Variant, law: ControlLaw | None = None,
         filt = WrenchFilter(cutoff=v.wrench_cutoff)
     elif v.servo == "mujoco":
         tool = replace(TOOL, mass=v.tool_mass)
-        cls = ExactSensorArm if v.sensor == "exact" else MujocoRobot
+        cls = {"exact": ExactSensorArm, "averaged": AveragingSensorArm}.get(v.sensor, MujocoRobot)
         drv = cls(robot, dt=DT, q0=q0, tool=tool, bandwidth=v.bandwidth, urdf=arm.urdf,
                           **driver)  # type: ignore[arg-type]
         filt = WrenchFilter(tool_mass=tool.mass, tool_com=np.array(tool.com), cutoff=v.wrench_cutoff,
