@@ -135,3 +135,41 @@ def test_compensation_is_a_wrench_about_the_tip_in_the_base_frame():
     filt.apply(raw, R, 0.01, np.zeros(6))
     out = filt.apply(raw, R, 0.01, np.array([0.03, 0, 0, 0, 0, 0]))  # 3 m/s² along x
     np.testing.assert_allclose(out, rotate6(R, np.array([-6.0, 0, 0, 0, 0, 0])), atol=1e-12)
+
+
+def test_the_averaged_mujoco_sensor_reads_the_weight_at_rest_and_the_periods_mean_in_motion():
+    """``sensor_average``: at rest the same reading as the sensor read at the period's end (the
+    tool's weight); while the servo answers a new reference the end-of-period value differs from
+    the period's mean, and the averaged sensor gives that mean (computed here by stepping MuJoCo)."""
+    from fdcontrol.drivers.mujoco import MujocoRobot
+
+    arm = load_arm("ur10")
+    q0 = arm.home
+    end = MujocoRobot(arm.robot, q0=q0, tool=D.TOOL, urdf=arm.urdf)
+    avg = MujocoRobot(arm.robot, q0=q0, tool=D.TOOL, urdf=arm.urdf, sensor_average=True)
+    for drv in (end, avg):
+        drv.send(None, np.zeros(arm.robot.dof))
+    np.testing.assert_allclose(avg.read_wrench(), end.read_wrench(), atol=1e-6)
+    assert np.linalg.norm(end.read_wrench()[:3]) == pytest.approx(D.TOOL.mass * 9.81, rel=1e-3)
+    step = np.zeros(arm.robot.dof)
+    step[1] = 0.2  # a new velocity reference: the servo kicks the arm within the period
+    for drv in (end, avg):
+        drv.send(None, step)
+    # the period again on a copy of the state before it, sub-step by sub-step
+    ref = MujocoRobot(arm.robot, q0=q0, tool=D.TOOL, urdf=arm.urdf)
+    ref.send(None, np.zeros(arm.robot.dof))
+    ref.read()
+    ref.send(None, step)
+    rd = ref._data
+    (_, _), ref._due = ref._due, None
+    ref._apply_push()
+    mean = np.zeros(6)
+    for _ in range(ref.nsub):
+        v0 = rd.qvel.copy()
+        mujoco.mj_step(ref.model, rd)
+        rd.qacc[:] = (rd.qvel - v0) / ref.model.opt.timestep
+        mujoco.mj_rnePostConstraint(ref.model, rd)
+        mujoco.mj_sensorAcc(ref.model, rd)
+        mean += rd.sensordata[:6] / ref.nsub
+    np.testing.assert_allclose(avg.read_wrench(), mean, atol=1e-9)
+    assert np.abs(end.read_wrench() - mean).max() > 0.05  # the end-of-period sample is another value
