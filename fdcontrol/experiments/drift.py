@@ -353,9 +353,12 @@ Drift = lateral / along-push displacement of the tip.
 
 ## γ, the servo and the tool's inertia
 
-Each condition at γ = {", ".join(f"{g:g}" for g in GAMMAS)}; `sensor=exact`: the MuJoCo arm whose sensor
-reads the hand alone (the tool's inertia unseen); `inertia_comp`: the sensor model subtracts the tool's
-inertial wrench estimated from the joint state (`tool_inertia_compensation`).
+Each condition at γ = {", ".join(f"{g:g}" for g in GAMMAS)}. `sensor=exact`: the MuJoCo arm whose sensor
+reads the hand alone (the tool's inertia unseen; servo, tool and physics unchanged); `sensor=averaged`:
+MuJoCo's sensor averaged over the loop period (driver option `sensor_average`); `sensor=consistent`:
+read at the period's end like the default, but computed with the acceleration the integrator applied;
+`inertia_comp`: the sensor model subtracts the tool's inertial wrench estimated from the joint state
+(`tool_inertia_compensation`).
 
 {table(HEADER, rows(study))}
 """)
