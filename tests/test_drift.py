@@ -162,3 +162,69 @@ def test_dls_creeps_without_a_push_unless_the_low_pass_is_on():
         moved[cutoff] = max(float(np.linalg.norm(s.tip_pose[:3, 3] - p0)) for s in P.advance(r, 2.0))
     assert moved[0.0] > 5e-5  # the creep (0.47 mm here)
     assert moved[DLS_CUTOFF_HZ] < 1e-6
+
+
+#: the 14th seeded xArm7 pose of the 20-pose sweep: pushed along +x, joint 2 reaches its velocity
+#: limit while the tip runs at the Cartesian speed limit (docs/physics.md, "The velocity-limit pose")
+XARM7_VELOCITY_LIMIT_POSE = [0.2868898946547769, -1.2330349961066878, -0.4727607690206479, 0.7109655831946946,
+                             1.187836607946402, 0.30598118055426227, -1.5008510699406785]
+
+
+def test_path_speed_keeps_the_velocity_limit_pose_straight():
+    """MuJoCo xArm7, 10 N for 1 s, γ = 1e6: with path_acceleration alone the path bends (12 %)
+    where keeping the line would need more joint acceleration than the limit; capping the speed
+    beforehand (path_speed) keeps it under 1 %, and every joint's reference stays within its
+    velocity and acceleration limits."""
+    arm = load_arm("xarm7")
+    q0 = np.array(XARM7_VELOCITY_LIMIT_POSE)
+    bent = D.guide(arm, q0, D.Variant(limits="path", gamma=1e6))
+    assert bent["drift"] > 0.05, bent
+    loop = D.build(arm, q0, D.Variant(limits="path_speed", gamma=1e6))
+    loop.driver.set_push(np.array([10.0, 0, 0, 0, 0, 0]))
+    p0 = arm.robot.pose(q0)[:3, 3]
+    lim, prev = loop.limits, np.zeros(arm.robot.dof)
+    for k in range(500):
+        s = loop.step(now=k * D.DT)
+        assert np.all(np.abs(s.qd_ref) <= lim.max_velocity + 1e-9)
+        assert np.all(np.abs(s.qd_ref - prev) <= lim.max_acceleration * D.DT + 1e-9)
+        prev = s.qd_ref
+    d = arm.robot.pose(loop.driver.read().q)[:3, 3] - p0
+    assert d[0] > 0.15  # it followed the hand
+    assert np.linalg.norm(d[1:]) / d[0] < 0.01, d
+
+
+def test_path_speed_caps_at_the_speed_the_straight_line_allows():
+    """The cap against an independent construction: the joint path of a straight line at a constant
+    twist, integrated with RK4 (J q' = u), differenced twice; the capped speed is
+    min_j √(reserve · a_j / |q''_j|)."""
+    from fdcontrol.limits import Cycle, PathSpeed
+
+    robot = RobotModel.load("ur10")
+    q0 = np.array([0.3, -1.1, 1.4, -0.9, 1.2, 0.2])
+    u = np.array([0.6, -0.3, 0.2, 0.1, 0.05, -0.2])
+    u /= np.linalg.norm(u)
+
+    def qprime(q):
+        return np.linalg.solve(robot.jacobian(q), u)
+
+    def walk(q, h, n=20):
+        for _ in range(n):
+            k1 = qprime(q)
+            k2 = qprime(q + h / n / 2 * k1)
+            k3 = qprime(q + h / n / 2 * k2)
+            k4 = qprime(q + h / n * k3)
+            q = q + h / n / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+        return q
+
+    h = 1e-3
+    qpp = (walk(q0, h) - 2 * q0 + walk(q0, -h)) / h ** 2
+    a = np.full(6, 4.0)
+    lim = PathSpeed(robot, a, reserve=0.5)
+    expected = float(np.min(np.sqrt(0.5 * a / np.abs(qpp))))
+    for speed, acted in ((0.5 * expected, False), (3.0 * expected, True)):
+        qd = speed * qprime(q0)
+        out = qd.tolist()
+        assert lim.apply(Cycle(q0, np.zeros(6), robot.jacobian(q0), 0.002), out) is acted
+        out = np.array(out)
+        np.testing.assert_allclose(np.linalg.norm(robot.jacobian(q0) @ out), min(speed, expected), rtol=2e-3)
+        np.testing.assert_allclose(out / np.linalg.norm(out), qd / np.linalg.norm(qd), atol=1e-12)  # direction

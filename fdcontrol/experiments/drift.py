@@ -153,6 +153,8 @@ def limits_for(robot: RobotModel, which: str) -> SafetyLimits:
         return SafetyLimits.from_robot(robot, limits=("position", "velocity", "acceleration"))
     if which == "path":  # the default limits and the path-keeping acceleration limit before theirs
         return SafetyLimits.from_robot(robot, limits=(*DEFAULT_LIMITS, "path_acceleration"))
+    if which == "path_speed":  # … and the speed cap that keeps the path within the acceleration limits
+        return SafetyLimits.from_robot(robot, limits=(*DEFAULT_LIMITS, "path_acceleration", "path_speed"))
     lim = robot.limits
     if which == "no_acceleration":  # the acceleration limit out of reach, the others as by default
         return SafetyLimits(lim.lower, lim.upper, 0.5 * lim.velocity, np.full(robot.dof, 1e7))
@@ -275,6 +277,8 @@ GAMMA_STUDY: tuple[Variant, ...] = tuple(
         Variant(limits="path", sensor="averaged"),
         Variant(limits="path", push=3.0, sensor="averaged"),
         Variant(limits="path", push=3.0, sensor="consistent"),
+        Variant(limits="path_speed"),
+        Variant(limits="path_speed", push=3.0, sensor="averaged"),
     ))
 
 #: every mapping on the MuJoCo arm with the default limits (DLS and J⁻¹ also with the sensor
