@@ -362,7 +362,8 @@ reads the hand alone (the tool's inertia unseen; servo, tool and physics unchang
 MuJoCo's sensor averaged over the loop period (driver option `sensor_average`); `sensor=consistent`:
 read at the period's end like the default, but computed with the acceleration the integrator applied;
 `inertia_comp`: the sensor model subtracts the tool's inertial wrench estimated from the joint state
-(`tool_inertia_compensation`).
+(`tool_inertia_compensation`); `limits=path_speed`: the default limits with `path_acceleration`
+and `path_speed`.
 
 {table(HEADER, rows(study))}
 """)
