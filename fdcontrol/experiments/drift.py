@@ -287,6 +287,10 @@ MAPPINGS: tuple[Variant, ...] = (
     Variant(), Variant(gamma=1e6), Variant(limits="path", gamma=1e6),
     Variant(mapping="dls"), Variant(mapping="dls", wrench_cutoff=5.0),
     Variant(mapping="jt"), Variant(mapping="ji"), Variant(mapping="ji", wrench_cutoff=5.0),
+    # each at its best: the path-keeping limits (path_acceleration, path_speed) for every mapping
+    Variant(limits="path_speed", gamma=1e4),
+    Variant(mapping="dls", wrench_cutoff=5.0, limits="path_speed"),
+    Variant(mapping="ji", wrench_cutoff=5.0, limits="path_speed"),
 )
 
 
