@@ -108,7 +108,9 @@ def build_filter(p: ControlParams, old: WrenchFilter | None = None, driver: Any 
     ``tool``) means that tool's own payload, as a user would enter it on a real controller."""
     tool = driver.tool if isinstance(driver, RobotDriver) else None
     mass, com = (tool.mass, tool.com) if tool is not None and p.tool_mass == 0 else (p.tool_mass, p.tool_com)
-    f = WrenchFilter(tool_mass=mass, tool_com=np.array(com),
+    inertia = getattr(tool, "inertia", p.tool_inertia) if tool is not None and p.tool_mass == 0 else p.tool_inertia
+    f = WrenchFilter(tool_mass=mass, tool_com=np.array(com), tool_inertia=np.array(inertia, dtype=float),
+                     inertia_compensation=p.tool_inertia_compensation, accel_cutoff=p.tool_accel_cutoff,
                      deadband_force=p.deadband_force, deadband_torque=p.deadband_torque,
                      cutoff=p.filter_cutoff, sign=p.sensor_sign,
                      sensor_rotation=pin.rpy.rpyToMatrix(np.array(p.sensor_rpy, dtype=float)),

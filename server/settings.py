@@ -227,6 +227,14 @@ class _Checks(BaseModel):
             raise ValueError(f"unknown robot {v!r}; shipped robots: {', '.join(SHIPPED)} or a .urdf path")
         return v
 
+    @field_validator("tool_inertia", check_fields=False)
+    @classmethod
+    def _tool_inertia_physical(cls, v: list[float]) -> list[float]:
+        from fdcontrol.control.tool_inertia import inertia_matrix
+
+        inertia_matrix(v)  # a rigid body's inertia, the sensor model's own check
+        return v
+
     @model_validator(mode="after")
     def _gamma_in_range(self) -> Any:
         try:  # γ's bound depends on the algorithm: the virtual model's own check, one place

@@ -29,6 +29,7 @@ SPECIAL: dict[str, object] = {
     "link_loads": [{"link": "wrist_3_link", "plane": None, "sphere": {"center": [3.0, 3.0, 3.0], "radius": 0.1},
                     "margin": 0.05, "stiffness": 100.0, "damping": 0.0}],
     "posture_preferred": [0.1, -1.2, 1.5, -0.3, 1.2, 0.4],
+    "tool_inertia": [0.002, 0.002, 0.001, 0.0, 0.0, 0.0],
     "error_clip": [0.01, 0.01, 0.01, 0.05, 0.05, 0.05],
     "workspace_box": {"min": [-5.0, -5.0, -5.0], "max": [5.0, 5.0, 5.0], "margin": 0.05, "stiffness": 2000.0,
                       "damping": 90.0},

@@ -34,6 +34,7 @@ from typing import Literal
 
 import numpy as np
 
+from fdcontrol.control.tool_inertia import ToolMotion, inertia_matrix, inertial_wrench
 from fdcontrol.model.spatial import cross, rotate6
 from fdcontrol.params import Param, declare
 
@@ -103,7 +104,12 @@ class WrenchFilter:
     5. rotation to the base frame and first-order low-pass y += (1 − e^(−2π f_c dt))(x − y),
        ``cutoff`` in Hz (0 = off).
 
-    ``apply`` takes the raw reading and the tip rotation R (base ← tip).
+    With ``inertia_compensation`` step 1 also subtracts the wrench that accelerates the tool
+    (``tool_inertia`` [Ixx, Iyy, Izz, Ixy, Ixz, Iyz] about its centre of mass, sensor axes),
+    its motion from the tip twist ``apply`` is given (:mod:`fdcontrol.control.tool_inertia`).
+
+    ``apply`` takes the raw reading, the tip rotation R (base ← tip) and optionally the tip
+    twist J q̇ [v; ω] (base frame, tip origin) of the same cycle.
     """
 
     tool_mass: float = 0.0
@@ -115,6 +121,9 @@ class WrenchFilter:
     sign: SensorSign = "robot_on_tool"
     sensor_rotation: np.ndarray = field(default_factory=lambda: np.eye(3))
     sensor_position: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    tool_inertia: np.ndarray = field(default_factory=lambda: np.zeros(6))
+    inertia_compensation: bool = False
+    accel_cutoff: float = 0.0
     _state: np.ndarray | None = None
 
     def __post_init__(self) -> None:
@@ -127,6 +136,8 @@ class WrenchFilter:
             raise ValueError("sensor_rotation must be a 3×3 rotation matrix")
         if self.tool_mass < 0 or not math.isfinite(self.tool_mass):
             raise ValueError("tool_mass must be finite and ≥ 0 (kg)")
+        self._inertia = inertia_matrix(self.tool_inertia)
+        self._motion = ToolMotion(self.accel_cutoff)
 
     def _sensor_rotation_in_base(self, R_tip: np.ndarray) -> np.ndarray:
         return R_tip @ self.sensor_rotation
@@ -140,8 +151,18 @@ class WrenchFilter:
         self.bias = self._s * np.asarray(raw, dtype=float) + self.gravity_wrench(R)
         self._state = None
 
-    def apply(self, raw: np.ndarray, R: np.ndarray, dt: float) -> np.ndarray:
+    def inertial_wrench(self, R_tip: np.ndarray, twist: np.ndarray, dt: float) -> np.ndarray:
+        """The wrench accelerating the tool about the sensor origin, sensor frame, from this
+        cycle's tip twist (updates the acceleration estimate: call once per cycle)."""
+        acc = self._motion.update(twist, dt)
+        a_o, omega, alpha = ToolMotion.at_sensor(np.asarray(twist, dtype=float), acc, R_tip,
+                                                 self.sensor_rotation, self.sensor_position)
+        return inertial_wrench(self.tool_mass, self.tool_com, self._inertia, a_o, omega, alpha)
+
+    def apply(self, raw: np.ndarray, R: np.ndarray, dt: float, twist: np.ndarray | None = None) -> np.ndarray:
         w = self._s * np.asarray(raw, dtype=float) + self.gravity_wrench(R) - self.bias
+        if self.inertia_compensation and twist is not None:
+            w = w - self.inertial_wrench(R, twist, dt)
         w = move_wrench(w, self.sensor_rotation, self.sensor_position)
         w = np.concatenate((_deadband(w[:3], self.deadband_force),
                             _deadband(w[3:], self.deadband_torque)))

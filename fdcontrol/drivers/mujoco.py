@@ -20,7 +20,8 @@ machine precision) and completed with ``mujoco.MjSpec``:
   frame, "length": m, "radius": m}, a cylinder along the tip z axis ending in a sphere;
 * a 6-axis force–torque sensor at the flange (MuJoCo ``force`` / ``torque`` sensors on a site
   at the tip origin), read in the convention ``sensor_sign`` of :mod:`fdcontrol.control.sensing`, with
-  an offset ``sensor_bias`` [6] and white noise ``sensor_noise`` (σ in N and N·m);
+  an offset ``sensor_bias`` [6] and white noise ``sensor_noise`` (σ in N and N·m) — at the end of each period,
+  or with ``sensor_average`` its mean over the period's physics sub-steps;
 * ``objects`` = [{"name", "kind": "box", "position": [m], "quaternion": [x, y, z, w],
   "size": [full lengths, m], "stiffness", "damping"}] (see EnvObject) in the robot's base frame;
   contact is tool ↔ objects only (the arm has no collision geometry);
@@ -69,6 +70,13 @@ class Tool:
             raise ModelError("tool: mass in (0, 50] kg, length in [0.005, 2] m, radius in [0.002, 0.2] m")
         if len(self.com) != 3 or not all(math.isfinite(c) for c in self.com):
             raise ModelError("tool com must be 3 finite numbers (m, tip frame)")
+
+    @property
+    def inertia(self) -> list[float]:
+        """Rotational inertia about the centre of mass, tip axes, [Ixx, Iyy, Izz, Ixy, Ixz, Iyz]
+        (kg·m²): a solid cylinder along the tip's z axis."""
+        i = self.mass * (3 * self.radius ** 2 + self.length ** 2) / 12
+        return [i, i, self.mass * self.radius ** 2 / 2, 0.0, 0.0, 0.0]
 
 
 @dataclass(frozen=True)
@@ -128,7 +136,7 @@ class MujocoRobot(RobotDriver):
                  bandwidth: float = 20.0, armature: float = 0.05, tool: Tool | None = None,
                  objects: list[EnvObject] | None = None, sensor_sign: str = "robot_on_tool",
                  sensor_bias: list[float] | np.ndarray | None = None, sensor_noise: float = 0.0,
-                 seed: int = 0, urdf: str | None = None) -> None:
+                 seed: int = 0, urdf: str | None = None, sensor_average: bool = False) -> None:
         if mode not in ("velocity", "position"):
             raise ModelError(f"mode must be 'velocity' or 'position', got {mode!r}")
         if not (dt > 0 and 0 < timestep <= dt):
@@ -143,6 +151,9 @@ class MujocoRobot(RobotDriver):
         if not (0 <= sensor_noise <= 100):
             raise ModelError("sensor_noise must be in [0, 100] (N, N·m standard deviation)")
         self.sensor_noise, self._rng = float(sensor_noise), np.random.default_rng(seed)
+        if not isinstance(sensor_average, bool):
+            raise ModelError("sensor_average must be true or false")
+        self.sensor_average = sensor_average
         self.tool = tool or Tool()
         self.objects = list(objects or [])
         names = [o.name for o in self.objects]
@@ -240,8 +251,7 @@ class MujocoRobot(RobotDriver):
         body = tip.add_body(name="fd_tool", pos=[0, 0, 0])
         body.explicitinertial = True
         body.mass, body.ipos = t.mass, list(t.com)
-        i = t.mass * (3 * t.radius ** 2 + t.length ** 2) / 12  # a solid cylinder about its centre
-        body.inertia = [i, i, t.mass * t.radius ** 2 / 2]
+        body.inertia = t.inertia[:3]  # a solid cylinder about its centre
         body.gravcomp = 1.0  # the configured payload, as on a real controller
         for g in (body.add_geom(type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[t.radius, t.length / 2, 0],
                                 pos=[0, 0, t.length / 2]),
@@ -355,12 +365,25 @@ class MujocoRobot(RobotDriver):
             return
         (prev, q_ref), self._due, d = self._due, None, self._data
         self._apply_push()
+        mean = np.zeros(6) if self.sensor_average else None
         for k in range(self.nsub):
             if self.interface == "position":  # the servo interpolates linearly within the period
                 d.ctrl[0::2] = prev + (k + 1) / self.nsub * (q_ref - prev)
+            if mean is None:
+                mujoco.mj_step(self.model, d)
+                continue
+            v0 = d.qvel.copy()
             mujoco.mj_step(self.model, d)
-        mujoco.mj_rnePostConstraint(self.model, d)  # sensors and cfrc at the final state
-        mujoco.mj_sensorAcc(self.model, d)
+            # the acceleration the implicit integrator applied (qacc holds the explicit one)
+            d.qacc[:] = (d.qvel - v0) / self.model.opt.timestep
+            mujoco.mj_rnePostConstraint(self.model, d)
+            mujoco.mj_sensorAcc(self.model, d)
+            mean += d.sensordata[:6]
+        if mean is None:
+            mujoco.mj_rnePostConstraint(self.model, d)  # sensors and cfrc at the final state
+            mujoco.mj_sensorAcc(self.model, d)
+        else:  # the period's mean, as a sensor sampling faster than the loop and averaging
+            d.sensordata[:6] = mean / self.nsub
         self.t += self.dt
 
     def close(self) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
+import mujoco
 import numpy as np
 
 from fdcontrol.control.law import ControlLaw, ForceTerm
@@ -67,6 +68,9 @@ class Variant:
     substeps: int = 1
     push: float = PUSH
     tool_mass: float = TOOL.mass  # kg (MuJoCo arm; the sensor model is configured with it)
+    inertia_comp: bool = False  # the sensor model subtracts the tool's inertial wrench
+    accel_cutoff: float = 0.0  # Hz, low-pass on the tool's estimated acceleration (0: off)
+    sensor: str = "mujoco"  # MuJoCo's flange sensor; "exact": the hand alone; "averaged": over the period
 
     def label(self) -> str:
         base = Variant()
@@ -107,6 +111,41 @@ class IdealArm(RobotDriver):
         pass
 
 
+class ExactSensorArm(MujocoRobot):
+    """The MuJoCo arm (servo, tool, physics) whose sensor reads the hand's wrench and the tool's
+    weight only — what the flange sensor would read if the tool had no inertia."""
+
+    def read_wrench(self) -> np.ndarray:
+        q = self.read().q
+        R = self.robot.pose(q)[:3, :3]
+        F = R.T @ self.push[:3]
+        hand = np.concatenate((F, R.T @ self.push[3:] + np.cross(self.push_point, F)))
+        return physical_reading(-hand, self.tool.mass, np.array(self.tool.com), R, self.sensor_sign)
+
+
+class ConsistentSensorArm(MujocoRobot):
+    """The MuJoCo arm whose sensor is computed with the acceleration the last physics sub-step
+    actually integrated, (q̇⁺ − q̇)/h. MuJoCo's implicit integrator (used for the stiff velocity
+    servo) leaves the explicit acceleration in ``qacc``, from which its force–torque sensors are
+    computed; with the servo's stiff damping the two differ by up to 3× right after a new reference."""
+
+    def _advance(self) -> None:
+        if self._due is None:
+            return
+        (prev, q_ref), self._due, d = self._due, None, self._data
+        self._apply_push()
+        h = self.model.opt.timestep
+        for k in range(self.nsub):
+            if self.interface == "position":
+                d.ctrl[0::2] = prev + (k + 1) / self.nsub * (q_ref - prev)
+            v0 = d.qvel.copy()
+            mujoco.mj_step(self.model, d)
+        d.qacc[:] = (d.qvel - v0) / h
+        mujoco.mj_rnePostConstraint(self.model, d)
+        mujoco.mj_sensorAcc(self.model, d)
+        self.t += self.dt
+
+
 def limits_for(robot: RobotModel, which: str) -> SafetyLimits:
     if which == "all":
         return SafetyLimits.from_robot(robot)
@@ -114,6 +153,8 @@ def limits_for(robot: RobotModel, which: str) -> SafetyLimits:
         return SafetyLimits.from_robot(robot, limits=("position", "velocity", "acceleration"))
     if which == "path":  # the default limits and the path-keeping acceleration limit before theirs
         return SafetyLimits.from_robot(robot, limits=(*DEFAULT_LIMITS, "path_acceleration"))
+    if which == "path_speed":  # … and the speed cap that keeps the path within the acceleration limits
+        return SafetyLimits.from_robot(robot, limits=(*DEFAULT_LIMITS, "path_acceleration", "path_speed"))
     lim = robot.limits
     if which == "no_acceleration":  # the acceleration limit out of reach, the others as by default
         return SafetyLimits(lim.lower, lim.upper, 0.5 * lim.velocity, np.full(robot.dof, 1e7))
@@ -132,9 +173,14 @@ def build(arm: Arm, q0: np.ndarray, v: Variant, law: ControlLaw | None = None,
         filt = WrenchFilter(cutoff=v.wrench_cutoff)
     elif v.servo == "mujoco":
         tool = replace(TOOL, mass=v.tool_mass)
-        drv = MujocoRobot(robot, dt=DT, q0=q0, tool=tool, bandwidth=v.bandwidth, urdf=arm.urdf,
+        cls = {"exact": ExactSensorArm, "consistent": ConsistentSensorArm}.get(v.sensor, MujocoRobot)
+        if v.sensor == "averaged":
+            driver = {**driver, "sensor_average": True}
+        drv = cls(robot, dt=DT, q0=q0, tool=tool, bandwidth=v.bandwidth, urdf=arm.urdf,
                           **driver)  # type: ignore[arg-type]
-        filt = WrenchFilter(tool_mass=tool.mass, tool_com=np.array(tool.com), cutoff=v.wrench_cutoff)
+        filt = WrenchFilter(tool_mass=tool.mass, tool_com=np.array(tool.com), cutoff=v.wrench_cutoff,
+                            tool_inertia=np.array(tool.inertia), inertia_compensation=v.inertia_comp,
+                            accel_cutoff=v.accel_cutoff)
     else:
         raise ValueError(f"servo must be 'mujoco' or 'ideal', got {v.servo!r}")
     drv.push_point = np.array([0.0, 0.0, v.push_at])
@@ -213,12 +259,38 @@ SOURCES: tuple[Variant, ...] = (
     Variant(limits="path", gamma=1e6, push=3.0),
 )
 
+#: the virtual model's coupling against physics at each γ: the controller alone (ideal arm), the
+#: MuJoCo arm as delivered and with path_acceleration, its sensor replaced by an exact one (the
+#: tool's inertia unseen), the tool's inertia compensated from the joint state, a sensor averaged
+#: over the loop period, one sampled at the period's end with the integrated acceleration; 10 N, 3 N
+GAMMAS: tuple[float, ...] = (1e3, 1e4, 1e6)
+GAMMA_STUDY: tuple[Variant, ...] = tuple(
+    replace(v, gamma=g) for g in GAMMAS for v in (
+        Variant(servo="ideal", limits="none", push=1.0),
+        Variant(),
+        Variant(limits="path"),
+        Variant(limits="path", sensor="exact"),
+        Variant(limits="path", inertia_comp=True),
+        Variant(limits="path", push=3.0),
+        Variant(limits="path", push=3.0, sensor="exact"),
+        Variant(limits="path", push=3.0, inertia_comp=True),
+        Variant(limits="path", sensor="averaged"),
+        Variant(limits="path", push=3.0, sensor="averaged"),
+        Variant(limits="path", push=3.0, sensor="consistent"),
+        Variant(limits="path_speed"),
+        Variant(limits="path_speed", push=3.0, sensor="averaged"),
+    ))
+
 #: every mapping on the MuJoCo arm with the default limits (DLS and J⁻¹ also with the sensor
 #: low-pass that makes them settle on contact, fdcontrol.experiments.contact)
 MAPPINGS: tuple[Variant, ...] = (
     Variant(), Variant(gamma=1e6), Variant(limits="path", gamma=1e6),
     Variant(mapping="dls"), Variant(mapping="dls", wrench_cutoff=5.0),
     Variant(mapping="jt"), Variant(mapping="ji"), Variant(mapping="ji", wrench_cutoff=5.0),
+    # each at its best: the path-keeping limits (path_acceleration, path_speed) for every mapping
+    Variant(limits="path_speed", gamma=1e4),
+    Variant(mapping="dls", wrench_cutoff=5.0, limits="path_speed"),
+    Variant(mapping="ji", wrench_cutoff=5.0, limits="path_speed"),
 )
 
 
@@ -272,7 +344,9 @@ def run_experiment(ctx: Context) -> dict:
     arms = ARMS if not ctx.quick else ("ur10",)
     n = ctx.n(20, 1)
     res = sweep(arms, n, SOURCES, SEED + ctx.seed, progress=ctx.progress)
-    write_results(ctx.folder("drift"), res, f"""# Sideways drift of hand guiding: its sources
+    study = sweep(arms, n, GAMMA_STUDY, SEED + ctx.seed, progress=ctx.progress)
+    out = {**res, **{f"gamma_study/{k}": v for k, v in study.items()}}
+    write_results(ctx.folder("drift"), out, f"""# Sideways drift of hand guiding: its sources
 
 `fdcontrol experiments drift` — {n} seeded poses per arm (σ_min(J) ≥ {SIGMA_MIN} along the whole
 push, joints {MARGIN:.0%} of their range inside the limits), a {PUSH} N push along base +x for
@@ -281,9 +355,23 @@ MuJoCo arm (PI velocity servo 20 Hz, {TOOL.mass} kg tool on a flange sensor), th
 limits, the virtual model started at the measured q, Coriolis on, the push at the sensor.
 Drift = lateral / along-push displacement of the tip.
 
+## Sources
+
 {table(HEADER, rows(res))}
+
+## γ, the servo and the tool's inertia
+
+Each condition at γ = {", ".join(f"{g:g}" for g in GAMMAS)}. `sensor=exact`: the MuJoCo arm whose sensor
+reads the hand alone (the tool's inertia unseen; servo, tool and physics unchanged); `sensor=averaged`:
+MuJoCo's sensor averaged over the loop period (driver option `sensor_average`); `sensor=consistent`:
+read at the period's end like the default, but computed with the acceleration the integrator applied;
+`inertia_comp`: the sensor model subtracts the tool's inertial wrench estimated from the joint state
+(`tool_inertia_compensation`); `limits=path_speed`: the default limits with `path_acceleration`
+and `path_speed`.
+
+{table(HEADER, rows(study))}
 """)
-    return res
+    return out
 
 
 run = run_experiment

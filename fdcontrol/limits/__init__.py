@@ -13,6 +13,7 @@ from fdcontrol.limits.braking import braking_steps
 from fdcontrol.limits.cartesian import CartesianSpeed
 from fdcontrol.limits.jerk import JointJerk
 from fdcontrol.limits.path_acceleration import PathAcceleration
+from fdcontrol.limits.path_speed import PathSpeed
 from fdcontrol.limits.position import BRAKING_MARGIN, PositionEnvelope
 from fdcontrol.limits.velocity import JointVelocity
 from fdcontrol.limits.workspace import WorkspaceStop
@@ -22,7 +23,8 @@ LIMITS: Registry[Limit] = Registry("limit")
 for _cls in (CartesianSpeed, PositionEnvelope, JointVelocity, JointAcceleration, WorkspaceStop, JointJerk):
     LIMITS.register(_cls.name)(_cls)
 LIMITS.register(PathAcceleration.name)(PathAcceleration)  # optional: select it in the settings' ``limits``
+LIMITS.register(PathSpeed.name)(PathSpeed)  # optional, with path_acceleration: straight paths at a joint's limits
 
 __all__ = ["BRAKING_MARGIN", "LIMITS", "CartesianSpeed", "Cycle", "JointAcceleration", "JointJerk", "JointVelocity",
-           "Limit", "LimitSettings", "PathAcceleration", "PositionEnvelope", "WorkspaceStop", "braking_steps",
-           "run"]
+           "Limit", "LimitSettings", "PathAcceleration", "PathSpeed", "PositionEnvelope", "WorkspaceStop",
+           "braking_steps", "run"]

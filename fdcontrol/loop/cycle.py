@@ -382,6 +382,7 @@ class ControlLoop:
             conf = self.config = self._configuration()
         conf.update(js.q)
         q, pose, J = conf.q, conf.pose, conf.jacobian
+        twist = conf.twist(js.qd)
         zero = self._zero_request and not np.any(self.qd_ref)  # the bias only at standstill
         if zero:
             self.driver.zero_sensor()  # a sensor that zeroes itself (UR's zeroFtSensor), in the loop thread
@@ -393,7 +394,7 @@ class ControlLoop:
             if zero:
                 self.filter.zero(raw, R)
                 self._zero_request = False
-            f_meas = self.filter.apply(raw, R, dt)
+            f_meas = self.filter.apply(raw, R, dt, twist)  # the twist: the tool's inertia (if compensated)
         cmd, tw = _received(self._command, now), _received(self._twist, now)
         watchdog: Literal["idle", "ok", "tripped"] = "idle"
         f_applied = self._zero6
@@ -418,7 +419,6 @@ class ControlLoop:
             target, v_cmd = task.before(self, conf, js.qd, f_meas, target, v_cmd)
         holding = self._hold_request or self._stop_request or watchdog in ("tripped", "sensor_stale") \
             or self.fault is not None or braking
-        twist = conf.twist(js.qd)
         x_in = ControlInput(pose, twist, f_meas, f_applied, target, v_cmd)
         fc = self.law(x_in)
         if task is not None:

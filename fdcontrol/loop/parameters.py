@@ -10,7 +10,7 @@ schemas, parameter listing, CLI flags and the recorded configuration are built f
 
 from __future__ import annotations
 
-from fdcontrol.control import gains, law, link_loads, posture, sensing, trajectory, workspace
+from fdcontrol.control import gains, law, link_loads, posture, sensing, tool_inertia, trajectory, workspace
 from fdcontrol.control.laws import LAWS
 from fdcontrol.drivers import registry as drivers
 from fdcontrol.limits import LIMITS, safety
@@ -28,7 +28,8 @@ def declared() -> dict[str, Param]:
     groups: list[tuple[Param, ...]] = [robot.PARAMS, drivers.PARAMS, MAPPING]
     groups += [mapping_params(n) for n in mapping_names()]
     groups += [integrators.PARAMS, solvers.PARAMS, cycle.PARAMS, law.PARAMS, sensing.PARAMS, safety.PARAMS,
-               posture.PARAMS, link_loads.PARAMS, workspace.PARAMS, trajectory.PARAMS, gains.PARAMS]
+               posture.PARAMS, link_loads.PARAMS, workspace.PARAMS, trajectory.PARAMS, gains.PARAMS,
+               tool_inertia.PARAMS]
     for registry in (LAWS, LIMITS, integrators.INTEGRATORS, MAPPINGS):
         if registry is not MAPPINGS:
             groups += [tuple(getattr(registry.get(n), "PARAMS", ())) for n in registry.names()]
