@@ -227,9 +227,10 @@ def test_episode_export_aligned_with_the_recording(service, tmp_path):
             np.testing.assert_allclose(data[pre + "obs_q"][i], s["q"])
             np.testing.assert_allclose(data[pre + "obs_wrench"][i], s["f_measured"])
             np.testing.assert_allclose(data[pre + "obs_tip_pose"][i, :3], np.asarray(s["tip_pose"])[:3, 3])
-        # consecutive observations are a policy period apart in loop cycles (500 Hz loop, 20 Hz policy)
+        # consecutive observations are a policy period apart in loop cycles (500 Hz loop, 20 Hz policy):
+        # never closer (step() keeps its rate); later when this client is starved on a loaded machine
         gaps = np.diff(data[pre + "obs_cycle"])
-        assert np.median(gaps) == pytest.approx(500 / RATE, abs=2)
+        assert 500 / RATE - 2 <= np.median(gaps) <= 2 * 500 / RATE, gaps
     eps = [m for _, m in rec.messages[EPISODE_TOPIC]]
     assert [e["event"] for e in eps] == ["start", "stop"] * 3
     changes = json.loads(str(data["episode_001/param_changes"]))  # the change made during episode 1
