@@ -32,3 +32,16 @@ def nonsingular_q(robot: RobotModel, rng: np.random.Generator, min_sigma: float 
         q = robot.random_q(rng)
         if np.linalg.svd(robot.jacobian(q), compute_uv=False)[-1] > min_sigma:
             return q
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless chromium (Playwright) for a module's browser tests (they skip without one)."""
+    from .test_dashboard import CHROMIUM, FLAGS, sync_playwright
+
+    if CHROMIUM is None or sync_playwright is None:
+        pytest.skip("needs Debian's chromium (apt-get install chromium; .ci/run installs it) and playwright")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield b
+        b.close()

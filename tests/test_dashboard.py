@@ -189,3 +189,4 @@ def test_environment_objects_are_drawn_when_the_service_has_them(service):
             page.close()
         browser.close()
     assert images[200] != images[404]
+

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from .service import Service
-from .test_dashboard import CHROMIUM, FLAGS, sync_playwright
+from .test_dashboard import CHROMIUM, sync_playwright
 
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None or sync_playwright is None,
@@ -23,14 +23,6 @@ def service():
     svc = Service()
     yield svc
     svc.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield b
-        b.close()
 
 
 def test_form_follows_a_mode_changed_elsewhere_and_apply_sends_only_the_edit(service, browser):
