@@ -98,8 +98,29 @@ def test_a_quiet_sensor_is_stale_and_asked_again(peer):
 
 
 @pytest.mark.parametrize("bad", [{"counts_per_force": math.nan}, {"counts_per_torque": 0},
-                                 {"timeout": math.inf}, {"address": "no such host.invalid"}])
+                                 {"timeout": math.inf}, {"address": "127.0.0.1:99999"},
+                                 {"address": "127.0.0.1:port"}, {"address": "127.0.0.1:-1"}])
 def test_bad_options_are_refused(bad):
+    """A clear ValueError (no DNS query is sent: the tests stay on loopback)."""
     opts = {"address": "127.0.0.1", **bad}
     with pytest.raises(ValueError):
         NetFT(**opts).close()
+
+
+def test_a_restarted_stream_is_read_again(peer):
+    """The sensor counts a stream's records from 1 for each start request (ATI's manual, RDT). After
+    a quiet spell the client asks again; the new stream's low sequence numbers are not "older" records."""
+    peer.counts = [1_000_000, 0, 0, 0, 0, 0]
+    ft = NetFT(peer.sock.getsockname()[0], timeout=0.05)
+    try:
+        assert read_until(ft, lambda w: w is not None and ft.rdt_sequence > 50) is not None
+        peer.paused = True
+        assert read_until(ft, lambda w: w is None, seconds=3.0) is None
+        starts = sum(1 for r in peer.requests if r[1] == 2)
+        read_until(ft, lambda w: sum(1 for r in peer.requests if r[1] == 2) > starts, seconds=3.0)
+        peer.counts = [3_000_000, 0, 0, 0, 0, 0]
+        peer.paused = False  # the new stream: 1, 2, 3, …
+        w = read_until(ft, lambda w: w is not None, seconds=3.0)
+        assert w is not None and np.allclose(w, [3.0, 0, 0, 0, 0, 0]) and ft.rdt_sequence < 50
+    finally:
+        ft.close()

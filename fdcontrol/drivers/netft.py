@@ -56,6 +56,8 @@ def _address(address: str) -> tuple[str, int]:
     host, sep, port = address.rpartition(":")
     if not sep:
         return address, RDT_PORT
+    if not (port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(f"port must be within 1–65535, got {port!r}")
     return host, int(port)
 
 
@@ -81,12 +83,14 @@ class NetFT:
         self.wrench: np.ndarray | None = None
         self.received_at = -math.inf  # time.monotonic() of the newest sample
         self.rdt_sequence: int | None = None
+        self._asked = -math.inf
         self.status = 0  # the last non-zero status word the sensor reported (0: none)
         self.start()
 
     def start(self) -> None:
         """Ask the sensor to stream (again: a restarted sensor forgets its client)."""
         self._asked = time.monotonic()
+        self.rdt_sequence = None  # a new stream counts from 1 again (RDT: the record's place in its stream)
         with contextlib.suppress(OSError):
             self.sock.sendto(request(CMD_START_REALTIME), self.peer)
 
