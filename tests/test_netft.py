@@ -124,3 +124,33 @@ def test_a_restarted_stream_is_read_again(peer):
         assert w is not None and np.allclose(w, [3.0, 0, 0, 0, 0, 0]) and ft.rdt_sequence < 50
     finally:
         ft.close()
+
+
+class _Flood:
+    """A socket on which records never stop arriving (a flood), each newer than the last."""
+
+    def __init__(self, peer: tuple[str, int]) -> None:
+        self.peer, self.reads = peer, 0
+
+    def recvfrom(self, n: int):
+        self.reads += 1
+        if self.reads > 100_000:  # the test's own bound: an unbounded drain fails here, not by hanging
+            raise AssertionError("read() kept draining a flooded socket")
+        return struct.pack("!3L6l", self.reads, 0, 0, 1_000_000, 0, 0, 0, 0, 0), self.peer
+
+    def sendto(self, data: bytes, addr) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_flood_cannot_keep_read_busy():
+    """read() takes a bounded number of records per call and returns the newest of them."""
+    ft = NetFT("127.0.0.1", timeout=1.0)
+    ft.sock.close()
+    ft.sock = flood = _Flood(ft.peer)
+    first = ft.read()
+    assert first is not None and np.allclose(first, [1.0, 0, 0, 0, 0, 0])
+    assert flood.reads <= 1000 and ft.rdt_sequence == flood.reads
+    ft.close()
