@@ -60,6 +60,21 @@ def test_allowed_switches_pass_checked():
         rules_from_config([{"signal": "fz", "op": ">", "value": 1, "action": "switch", "params": {"stiffness": [1]}}])
 
 
+def test_a_rule_from_plain_data_fires_without_an_error_in_the_loop_thread():
+    """Numbers given as strings (a YAML or JSON file) are made numbers when the rule is built, not
+    when it fires: the firing's description and the ramp run in the loop thread."""
+    from fdcontrol.control.reactions import Signals
+
+    (r,) = rules_from_config([{"name": "s", "signal": "fz", "op": ">", "value": "1", "action": "switch",
+                               "params": {"stiffness": [10.0] * 6}, "ramp_time": "0.3"}])
+    assert isinstance(r.ramp_time, float) and r.ramp_time == 0.3
+    s = Signals(np.eye(4), np.zeros(6), np.array([0, 0, 2.0, 0, 0, 0]))
+    assert r.check(s) and "stiffness=[10, 10, 10, 10, 10, 10] over 0.3 s" in r.describe(s)
+    with pytest.raises(ValueError, match="ramp_time"):
+        rules_from_config([{"signal": "fz", "op": ">", "value": 1, "action": "switch",
+                            "params": {"stiffness": [10.0] * 6}, "ramp_time": True}])
+
+
 def switch_in_motion(ramp: float) -> tuple[int, float, float, bool]:
     """Motion law tracking a target 15 cm away; a rule `tip_speed > 0.05 for 150 cycles → switch
     stiffness, damping, twist_gain, max_force` fires mid-motion (after the start's own limited

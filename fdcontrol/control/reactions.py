@@ -122,9 +122,10 @@ class Rule:
 
             # each value within its declaration (the service checks the startup bounds too)
             self.params = check_switch(dict(self.params), declared(), {}, what=f"rule {self.name!r}")
-        if not (0 <= float(self.ramp_time) <= 60):
+        if isinstance(self.ramp_time, bool) or not (0 <= float(self.ramp_time) <= 60):
             raise ValueError(f"rule {self.name!r}: ramp_time must be in [0, 60] s")
-        self.value, self.cycles = float(self.value), int(self.cycles)
+        # plain numbers from here on: the loop thread formats and ramps with them when the rule fires
+        self.value, self.cycles, self.ramp_time = float(self.value), int(self.cycles), float(self.ramp_time)
 
     def check(self, s: Signals) -> bool:
         """Count this cycle; True when the rule fires now."""
