@@ -99,7 +99,8 @@ def test_a_quiet_sensor_is_stale_and_asked_again(peer):
 
 @pytest.mark.parametrize("bad", [{"counts_per_force": math.nan}, {"counts_per_torque": 0},
                                  {"timeout": math.inf}, {"address": "127.0.0.1:99999"},
-                                 {"address": "127.0.0.1:port"}, {"address": "127.0.0.1:-1"}])
+                                 {"address": "127.0.0.1:port"}, {"address": "127.0.0.1:-1"},
+                                 {"counts_per_force": True}, {"timeout": True}])
 def test_bad_options_are_refused(bad):
     """A clear ValueError (no DNS query is sent: the tests stay on loopback)."""
     opts = {"address": "127.0.0.1", **bad}
@@ -154,3 +155,15 @@ def test_a_flood_cannot_keep_read_busy():
     assert first is not None and np.allclose(first, [1.0, 0, 0, 0, 0, 0])
     assert flood.reads <= 1000 and ft.rdt_sequence == flood.reads
     ft.close()
+
+
+@pytest.mark.parametrize("sensor, reason", [({"address": "127.0.0.1", "adress": "127.0.0.2"}, "unknown: adress"),
+                                            ({"counts_per_force": 1e6}, "address"), ("127.0.0.1", "address")])
+def test_the_franka_drivers_sensor_options_are_checked(sensor, reason):
+    """driver_options.sensor: a misspelt or missing key is a clear ValueError before any connection."""
+    from fdcontrol.drivers.franka import FrankaDriver
+    from fdcontrol.model.robot import RobotModel
+
+    with pytest.raises(ValueError, match=reason):
+        FrankaDriver(RobotModel.load("fr3"), 0.001, robot_ip="127.0.0.1", wrench_source="sensor", sensor=sensor,
+                     library=object())

@@ -70,9 +70,10 @@ class NetFT:
     def __init__(self, address: str, counts_per_force: float = 1e6, counts_per_torque: float = 1e6,
                  timeout: float = 0.05) -> None:
         for name, v in (("counts_per_force", counts_per_force), ("counts_per_torque", counts_per_torque)):
-            if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
+            if isinstance(v, bool) or not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
                 raise ValueError(f"sensor {name} must be a positive number, got {v!r}")
-        if not (isinstance(timeout, int | float) and math.isfinite(timeout) and 0 < timeout <= 10):
+        if isinstance(timeout, bool) or not (isinstance(timeout, int | float) and math.isfinite(timeout)
+                                             and 0 < timeout <= 10):
             raise ValueError("sensor timeout must be within (0, 10] s")
         try:
             self.peer = _address(str(address))
