@@ -73,6 +73,8 @@ def test_a_rule_from_plain_data_fires_without_an_error_in_the_loop_thread():
     with pytest.raises(ValueError, match="ramp_time"):
         rules_from_config([{"signal": "fz", "op": ">", "value": 1, "action": "switch",
                             "params": {"stiffness": [10.0] * 6}, "ramp_time": True}])
+    with pytest.raises(ValueError, match="unknown mode 'bogus'"):  # (the law would refuse it at the firing)
+        rules_from_config([{"signal": "fz", "op": ">", "value": 1, "action": "switch", "mode": "bogus"}])
 
 
 def switch_in_motion(ramp: float) -> tuple[int, float, float, bool]:

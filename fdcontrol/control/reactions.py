@@ -113,6 +113,11 @@ class Rule:
             raise ValueError(f"rule {self.name!r}: retract distance must be in (0, 0.5] m")
         if self.action == "switch" and not (self.mode or self.params):
             raise ValueError(f"rule {self.name!r}: switch needs a mode and/or params")
+        if self.mode is not None:  # checked now: the law refuses an unknown mode in the loop thread, at the firing
+            from fdcontrol.control.laws import LAWS
+
+            if self.mode not in LAWS.names():
+                raise ValueError(f"rule {self.name!r}: unknown mode {self.mode!r}; one of {', '.join(LAWS.names())}")
         if self.params:
             bad = sorted(set(self.params) - SWITCHABLE)
             if bad:
