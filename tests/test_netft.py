@@ -167,3 +167,42 @@ def test_the_franka_drivers_sensor_options_are_checked(sensor, reason):
     with pytest.raises(ValueError, match=reason):
         FrankaDriver(RobotModel.load("fr3"), 0.001, robot_ip="127.0.0.1", wrench_source="sensor", sensor=sensor,
                      library=object())
+
+
+def test_a_sensor_gone_quiet_makes_a_law_that_reads_it_hold(peer):
+    """The loop (MuJoCo arm, force law) reads the RDT sensor as its driver's wrench: a push moves
+    the arm; the stream stops: the sensor watchdog trips and the arm holds (its reference brakes to
+    zero); the stream returns: the watchdog clears. Steps on the loop's own clock (time.monotonic()),
+    bounded in count."""
+    from fdcontrol.experiments import physics as P
+    from fdcontrol.model.robot import RobotModel
+
+    peer.counts = [5_000_000, 0, 0, 0, 0, 0]  # 5 N
+    ft = NetFT(peer.sock.getsockname()[0], timeout=0.05)
+    try:
+        assert read_until(ft, lambda w: w is not None) is not None
+        r = P.rig(RobotModel.load("ur10"), law=P.force_law())
+        r.drv.read_wrench = ft.read  # the driver's wrench reading is the network sensor's
+
+        def run(pred, n: int = 3000):
+            s = r.loop.step()
+            for _ in range(n):  # bounded: ≤ n cycles of ≥ 1 ms
+                if pred(s):
+                    break
+                time.sleep(0.001)
+                s = r.loop.step()
+            return s
+
+        s = run(lambda s: np.max(np.abs(s.qd_ref)) > 1e-3)
+        assert s.watchdog != "sensor_stale" and not s.holding and np.max(np.abs(s.qd_ref)) > 1e-3
+        peer.paused = True
+        s = run(lambda s: s.watchdog == "sensor_stale")
+        assert s.watchdog == "sensor_stale" and s.holding, (s.watchdog, s.holding)
+        s = run(lambda s: not np.any(s.qd_ref))
+        assert not np.any(s.qd_ref), s.qd_ref  # braked to standstill
+        peer.paused = False
+        s = run(lambda s: s.watchdog != "sensor_stale")
+        assert s.watchdog != "sensor_stale"
+        assert r.loop.fault is None
+    finally:
+        ft.close()
