@@ -226,14 +226,15 @@ def test_a_rule_switches_parameters_mid_move(svc):
         states, event = switch_during_move(svc, rule, 0.04)
         assert event is not None and "soften" in event["text"] and "stiffness=[" in event["text"], event
         assert any(s["reaction_count"] > count0 for s in states) and states[-1]["move_status"] == "done"
+        # the tightened input guard is in force at once (before anything reads the configuration):
+        # a wrench above it is refused, not accepted by the API and dropped by the loop
+        r = httpx.put(svc.url + "/control/wrench", json={"wrench": [0.75 * cfg0["max_force"], 0, 0, 0, 0, 0]},
+                      timeout=5)
+        assert r.status_code == 422, r.text
         cfg = httpx.get(svc.url + "/config", timeout=5).json()
         assert cfg["stiffness"] == k1 and cfg["max_force"] == 0.5 * cfg0["max_force"]
         assert metric(svc) == metric0 + 1
         assert_within_limits(svc, states)
-        # the tightened input guard is in force: a wrench above it is refused now
-        r = httpx.put(svc.url + "/control/wrench", json={"wrench": [0.75 * cfg0["max_force"], 0, 0, 0, 0, 0]},
-                      timeout=5)
-        assert r.status_code == 422, r.text
     finally:
         httpx.delete(svc.url + "/control/rules", timeout=5)
         httpx.patch(svc.url + "/config", json={"stiffness": cfg0["stiffness"], "max_force": cfg0["max_force"]},
