@@ -9,6 +9,7 @@ within its output stream); command 0 stops. Records every request it receives (`
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
@@ -43,11 +44,12 @@ class RdtPeer:
                         self.client, seq = addr, 0
                     elif header == 0x1234 and command == 0:
                         self.client = None
-            except TimeoutError:
+            except (TimeoutError, ConnectionRefusedError):  # (refused: a client gone, ICMP port unreachable)
                 pass
             if self.client is not None and not self.paused:
                 seq += 1
-                self.send_raw(struct.pack("!3L6l", seq, seq, self.status, *self.counts))
+                with contextlib.suppress(ConnectionRefusedError):
+                    self.send_raw(struct.pack("!3L6l", seq, seq, self.status, *self.counts))
             time.sleep(self.period)
 
     def send_raw(self, data: bytes) -> None:
