@@ -155,6 +155,11 @@ class Channel:
         o = self._copy_state()
         return bool(o[LAYOUT.slots["running"].start]), float(o[LAYOUT.slots["last_cycle_at"].start])
 
+    def read_reaction_count(self) -> int:
+        """The newest state's reaction_count, without decoding the rest (a rule's switch may have changed
+        the configuration in the loop process)."""
+        return int(self._copy_state()[LAYOUT.slots["reaction_count"].start])
+
     def close(self, unlink: bool = False) -> None:
         # drop our numpy views first, or SharedMemory.close() refuses (exported buffers)
         del self.inp, self.out, self.twist, self.heartbeat
@@ -611,7 +616,7 @@ class LoopWorker:
         """The configuration; fetched again from the loop process after a reaction fired (a rule's
         switch may have changed the law's mode or parameters there: fdcontrol.control.switch)."""
         try:
-            rx = self.channel.read_state()[0].reaction_count
+            rx = self.channel.read_reaction_count()
         except Exception:  # a dead or torn state: the last known configuration
             return self._params
         if rx != self._params_rx:
@@ -696,6 +701,7 @@ class LoopWorker:
 
     def set_wrench(self, wrench: Any, frame: str = "base", seq: int | None = None) -> None:
         """Validated here (errors reach the caller at once), handed over latest-wins."""
+        self.params  # noqa: B018 — after a reaction fired: its switch may have tightened max_force / max_torque
         w = check_wrench(wrench, self.max_force, self.max_torque, frame)
         if seq is not None and not (isinstance(seq, int) and not isinstance(seq, bool) and 0 <= seq <= SEQ_MAX):
             raise InputError(f"seq must be an integer in [0, {SEQ_MAX}]")

@@ -3,11 +3,13 @@ the protocol's description in ATI's Net F/T manual ("UDP Interface Using RDT") â
 fdcontrol.drivers.netft: it parses requests and packs records with its own struct formats.
 
 Streams one record per ``period`` to the address of the last start request (command 2) while
-``streaming``; command 0 stops. Records every request it receives (``requests``).
+``streaming``, the RDT sequence counting from 1 for each start (the manual: the record's position
+within its output stream); command 0 stops. Records every request it receives (``requests``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
@@ -38,15 +40,16 @@ class RdtPeer:
                 if len(data) == 8:
                     header, command, count = struct.unpack("!HHI", data)
                     self.requests.append((header, command, count))
-                    if header == 0x1234 and command == 2:
-                        self.client = addr
+                    if header == 0x1234 and command == 2:  # a new stream: its records count from 1
+                        self.client, seq = addr, 0
                     elif header == 0x1234 and command == 0:
                         self.client = None
-            except TimeoutError:
+            except (TimeoutError, ConnectionRefusedError):  # (refused: a client gone, ICMP port unreachable)
                 pass
             if self.client is not None and not self.paused:
                 seq += 1
-                self.send_raw(struct.pack("!3L6l", seq, seq, self.status, *self.counts))
+                with contextlib.suppress(ConnectionRefusedError):
+                    self.send_raw(struct.pack("!3L6l", seq, seq, self.status, *self.counts))
             time.sleep(self.period)
 
     def send_raw(self, data: bytes) -> None:

@@ -53,3 +53,33 @@ def test_live_gains_survive_a_configuration_change_and_patched_gains_ramp(rt):
     bound = 1.5 * np.abs(k3 - k2) * loop.period / PATCH_GAIN_RAMP * 1.01 + 1e-9
     assert np.all(np.abs(np.diff(seen, axis=0)) <= bound)
     assert np.allclose(rt.params.stiffness, k3)
+
+
+def test_gains_handed_over_as_a_ramp_ends_are_not_lost():
+    """POST /control/gains sets the task's ramp from the API thread; one arriving in the cycle a
+    previous ramp ends (here: exactly while the loop asks whether that ramp is done) is run, not
+    dropped with the finished one."""
+    from fdcontrol.control.gains import GainRamp
+    from fdcontrol.control.law import ControlLaw, MotionTerm
+    from fdcontrol.control.task import TaskSpace
+    from fdcontrol.experiments import physics as P
+    from fdcontrol.model.robot import RobotModel
+
+    k0, d0 = np.full(6, 50.0), np.full(6, 10.0)
+    k1 = np.full(6, 200.0)
+    law = ControlLaw(mode="motion", motion=MotionTerm(stiffness=k0.copy(), damping=d0.copy()))
+    r = P.rig(RobotModel.load("ur10"), law=law)
+    task = r.loop.task = TaskSpace()
+    new = GainRamp(k0, d0, k1, d0, 0.01)
+
+    class EndingRamp(GainRamp):
+        @property
+        def done(self) -> bool:
+            if task.ramp is self:  # the API thread's hand-over, at this very moment
+                task.ramp = new
+            return super().done
+
+    task.ramp = EndingRamp(k0, d0, k0, d0, 0.0)
+    for i in range(20):
+        r.loop.step(now=i * P.DT)
+    assert np.allclose(law.motion.stiffness, k1), law.motion.stiffness

@@ -98,8 +98,111 @@ def test_a_quiet_sensor_is_stale_and_asked_again(peer):
 
 
 @pytest.mark.parametrize("bad", [{"counts_per_force": math.nan}, {"counts_per_torque": 0},
-                                 {"timeout": math.inf}, {"address": "no such host.invalid"}])
+                                 {"timeout": math.inf}, {"address": "127.0.0.1:99999"},
+                                 {"address": "127.0.0.1:port"}, {"address": "127.0.0.1:-1"},
+                                 {"counts_per_force": True}, {"timeout": True}])
 def test_bad_options_are_refused(bad):
+    """A clear ValueError (no DNS query is sent: the tests stay on loopback)."""
     opts = {"address": "127.0.0.1", **bad}
     with pytest.raises(ValueError):
         NetFT(**opts).close()
+
+
+def test_a_restarted_stream_is_read_again(peer):
+    """The sensor counts a stream's records from 1 for each start request (ATI's manual, RDT). After
+    a quiet spell the client asks again; the new stream's low sequence numbers are not "older" records."""
+    peer.counts = [1_000_000, 0, 0, 0, 0, 0]
+    ft = NetFT(peer.sock.getsockname()[0], timeout=0.05)
+    try:
+        assert read_until(ft, lambda w: w is not None and ft.rdt_sequence > 50) is not None
+        peer.paused = True
+        assert read_until(ft, lambda w: w is None, seconds=3.0) is None
+        starts = sum(1 for r in peer.requests if r[1] == 2)
+        read_until(ft, lambda w: sum(1 for r in peer.requests if r[1] == 2) > starts, seconds=3.0)
+        peer.counts = [3_000_000, 0, 0, 0, 0, 0]
+        peer.paused = False  # the new stream: 1, 2, 3, …
+        w = read_until(ft, lambda w: w is not None, seconds=3.0)
+        assert w is not None and np.allclose(w, [3.0, 0, 0, 0, 0, 0]) and ft.rdt_sequence < 50
+    finally:
+        ft.close()
+
+
+class _Flood:
+    """A socket on which records never stop arriving (a flood), each newer than the last."""
+
+    def __init__(self, peer: tuple[str, int]) -> None:
+        self.peer, self.reads = peer, 0
+
+    def recvfrom(self, n: int):
+        self.reads += 1
+        if self.reads > 100_000:  # the test's own bound: an unbounded drain fails here, not by hanging
+            raise AssertionError("read() kept draining a flooded socket")
+        return struct.pack("!3L6l", self.reads, 0, 0, 1_000_000, 0, 0, 0, 0, 0), self.peer
+
+    def sendto(self, data: bytes, addr) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_flood_cannot_keep_read_busy():
+    """read() takes a bounded number of records per call and returns the newest of them."""
+    ft = NetFT("127.0.0.1", timeout=1.0)
+    ft.sock.close()
+    ft.sock = flood = _Flood(ft.peer)
+    first = ft.read()
+    assert first is not None and np.allclose(first, [1.0, 0, 0, 0, 0, 0])
+    assert flood.reads <= 1000 and ft.rdt_sequence == flood.reads
+    ft.close()
+
+
+@pytest.mark.parametrize("sensor, reason", [({"address": "127.0.0.1", "adress": "127.0.0.2"}, "unknown: adress"),
+                                            ({"counts_per_force": 1e6}, "address"), ("127.0.0.1", "address")])
+def test_the_franka_drivers_sensor_options_are_checked(sensor, reason):
+    """driver_options.sensor: a misspelt or missing key is a clear ValueError before any connection."""
+    from fdcontrol.drivers.franka import FrankaDriver
+    from fdcontrol.model.robot import RobotModel
+
+    with pytest.raises(ValueError, match=reason):
+        FrankaDriver(RobotModel.load("fr3"), 0.001, robot_ip="127.0.0.1", wrench_source="sensor", sensor=sensor,
+                     library=object())
+
+
+def test_a_sensor_gone_quiet_makes_a_law_that_reads_it_hold(peer):
+    """The loop (MuJoCo arm, force law) reads the RDT sensor as its driver's wrench: a push moves
+    the arm; the stream stops: the sensor watchdog trips and the arm holds (its reference brakes to
+    zero); the stream returns: the watchdog clears. Steps on the loop's own clock (time.monotonic()),
+    bounded in count."""
+    from fdcontrol.experiments import physics as P
+    from fdcontrol.model.robot import RobotModel
+
+    peer.counts = [5_000_000, 0, 0, 0, 0, 0]  # 5 N
+    ft = NetFT(peer.sock.getsockname()[0], timeout=0.05)
+    try:
+        assert read_until(ft, lambda w: w is not None) is not None
+        r = P.rig(RobotModel.load("ur10"), law=P.force_law())
+        r.drv.read_wrench = ft.read  # the driver's wrench reading is the network sensor's
+
+        def run(pred, n: int = 3000):
+            s = r.loop.step()
+            for _ in range(n):  # bounded: ≤ n cycles of ≥ 1 ms
+                if pred(s):
+                    break
+                time.sleep(0.001)
+                s = r.loop.step()
+            return s
+
+        s = run(lambda s: np.max(np.abs(s.qd_ref)) > 1e-3)
+        assert s.watchdog != "sensor_stale" and not s.holding and np.max(np.abs(s.qd_ref)) > 1e-3
+        peer.paused = True
+        s = run(lambda s: s.watchdog == "sensor_stale")
+        assert s.watchdog == "sensor_stale" and s.holding, (s.watchdog, s.holding)
+        s = run(lambda s: not np.any(s.qd_ref))
+        assert not np.any(s.qd_ref), s.qd_ref  # braked to standstill
+        peer.paused = False
+        s = run(lambda s: s.watchdog != "sensor_stale")
+        assert s.watchdog != "sensor_stale"
+        assert r.loop.fault is None
+    finally:
+        ft.close()

@@ -60,6 +60,23 @@ def test_allowed_switches_pass_checked():
         rules_from_config([{"signal": "fz", "op": ">", "value": 1, "action": "switch", "params": {"stiffness": [1]}}])
 
 
+def test_a_rule_from_plain_data_fires_without_an_error_in_the_loop_thread():
+    """Numbers given as strings (a YAML or JSON file) are made numbers when the rule is built, not
+    when it fires: the firing's description and the ramp run in the loop thread."""
+    from fdcontrol.control.reactions import Signals
+
+    (r,) = rules_from_config([{"name": "s", "signal": "fz", "op": ">", "value": "1", "action": "switch",
+                               "params": {"stiffness": [10.0] * 6}, "ramp_time": "0.3"}])
+    assert isinstance(r.ramp_time, float) and r.ramp_time == 0.3
+    s = Signals(np.eye(4), np.zeros(6), np.array([0, 0, 2.0, 0, 0, 0]))
+    assert r.check(s) and "stiffness=[10, 10, 10, 10, 10, 10] over 0.3 s" in r.describe(s)
+    with pytest.raises(ValueError, match="ramp_time"):
+        rules_from_config([{"signal": "fz", "op": ">", "value": 1, "action": "switch",
+                            "params": {"stiffness": [10.0] * 6}, "ramp_time": True}])
+    with pytest.raises(ValueError, match="unknown mode 'bogus'"):  # (the law would refuse it at the firing)
+        rules_from_config([{"signal": "fz", "op": ">", "value": 1, "action": "switch", "mode": "bogus"}])
+
+
 def switch_in_motion(ramp: float) -> tuple[int, float, float, bool]:
     """Motion law tracking a target 15 cm away; a rule `tip_speed > 0.05 for 150 cycles → switch
     stiffness, damping, twist_gain, max_force` fires mid-motion (after the start's own limited
@@ -209,14 +226,15 @@ def test_a_rule_switches_parameters_mid_move(svc):
         states, event = switch_during_move(svc, rule, 0.04)
         assert event is not None and "soften" in event["text"] and "stiffness=[" in event["text"], event
         assert any(s["reaction_count"] > count0 for s in states) and states[-1]["move_status"] == "done"
+        # the tightened input guard is in force at once (before anything reads the configuration):
+        # a wrench above it is refused, not accepted by the API and dropped by the loop
+        r = httpx.put(svc.url + "/control/wrench", json={"wrench": [0.75 * cfg0["max_force"], 0, 0, 0, 0, 0]},
+                      timeout=5)
+        assert r.status_code == 422, r.text
         cfg = httpx.get(svc.url + "/config", timeout=5).json()
         assert cfg["stiffness"] == k1 and cfg["max_force"] == 0.5 * cfg0["max_force"]
         assert metric(svc) == metric0 + 1
         assert_within_limits(svc, states)
-        # the tightened input guard is in force: a wrench above it is refused now
-        r = httpx.put(svc.url + "/control/wrench", json={"wrench": [0.75 * cfg0["max_force"], 0, 0, 0, 0, 0]},
-                      timeout=5)
-        assert r.status_code == 422, r.text
     finally:
         httpx.delete(svc.url + "/control/rules", timeout=5)
         httpx.patch(svc.url + "/config", json={"stiffness": cfg0["stiffness"], "max_force": cfg0["max_force"]},

@@ -113,6 +113,11 @@ class Rule:
             raise ValueError(f"rule {self.name!r}: retract distance must be in (0, 0.5] m")
         if self.action == "switch" and not (self.mode or self.params):
             raise ValueError(f"rule {self.name!r}: switch needs a mode and/or params")
+        if self.mode is not None:  # checked now: the law refuses an unknown mode in the loop thread, at the firing
+            from fdcontrol.control.laws import LAWS
+
+            if self.mode not in LAWS.names():
+                raise ValueError(f"rule {self.name!r}: unknown mode {self.mode!r}; one of {', '.join(LAWS.names())}")
         if self.params:
             bad = sorted(set(self.params) - SWITCHABLE)
             if bad:
@@ -122,9 +127,10 @@ class Rule:
 
             # each value within its declaration (the service checks the startup bounds too)
             self.params = check_switch(dict(self.params), declared(), {}, what=f"rule {self.name!r}")
-        if not (0 <= float(self.ramp_time) <= 60):
+        if isinstance(self.ramp_time, bool) or not (0 <= float(self.ramp_time) <= 60):
             raise ValueError(f"rule {self.name!r}: ramp_time must be in [0, 60] s")
-        self.value, self.cycles = float(self.value), int(self.cycles)
+        # plain numbers from here on: the loop thread formats and ramps with them when the rule fires
+        self.value, self.cycles, self.ramp_time = float(self.value), int(self.cycles), float(self.ramp_time)
 
     def check(self, s: Signals) -> bool:
         """Count this cycle; True when the rule fires now."""

@@ -68,10 +68,11 @@ class TaskSpace:
                 if self.move is not None:
                     self.move.cancel()
                 self.move = move
-        if self.ramp is not None:
-            k, d = self.ramp.step(loop.period)
+        ramp = self.ramp  # (POST /control/gains may hand over a new one meanwhile: only this one is cleared)
+        if ramp is not None:
+            k, d = ramp.step(loop.period)
             loop.law.motion.stiffness, loop.law.motion.damping = k, d
-            if self.ramp.done:
+            if ramp.done and self.ramp is ramp:
                 self.ramp = None
         if self.vector_ramp is not None:
             self.vector_ramp.step(loop.period)

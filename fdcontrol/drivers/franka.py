@@ -205,9 +205,12 @@ class FrankaDriver(RobotDriver):
         if sensor is not None:  # an external force–torque sensor on the flange (ATI/Schunk Net F/T, RDT over UDP)
             from fdcontrol.drivers.netft import NetFT
 
-            if not isinstance(sensor, dict) or "address" not in sensor:
+            known = ("address", "counts_per_force", "counts_per_torque", "timeout")
+            if not isinstance(sensor, dict) or "address" not in sensor or set(sensor) - set(known):
+                unknown = sorted(map(str, set(sensor) - set(known))) if isinstance(sensor, dict) else []
                 raise ValueError("driver_options.sensor must be {address: 'host[:port]', counts_per_force, "
-                                 "counts_per_torque, timeout}")
+                                 "counts_per_torque, timeout}"
+                                 + (f"; unknown: {', '.join(unknown)}" if unknown else ""))
             self.sensor = NetFT(**sensor)
         # published in the loop state: the robot mode (LoopState.safety_mode), and the clock statistics
         self.safety_mode: str | None = None

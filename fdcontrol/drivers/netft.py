@@ -17,7 +17,8 @@ passes it through in N and N·m, as :class:`fdcontrol.drivers.base.RobotDriver` 
 ``read_wrench``; the sensor's pose on the flange, the tool's weight and the bias are the
 wrench filter's business.
 
-Latest wins: :meth:`read` drains the socket without blocking and keeps the newest record; with no
+Latest wins: :meth:`read` drains the socket without blocking (at most ``MAX_DRAIN`` records per
+call, so a flood of datagrams cannot stall the loop) and keeps the newest record; with no
 record for ``timeout`` s it returns None, so the loop's sensor watchdog holds a law that reads
 the sensor. A record of the wrong size, with a non-zero status word or an older sequence number
 is ignored (``status`` keeps the last non-zero status for the operator). While the stream is
@@ -30,6 +31,7 @@ import contextlib
 import math
 import socket
 import struct
+import threading
 import time
 
 import numpy as np
@@ -38,6 +40,7 @@ RDT_PORT = 49152
 RDT_HEADER = 0x1234
 CMD_STOP, CMD_START_REALTIME = 0x0000, 0x0002
 RESTART_INTERVAL = 1.0  # s between start requests while the stream is stale
+MAX_DRAIN = 256  # records read per call at most: a flood on the socket cannot keep the loop in read()
 REQUEST = struct.Struct(">HHI")
 RECORD = struct.Struct(">III6i")
 
@@ -56,6 +59,8 @@ def _address(address: str) -> tuple[str, int]:
     host, sep, port = address.rpartition(":")
     if not sep:
         return address, RDT_PORT
+    if not (port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(f"port must be within 1–65535, got {port!r}")
     return host, int(port)
 
 
@@ -65,9 +70,10 @@ class NetFT:
     def __init__(self, address: str, counts_per_force: float = 1e6, counts_per_torque: float = 1e6,
                  timeout: float = 0.05) -> None:
         for name, v in (("counts_per_force", counts_per_force), ("counts_per_torque", counts_per_torque)):
-            if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
+            if isinstance(v, bool) or not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
                 raise ValueError(f"sensor {name} must be a positive number, got {v!r}")
-        if not (isinstance(timeout, int | float) and math.isfinite(timeout) and 0 < timeout <= 10):
+        if isinstance(timeout, bool) or not (isinstance(timeout, int | float) and math.isfinite(timeout)
+                                             and 0 < timeout <= 10):
             raise ValueError("sensor timeout must be within (0, 10] s")
         try:
             self.peer = _address(str(address))
@@ -81,18 +87,25 @@ class NetFT:
         self.wrench: np.ndarray | None = None
         self.received_at = -math.inf  # time.monotonic() of the newest sample
         self.rdt_sequence: int | None = None
+        self._asked = -math.inf
+        self._lock = threading.Lock()  # read() from the loop and from the API thread (has the driver a sensor?)
         self.status = 0  # the last non-zero status word the sensor reported (0: none)
         self.start()
 
     def start(self) -> None:
         """Ask the sensor to stream (again: a restarted sensor forgets its client)."""
         self._asked = time.monotonic()
+        self.rdt_sequence = None  # a new stream counts from 1 again (RDT: the record's place in its stream)
         with contextlib.suppress(OSError):
             self.sock.sendto(request(CMD_START_REALTIME), self.peer)
 
     def read(self) -> np.ndarray | None:
         """The newest reading [F; τ] (N, N·m, sensor frame, tool on sensor), or None when stale."""
-        while True:
+        with self._lock:
+            return self._read()
+
+    def _read(self) -> np.ndarray | None:
+        for _ in range(MAX_DRAIN):  # the socket's newest records (more wait for the next call)
             try:
                 data, peer = self.sock.recvfrom(512)
             except (BlockingIOError, InterruptedError):
