@@ -301,7 +301,7 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Co
             conn.send(("invalid", str(exc)))
         except ValidationError as exc:
             conn.send(("invalid", [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()]))
-        except (ValueError, TypeError, KeyError) as exc:  # a refused request: its reason is the reply
+        except ValueError as exc:  # a refused request: its reason is the reply (TypeError, KeyError… are bugs: printed)
             conn.send(("invalid", f"{type(exc).__name__}: {exc}"))
         except Exception as exc:  # unexpected: report, print where, keep serving
             conn.send(("invalid", f"{type(exc).__name__}: {exc}"))
