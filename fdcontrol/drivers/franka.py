@@ -22,7 +22,8 @@ answers with :meth:`send` in the same cycle.
 * errors: a motion the robot aborts raises with libfranka's error names; the robot mode
   (``Idle``, ``Move``, ``Reflex``, …) is published as the loop state's ``safety_mode``;
   :meth:`recover` runs libfranka's automatic error recovery; :meth:`reconnect` connects anew;
-* a lost connection: no state for ``state_timeout`` (s) raises at once — the wait for a state
+* a lost connection: no state for ``state_timeout`` (s) raises at once (the connection is torn
+  down on the next read, after the loop has recorded the fault and held) — the wait for a state
   happens in ``select`` on libfranka's UDP socket, which also releases the GIL (libfranka's own
   blocking receive holds it, with a 1 s timeout);
 * wrench (``wrench_source: estimate``): the robot's external wrench estimate ``O_F_ext_hat_K``
@@ -187,6 +188,7 @@ class FrankaDriver(RobotDriver):
         self.success_rate = math.nan  # control_command_success_rate of the last state (0–1)
         self.missed_cycles = 0  # robot states that passed without a command from us (robot time gaps)
         self.error: str | None = None  # the robot's error after an aborted motion, until recover()
+        self._lost = False  # no state came in time: torn down at the next read, after the loop held
         self._lock = threading.RLock()  # connect/recover/reconnect against the loop thread
         self._robot: Any = None
         self._control: Any = None
@@ -250,6 +252,7 @@ class FrankaDriver(RobotDriver):
     def recover(self) -> None:
         """libfranka's automatic error recovery (after a reflex); clears :attr:`error`."""
         with self._lock:
+            self._drop_if_lost()
             if self._robot is None:
                 raise FrankaError("not connected to the robot: reconnect first")
             self._finish_quietly()
@@ -260,7 +263,7 @@ class FrankaDriver(RobotDriver):
             self.error = None
 
     def _drop(self) -> None:
-        self._control = None
+        self._control, self._lost = None, False
         r, self._robot = self._robot, None
         if r is not None:
             with contextlib.suppress(Exception):
@@ -283,11 +286,18 @@ class FrankaDriver(RobotDriver):
         if not ready:
             self.safety_mode = "disconnected"
             self.error = f"connection lost: no robot state for {self.state_timeout * 1e3:.0f} ms"
-            self._drop()
+            # raise at once: the loop records the fault and holds now; the teardown (libfranka's stop on a
+            # dead connection, ~0.15 s on a loaded machine) waits for the next read
+            self._lost = True
             raise FrankaConnectionLost(self.error)
+
+    def _drop_if_lost(self) -> None:
+        if self._lost:
+            self._drop()
 
     def read(self) -> JointState:
         with self._lock:
+            self._drop_if_lost()
             if self._robot is None:
                 raise FrankaConnectionLost(self.error or "not connected to the robot: reconnect")
             self._wait()
