@@ -7,7 +7,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -23,10 +25,22 @@ DOMAIN = dds_domain()
 
 
 def start_peer(interface: str, q0: list[float], wrench_tool: np.ndarray, seconds: float = 60) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tests.ros2_peer", str(DOMAIN), interface, json.dumps(q0),
+    """The peer, once it publishes: its start (imports, DDS) must not eat into the service's
+    connect_timeout on a loaded machine. Its output goes to a file (an undrained pipe would
+    block it after a minute of lines)."""
+    out = tempfile.NamedTemporaryFile("w+", prefix="ros2-peer-", suffix=".log")
+    peer = subprocess.Popen([sys.executable, "-m", "tests.ros2_peer", str(DOMAIN), interface, json.dumps(q0),
                              json.dumps(list(map(float, wrench_tool))), str(seconds)],
-                            cwd=ROOT, env={**os.environ, **loopback_env()}, stdout=subprocess.PIPE,
+                            cwd=ROOT, env={**os.environ, **loopback_env()}, stdout=out,
                             stderr=subprocess.STDOUT, text=True)
+    peer.log = out  # type: ignore[attr-defined]  # closed (deleted) with the Popen object
+    deadline = time.monotonic() + 60
+    while not Path(out.name).read_text().startswith("q "):
+        if peer.poll() is not None or time.monotonic() > deadline:
+            peer.kill()
+            raise RuntimeError(f"the ROS 2 peer did not start: {Path(out.name).read_text()[-2000:]}")
+        time.sleep(0.05)
+    return peer
 
 
 def serve(interface: str, mode: str = "force", **extra) -> Service:
