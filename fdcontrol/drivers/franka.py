@@ -407,7 +407,8 @@ class FrankaDriver(RobotDriver):
 
     def _finish_quietly(self) -> None:
         c = self._control
-        if c is None:
+        if c is None or self._lost:  # nothing to brake or finish on a lost connection
+            self._control = None
             return
         with contextlib.suppress(Exception):
             self._brake(c)
