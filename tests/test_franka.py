@@ -40,6 +40,9 @@ Q_D = slice(COLUMN["q_d0"], COLUMN["q_d6"] + 1)
 # load (states 20 ms apart seen at a load average of 15 on 2 cores), a real Franka does not
 STATE_TIMEOUT = 1.0
 KILL_STATE_TIMEOUT = 0.05  # the kill test: the driver's default (half the default command timeout)
+#: the loop's stamps are taken around the driver's read: the cycle's own work and a wake-up delay on a
+#: loaded machine lie between the event and its stamp
+STAMP_SLACK = 0.03
 STARTUP = 120.0  # s: the service's start (13 s seen at a load average of 16 on 2 cores), with headroom
 # the watchdog measures wall time between HTTP requests: generous on a loaded 2-core machine
 # (and a slow simulator's gaps between states must not count as a stalled loop: stale after the same)
@@ -96,7 +99,8 @@ def stream(svc: Service, wrench: list[float], seconds: float, wall_limit: float 
         r = httpx.put(svc.url + "/control/wrench", json={"wrench": wrench}, timeout=5)
         # 503 "stalled": franky-sim starved of CPU sent no state for a while (a loaded machine)
         assert r.status_code in (200, 503) or not check, r.text
-        if state(svc)["t"] - t0 >= seconds or time.monotonic() >= end:
+        st = state(svc)
+        if st["t"] - t0 >= seconds or time.monotonic() >= end or st["fault"]:  # a faulted loop's time stands
             break
         time.sleep(0.02)
 
@@ -334,6 +338,10 @@ def test_a_killed_simulator_faults_into_hold_and_reconnects(sim):
         assert last <= after and lost >= before, (before, after, last, lost)
         # ... and the loop faulted within 100 ms of the robot's last state, on the loop's clock
         assert lost - last <= 0.1, f"fault {1e3 * (lost - last):.1f} ms after the last state"
+        # the loop's record agrees: the fault (fault_at) one wait for a state after the last cycle that
+        # had one (stamp); the cycle's own work and a wake-up on a loaded machine come on top
+        noticed = st["fault_at"] - st["stamp"]
+        assert KILL_STATE_TIMEOUT <= noticed <= KILL_STATE_TIMEOUT + STAMP_SLACK, noticed
         health = httpx.get(svc.url + "/health", timeout=5).json()
         assert health["status"] == "fault" and "connection lost" in health["fault"]
         # reconnecting is explicit: the service stays in hold until asked

@@ -35,13 +35,13 @@ def recording(tmp_path_factory):
     loop.io = LoopTap(rec)
     loop.start()
     t0 = time.monotonic()
-    while (t := time.monotonic() - t0) < 1.5:
+    while (t := loop.cycle * loop.period) < 1.5 and time.monotonic() - t0 < 30:  # 1.5 s of the loop's clock
         loop.set_wrench([20 * np.cos(3 * t), 20 * np.sin(3 * t), 5, 0, 0, 1])
         time.sleep(0.02)
     loop.stop()
     status = rec.stop()
     rt.close()
-    assert status["dropped"] == 0 and status["states"] > 300
+    assert status["dropped"] == 0 and status["states"] >= 1.5 / loop.period  # every cycle recorded
     return path, rt
 
 

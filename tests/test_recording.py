@@ -140,9 +140,9 @@ def test_a_killed_server_leaves_a_file_readable_to_its_last_chunk(tmp_path):
     try:
         http = httpx.Client(base_url=svc.url, timeout=30)
         assert http.post("/recording/start", json={"name": "cut.mcap"}).status_code == 200
-        t0 = time.monotonic()
+        start = http.get("/state").json()["stamp"]
         push(svc.url, 1.5)
-        elapsed = time.monotonic() - t0
+        at_kill = http.get("/state").json()["stamp"]  # the loop's clock just before the kill
         loop_procs = children(svc.proc.pid)
         assert loop_procs, "the loop process"
         for pid in [svc.proc.pid, *loop_procs]:  # no clean shutdown anywhere: both die at once
@@ -152,12 +152,16 @@ def test_a_killed_server_leaves_a_file_readable_to_its_last_chunk(tmp_path):
         svc.stop()
     rec = read_recording(tmp_path / "cut.mcap")
     states = rec.states()
-    print(f"cut off after {elapsed:.2f} s: {len(states)} states readable, "
+    assert states, "no chunk readable"
+    print(f"cut off {at_kill - start:.2f} s (loop clock) after the start: {len(states)} states readable, "
+          f"the last {at_kill - states[-1]['stamp']:.2f} s before the kill lost, "
           f"{(tmp_path / 'cut.mcap').stat().st_size} bytes")
     assert not rec.complete
-    assert len(states) >= 500 * (elapsed - 1.0)  # the writer closes a chunk every 0.5 s
+    # on the loop's own clock (the states' stamps): what is lost is at most the chunk the writer had
+    # open (it closes one every 0.5 s) and what its queue held (0.5 s more of headroom on a loaded machine)
+    assert states[-1]["stamp"] >= at_kill - 1.0, "more than the last chunk was lost"
     c = np.array([s["cycle"] for s in states])
-    assert np.all(np.diff(c) == 1)
+    assert np.all(np.diff(c) == 1)  # every cycle between the first and the last, none missing
     assert rec.messages[CONFIG_TOPIC]
 
 

@@ -7,12 +7,15 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 
+from fdcontrol.loop.state import to_dict
 from fdcontrol.model.robot import HOME, RobotModel
 from tests.dds import dds_domain, loopback_env, pin_loopback
 from tests.service import ROOT, Service
@@ -22,10 +25,22 @@ DOMAIN = dds_domain()
 
 
 def start_peer(interface: str, q0: list[float], wrench_tool: np.ndarray, seconds: float = 60) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tests.ros2_peer", str(DOMAIN), interface, json.dumps(q0),
+    """The peer, once it publishes: its start (imports, DDS) must not eat into the service's
+    connect_timeout on a loaded machine. Its output goes to a file (an undrained pipe would
+    block it after a minute of lines)."""
+    out = tempfile.NamedTemporaryFile("w+", prefix="ros2-peer-", suffix=".log")
+    peer = subprocess.Popen([sys.executable, "-m", "tests.ros2_peer", str(DOMAIN), interface, json.dumps(q0),
                              json.dumps(list(map(float, wrench_tool))), str(seconds)],
-                            cwd=ROOT, env={**os.environ, **loopback_env()}, stdout=subprocess.PIPE,
+                            cwd=ROOT, env={**os.environ, **loopback_env()}, stdout=out,
                             stderr=subprocess.STDOUT, text=True)
+    peer.log = out  # type: ignore[attr-defined]  # closed (deleted) with the Popen object
+    deadline = time.monotonic() + 60
+    while not Path(out.name).read_text().startswith("q "):
+        if peer.poll() is not None or time.monotonic() > deadline:
+            peer.kill()
+            raise RuntimeError(f"the ROS 2 peer did not start: {Path(out.name).read_text()[-2000:]}")
+        time.sleep(0.05)
+    return peer
 
 
 def serve(interface: str, mode: str = "force", **extra) -> Service:
@@ -42,6 +57,19 @@ def wait_for(pred, timeout: float, what: str):
             return v
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+#: a state's ``stamp`` is taken just after the driver's read that checked the joint states' age
+#: (and the command poll): a preemption between the two on a loaded machine adds to it
+STAMP_SLACK = 0.02
+
+
+def last_live_cycle_after(st: dict, t_kill: float) -> float:
+    """How long after the peer died (``t_kill``, this host's monotonic clock) the loop ran its last
+    cycle on joint states, from a fault state: a fault publishes the last good cycle's ``stamp``
+    (the loop's clock, the same host's monotonic), so the answer does not depend on how fast
+    anyone polls. Within ``timeout`` when the driver refuses states older than its timeout."""
+    return st["stamp"] - t_kill
 
 
 def state(svc: Service) -> dict:
@@ -97,12 +125,13 @@ def test_killing_the_peer_faults_into_hold_within_the_timeout(ur10):
         wait_for(lambda: state(svc)["running"], 5, "running")
         peer.kill()
         peer.wait(5)
-        t_kill = time.monotonic()
+        t_kill = time.monotonic()  # the peer's last joint_states was sent before this
         st = wait_for(lambda: (s := state(svc))["holding"] and s["fault"] and s, 5, "the hold")
-        elapsed = time.monotonic() - t_kill
         assert "joint_states" in st["fault"]
-        assert elapsed < 2.0, f"hold after {elapsed:.2f} s"  # 0.1 s timeout + HTTP polling on a busy VM
         assert st["qd_ref"] == [0.0] * 6
+        ran_on_stale = last_live_cycle_after(st, t_kill)
+        print(f"last cycle on live joint states {ran_on_stale * 1e3:.1f} ms after the peer died (timeout 100 ms)")
+        assert ran_on_stale <= 0.1 + STAMP_SLACK, "the loop kept running on joint states older than the timeout"
     finally:
         if svc is not None:
             svc.stop()
@@ -180,11 +209,10 @@ def test_target_wrench_in_current_pose_and_state_out_stale_hold_and_zero_after_s
         peer.kill()
         peer.wait(5)
         t_kill = time.monotonic()
-        while loop.state.fault is None and time.monotonic() - t_kill < 2.0:
-            time.sleep(0.001)
-        held_after = time.monotonic() - t_kill
+        wait_for(lambda: loop.state.fault is not None, 5, "the fault")
         assert loop.state.holding and "joint_states" in loop.state.fault
-        assert held_after < 0.1 + 0.1, f"held after {held_after:.3f} s"
+        ran_on_stale = last_live_cycle_after(to_dict(loop.state), t_kill)
+        assert ran_on_stale <= 0.1 + STAMP_SLACK, f"last cycle on live states {ran_on_stale:.3f} s after the kill"
         side.take(side.cmd)
         loop.stop()  # brakes within the acceleration limit (fdcontrol.loop.cycle.ControlLoop.stop), then ends
         time.sleep(0.05)

@@ -29,8 +29,9 @@ answers with :meth:`send` in the same cycle.
 * a lost connection: no state for ``state_timeout`` (s, default 50 ms: within one command
   timeout) raises at once — the wait for a state happens in ``select`` on libfranka's UDP socket,
   which also releases the GIL (libfranka's own blocking receive holds it, with a 1 s timeout:
-  without this deadline a dead robot would stall the loop for 1 s). When the last state
-  arrived and when the loss was declared are recorded on the loop's clock (``clock_stats``);
+  without this deadline a dead robot would stall the loop for 1 s); the connection is torn down on
+  the next read, after the loop has recorded the fault and held. When the last state arrived and
+  when the loss was declared are recorded on the loop's clock (``clock_stats``);
 * wrench (``wrench_source: estimate``): the robot's external wrench estimate ``O_F_ext_hat_K``
   (the wrench the environment exerts on the stiffness frame K, base frame) turned into
   :class:`RobotDriver`'s sensor contract (see :func:`estimate_to_sensor`); or
@@ -223,6 +224,7 @@ class FrankaDriver(RobotDriver):
         # flag the exception's name (ControlException, NetworkException, …)
         self.error_names: tuple[str, ...] = ()
         self.error_counts: dict[str, int] = {}
+        self._lost = False  # no state came in time: torn down at the next read, after the loop held
         self._lock = threading.RLock()  # connect/recover/reconnect against the loop thread
         self._robot: Any = None
         self._control: Any = None
@@ -298,6 +300,7 @@ class FrankaDriver(RobotDriver):
     def recover(self) -> None:
         """libfranka's automatic error recovery (after a reflex); clears :attr:`error`."""
         with self._lock:
+            self._drop_if_lost()
             if self._robot is None:
                 raise FrankaError("not connected to the robot: reconnect first")
             self._finish_quietly()
@@ -308,7 +311,7 @@ class FrankaDriver(RobotDriver):
             self.error, self.error_names = None, ()
 
     def _drop(self) -> None:
-        self._control = None
+        self._control, self._lost = None, False
         r, self._robot = self._robot, None
         if r is not None:
             with contextlib.suppress(Exception):
@@ -335,11 +338,18 @@ class FrankaDriver(RobotDriver):
             self.error = f"connection lost: no robot state for {self.state_timeout * 1e3:.0f} ms" + (
                 f" (the last one arrived {(now - self.last_state_at) * 1e3:.0f} ms before this fault)"
                 if math.isfinite(self.last_state_at) else "")
-            self._drop()
+            # raise at once: the loop records the fault and holds now; the teardown (libfranka's stop on a
+            # dead connection, ~0.15 s on a loaded machine) waits for the next read
+            self._lost = True
             raise FrankaConnectionLost(self.error)
+
+    def _drop_if_lost(self) -> None:
+        if self._lost:
+            self._drop()
 
     def read(self) -> JointState:
         with self._lock:
+            self._drop_if_lost()
             if self._robot is None:
                 raise FrankaConnectionLost(self.error or "not connected to the robot: reconnect")
             self._wait()
@@ -478,7 +488,8 @@ class FrankaDriver(RobotDriver):
 
     def _finish_quietly(self) -> None:
         c = self._control
-        if c is None:
+        if c is None or self._lost:  # nothing to brake or finish on a lost connection
+            self._control = None
             return
         with contextlib.suppress(Exception):
             self._brake(c)

@@ -194,6 +194,7 @@ class ControlLoop:
         self.io: LoopIO | None = None
         self.exchange = driver.exchange if driver.has_exchange else None  # the driver's own inputs/outputs
         self.fault: str | None = None
+        self.fault_at = math.nan  # the loop's time.monotonic() when the current fault was recorded
         self.last_cycle_at = 0.0  # time.monotonic() of the last cycle, 0 before the first
         self._pending: dict[str, object] = {}  # reconfigure() → the loop thread, at a cycle boundary
         self._pending_done: list[threading.Event] = []
@@ -275,7 +276,7 @@ class ControlLoop:
         """Decelerate to standstill within the acceleration limit and stay there."""
         self._hold_request = on
         if not on:  # an explicit release also drops a stale wrench (the watchdog re-arms on the next)
-            self.fault = None
+            self.fault, self.fault_at = None, math.nan
             self._command = None
             self._twist = None
 
@@ -435,12 +436,14 @@ class ControlLoop:
                 self.stats.integrator_nonconverged += 1
             if not (finite(qd_des) and finite(fc)):
                 self.fault = f"non-finite value in the model at cycle {self.cycle}; holding"
+                self.fault_at = now if math.isnan(self.fault_at) else self.fault_at
                 holding, qd_des = True, np.zeros(self.robot.dof)
         qd_ref = self.limits.apply(q, qd_des, self.qd_ref, J, dt)
         if self.cycle == 0:  # activation: the first reference is the measured state
             qd_ref = np.zeros(self.robot.dof)
         if not finite(qd_ref):  # never send a NaN
             self.fault, holding, qd_ref = "non-finite reference; holding", True, np.zeros(self.robot.dof)
+            self.fault_at = now if math.isnan(self.fault_at) else self.fault_at
         q_ref, holding = self._position_reference(q, qd_ref, dt, holding)
         self.driver.send(q_ref, qd_ref)
         self.qd_ref = qd_ref
@@ -498,7 +501,7 @@ class ControlLoop:
                          self._zero6 if twist is None else twist, now,
                          self.action.seq if self.action is not None else 0,
                          self.action.used_at if self.action is not None else math.nan,
-                         *(self.task.telemetry() if self.task is not None else _NO_TASK))
+                         *(self.task.telemetry() if self.task is not None else _NO_TASK), self.fault_at)
 
     # ------------------------------------------------------------------ thread
     @property
@@ -510,7 +513,7 @@ class ControlLoop:
         if self.running:
             return
         self._reset_state()
-        self.fault = None
+        self.fault, self.fault_at = None, math.nan
         self._stop_request = False
         self._running.set()
         self._thread = threading.Thread(target=self._run, name="fdcontrol-loop", daemon=True)
@@ -640,6 +643,8 @@ def _hold_after(loop: ControlLoop, exc: Exception) -> None:
     Never raises: a failing driver or a failing publish must not end the loop thread (the
     API notices a silent loop by its stale cycle time).
     """
+    if loop.fault is None:  # when the fault began (a failing driver raises again every cycle)
+        loop.fault_at = time.monotonic()
     loop.fault = f"{type(exc).__name__}: {exc}"[:400]
     loop._hold_request = True
     try:
@@ -653,7 +658,7 @@ def _hold_after(loop: ControlLoop, exc: Exception) -> None:
         loop.driver.send(loop.state.q_ref + loop.period * qd, qd)
     loop.qd_ref, loop.qd_state = qd, qd.copy()
     try:
-        loop.state = replace(loop.state, fault=loop.fault, holding=True, qd_ref=qd,
+        loop.state = replace(loop.state, fault=loop.fault, fault_at=loop.fault_at, holding=True, qd_ref=qd,
                              safety_mode=loop.driver.safety_mode)
         if loop.io is not None:
             loop.io.publish(loop, loop.state)

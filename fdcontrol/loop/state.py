@@ -119,6 +119,9 @@ class LoopState:
     reaction_count: int = field(default=0, metadata=scalar("int", "reaction rules fired since the loop was built"))
     reaction_event: str | None = field(default=None, metadata=text(
         "the last reaction that fired: cycle, rule, the signal's value, the action; null before the first"))
+    fault_at: float = field(default=math.nan, metadata=scalar(
+        "float", "the loop's time.monotonic() when the current fault was recorded (compare with stamp, the last "
+        "cycle before it); null without a fault", "s", nullable=True))
 
 
 FIELDS = fields(LoopState)
