@@ -11,6 +11,7 @@ libfranka's name. Everything after that — the driver's error path, the loop's 
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -53,3 +54,20 @@ class AbortingFranka(FrankaDriver):
             self._aborting, self._commands = False, 0  # the next motion runs normally
             return SimpleNamespace(**{INJECTED: True, "joint_reflex": False})
         return super()._last_motion_errors(state)
+
+
+class LateFranka(FrankaDriver):
+    """A driver that answers the robot late every ``late_every``-th command (a loaded machine): the
+    robot's clock goes on, so the command answers a later state — a missed robot cycle, on purpose."""
+
+    def __init__(self, robot: Any, dt: float = CLOCK_PERIOD, *, late_every: int = 40, late_by: float = 0.0025,
+                 **options: Any) -> None:
+        self.late_every, self.late_by, self._n = int(late_every), float(late_by), 0
+        super().__init__(robot, dt, **options)
+
+    def send(self, q_ref: Any, qd_ref: Any) -> None:
+        if self._control is not None:
+            self._n += 1
+            if self._n % self.late_every == 0:
+                time.sleep(self.late_by)
+        super().send(q_ref, qd_ref)

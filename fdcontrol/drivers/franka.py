@@ -62,6 +62,7 @@ from fdcontrol.model.robot import RobotModel
 DEFAULT_TORQUE_THRESHOLDS = (20.0, 20.0, 18.0, 18.0, 16.0, 14.0, 12.0)  # N·m
 DEFAULT_FORCE_THRESHOLDS = (20.0, 20.0, 20.0, 25.0, 25.0, 25.0)  # N, N·m
 CLOCK_PERIOD = 1e-3  # s: the robot's state rate is 1 kHz
+MAX_POSITION_STEP = 0.1  # s: the longest robot-time step a position command integrates (a lost robot faults sooner)
 
 
 class FrankaError(RuntimeError):
@@ -238,6 +239,7 @@ class FrankaDriver(RobotDriver):
         self.lost_at = math.nan
         self._sent = (np.zeros(7), np.zeros(7))  # the last two velocities sent (for the braking safety net)
         self._q_c: np.ndarray | None = None  # position interface: the last joint positions commanded
+        self._t_cmd: float | None = None  # … and the robot's time of the state they answered
         try:
             self._connect()
         except Exception:
@@ -430,16 +432,25 @@ class FrankaDriver(RobotDriver):
             state, _ = self._control.readOnce()
             self._state, self.last_state_at = state, time.monotonic()
             self._q_c = np.asarray(state.q_d, dtype=float)
+            self._t_cmd = float(state.time.to_sec())
 
     def _command(self, q_ref: np.ndarray | None, qd_ref: np.ndarray | None, finished: bool = False) -> Any:
         lib = self.lib
         if self.interface == "velocity":
             cmd = lib.JointVelocities([0.0] * 7 if qd_ref is None else [float(v) for v in qd_ref])
-        else:  # positions: the robot's q_d at the motion's start + dt·Σ q̇_ref (the same limited reference)
+        else:  # positions: the robot's q_d at the motion's start + Σ q̇_ref·Δt (the same limited reference),
+            # Δt the robot's time since the previous command: after a missed robot cycle the positions go on
+            # with the robot's clock (as libfranka's own position generators do), so the velocity the robot
+            # sees is q̇_ref, not a dip and a jump back
             if self._q_c is None:
                 self._q_c = np.asarray(self._state.q_d if q_ref is None else q_ref, dtype=float)
+            t = float(self._state.time.to_sec()) if self._state is not None else None
+            step = CLOCK_PERIOD
+            if t is not None and self._t_cmd is not None and t > self._t_cmd:
+                step = min(max(round((t - self._t_cmd) / CLOCK_PERIOD), 1) * CLOCK_PERIOD, MAX_POSITION_STEP)
+            self._t_cmd = t
             if qd_ref is not None:
-                self._q_c = self._q_c + CLOCK_PERIOD * np.asarray(qd_ref, dtype=float)
+                self._q_c = self._q_c + step * np.asarray(qd_ref, dtype=float)
             cmd = lib.JointPositions([float(v) for v in self._q_c])
         cmd.motion_finished = finished
         return cmd
@@ -497,7 +508,7 @@ class FrankaDriver(RobotDriver):
         with contextlib.suppress(Exception):
             c.writeOnce(self._command(None if self._state is None else np.asarray(self._state.q_d, dtype=float),
                                       np.zeros(7), finished=True))
-        self._q_c = None
+        self._q_c = self._t_cmd = None
 
     def _brake(self, c: Any) -> None:
         """A safety net: if the last velocity sent is not zero (the loop was cut short, e.g. its
