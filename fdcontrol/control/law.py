@@ -96,6 +96,9 @@ class ControlLaw:
         # the mode is looked up once per change, not once per cycle; unknown names fail here
         if key == "mode":
             object.__setattr__(self, "_law", LAWS.create(str(value)))
+            notify = self.__dict__.get("notify")  # the loop that runs this law: its stages may change
+            if notify is not None:
+                notify()
         object.__setattr__(self, key, value)
 
     @property

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from fdcontrol.control.switch import SWITCHABLE, check_switch, describe_switch
+from fdcontrol.control.switch import SWITCHABLE, check_switch, describe_switch, switchable_params
 
 _AXES = ("fx", "fy", "fz", "tx", "ty", "tz")
 
@@ -123,10 +123,8 @@ class Rule:
             if bad:
                 raise ValueError(f"rule {self.name!r}: {', '.join(bad)} cannot be switched by a reaction; "
                                  f"switchable: {', '.join(sorted(SWITCHABLE))}")
-            from fdcontrol.loop.parameters import declared  # (the declarations import the loop: not at import)
-
             # each value within its declaration (the service checks the startup bounds too)
-            self.params = check_switch(dict(self.params), declared(), {}, what=f"rule {self.name!r}")
+            self.params = check_switch(dict(self.params), switchable_params(), {}, what=f"rule {self.name!r}")
         if isinstance(self.ramp_time, bool) or not (0 <= float(self.ramp_time) <= 60):
             raise ValueError(f"rule {self.name!r}: ramp_time must be in [0, 60] s")
         # plain numbers from here on: the loop thread formats and ramps with them when the rule fires

@@ -30,8 +30,9 @@ import numpy as np
 from fdcontrol.control.gains import GainRamp
 
 if TYPE_CHECKING:
+    from fdcontrol.control.host import LoopHost
     from fdcontrol.control.task import TaskSpace
-    from fdcontrol.loop.cycle import ControlLoop
+    from fdcontrol.params import Param
 
 #: the law's vectors, ramped
 RAMPED = ("stiffness", "damping", "force_gain", "twist_gain")
@@ -43,6 +44,16 @@ _MOVES = ("move_max_linear_speed", "move_max_linear_acceleration", "move_max_lin
           "move_max_joint_jerk", "approach_speed", "move_pause_error")
 #: the parameters a reaction may switch (see the module doc)
 SWITCHABLE: frozenset[str] = frozenset((*RAMPED, *_LOOP, *_FILTER, *_POSTURE, *_MOVES))
+
+
+def switchable_params() -> dict[str, Param]:
+    """name → declaration of every parameter a reaction may switch, from the parts that declare them
+    (all in the control layer: the law, the sensor model, the posture task, the moves, the input guards)."""
+    from fdcontrol.control import inputs, law, posture, sensing, trajectory
+
+    table = {p.name: p for group in (law.PARAMS, sensing.PARAMS, posture.PARAMS, trajectory.PARAMS, inputs.PARAMS)
+             for p in group}
+    return {n: table[n] for n in SWITCHABLE}
 
 
 class SwitchError(ValueError):
@@ -112,7 +123,7 @@ class VectorRamp:
             setattr(obj(), attr, v0 + s * (v1 - v0))
 
 
-def apply_switch(loop: ControlLoop, task: TaskSpace, changes: dict[str, Any], ramp_time: float) -> None:
+def apply_switch(loop: LoopHost, task: TaskSpace, changes: dict[str, Any], ramp_time: float) -> None:
     """Make the (checked) ``changes`` in the loop thread, now (the gains start their ramp now)."""
     law = loop.law
     if "stiffness" in changes or "damping" in changes:

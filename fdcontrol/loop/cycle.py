@@ -39,13 +39,15 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Literal, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-from fdcontrol.control.law import ControlInput, ControlLaw, WrenchFilter
+from fdcontrol.control import inputs
+from fdcontrol.control.inputs import InputError, check_wrench
+from fdcontrol.control.law import ControlLaw, WrenchFilter
 from fdcontrol.control.link_loads import LinkLoads
-from fdcontrol.control.posture import PostureTask, joint_load
+from fdcontrol.control.posture import PostureTask
 from fdcontrol.control.task import TaskSpace
 from fdcontrol.control.twist import TwistError, check_twist
 from fdcontrol.drivers.base import RobotDriver
@@ -53,30 +55,19 @@ from fdcontrol.limits.safety import SafetyLimits
 from fdcontrol.loop.action import Action, ActionInput
 from fdcontrol.loop.paced import run_paced
 from fdcontrol.loop.solvers import Solver
+from fdcontrol.loop.stages import Frame, Stage, compose
 from fdcontrol.loop.state import LoopState, new_state  # declared once, with units: fdcontrol/loop/state.py
 from fdcontrol.model.configuration import Configuration
 from fdcontrol.model.reach import reach
 from fdcontrol.model.robot import RobotModel
-from fdcontrol.model.spatial import check_vec6, finite, rotate6
-from fdcontrol.params import Param, declare
+from fdcontrol.model.spatial import finite, rotate6
 
 STATS_WINDOW = 5000
 #: what :meth:`ControlLoop.reconfigure` may change at run time (loop attribute names)
 RECONFIGURABLE = frozenset({"law", "solver", "limits", "filter", "posture", "link_loads", "command_timeout",
                             "telemetry_decimation", "max_force", "max_torque", "max_tracking_error", "spin",
                             "sensor_timeout", "rest", "rezero", "task"})
-#: the loop's parameters, declared once (fdcontrol.params)
-PARAMS = declare(
-    "loop",
-    Param("rate", "float", 500.0, "control loop rate", "Hz", policy="stopped", ge=10, le=2000),
-    Param("command_timeout", "float", 0.1, "watchdog: a streamed wrench or twist older than this counts as zero "
-          "and the arm holds", "s", policy="tighten", ge=0.005, le=10),
-    Param("sensor_timeout", "float", 0.05, "sensor watchdog: a law that reads the force sensor holds the arm when "
-          "its newest reading is older than this", "s", policy="tighten", ge=0.002, le=10),
-    Param("telemetry_decimation", "int", 10, "σmin(J) and κ(H) every n-th cycle", ge=1, le=10000),
-    Param("max_force", "float", 500.0, "largest |F| of an input wrench", "N", policy="tighten", gt=0, le=1e4),
-    Param("max_torque", "float", 50.0, "largest |τ| of an input wrench", "N·m", policy="tighten", gt=0, le=1e3),
-)
+PARAMS = inputs.PARAMS  # the loop's parameters, declared below the loop (fdcontrol.control.inputs)
 
 
 @dataclass
@@ -125,17 +116,6 @@ class Stats:
                 **(self.clock() if self.clock is not None else {})}
 
 
-class InputError(ValueError):
-    """A rejected input; the loop keeps its previous valid one."""
-
-
-def check_wrench(wrench: np.ndarray | list[float], max_force: float, max_torque: float,
-                 frame: str = "base") -> np.ndarray:
-    """A finite 6-vector [F; τ] within |F| ≤ max_force, |τ| ≤ max_torque, else InputError."""
-    return check_vec6(wrench, "wrench", ("fx, fy, fz, tx, ty, tz", "|F|", "N", "|τ|", "N·m"),
-                      max_force, max_torque, frame, InputError)
-
-
 class LoopIO(Protocol):
     """Optional hooks: ``poll`` before each cycle (inputs), ``publish`` after it (state)."""
 
@@ -144,7 +124,33 @@ class LoopIO(Protocol):
     def publish(self, loop: ControlLoop, state: LoopState) -> None: ...
 
 
+def _part(name: str) -> Any:
+    """A part of the loop whose assignment composes the cycle's stages again (at the next cycle boundary)."""
+    key = "_part_" + name
+
+    def get(self: ControlLoop) -> Any:
+        return self.__dict__[key]
+
+    def put(self: ControlLoop, value: Any) -> None:
+        self.__dict__[key] = value
+        self._wake = True
+
+    return property(get, put, doc=f"the loop's {name}; assigning it recomposes the stages at the next cycle")
+
+
 class ControlLoop:
+    """The control loop: one cycle is a list of stages (fdcontrol.loop.stages) built from its parts.
+
+    Build it with :func:`fdcontrol.loop.build_loop` from the declared parameters (the service does), or
+    from parts. ``stages``: further :class:`~fdcontrol.loop.stages.Stage` objects for every cycle."""
+
+    law = _part("law")
+    solver = _part("solver")
+    posture = _part("posture")
+    link_loads = _part("link_loads")
+    task = _part("task")
+    action = _part("action")
+
     def __init__(self, robot: RobotModel, driver: RobotDriver, solver: Solver,
                  law: ControlLaw | None = None, limits: SafetyLimits | None = None,
                  wrench_filter: WrenchFilter | None = None, rate: float = 500.0,
@@ -152,7 +158,7 @@ class ControlLoop:
                  max_torque: float = 50.0, realtime: bool = False, spin: float = 0.0,
                  telemetry_decimation: int = 10, posture: PostureTask | None = None,
                  link_loads: LinkLoads | None = None, sensor_timeout: float = 0.05,
-                 task: TaskSpace | None = None) -> None:
+                 task: TaskSpace | None = None, stages: tuple[Stage, ...] | list[Stage] = ()) -> None:
         if not isinstance(driver, RobotDriver):
             raise TypeError(f"{type(driver).__name__} is not a subclass of fdcontrol.drivers.RobotDriver")
         if not isinstance(solver, Solver):
@@ -201,6 +207,14 @@ class ControlLoop:
         self._pending_lock = threading.Lock()
         self.config = self._configuration()
         self._zero6 = np.zeros(6)
+        self._zero_dof = np.zeros(robot.dof)
+        for st in stages:
+            if not isinstance(st, Stage):
+                raise TypeError(f"{type(st).__name__} is not a subclass of fdcontrol.loop.stages.Stage")
+        self.extra_stages: tuple[Stage, ...] = tuple(stages)  # added to the composed stages (fdcontrol.loop.stages)
+        self._frame = Frame()
+        self._wake = False  # the parts changed: compose the stages again at the next cycle boundary
+        self.stages: list[Stage] = self._compose()
         self._reset_state()
         js = driver.read()
         self.state = self._publish(js.t, js.q, js.qd, js.q, np.zeros(robot.dof),
@@ -245,6 +259,7 @@ class ControlLoop:
         if pose is None:
             self._target = None
             self.action = None
+            self._wake = True
             return
         T = _checked_pose(pose, "target")
         d, r = float(np.linalg.norm(T[:3, 3])), reach(self.robot)
@@ -256,6 +271,7 @@ class ControlLoop:
             self.task.move.cancel()
         self._command = None  # a fresh target is fresh input: a stale wrench no longer holds the arm
         self._twist = None
+        self._wake = True  # (the action stage leaves the cycle)
 
     def set_action(self, pose: np.ndarray, step: float, seq: int, t: float | None = None) -> None:
         """A policy's goal pose (4×4, tip in base), reached over ``step`` s by the target interpolator
@@ -268,6 +284,7 @@ class ControlLoop:
             start = self._target if self._target is not None else self.state.tip_pose
             self.action = ActionInput(start, now)
         self.action.put(Action(T.copy(), float(step), int(seq), now))
+        self._wake = True  # (the action stage joins the cycle)
         self._target = T.copy()
         self._command = None
         self._twist = None
@@ -336,9 +353,28 @@ class ControlLoop:
             self._command = self._twist = None
         if rezero:  # the sensor model changed: its bias taken again at the held pose
             self._zero_request = True
+        self.stages = self._compose()  # the parts changed: so may the stages
         for e in done:
             e.applied_cycle = self.cycle  # type: ignore[attr-defined]
             e.set()
+
+    def _compose(self) -> list[Stage]:
+        """The stages of the next cycles from the parts now (fdcontrol.loop.stages.compose)."""
+        self._wake = False  # first: a change made while composing wakes the next cycle again
+        task = self.task
+        if task is not None:
+            task.notify = self._notify
+        self.law.notify = self._notify  # a new mode may read the sensor (its watchdog joins the cycle)
+        return compose(self, self.extra_stages)
+
+    def _notify(self) -> None:
+        """A part started or stopped being used (from any thread): compose at the next cycle boundary."""
+        self._wake = True
+
+    def _record_fault(self, message: str, now: float) -> None:
+        """The fault and, when it began, its time on the loop's clock."""
+        self.fault = message
+        self.fault_at = now if math.isnan(self.fault_at) else self.fault_at
 
     def _configuration(self) -> Configuration:
         """One Configuration per loop, on the FD solver's virtual model when there is one."""
@@ -366,98 +402,20 @@ class ControlLoop:
             self._late = 0.0
 
     def _cycle(self, now: float | None) -> LoopState:
-        braking = False
+        """One cycle: its stages in order (fdcontrol.loop.stages), each given this cycle's Frame."""
+        c = self._frame
+        c.braking = False
         if self._pending:  # a cycle boundary: everything reconfigure() queued, at once
-            if self._pending.get("rest") and np.any(self.qd_ref):
-                braking = True  # a change of meaning waits for standstill: this cycle brakes
+            if self._pending.get("rest") and self.qd_ref.any():
+                c.braking = True  # a change of meaning waits for standstill: this cycle brakes
             else:
                 self._apply_pending()
-        dt = self.period
-        js = self.driver.read()  # first, so that inputs that arrive meanwhile still count in this cycle
-        if self.io is not None:
-            self.io.poll(self)
-        now = time.monotonic() if now is None else now
-        solver, conf = self.solver, self.config
-        vm = solver.virtual
-        if conf.virtual is not vm:  # a new solver brought another virtual model
-            conf = self.config = self._configuration()
-        conf.update(js.q)
-        q, pose, J = conf.q, conf.pose, conf.jacobian
-        twist = conf.twist(js.qd)
-        zero = self._zero_request and not np.any(self.qd_ref)  # the bias only at standstill
-        if zero:
-            self.driver.zero_sensor()  # a sensor that zeroes itself (UR's zeroFtSensor), in the loop thread
-        raw = self.driver.read_wrench()
-        f_meas = self._zero6
-        if raw is not None:
-            self._sensor_at = now
-            R = pose[:3, :3]
-            if zero:
-                self.filter.zero(raw, R)
-                self._zero_request = False
-            f_meas = self.filter.apply(raw, R, dt, twist)  # the twist: the tool's inertia (if compensated)
-        cmd, tw = _received(self._command, now), _received(self._twist, now)
-        watchdog: Literal["idle", "ok", "tripped"] = "idle"
-        f_applied = self._zero6
-        if cmd is not None:
-            if now - cmd.t > self.command_timeout:
-                watchdog = "tripped"
-            else:
-                watchdog, f_applied = "ok", cmd.wrench
-        v_cmd = None
-        if tw is not None:
-            if now - tw.t > self.command_timeout:
-                watchdog = "tripped"
-            else:
-                watchdog, v_cmd = ("tripped" if watchdog == "tripped" else "ok"), tw.wrench
-        if self.law.uses_sensor and math.isfinite(self._sensor_at) and now - self._sensor_at > self.sensor_timeout:
-            watchdog = "sensor_stale"  # hand guiding on a sensor stream gone quiet: hold until readings return
-        act, target = self.action, self._target
-        if act is not None:
-            target = act.target(now)
-        task = self.task
-        if task is not None:  # rules fire on this cycle's signals; a move gives the target
-            target, v_cmd = task.before(self, conf, js.qd, f_meas, target, v_cmd)
-        holding = self._hold_request or self._stop_request or watchdog in ("tripped", "sensor_stale") \
-            or self.fault is not None or braking
-        x_in = ControlInput(pose, twist, f_meas, f_applied, target, v_cmd)
-        fc = self.law(x_in)
-        if task is not None:
-            fc = fc + task.wrench(self.law, x_in)
-        if holding:
-            qd_des = np.zeros(self.robot.dof)
-        else:  # null-space loads need the FD virtual model
-            tau = joint_load(vm, q, self.qd_state, self.posture, self.link_loads, conf) if vm is not None else None
-            tau_task = task.joint_torque(q, self.qd_state) if task is not None and vm is not None else None
-            if tau_task is not None:
-                tau = tau_task if tau is None else tau + tau_task
-            _, qd_des = solver.step(q, self.qd_state, fc, dt, tau, config=conf)
-            if not solver.last_converged:
-                self.stats.integrator_nonconverged += 1
-            if not (finite(qd_des) and finite(fc)):
-                self.fault = f"non-finite value in the model at cycle {self.cycle}; holding"
-                self.fault_at = now if math.isnan(self.fault_at) else self.fault_at
-                holding, qd_des = True, np.zeros(self.robot.dof)
-        qd_ref = self.limits.apply(q, qd_des, self.qd_ref, J, dt)
-        if self.cycle == 0:  # activation: the first reference is the measured state
-            qd_ref = np.zeros(self.robot.dof)
-        if not finite(qd_ref):  # never send a NaN
-            self.fault, holding, qd_ref = "non-finite reference; holding", True, np.zeros(self.robot.dof)
-            self.fault_at = now if math.isnan(self.fault_at) else self.fault_at
-        q_ref, holding = self._position_reference(q, qd_ref, dt, holding)
-        self.driver.send(q_ref, qd_ref)
-        self.qd_ref = qd_ref
-        self.qd_state = qd_ref.copy()
-        self.cycle += 1
-        self.last_cycle_at = now
-        s, kh = self._telemetry(conf)
-        last = tw if cmd is None or (tw is not None and tw.t > cmd.t) else cmd  # type: ignore[operator]
-        self.state = self._publish(js.t, q, js.qd, q_ref, qd_ref, pose, fc, f_meas, watchdog,
-                                   s, holding, last.seq if last is not None else 0, kh, twist=twist, now=now)
-        if self.io is not None:
-            self.io.publish(self, self.state)
-        if self.exchange is not None:
-            self.exchange(self, self.state)
+        if self._wake:
+            self.stages = self._compose()
+        c.dt = self.period  # the cycle's period (s): every stage reads it from the frame
+        c.now, c.tau, c.nt = now, None, None
+        for stage in self.stages:
+            stage.run(self, c)
         return self.state
 
     def _telemetry(self, conf: Configuration) -> tuple[float, float]:
@@ -598,11 +556,8 @@ _SCALARS = {"telemetry_decimation": int, "command_timeout": float, "max_force": 
 
 
 def _check_params(changes: dict[str, object]) -> None:
-    """The loop's declared parameters among `changes`, checked by their declarations (construction and
-    reconfigure): ParamError (a ValueError) names the parameter and its bounds."""
-    for p in PARAMS:
-        if p.name in changes:
-            p.check(changes[p.name])
+    """The loop's declared parameters among `changes`, checked by their declarations (ParamError names them)."""
+    inputs.check_params(changes)
 
 
 def _checked_pose(pose: np.ndarray, what: str) -> np.ndarray:
@@ -625,12 +580,6 @@ def _fresh(c: Command | None, now: float | None, timeout: float) -> Command | No
     return c if now - c.t <= timeout else None
 
 
-def _received(c: Command | None, now: float) -> Command | None:
-    """`c`, stamped with `now` (its receipt by the loop) when it came without a time; in place,
-    so a newer command set meanwhile by another thread is never replaced by this one."""
-    if c is not None and c.t is None:
-        c.t = now
-    return c
 def brake_step(qd_ref: np.ndarray, amax: np.ndarray | float, dt: float) -> np.ndarray:
     """One braking step toward zero: |Δq̇| ≤ a·dt per joint (a in rad/s², dt in s)."""
     step = np.asarray(amax, dtype=float) * dt

@@ -10,11 +10,11 @@ schemas, parameter listing, CLI flags and the recorded configuration are built f
 
 from __future__ import annotations
 
-from fdcontrol.control import gains, law, link_loads, posture, sensing, tool_inertia, trajectory, workspace
+from fdcontrol.control import gains, inputs, law, link_loads, posture, sensing, tool_inertia, trajectory, workspace
 from fdcontrol.control.laws import LAWS
 from fdcontrol.drivers import registry as drivers
 from fdcontrol.limits import LIMITS, safety
-from fdcontrol.loop import cycle, integrators, solvers
+from fdcontrol.loop import integrators, solvers
 from fdcontrol.mappings import MAPPINGS, mapping_names, mapping_params
 from fdcontrol.mappings import PARAMS as MAPPING
 from fdcontrol.model import robot
@@ -27,7 +27,7 @@ def declared() -> dict[str, Param]:
     Two parts may share a parameter only by sharing its declaration (the same record)."""
     groups: list[tuple[Param, ...]] = [robot.PARAMS, drivers.PARAMS, MAPPING]
     groups += [mapping_params(n) for n in mapping_names()]
-    groups += [integrators.PARAMS, solvers.PARAMS, cycle.PARAMS, law.PARAMS, sensing.PARAMS, safety.PARAMS,
+    groups += [integrators.PARAMS, solvers.PARAMS, inputs.PARAMS, law.PARAMS, sensing.PARAMS, safety.PARAMS,
                posture.PARAMS, link_loads.PARAMS, workspace.PARAMS, trajectory.PARAMS, gains.PARAMS,
                tool_inertia.PARAMS]
     for registry in (LAWS, LIMITS, integrators.INTEGRATORS, MAPPINGS):

@@ -1,0 +1,420 @@
+"""The stages of one control cycle: read, sense, law and task, map, limits, send, publish.
+
+A cycle is a list of :class:`Stage` objects, run in order by :meth:`ControlLoop._cycle
+<fdcontrol.loop.cycle.ControlLoop>`; each is one object with one method, ``run(loop, c)``, and a
+``name`` (the per-stage cost table of ``benchmarks/bench_cycle.py``). The stages pass this cycle's
+values to each other in one :class:`Frame` (reused every cycle: no allocation for it), among them
+the cycle's period ``c.dt`` (s) — every stage that integrates or limits reads it from there, never
+a constant of its own.
+
+:func:`compose` builds the list from the loop's parts: a part that is not configured (task space
+parts, posture, link loads, an action input, the sensor watchdog without a law that reads the
+sensor…) is not in the list, so it costs nothing. The loop composes again at a cycle boundary
+whenever its parts change (``reconfigure``, a new action, a task-space hand-over). ``order`` places
+a stage: the loop's ``stages`` argument adds further stages (e.g. a limit on link distances at
+``LIMITS - 10``, before the safety limits that always act last, or a joint load at ``LOADS``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fdcontrol.control.law import ControlInput
+from fdcontrol.control.posture import nullspace_transpose
+from fdcontrol.model.spatial import finite
+
+if TYPE_CHECKING:
+    from fdcontrol.loop.cycle import ControlLoop
+
+#: the phases of a cycle in their order, and the ``order`` each begins at
+PHASES: tuple[tuple[str, int], ...] = (("read", 0), ("sense", 100), ("law", 200), ("map", 300),
+                                       ("limits", 400), ("send", 500), ("publish", 600))
+READ, SENSE, LAW, MAP, LIMITS, SEND, PUBLISH = (o for _, o in PHASES)
+#: joint loads on the virtual model (posture, link loads, volumes) run from here, before the solver
+LOADS = MAP + 10
+SOLVE = MAP + 50
+#: the safety limits (acceleration limit and hard box last); further limit stages go before them
+SAFETY = LIMITS + 50
+
+
+def phase_of(order: float) -> str:
+    """The phase a stage at ``order`` belongs to."""
+    name = PHASES[0][0]
+    for n, o in PHASES:
+        if order >= o:
+            name = n
+    return name
+
+
+class Frame:
+    """This cycle's values, passed from stage to stage (one object per loop, overwritten every cycle).
+
+    Units as in :class:`~fdcontrol.loop.state.LoopState`; ``dt`` the cycle's period (s), ``now`` the
+    loop's clock (s), ``tau`` the joint load on the virtual model (N·m, None: none)."""
+
+    __slots__ = ("J", "braking", "cmd", "conf", "dt", "f_applied", "f_meas", "fc", "holding", "js", "now",
+                 "nt", "pose", "q", "q_ref", "qd_des", "qd_ref", "target", "tau", "tw", "twist", "v_cmd",
+                 "watchdog", "x_in")
+
+    def __init__(self) -> None:
+        for name in self.__slots__:
+            setattr(self, name, None)
+        self.braking = self.holding = False
+        self.watchdog = "idle"
+
+
+class Stage:
+    """One stage of the cycle: ``run(loop, c)`` reads and writes this cycle's :class:`Frame` ``c``.
+
+    ``name`` names it in the cost table; ``order`` places it (see :data:`PHASES`)."""
+
+    name: str = "stage"
+    order: float = LAW
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<stage {self.name} ({phase_of(self.order)}, {self.order:g})>"
+
+
+# ---------------------------------------------------------------------- read
+class Read(Stage):
+    """The driver's joint state, then the streamed inputs (``io.poll``), the clock, the Configuration."""
+
+    name, order = "read", READ
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        js = loop.driver.read()  # first, so that inputs that arrive meanwhile still count in this cycle
+        io = loop.io
+        if io is not None:
+            io.poll(loop)
+        if c.now is None:
+            c.now = time.monotonic()
+        conf = loop.config
+        if conf.virtual is not loop.solver.virtual:  # a new solver brought another virtual model
+            conf = loop.config = loop._configuration()
+        conf.update(js.q)
+        c.js, c.conf, c.q, c.pose, c.J = js, conf, conf.q, conf.pose, conf.jacobian
+        c.twist = conf.twist(js.qd)
+
+
+# ---------------------------------------------------------------------- sense
+class Sensor(Stage):
+    """The force sensor: zeroing at standstill on request, the reading, the sensor model (filter)."""
+
+    name, order = "sensor", SENSE
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        zero = loop._zero_request and not loop.qd_ref.any()  # the bias only at standstill
+        if zero:
+            loop.driver.zero_sensor()  # a sensor that zeroes itself (UR's zeroFtSensor), in the loop thread
+        raw = loop.driver.read_wrench()
+        if raw is None:
+            c.f_meas = loop._zero6
+            return
+        loop._sensor_at = c.now
+        R = c.pose[:3, :3]
+        if zero:
+            loop.filter.zero(raw, R)
+            loop._zero_request = False
+        c.f_meas = loop.filter.apply(raw, R, c.dt, c.twist)  # the twist: the tool's inertia (if compensated)
+
+
+class Inputs(Stage):
+    """The streamed wrench and twist and their watchdog (older than ``command_timeout``: tripped)."""
+
+    name, order = "inputs", SENSE + 10
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        now = c.now
+        cmd, tw = _received(loop._command, now), _received(loop._twist, now)
+        c.cmd, c.tw = cmd, tw
+        watchdog, f_applied, v_cmd = "idle", loop._zero6, None
+        timeout = loop.command_timeout
+        if cmd is not None:
+            if now - cmd.t > timeout:
+                watchdog = "tripped"
+            else:
+                watchdog, f_applied = "ok", cmd.wrench
+        if tw is not None:
+            if now - tw.t > timeout:
+                watchdog = "tripped"
+            else:
+                watchdog, v_cmd = ("tripped" if watchdog == "tripped" else "ok"), tw.wrench
+        c.watchdog, c.f_applied, c.v_cmd, c.target = watchdog, f_applied, v_cmd, loop._target
+
+
+class SensorWatchdog(Stage):
+    """A law that reads the force sensor holds the arm when the newest reading is older than
+    ``sensor_timeout`` (only in the cycle while the law reads the sensor)."""
+
+    name, order = "sensor_watchdog", SENSE + 20
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        if loop.law.uses_sensor and math.isfinite(loop._sensor_at) and c.now - loop._sensor_at > loop.sensor_timeout:
+            c.watchdog = "sensor_stale"  # hand guiding on a sensor stream gone quiet: hold until readings return
+
+
+# ---------------------------------------------------------------------- law and task
+class ActionTarget(Stage):
+    """A policy's goals, interpolated (fdcontrol.loop.action): this cycle's target."""
+
+    name, order = "action", LAW
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        act = loop.action
+        if act is not None:
+            c.target = act.target(c.now)
+
+
+class TaskGains(Stage):
+    """The task space's gain ramps (POST /control/gains, a reaction's switch, a configuration change)."""
+
+    name, order = "gain_ramps", LAW + 10
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        loop.task.step_gains(loop, c.dt)
+        if loop.task.ramp is None and loop.task.vector_ramp is None:
+            loop._wake = True  # done: out of the next cycle
+
+
+class TaskVolumes(Stage):
+    """The workspace volumes' tip load (added to the control signal after the law)."""
+
+    name, order = "volumes", LAW + 20
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        loop.task.step_volumes(loop, c.conf)
+
+
+class TaskReactions(Stage):
+    """Reaction rules on this cycle's signals; a move a rule starts (retract) steps in this cycle too."""
+
+    name, order = "reactions", LAW + 30
+
+    def __init__(self, with_move: bool) -> None:
+        self.with_move = with_move  # the move stage follows in this cycle's list
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        task = loop.task
+        task.react(loop, c.conf, c.js.qd, c.f_meas, c.dt)
+        if task.fired:
+            loop._wake = True  # the rules' actions may start or end parts (a move, a ramp, a sensor law)
+            if not self.with_move and task.move is not None:
+                c.target, c.v_cmd = task.step_move(loop, c.conf, c.target, c.v_cmd)
+
+
+class TaskMove(Stage):
+    """The move's reference (POST /control/move): the target and twist the law tracks."""
+
+    name, order = "move", LAW + 40
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        c.target, c.v_cmd = loop.task.step_move(loop, c.conf, c.target, c.v_cmd)
+        if loop.task.move.status == "cancelled":
+            loop._wake = True
+
+
+class Law(Stage):
+    """Hold or not (requests, watchdogs, a fault, braking for a change), then f_c = law(inputs)."""
+
+    name, order = "law", LAW + 50
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        c.holding = loop._hold_request or loop._stop_request or c.watchdog in ("tripped", "sensor_stale") \
+            or loop.fault is not None or c.braking
+        c.x_in = ControlInput(c.pose, c.twist, c.f_meas, c.f_applied, c.target, c.v_cmd)
+        c.fc = loop.law(c.x_in)
+
+
+class TaskWrench(Stage):
+    """The task space's wrench: the volumes' tip load, the move's tracking term on a law without one."""
+
+    name, order = "task_wrench", LAW + 60
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        c.fc = c.fc + loop.task.wrench(loop.law, c.x_in)
+
+
+# ---------------------------------------------------------------------- map: joint loads, solver
+class Posture(Stage):
+    """The null-space posture task's joint load (fdcontrol.control.posture), FD only."""
+
+    name, order = "posture", LOADS
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        if c.holding:
+            return
+        conf = c.conf
+        c.nt = nullspace_transpose(conf.inertia, conf.jacobian)
+        t = loop.posture.torque(conf.inertia, conf.jacobian, c.q, loop.qd_state, c.nt)
+        c.tau = t if c.tau is None else c.tau + t
+
+
+class LinkLoadStage(Stage):
+    """Link loads' joint load (fdcontrol.control.link_loads), FD only."""
+
+    name, order = "link_loads", LOADS + 10
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        if c.holding:
+            return
+        ll = loop.link_loads
+        if ll.mode == "projected" and c.nt is None:
+            c.nt = nullspace_transpose(c.conf.inertia, c.conf.jacobian)
+        t = ll.torque(c.q, loop.qd_state, c.nt)
+        c.tau = t if c.tau is None else c.tau + t
+
+
+class VolumesLoad(Stage):
+    """The workspace volumes' joint load (the links kept inside), FD only."""
+
+    name, order = "volumes_load", LOADS + 20
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        if c.holding:
+            return
+        t = loop.task.joint_torque(c.q, loop.qd_state)
+        if t is not None:
+            c.tau = t if c.tau is None else c.tau + t
+
+
+class Solve(Stage):
+    """The mapping: (q, q̇) of the virtual model under f_c and the joint loads; a non-finite result holds."""
+
+    name, order = "solver", SOLVE
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        if c.holding:
+            c.qd_des = loop._zero_dof
+            return
+        solver = loop.solver
+        _, qd_des = solver.step(c.q, loop.qd_state, c.fc, c.dt, c.tau, config=c.conf)
+        if not solver.last_converged:
+            loop.stats.integrator_nonconverged += 1
+        if not (finite(qd_des) and finite(c.fc)):
+            loop._record_fault(f"non-finite value in the model at cycle {loop.cycle}; holding", c.now)
+            c.holding, qd_des = True, loop._zero_dof
+        c.qd_des = qd_des
+
+
+# ---------------------------------------------------------------------- limits
+class Limits(Stage):
+    """The safety limits (fdcontrol.limits.safety); the first reference is the measured state
+    (activation), and a non-finite reference holds — it never reaches the driver."""
+
+    name, order = "limits", SAFETY
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        qd_ref = loop.limits.apply(c.q, c.qd_des, loop.qd_ref, c.J, c.dt)
+        if loop.cycle == 0:  # activation: the first reference is the measured state
+            qd_ref = np.zeros(loop.robot.dof)
+        if not finite(qd_ref):  # never send a NaN
+            loop._record_fault("non-finite reference; holding", c.now)
+            c.holding, qd_ref = True, np.zeros(loop.robot.dof)
+        c.qd_ref = qd_ref
+
+
+# ---------------------------------------------------------------------- send
+class SendVelocity(Stage):
+    """q_ref = q + dt q̇_ref and q̇_ref to the driver (velocity interfaces)."""
+
+    name, order = "send", SEND
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        qd_ref = c.qd_ref
+        c.q_ref = c.q + c.dt * qd_ref
+        loop.driver.send(c.q_ref, qd_ref)
+        _sent(loop, c)
+
+
+class SendPosition(Stage):
+    """Position interfaces: q_ref integrates the previous reference, the tracking error bounded
+    (see :meth:`ControlLoop._position_reference`)."""
+
+    name, order = "send", SEND
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        c.q_ref, c.holding = loop._position_reference(c.q, c.qd_ref, c.dt, c.holding)
+        loop.driver.send(c.q_ref, c.qd_ref)
+        _sent(loop, c)
+
+
+def _sent(loop: ControlLoop, c: Frame) -> None:
+    loop.qd_ref = c.qd_ref
+    loop.qd_state = c.qd_ref.copy()
+    loop.cycle += 1
+    loop.last_cycle_at = c.now
+
+
+# ---------------------------------------------------------------------- publish
+class Publish(Stage):
+    """The cycle's LoopState (telemetry decimated), then the loop's and the driver's outputs."""
+
+    name, order = "publish", PUBLISH
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        s, kh = loop._telemetry(c.conf)
+        cmd, tw = c.cmd, c.tw
+        last = tw if cmd is None or (tw is not None and tw.t > cmd.t) else cmd
+        loop.state = state = loop._publish(c.js.t, c.q, c.js.qd, c.q_ref, c.qd_ref, c.pose, c.fc, c.f_meas,
+                                           c.watchdog, s, c.holding, last.seq if last is not None else 0, kh,
+                                           twist=c.twist, now=c.now)
+        io = loop.io
+        if io is not None:
+            io.publish(loop, state)
+        if loop.exchange is not None:
+            loop.exchange(loop, state)
+
+
+# ---------------------------------------------------------------------- composition
+def compose(loop: ControlLoop, extra: tuple[Stage, ...] = ()) -> list[Stage]:
+    """The stages of the loop's next cycles, from its parts now (a part not configured: no stage)."""
+    fd = loop.solver.virtual is not None  # joint loads act on the FD virtual model only
+    stages: list[Stage] = [Read(), Sensor(), Inputs()]
+    if loop.law.uses_sensor:
+        stages.append(SensorWatchdog())
+    if loop.action is not None:
+        stages.append(ActionTarget())
+    task = loop.task
+    parts: tuple[str, ...] = ()
+    if task is not None:
+        task.take_pending()
+        parts = task.parts()
+        if "gains" in parts:
+            stages.append(TaskGains())
+        if "volumes" in parts:
+            stages.append(TaskVolumes())
+        if "reactions" in parts:
+            stages.append(TaskReactions("move" in parts))
+        if "move" in parts:
+            stages.append(TaskMove())
+    stages.append(Law())
+    if "volumes" in parts or "move" in parts or "reactions" in parts:
+        stages.append(TaskWrench())
+    if fd and loop.posture is not None:
+        stages.append(Posture())
+    if fd and loop.link_loads is not None:
+        stages.append(LinkLoadStage())
+    if fd and "volumes" in parts:
+        stages.append(VolumesLoad())
+    stages.append(Solve())
+    stages.append(Limits())
+    stages.append(SendPosition() if loop.driver.interface == "position" else SendVelocity())
+    stages.append(Publish())
+    stages += extra
+    stages.sort(key=lambda s: s.order)  # stable: equal orders keep the order above
+    return stages
+
+
+def _received(c: Any, now: float) -> Any:
+    """`c`, stamped with `now` (its receipt by the loop) when it came without a time; in place,
+    so a newer command set meanwhile by another thread is never replaced by this one."""
+    if c is not None and c.t is None:
+        c.t = now
+    return c
