@@ -2,30 +2,31 @@
 
 from __future__ import annotations
 
-import importlib
 import threading
 from typing import Any
 
 import numpy as np
-import pinocchio as pin
 
-from fdcontrol import RobotModel, make_mapping
 from fdcontrol.control import sensing
-from fdcontrol.control.law import ControlLaw, ForceTerm, MotionTerm, WrenchFilter
-from fdcontrol.control.link_loads import LinkLoads, link_loads_from_config
-from fdcontrol.control.posture import PostureTask
-from fdcontrol.control.twist import TwistTerm, admittance_damping
-from fdcontrol.drivers import RobotDriver
-from fdcontrol.drivers.registry import DRIVERS, build_driver
-from fdcontrol.limits.safety import SafetyLimits
-from fdcontrol.loop.cycle import ControlLoop
-from fdcontrol.loop.integrators import make_integrator
-from fdcontrol.loop.solvers import make_solver
-from fdcontrol.mappings import settings_kwargs
-from fdcontrol.model.constraints import braking_inset
+from fdcontrol.loop import ControlLoop, build_loop
+from fdcontrol.loop.build import (  # the one assembly (the library's), re-exported for the service's modules
+    build_filter,
+    build_law,
+    build_limits,
+    build_link_loads,
+    build_parts,
+    build_posture,
+    build_solver,
+    load_driver,
+    loop_params,
+)
+from fdcontrol.model.robot import RobotModel
 from fdcontrol.params import change_errors
 from fdcontrol.server.settings import PARAMS, ControlParams, Settings
-from fdcontrol.server.taskspace import build_task, carry_gains, check_workspace
+from fdcontrol.server.taskspace import carry_gains, check_workspace
+
+__all__ = ["BRAKE_WAIT", "ConflictError", "PolicyError", "Runtime", "build_filter", "build_law", "build_limits",
+           "build_link_loads", "build_posture", "build_solver", "load_driver", "loop_phase"]
 
 
 class ConflictError(RuntimeError):
@@ -42,82 +43,6 @@ def loop_phase(loop: ControlLoop) -> str:
         return "stopped"
     s = loop.state
     return "holding" if s.holding and not np.any(s.qd_ref) else "moving"
-
-
-def load_driver(spec: str, robot: RobotModel, dt: float, options: dict[str, Any]) -> RobotDriver:
-    """A registered driver by name (``fdcontrol.drivers.registry.DRIVERS``), or — from startup
-    configuration only — an import path 'package.module:Class' called as Class(robot=, dt=, **options)."""
-    if spec in DRIVERS:
-        return build_driver(spec, robot, dt, options)
-    module, _, name = spec.partition(":")
-    if not module or not name:
-        raise ValueError(f"driver must be one of {', '.join(DRIVERS.names())} or 'package.module:Class', "
-                         f"got {spec!r}")
-    cls = getattr(importlib.import_module(module), name)
-    driver = cls(robot=robot, dt=dt, **options)
-    if not isinstance(driver, RobotDriver):
-        raise TypeError(f"{spec} is not a subclass of fdcontrol.drivers.RobotDriver")
-    return driver
-
-
-def build_solver(robot: RobotModel, p: ControlParams):
-    mapping = make_mapping(p.mapping, robot, **settings_kwargs(p.mapping, p))  # its declared parameters
-    # virtual limits inside the safety envelope's braking distance: they act first (docs/numerics.md)
-    inset = braking_inset(p.velocity_scale * robot.limits.velocity, p.max_joint_acceleration)
-    return make_solver(mapping, make_integrator(p.integrator), decay=p.decay,
-                       substeps=p.substeps, coriolis=p.coriolis, joint_limits=p.joint_limits,
-                       limit_inset=inset)
-
-
-def build_law(p: ControlParams) -> ControlLaw:
-    return ControlLaw(
-        mode=p.mode, frame=p.frame,
-        force=ForceTerm(gain=np.array(p.force_gain), target=np.array(p.force_target)),
-        motion=MotionTerm(stiffness=np.array(p.stiffness), damping=np.array(p.damping),
-                          error_clip=None if p.error_clip is None else np.array(p.error_clip)),
-        twist=TwistTerm(gain=np.array(p.twist_gain), feedforward=admittance_damping(p.decay)),
-    )
-
-
-def build_posture(robot: RobotModel, p: ControlParams) -> PostureTask | None:
-    """The null-space posture task, or None (off, non-redundant on auto, or not the FD mapping)."""
-    on = p.posture == "on" or (p.posture == "auto" and robot.dof > 6)
-    if not on or p.mapping != "fd":
-        return None
-    return PostureTask(robot, p.posture_stiffness, p.posture_damping,
-                       None if p.posture_preferred is None else np.array(p.posture_preferred))
-
-
-def build_link_loads(robot: RobotModel, p: ControlParams) -> LinkLoads | None:
-    if not p.link_loads:
-        return None
-    return link_loads_from_config(robot, [s.model_dump(exclude_none=True) for s in p.link_loads],
-                                  p.link_load_mode)
-
-
-def build_limits(robot: RobotModel, p: ControlParams) -> SafetyLimits:
-    """The limits named in ``p.limits``, each built from the robot and the settings by its class;
-    with workspace volumes the hard stop at their boundary (limit ``workspace``) joins them."""
-    if (p.workspace_box is not None or p.keep_out) and "workspace" not in p.limits:
-        p = p.model_copy(update={"limits": [*p.limits, "workspace"]})
-    return SafetyLimits.from_settings(robot, p)
-
-
-def build_filter(p: ControlParams, old: WrenchFilter | None = None, driver: Any = None) -> WrenchFilter:
-    """The sensor model from the settings; tool_mass 0 on a simulated tool (a driver with a
-    ``tool``) means that tool's own payload, as a user would enter it on a real controller."""
-    tool = driver.tool if isinstance(driver, RobotDriver) else None
-    mass, com = (tool.mass, tool.com) if tool is not None and p.tool_mass == 0 else (p.tool_mass, p.tool_com)
-    inertia = getattr(tool, "inertia", p.tool_inertia) if tool is not None and p.tool_mass == 0 else p.tool_inertia
-    f = WrenchFilter(tool_mass=mass, tool_com=np.array(com), tool_inertia=np.array(inertia, dtype=float),
-                     inertia_compensation=p.tool_inertia_compensation, accel_cutoff=p.tool_accel_cutoff,
-                     deadband_force=p.deadband_force, deadband_torque=p.deadband_torque,
-                     cutoff=p.filter_cutoff, sign=p.sensor_sign,
-                     sensor_rotation=pin.rpy.rpyToMatrix(np.array(p.sensor_rpy, dtype=float)),
-                     sensor_position=np.array(p.sensor_position))
-    if old is not None:
-        f.bias = old.bias
-    return f
 
 
 #: parameters whose change alters what the sensor reading or the law means: applied at standstill
@@ -139,16 +64,7 @@ class Runtime:
         self.loop = self._build(self.params)
 
     def _build(self, p: ControlParams) -> ControlLoop:
-        robot = RobotModel.resolve(p.robot, p.base, p.tip)
-        driver = load_driver(p.driver, robot, 1.0 / p.rate, p.driver_options)
-        return ControlLoop(robot, driver, build_solver(robot, p), law=build_law(p),
-                           limits=build_limits(robot, p), wrench_filter=build_filter(p, driver=driver),
-                           rate=p.rate, command_timeout=p.command_timeout, max_force=p.max_force,
-                           max_torque=p.max_torque, realtime=self.settings.realtime,
-                           sensor_timeout=p.sensor_timeout,
-                           telemetry_decimation=p.telemetry_decimation,
-                           posture=build_posture(robot, p), link_loads=build_link_loads(robot, p),
-                           task=build_task(robot, p))
+        return build_loop(p, realtime=self.settings.realtime)  # the library's one assembly
 
     @property
     def params(self) -> ControlParams:
@@ -196,18 +112,13 @@ class Runtime:
             else:
                 loop = self.loop
                 check_workspace(loop, new)  # a workspace that would move the arm by itself is refused
+                # build outside the loop, as the library's assembly builds them (build_parts); the loop
+                # thread swaps all of them in at one cycle boundary
+                parts = build_parts(loop.robot, loop_params(new), loop=loop)
                 # the new law goes on from the gains the loop runs with; changed gains are ramped, never stepped
-                law, task = build_law(new), build_task(loop.robot, new, loop.task)
-                carry_gains(loop, law, task, changed)
-                # build outside the loop; the loop thread swaps all of them in at one cycle boundary
+                carry_gains(loop, parts["law"], parts["task"], changed)
                 done = loop.reconfigure(
-                    solver=build_solver(loop.robot, new), law=law,
-                    limits=build_limits(loop.robot, new), filter=build_filter(new, loop.filter, loop.driver),
-                    posture=build_posture(loop.robot, new), link_loads=build_link_loads(loop.robot, new),
-                    command_timeout=new.command_timeout, telemetry_decimation=new.telemetry_decimation,
-                    max_force=new.max_force, max_torque=new.max_torque, sensor_timeout=new.sensor_timeout,
-                    task=task,
-                    **({"rest": True, "rezero": bool(changed & _SENSOR)} if changed & _MEANING else {}))
+                    **parts, **({"rest": True, "rezero": bool(changed & _SENSOR)} if changed & _MEANING else {}))
                 # applied at the next cycle (a change of meaning: at standstill, after braking): answer after it
                 done.wait(BRAKE_WAIT if changed & _MEANING else max(0.5, 20 * loop.period))
             self.params = new

@@ -28,6 +28,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from fdcontrol.control.laws import LAWS
 from fdcontrol.limits import LIMITS
 from fdcontrol.limits.safety import check_limit_names
+from fdcontrol.loop.build import franka_rules
 from fdcontrol.loop.integrators import INTEGRATORS
 from fdcontrol.loop.parameters import declared
 from fdcontrol.mappings import mapping_names
@@ -212,10 +213,12 @@ class _Checks(BaseModel):
     @model_validator(mode="after")
     def _jerk_for_franka(self) -> Any:
         """A Franka rejects references that are not smooth in jerk: the jerk limit is always on for it."""
-        if self.driver == "franka" and "jerk" not in self.limits:  # type: ignore[attr-defined]
-            self.limits = list(check_limit_names([*self.limits, "jerk"]))  # type: ignore[attr-defined]
-        if self.driver == "franka" and "rate" not in self.model_fields_set:  # type: ignore[attr-defined]
-            self.rate = 1000.0  # the robot's clock
+        limits, rate = franka_rules(self.driver, list(self.limits), self.rate,  # type: ignore[attr-defined]
+                                    "rate" in self.model_fields_set)  # the library's rules, one place
+        if limits != list(self.limits):  # type: ignore[attr-defined]
+            self.limits = limits
+        if rate != self.rate:  # type: ignore[attr-defined]
+            self.rate = rate  # the robot's clock
         return self
 
     @field_validator("robot", check_fields=False)

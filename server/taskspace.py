@@ -21,7 +21,8 @@ from fdcontrol.control.reactions import ACTIONS, OPS, SIGNALS, Reactions, rules_
 from fdcontrol.control.switch import VectorRamp, check_switch
 from fdcontrol.control.task import TaskSpace
 from fdcontrol.control.trajectory import Move, MoveError, MoveLimits, solve_ik
-from fdcontrol.control.workspace import TIP, Workspace, workspace_from_config
+from fdcontrol.control.workspace import TIP
+from fdcontrol.loop.build import build_workspace
 from fdcontrol.model.robot import HOME, RobotModel
 from fdcontrol.model.spatial import target_pose
 from fdcontrol.server.settings import PARAMS
@@ -120,30 +121,6 @@ def own(robot: RobotModel) -> RobotModel:
         _OWN.clear()
         _OWN[id(robot)] = c
     return c
-
-
-def build_workspace(robot: RobotModel, p: Any) -> Workspace | None:
-    box = p.workspace_box.model_dump() if p.workspace_box is not None else None
-    ws = workspace_from_config(robot, box, [k.model_dump(exclude_none=True) for k in p.keep_out],
-                               p.workspace_links)
-    return None if ws.empty else ws
-
-
-def move_limits(robot: RobotModel, p: Any) -> MoveLimits:
-    return MoveLimits((p.move_max_linear_speed, p.move_max_linear_acceleration, p.move_max_linear_jerk),
-                      (p.move_max_angular_speed, p.move_max_angular_acceleration, p.move_max_angular_jerk),
-                      p.velocity_scale * robot.limits.velocity,
-                      np.full(robot.dof, 0.5 * p.max_joint_acceleration), np.full(robot.dof, p.move_max_joint_jerk))
-
-
-def build_task(robot: RobotModel, p: Any, old: TaskSpace | None = None) -> TaskSpace:
-    """A TaskSpace from the settings; an ``old`` one keeps its rules, move and counters."""
-    t = TaskSpace(build_workspace(robot, p), move_limits=move_limits(robot, p))
-    if old is not None:
-        t.reactions, t.move, t.ramp, t.vector_ramp = old.reactions, old.move, old.ramp, old.vector_ramp
-        t._switched, t._switched_lock = old._switched, old._switched_lock  # switches not yet in the configuration
-    t.pause_error = p.move_pause_error
-    return t
 
 
 def check_workspace(loop: Any, p: Any) -> None:

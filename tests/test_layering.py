@@ -40,6 +40,48 @@ def test_no_library_source_names_the_service():
     assert (LIBRARY_DIR / "cli.py").is_file()  # the scan saw the library (the cli imported it once)
 
 
+def _imports(path: Path, package: str) -> list[str]:
+    """Every module an import statement of `path` names (relative ones resolved, lazy ones and those
+    under TYPE_CHECKING included: ast.walk sees every statement)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, *([base] if base else [])])
+            out += [base, *(f"{base}.{a.name}" for a in node.names)]
+    return out
+
+
+def _under(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_the_control_layer_never_imports_the_loop():
+    """Dependencies run loop → control → model: no module under fdcontrol/control/ imports fdcontrol.loop,
+    not even for type checking."""
+    control = LIBRARY_DIR / "control"
+    found = []
+    for path in sorted(control.rglob("*.py")):
+        parts = path.relative_to(LIBRARY_DIR).with_suffix("").parts
+        package = ".".join(("fdcontrol", *parts[:-1]))
+        found += [f"{path.relative_to(LIBRARY_DIR)}: {n}" for n in _imports(path, package)
+                  if _under(n, "fdcontrol.loop")]
+    assert len(list(control.rglob("*.py"))) > 10  # the scan saw the control layer
+    assert not found, found
+
+
+def test_the_layer_scan_sees_type_checking_and_relative_imports(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fdcontrol.loop.cycle import X\n"
+                 "def g():\n    from ..loop import stages\n")
+    names = _imports(f, "fdcontrol.control")
+    assert "fdcontrol.loop.cycle" in names and "fdcontrol.loop.stages" in names
+
+
 def test_importing_every_library_module_never_imports_the_service():
     out = _fresh(f"""
 import importlib, json, pkgutil, sys

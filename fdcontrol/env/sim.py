@@ -24,16 +24,11 @@ try:
 except ImportError as exc:
     raise missing("env", "the learning environments", exc) from exc
 
-from fdcontrol.control.law import ControlLaw, ForceTerm, MotionTerm, WrenchFilter
 from fdcontrol.drivers.mujoco import MujocoRobot
 from fdcontrol.env.spaces import ActionSpec, check_action, goal_pose, observation, observation_space
 from fdcontrol.env.timing import Timing
-from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.loop import ControlLoop, build_loop
 from fdcontrol.loop import state as state_encoding
-from fdcontrol.loop.cycle import ControlLoop
-from fdcontrol.loop.integrators import make_integrator
-from fdcontrol.loop.solvers import make_solver
-from fdcontrol.mappings import make_mapping
 from fdcontrol.model.robot import HOME, RobotModel
 
 
@@ -55,6 +50,7 @@ class SimEnv(gym.Env):
         if not (math.isfinite(rate) and 1.0 <= rate <= loop_rate):
             raise ValueError("rate must be within [1, loop_rate] Hz")
         self.robot = RobotModel.load(robot)
+        self._robot_name = robot
         self.rate, self.loop_rate = float(rate), float(loop_rate)
         self.cycles = max(1, round(loop_rate / rate))
         self.period = self.cycles / self.loop_rate  # the policy period the loop realises exactly
@@ -62,9 +58,9 @@ class SimEnv(gym.Env):
         self.home_q = np.array(HOME[robot], dtype=float)
         self.home = self.robot.pose(self.home_q)
         self.driver = MujocoRobot.from_options(self.robot, 1.0 / loop_rate, dict(driver_options or {}))
-        self._law_args = {"mode": mode, "stiffness": np.array(stiffness, float), "damping": np.array(damping, float),
-                          "force_gain": np.array(force_gain, float),
-                          "error_clip": None if error_clip is None else np.array(error_clip, float)}
+        self._law_args = {"mode": mode, "stiffness": [float(x) for x in stiffness],
+                          "damping": [float(x) for x in damping], "force_gain": [float(x) for x in force_gain],
+                          "error_clip": None if error_clip is None else [float(x) for x in error_clip]}
         self._gamma, self._decay = float(gamma), float(decay)
         self.observe = tuple(observe)
         self.action_space = self.spec_action.space(self.robot.dof)
@@ -75,15 +71,14 @@ class SimEnv(gym.Env):
         self.loop = self._build()
 
     def _build(self) -> ControlLoop:
+        """The service's loop for these parameters (fdcontrol.loop.build_loop, the one assembly) on this arm."""
         a = self._law_args
-        law = ControlLaw(mode=a["mode"], force=ForceTerm(gain=a["force_gain"]),
-                         motion=MotionTerm(stiffness=a["stiffness"], damping=a["damping"], error_clip=a["error_clip"]))
-        solver = make_solver(make_mapping("fd", self.robot, gamma=self._gamma), make_integrator("euler"),
-                             decay=self._decay)
-        tool = self.driver.tool
-        return ControlLoop(self.robot, self.driver, solver, law=law, limits=SafetyLimits.from_robot(self.robot),
-                           wrench_filter=WrenchFilter(tool_mass=tool.mass, tool_com=np.array(tool.com)),
-                           rate=self.loop_rate, command_timeout=10.0)  # its largest: actions are not a stream
+        return build_loop({"robot": self._robot_name, "rate": self.loop_rate, "mapping": "fd", "integrator": "euler",
+                           "gamma": self._gamma, "decay": self._decay, "mode": a["mode"],
+                           "stiffness": a["stiffness"], "damping": a["damping"], "force_gain": a["force_gain"],
+                           "error_clip": a["error_clip"],
+                           "command_timeout": 10.0},  # its largest: actions are not a stream
+                          driver=self.driver, robot=self.robot)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

@@ -39,7 +39,7 @@ from fdcontrol.drivers.mujoco import MujocoRobot, Tool
 from fdcontrol.experiments.arms import ARMS, Arm, load_arm
 from fdcontrol.experiments.common import Context, table, write_results
 from fdcontrol.limits.safety import DEFAULT_LIMITS, SafetyLimits
-from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop import ControlLoop, build_loop
 from fdcontrol.loop.reference import ReferenceIntegration
 from fdcontrol.loop.solvers import DEFAULT_DECAY, make_solver
 from fdcontrol.mappings import make_mapping
@@ -193,8 +193,9 @@ def build(arm: Arm, q0: np.ndarray, v: Variant, law: ControlLaw | None = None,
     elif v.integration != "measured":
         raise ValueError(f"integration must be 'measured' or 'reference', got {v.integration!r}")
     law = law or ControlLaw(mode="force", force=ForceTerm(gain=np.ones(6), target=np.zeros(6)))
-    return ControlLoop(robot, drv, solver, law=law, limits=limits_for(robot, v.limits),  # type: ignore[arg-type]
-                       wrench_filter=filt, rate=1 / DT)
+    return build_loop({"rate": 1 / DT}, driver=drv, robot=robot,  # type: ignore[arg-type]  # this variant's parts
+                      parts={"solver": solver, "law": law, "limits": limits_for(robot, v.limits), "filter": filt,
+                             "posture": None, "task": None})
 
 
 def guide(arm: Arm, q0: np.ndarray, v: Variant = Variant(), seconds: float = GUIDE_S) -> dict:

@@ -25,10 +25,11 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
+from fdcontrol.control.law import ControlLaw, WrenchFilter
 from fdcontrol.drivers.simulated import SimulatedRobot
 from fdcontrol.experiments.common import Context, save, table, write_results
 from fdcontrol.limits.safety import SafetyLimits
-from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop import build_loop
 from fdcontrol.loop.solvers import ForwardDynamicsSolver
 from fdcontrol.mappings import ForwardDynamics
 from fdcontrol.model.constraints import braking_inset
@@ -84,7 +85,9 @@ def simulate_loop(robot: RobotModel, method: str, seconds: float = 1.5, reverse_
     solver = ForwardDynamicsSolver(ForwardDynamics(robot, 1e3), coriolis=coriolis,
                                    joint_limits=method, limit_inset=inset)  # type: ignore[arg-type]
     driver = SimulatedRobot(robot, dt=DT, q0=Q0) if driver is None else driver
-    loop = ControlLoop(robot, driver, solver, rate=1 / DT)
+    loop = build_loop({"rate": 1 / DT}, driver=driver, robot=robot,  # the one assembly, this study's solver
+                      parts={"solver": solver, "law": ControlLaw(), "limits": SafetyLimits.from_robot(robot),
+                             "filter": WrenchFilter(), "posture": None, "task": None})
     n = round(seconds / DT)
     rec: dict[str, list] = {k: [] for k in ("q", "qd_state", "wrench", "q_ref", "qd_ref", "tip", "locked",
                                             "safety_active")}

@@ -26,7 +26,7 @@ from fdcontrol.drivers.mujoco import EnvObject, MujocoRobot, Tool
 from fdcontrol.experiments import drift
 from fdcontrol.experiments.common import Context, table, write_results
 from fdcontrol.limits.safety import SafetyLimits
-from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop import ControlLoop, build_loop
 from fdcontrol.loop.solvers import make_solver
 from fdcontrol.mappings import make_mapping
 from fdcontrol.model.robot import HOME, RobotModel
@@ -53,8 +53,9 @@ def rig(robot: RobotModel, mapping: str = "fd", mode: str = "velocity", law: Con
                       sensor_sign=sign)
     filt = WrenchFilter(tool_mass=tool.mass, tool_com=np.array(tool.com), sign=sign)  # type: ignore[arg-type]
     solver = make_solver(make_mapping(mapping, robot))
-    loop = ControlLoop(robot, drv, solver, law=law, limits=SafetyLimits.from_robot(robot),
-                       wrench_filter=filt, rate=1 / DT)
+    loop = build_loop({"rate": 1 / DT}, driver=drv, robot=robot,  # the one assembly, this study's parts
+                      parts={"solver": solver, "law": law or ControlLaw(), "limits": SafetyLimits.from_robot(robot),
+                             "filter": filt, "posture": None, "task": None})
     return Rig(loop, drv, robot)
 
 

@@ -1,0 +1,266 @@
+"""The cycle's stages: a part that is not configured is not in the cycle and does no work; one assembly
+(build_loop) gives the service's loop; a stage added to the list runs in its place, with the cycle's dt."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fdcontrol.control.gains import GainRamp
+from fdcontrol.control.link_loads import LinkLoads
+from fdcontrol.control.posture import PostureTask
+from fdcontrol.control.reactions import Rule
+from fdcontrol.control.task import TaskSpace
+from fdcontrol.control.trajectory import Move
+from fdcontrol.control.workspace import Workspace
+from fdcontrol.drivers import SimulatedRobot
+from fdcontrol.limits import LIMITS
+from fdcontrol.loop import ControlLoop, Stage, build_loop
+from fdcontrol.loop import stages as st
+from fdcontrol.loop.action import ActionInput
+from fdcontrol.model.robot import HOME
+
+DT = 0.002
+BOX = {"min": [-2.0, -2.0, -1.0], "max": [2.0, 2.0, 2.5], "margin": 0.05}
+LOAD = [{"link": "panda_link4", "plane": {"point": [0, 0, -1.0], "normal": [0, 0, 1]}, "margin": 0.05}]
+
+
+def names(loop: ControlLoop) -> list[str]:
+    return [s.name for s in loop.stages]
+
+
+def run(loop: ControlLoop, n: int, t0: float = 0.0, wrench: bool = True) -> list:
+    out = []
+    for i in range(n):
+        if wrench:
+            loop.set_wrench([3.0, -2.0, 1.0, 0.0, 0.1, 0.0], t=t0 + i * DT)
+        out.append(loop.step(now=t0 + i * DT))
+    return out
+
+
+@pytest.fixture
+def count(monkeypatch):
+    """count(cls, "method") → a list whose length is the number of calls of that method from now on."""
+    def spy(cls, name):
+        calls: list[int] = []
+        real = getattr(cls, name)
+
+        def wrapped(*a, **k):
+            calls.append(1)
+            return real(*a, **k)
+
+        monkeypatch.setattr(cls, name, wrapped)
+        return calls
+    return spy
+
+
+def lean(**kw) -> ControlLoop:
+    return build_loop(driver="simulated", rate=1 / DT, **kw)
+
+
+def test_the_default_loop_runs_only_the_core_stages():
+    loop = lean()
+    assert names(loop) == ["read", "sensor", "inputs", "law", "solver", "limits", "send", "publish"]
+    assert [st.phase_of(s.order) for s in loop.stages] == ["read", "sense", "sense", "law", "map", "limits",
+                                                          "send", "publish"]
+
+
+# ---------------------------------------------------------------------- one test per optional stage
+def test_task_space_parts_do_no_work_until_used(count):
+    """No volumes, rules, move or ramp: the task space (there for the API) is not in the cycle."""
+    calls = {m: count(TaskSpace, m) for m in ("step_gains", "step_volumes", "react", "step_move", "wrench",
+                                              "joint_torque", "before")}
+    loop = lean()
+    assert isinstance(loop.task, TaskSpace)  # present (moves, rules and ramps arrive through the API)
+    run(loop, 50)
+    assert not set(names(loop)) & {"gain_ramps", "volumes", "reactions", "move", "task_wrench", "volumes_load"}
+    assert {m: len(c) for m, c in calls.items()} == dict.fromkeys(calls, 0)
+    # the same spies count once the parts are used: a ramp, then rules (the test can fail)
+    k = loop.law.motion.stiffness
+    loop.task.ramp = GainRamp(k, loop.law.motion.damping, 2 * k, loop.law.motion.damping, 0.02)
+    run(loop, 2, t0=1.0)
+    assert "gain_ramps" in names(loop) and len(calls["step_gains"]) == 2
+    run(loop, 20, t0=1.1)
+    assert "gain_ramps" not in names(loop)  # done: out of the cycle again
+    assert np.allclose(loop.law.motion.stiffness, 2 * k)
+    n = len(calls["step_gains"])
+    run(loop, 10, t0=1.2)
+    assert len(calls["step_gains"]) == n
+    loop.task.request(None, [Rule("far", "force", ">", 1e6)])
+    run(loop, 3, t0=1.3)
+    assert "reactions" in names(loop) and len(calls["react"]) >= 2
+
+
+def test_volumes_stage_only_with_a_workspace(count):
+    tip, load = count(Workspace, "tip_wrench"), count(Workspace, "joint_torque")
+    loop = lean()
+    run(loop, 20)
+    assert (len(tip), len(load)) == (0, 0)
+    loop = lean(workspace_box=BOX)
+    assert {"volumes", "task_wrench", "volumes_load"} <= set(names(loop))
+    run(loop, 20)
+    assert len(tip) == 20 and len(load) > 0
+
+
+def test_move_stage_only_while_a_move_runs(count):
+    step = count(Move, "step")
+    loop = lean()
+    run(loop, 5, wrench=False)
+    assert "move" not in names(loop) and len(step) == 0
+    s = loop.state
+    goal = s.tip_pose.copy()
+    goal[2, 3] += 0.01
+    loop.task.request(Move(loop.robot, s.tip_pose, loop.period, loop.task.move_limits, goal_pose=goal))
+    run(loop, 5, t0=0.1, wrench=False)
+    assert "move" in names(loop) and len(step) == 5
+    loop.task.move.cancel()
+    run(loop, 3, t0=0.2, wrench=False)
+    assert "move" not in names(loop)
+    n = len(step)
+    run(loop, 5, t0=0.3, wrench=False)
+    assert len(step) == n
+
+
+def test_posture_stage_only_when_configured(count):
+    torque = count(PostureTask, "torque")
+    loop = build_loop(driver="simulated", robot="panda", rate=1 / DT, posture="off")
+    run(loop, 20)
+    assert "posture" not in names(loop) and len(torque) == 0
+    loop = build_loop(driver="simulated", robot="panda", rate=1 / DT)  # auto: on for a redundant arm
+    assert "posture" in names(loop)
+    run(loop, 20)
+    assert len(torque) >= 19  # (not on the activation cycle's hold… every cycle that moves)
+
+
+def test_link_loads_stage_only_when_configured(count):
+    torque = count(LinkLoads, "torque")
+    loop = build_loop(driver="simulated", robot="panda", rate=1 / DT, posture="off")
+    run(loop, 20)
+    assert "link_loads" not in names(loop) and len(torque) == 0
+    loop = build_loop(driver="simulated", robot="panda", rate=1 / DT, posture="off", link_loads=LOAD)
+    assert "link_loads" in names(loop)
+    run(loop, 20)
+    assert len(torque) >= 19
+
+
+def test_action_interpolation_only_with_a_policy(count):
+    target = count(ActionInput, "target")
+    loop = lean(mode="compliance")
+    run(loop, 10, wrench=False)
+    assert "action" not in names(loop) and len(target) == 0
+    loop.set_action(loop.state.tip_pose, 0.05, 1, t=0.1)
+    run(loop, 5, t0=0.1, wrench=False)
+    assert "action" in names(loop) and len(target) == 5
+    loop.set_target(None)  # a target set directly ends the policy's goals
+    run(loop, 5, t0=0.2, wrench=False)
+    assert "action" not in names(loop) and len(target) == 5
+
+
+def test_sensor_watchdog_only_with_a_law_that_reads_the_sensor(count):
+    calls = count(st.SensorWatchdog, "run")
+    loop = lean(mode="admittance")
+    run(loop, 10)
+    assert "sensor_watchdog" not in names(loop) and len(calls) == 0
+    loop.law.mode = "force"  # a reaction or a test switches the mode in place: the stage joins
+    run(loop, 10, t0=0.1)
+    assert "sensor_watchdog" in names(loop) and len(calls) >= 9
+    loop.law.mode = "admittance"
+    run(loop, 3, t0=0.2)
+    n = len(calls)
+    run(loop, 10, t0=0.3)
+    assert len(calls) == n
+
+
+@pytest.mark.parametrize("name", ["jerk", "path_acceleration", "path_speed"])
+def test_jerk_and_path_limits_only_when_configured(count, name):
+    calls = count(LIMITS.get(name), "apply")
+    loop = lean()
+    run(loop, 10)
+    assert name not in loop.limits.names and len(calls) == 0
+    loop = lean(limits=["cartesian", "position", "velocity", "acceleration", name])
+    run(loop, 10)
+    assert name in loop.limits.names and len(calls) == 10
+
+
+def test_position_reference_only_for_a_position_interface(count):
+    calls = count(ControlLoop, "_position_reference")
+    loop = lean()
+    run(loop, 5)
+    assert len(calls) == 0 and isinstance(loop.stages[names(loop).index("send")], st.SendVelocity)
+    drv = SimulatedRobot(loop.robot, dt=DT, q0=np.array(HOME["ur10"]))
+    drv.interface = "position"
+    loop = build_loop(driver=drv, robot=loop.robot, rate=1 / DT)
+    run(loop, 5)
+    assert len(calls) == 5
+
+
+# ---------------------------------------------------------------------- adding a stage
+class Recorder(Stage):
+    """A limit stage of one's own: it sees the cycle's dt and the solver's q̇, before the safety limits."""
+
+    name, order = "recorder", st.SAFETY - 10
+
+    def __init__(self) -> None:
+        self.seen: list[float] = []
+
+    def run(self, loop, c) -> None:
+        self.seen.append(c.dt)
+        c.qd_des = 0.5 * c.qd_des  # halves what the limits get
+
+
+def test_an_added_stage_runs_in_its_place_with_the_cycles_dt():
+    rec = Recorder()
+    loop = lean(stages=(rec,))
+    assert names(loop) == ["read", "sensor", "inputs", "law", "solver", "recorder", "limits", "send", "publish"]
+    ref = lean()
+    a, b = run(loop, 30), run(ref, 30)
+    assert rec.seen == [DT] * 30
+    # its effect on the references: the limits got half the solver's velocity (the first cycle that moves,
+    # both from rest at the same q, no limit engaged: the reference of the loop with the stage is half the other's)
+    assert a[0].qd_ref.tolist() == [0.0] * 6  # activation
+    assert np.abs(b[1].qd_ref).max() > 1e-4 and np.allclose(a[1].qd_ref, 0.5 * b[1].qd_ref, rtol=1e-12, atol=0)
+    with pytest.raises(TypeError, match="Stage"):
+        lean(stages=(object(),))
+
+
+# ---------------------------------------------------------------------- one assembly
+def test_the_service_loop_and_the_library_loop_give_the_same_references():
+    """The service's loop (its Runtime, from its settings) and build_loop in-process from the same
+    parameters (the service's GET /config) produce the same references cycle by cycle on the same inputs."""
+    from fdcontrol.server.runtime import Runtime
+    from fdcontrol.server.settings import Settings
+
+    cfg = dict(driver="simulated", robot="panda", stiffness=[300.0] * 3 + [30.0] * 3, mode="compliance",
+               workspace_box=BOX, link_loads=LOAD, limits=["cartesian", "position", "velocity", "acceleration",
+                                                           "jerk", "path_acceleration"], gamma=2000.0)
+    service = Runtime(Settings(**cfg, autostart=False))
+    lib = build_loop(service.params.model_dump())  # what GET /config returns, as plain data
+    assert names(service.loop) == names(lib)
+    assert {"volumes", "posture", "link_loads", "volumes_load"} <= set(names(lib))
+    goal = lib.state.tip_pose.copy()
+    goal[:3, 3] += [0.03, -0.02, 0.01]
+    for loop in (service.loop, lib):
+        loop.set_target(goal)
+    a = [(s.q_ref.copy(), s.qd_ref.copy()) for s in run(service.loop, 300)]
+    b = [(s.q_ref.copy(), s.qd_ref.copy()) for s in run(lib, 300)]
+    assert np.abs(a[-1][1]).max() > 1e-3  # it moves
+    for i, ((qa, va), (qb, vb)) in enumerate(zip(a, b, strict=True)):
+        assert np.array_equal(qa, qb) and np.array_equal(va, vb), i
+    # and a different parameter gives different references (the comparison can fail)
+    other = build_loop({**service.params.model_dump(), "stiffness": [310.0] * 3 + [30.0] * 3})
+    other.set_target(goal)
+    c = [s.qd_ref.copy() for s in run(other, 300)]
+    assert not all(np.array_equal(x, y) for x, (_, y) in zip(c, b, strict=True))
+    service.close()
+
+
+def test_build_loop_refuses_unknown_and_bad_parameters():
+    with pytest.raises(ValueError, match="stifness"):
+        build_loop(driver="simulated", stifness=[1.0] * 6)
+    with pytest.raises(ValueError, match="command_timeout"):
+        build_loop(driver="simulated", command_timeout=-1.0)
+    with pytest.raises(ValueError, match="parts"):
+        build_loop(driver="simulated", parts={"solvr": None})
+    assert math.isclose(build_loop(driver="simulated", rate=250.0).period, 0.004)
