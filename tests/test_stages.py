@@ -264,3 +264,32 @@ def test_build_loop_refuses_unknown_and_bad_parameters():
     with pytest.raises(ValueError, match="parts"):
         build_loop(driver="simulated", parts={"solvr": None})
     assert math.isclose(build_loop(driver="simulated", rate=250.0).period, 0.004)
+
+
+# ---------------------------------------------------------------------- the docs' examples
+def _block(path: str, after: str) -> str:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / path).read_text()
+    start = text.index("```python", text.index(after)) + len("```python")
+    return text[start:text.index("```", start)]
+
+
+def test_the_docs_added_stage_example_caps_the_wrist():
+    ns: dict = {}
+    exec(_block("docs/limits.md", "**Adding a stage.**"), ns)
+    loop = ns["loop"]
+    assert "wrist_guard" in names(loop)
+    assert names(loop).index("wrist_guard") == names(loop).index("limits") - 1
+    peak = 0.0
+    for i in range(400):
+        loop.set_wrench([0, 0, 0, 0, 0, 20.0], t=i * DT)  # a large torque about the tool axis
+        peak = max(peak, abs(loop.step(now=i * DT).qd_ref[5]))
+    assert 0.19 < peak <= 0.2 + 1e-12  # reached, never beyond
+
+
+def test_the_readme_in_process_example():
+    ns: dict = {}
+    exec(_block("README.md", "The control loop in-process is the service's loop"), ns)
+    assert ns["state"].cycle == 1 and names(ns["loop"]) == ["read", "sensor", "inputs", "law", "solver", "limits",
+                                                            "send", "publish"]

@@ -1,12 +1,13 @@
-"""ControlLoop: one fixed-rate cycle of read → control law → solver → limits → send.
+"""ControlLoop: one fixed-rate cycle of read → sense → law and task → map → limits → send → publish.
 
 Inputs are latest-wins slots (an immutable object swapped by reference — no queue, no
 lock on the hot path). Each cycle publishes an immutable :class:`LoopState`.
 
-Cycle (period dt = 1/rate):
+A cycle (period dt = 1/rate, handed to every stage as ``c.dt``) first applies the changes queued by
+:meth:`ControlLoop.reconfigure` (a cycle boundary: no cycle sees half of a change), then runs its
+stages in order (:mod:`fdcontrol.loop.stages`, composed from the configured parts — a part that is
+not configured is not in the list):
 
-0. apply the changes queued by :meth:`ControlLoop.reconfigure` (a cycle boundary: no cycle
-   sees half of a change),
 1. read the driver (q, q̇), then the streamed inputs (``io.poll``: the newest wrench, also one
    that arrived while a simulator ran its physics in ``read``); update the cycle's one
    :class:`~fdcontrol.model.configuration.Configuration` (pose, J and, for the FD solver, the
