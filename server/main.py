@@ -98,6 +98,16 @@ def _robot_problem(settings: Settings) -> str | None:
     return None
 
 
+def port_problem(host: str, port: int, exc: OSError) -> str:
+    """One line for a port that cannot be bound, with the way to choose another."""
+    import errno
+
+    if exc.errno == errno.EADDRINUSE:
+        return (f"port {port} on {host} is already in use (another fdcontrol serve?): choose another port, "
+                f"e.g. `make serve PORT={port + 1}` or `fdcontrol serve --port {port + 1}`")
+    return f"could not listen on {host}:{port}: {exc}"
+
+
 def ready_line(settings: Settings, token: bool) -> str:
     """What a person starting the service needs to see: what runs, where, and how to get in."""
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
@@ -143,12 +153,16 @@ def run(args: argparse.Namespace) -> int:
     from fdcontrol.server.app import create_app
     from fdcontrol.server.worker import LoopWorker, WorkerError
 
+    try:  # the port first: a taken port is said at once, before the loop process starts
+        sock = listen(settings.host, settings.port)
+    except OSError as exc:
+        return fail(port_problem(settings.host, settings.port, exc))
     try:
         worker = LoopWorker(settings)
     except WorkerError as exc:
+        sock.close()
         return fail(f"the control loop did not start: {exc.detail}")
     try:
-        sock = listen(settings.host, settings.port)
         config = uvicorn.Config(create_app(settings, worker), host=settings.host, port=settings.port,
                                 log_level="warning", ws_max_queue=4,
                                 ws_max_size=max(settings.max_ws_message_bytes * 4, 1 << 20),
