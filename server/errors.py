@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from fdcontrol import ModelError
-from fdcontrol.loop.cycle import InputError
+from fdcontrol.loop import InputError
 from fdcontrol.server import schemas
 from fdcontrol.server.auth import MIDDLEWARE_ERRORS, UNSAFE
 from fdcontrol.server.worker import WorkerError

@@ -43,7 +43,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from fdcontrol.control.twist import TwistError, check_twist
-from fdcontrol.loop.cycle import ControlLoop, InputError, check_wrench
+from fdcontrol.loop import ControlLoop, InputError, check_wrench
 from fdcontrol.loop.state import LoopState
 from fdcontrol.server.shm_layout import FAULT_BYTES, LAYOUT, MAX_DOF, OUT_SIZE  # noqa: F401  (re-exported)
 from fdcontrol.server.sim_ops import sim_call

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from fastapi import APIRouter, Body, HTTPException, Request
 
-from fdcontrol.loop.cycle import InputError
+from fdcontrol.loop import InputError
 from fdcontrol.model.spatial import target_pose
 from fdcontrol.server import schemas
 from fdcontrol.server.errors import CONFLICT, ERRORS

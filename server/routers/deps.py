@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import Request
 
 from fdcontrol import RobotModel
-from fdcontrol.loop.cycle import LoopState
+from fdcontrol.loop import LoopState
 from fdcontrol.server.worker import LoopWorker
 
 

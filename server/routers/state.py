@@ -6,8 +6,8 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from fdcontrol.loop import LoopState
 from fdcontrol.loop import state as state_encoding
-from fdcontrol.loop.cycle import LoopState
 from fdcontrol.model.robot import SHIPPED
 from fdcontrol.server import schemas
 from fdcontrol.server.routers.deps import shipped, worker

@@ -21,7 +21,7 @@ from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
 from fdcontrol import ModelError, RobotModel
-from fdcontrol.loop.cycle import InputError, LoopState
+from fdcontrol.loop import InputError, LoopState
 from fdcontrol.server import schemas
 from fdcontrol.server.auth import json_depth_ok
 from fdcontrol.server.errors import clip
