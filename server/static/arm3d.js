@@ -12,6 +12,7 @@ import * as THREE from "three";
 import { OrbitControls } from "./vendor/three/OrbitControls.js";
 
 const ARROW_SCALE = 0.01; // m per N, as Foxglove's arrows
+const MIN_INTERVAL_MS = 100; // between two drawings of the scene
 const FC_COLOR = 0xae3ec9, FM_COLOR = 0xc92a2a;
 const RED = 0xc92a2a, ORANGE = 0xe8590c, GREEN = 0x2f9e44, GREY = 0x868e96;
 
@@ -44,7 +45,7 @@ function distanceColor(d, margin) {
 class ArmView {
   constructor(canvas) {
     this.canvas = canvas;
-    this.renderer = new THREE.WebGLRenderer({ canvas, antialias: true, preserveDrawingBuffer: true });
+    this.renderer = new THREE.WebGLRenderer({ canvas, antialias: false, preserveDrawingBuffer: true });
     this.renderer.setPixelRatio(1);
     this.renderer.setSize(canvas.width, canvas.height, false);
     this.scene = new THREE.Scene();
@@ -72,7 +73,7 @@ class ArmView {
     Object.values(this.arrows).forEach((a) => { a.visible = false; this.scene.add(a); });
     this.scene.add(new THREE.AxesHelper(0.2)); // the base frame
     this.desc = null; this.key = null; this.links = {}; this.poses = {};
-    this.drawn = []; this.renders = 0; this.dirty = true;
+    this.drawn = []; this.renders = 0; this.dirty = true; this.renderMs = 0; this.lastRender = -Infinity;
     this._state = null; this._config = null; this._env = null; this._volumesKey = null; this._envKey = null;
   }
 
@@ -140,7 +141,14 @@ class ArmView {
     if (config !== this._config || state !== this._state) this.showVolumes(config, state);
     if (environment !== this._env) this.showEnvironment(environment);
     this._state = state; this._config = config; this._env = environment;
-    if (this.dirty) { this.renderer.render(this.scene, this.camera); this.renders += 1; this.dirty = false; }
+    // at most 10 drawings a second, fewer when drawing is slow (a software WebGL on a busy machine): the page's
+    // other panels keep their share of the main thread
+    const now = performance.now();
+    if (this.dirty && now - this.lastRender >= Math.max(MIN_INTERVAL_MS, 4 * this.renderMs)) {
+      this.renderer.render(this.scene, this.camera);
+      this.renderMs = performance.now() - now; this.lastRender = now;
+      this.renders += 1; this.dirty = false;
+    }
   }
 
   follow(s) {
