@@ -615,6 +615,7 @@ class LoopWorker:
         self.recorder = Recorder(cycle=lambda: self.state()[0].cycle, on_start=self.ring.set_active,
                                  source=self.ring.read)
         self.started_at = time.monotonic()
+        self.last_target: np.ndarray | None = None  # the last accepted tip target (4×4, base frame)
 
     @property
     def params(self) -> dict[str, Any]:
@@ -686,6 +687,8 @@ class LoopWorker:
             kind, payload = self.conn.recv()
         if kind != "ok":
             raise WorkerError(kind, payload)
+        if cmd == "target" and args:  # the tip's target, for the viewers (server/foxglove.py)
+            self.last_target = np.asarray(args[0], dtype=float)
         if cmd in RECORDED:
             self.recorder.push_command(cmd, *args)
         return payload
