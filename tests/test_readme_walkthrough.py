@@ -10,7 +10,6 @@ import shlex
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -98,7 +97,8 @@ def test_the_quick_start_runs_line_by_line_as_it_says(svc):
         elif '"hold":false' in command:
             assert json.loads(out)["holding"] is False
         elif "-XPUT" in command and "/sim/push" in command:
-            s = wait(svc, lambda s, x=tip(before)[0]: tip(s)[0] > x + 0.01, "the hand moves the tool along +x")
+            x0 = tip(before)[0]
+            wait(svc, lambda s, x0=x0: tip(s)[0] > x0 + 0.01, "the hand moves the tool along +x")
         elif "-XDELETE" in command and "/sim/push" in command:
             # let go: the tool stops (force mode, nothing pushes)
             wait(svc, lambda s: np.linalg.norm(s["qd"]) < 1e-3 and np.abs(s["qd_ref"]).max() < 1e-6, "the tool stops")
