@@ -294,8 +294,9 @@ class Settings(ControlParams, BaseSettings):
                                        "X-Forwarded-For names the client (else the header is ignored)")
     lease_timeout: float = Field(2.0, gt=0, le=3600, description="the control lease ends this long after its "
                                  "holder's last command (s)")
-    max_stream_rate: float = Field(2000.0, ge=10, le=100_000, description="messages per second one /ws/control "
-                                   "connection may send; faster senders are slowed down (back-pressure)")
+    max_stream_rate: float | None = Field(None, ge=10, le=100_000, description="messages per second one "
+                                          "WebSocket may send (default: the loop's rate, one per cycle); a "
+                                          "faster sender is slowed down by back-pressure")
     # ---- supervision (server/supervisor.py)
     supervise: bool = Field(True, description="restart a dead or stuck loop process, into hold")
     max_restarts: int = Field(5, ge=0, le=1000, description="restarts allowed per restart_window")

@@ -204,7 +204,7 @@ async def serve_socket(ws: WebSocket, decimation: int | None, control: bool, fra
 
     sock = access.sockets.add(access.credential(headers), revoke)
     me = access.client(headers, ws.client.host if ws.client else "", name, stream=sock)
-    pace = Pace(settings.max_stream_rate)
+    pace = Pace(settings.max_stream_rate or float(worker().params["rate"]))
     hub.clients += 1
     dec = decimation or settings.state_decimation
     sender = asyncio.create_task(stream(ws, encoding, dec, frames))
