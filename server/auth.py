@@ -67,7 +67,7 @@ MIDDLEWARE_ERRORS = {400: "JSON nested deeper than max_json_depth", 401: "token 
                      415: "a form or text body on a state change", 421: "unknown Host",
                      429: "too many failed authentication attempts"}
 CLIENT_HEADER = "x-fdcontrol-client"  # a client's own name, to tell REST clients at one address apart
-READ_PATHS = frozenset({"/health", "/state", "/stats", "/robots", "/config", "/ws/state"})
+READ_PATHS = frozenset({"/health", "/state", "/stats", "/robots", "/config", "/ws/state", "/robot/description"})
 
 
 def is_loopback(host: str) -> bool:

@@ -162,6 +162,25 @@ def decode(raw: dict[str, Any], encoding: str, max_bytes: int, max_depth: int) -
     return json.loads(data)
 
 
+#: the query parameter ``decimation``'s bounds (every n-th cycle's state)
+DECIMATION = (1, 10000)
+
+
+def parse_decimation(text: str | None, default: int) -> int:
+    """``?decimation=``: an integer in DECIMATION, else InputError saying so (a bad query parameter is
+    said on the socket, not as a bare 403 at the handshake that reads like an access failure)."""
+    if text is None:
+        return default
+    lo, hi = DECIMATION
+    try:
+        n = int(text)
+    except ValueError:
+        n = None
+    if n is None or not lo <= n <= hi:
+        raise InputError(f"decimation must be an integer in [{lo}, {hi}] (every n-th cycle's state), got {text[:40]!r}")
+    return n
+
+
 class Pace:
     """Per-connection rate limit: a bucket of ``burst`` messages refilled at ``rate`` per second. A
     faster sender waits (this socket is not read meanwhile, so TCP back-pressure slows it down), so
@@ -183,13 +202,19 @@ class Pace:
         self.units -= 1.0
 
 
-async def serve_socket(ws: WebSocket, decimation: int | None, control: bool, frames: bool = False,
+async def serve_socket(ws: WebSocket, decimation: str | None, control: bool, frames: bool = False,
                        name: str | None = None) -> None:
     settings = ws.app.state.settings
     access = ws.app.state.access
     worker, hub = handles(ws)
     headers = {k.lower(): v for k, v in ws.headers.items()}
     encoding = await accept(ws)
+    try:
+        dec = parse_decimation(decimation, settings.state_decimation)
+    except InputError as exc:
+        await send_error(ws, encoding, str(exc))
+        await ws.close(code=1008, reason=clip(str(exc))[:120])
+        return
     closed = asyncio.Event()  # set when logout or a token rotation revoked this socket's credential
     loop = asyncio.get_running_loop()
 
@@ -206,7 +231,6 @@ async def serve_socket(ws: WebSocket, decimation: int | None, control: bool, fra
     me = access.client(headers, ws.client.host if ws.client else "", name, stream=sock)
     pace = Pace(settings.max_stream_rate or float(worker().params["rate"]))
     hub.clients += 1
-    dec = decimation or settings.state_decimation
     sender = asyncio.create_task(stream(ws, encoding, dec, frames))
     try:
         while not closed.is_set():
@@ -247,14 +271,16 @@ async def _close(ws: WebSocket, reason: str) -> None:
 
 
 @router.websocket("/ws/control")
-async def ws_control(ws: WebSocket, decimation: int | None = Query(None, ge=1, le=10000),
-                     client: str | None = Query(None, max_length=32)) -> None:
-    """``client``: this client's name in the control lease (server/lease.py); letters, digits, ``_.-``."""
+async def ws_control(ws: WebSocket, decimation: str | None = Query(None, description="every n-th cycle's state, "
+                                                                      "an integer in [1, 10000]"),
+                     client: str | None = Query(None, description="this client's name in the control lease: "
+                                                "letters, digits, _.- (up to 32; anything else is ignored)")) -> None:
     await serve_socket(ws, decimation, control=True, name=client)
 
 
 @router.websocket("/ws/state")
-async def ws_state(ws: WebSocket, decimation: int | None = Query(None, ge=1, le=10000),
+async def ws_state(ws: WebSocket, decimation: str | None = Query(None, description="every n-th cycle's state, "
+                                                                    "an integer in [1, 10000]"),
                    frames: bool = False) -> None:
     await serve_socket(ws, decimation, control=False, frames=frames)
 
