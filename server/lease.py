@@ -3,8 +3,10 @@
 A *client* is a dashboard session (its cookie), else a name the client gives itself
 (header ``X-Fdcontrol-Client``, or ``?client=`` on a WebSocket), else its address. A
 WebSocket on ``/ws/control`` is a *stream* of its client: while a stream holds the lease,
-another stream (even of the same client) is refused, while REST commands of the same client
-are not (the dashboard's buttons and its push pad are one operator).
+another client's stream is refused, and of one client's streams only the newest commands (a
+reconnecting client replaces its old stream, whose frames are refused from then on); REST
+commands of the holder's client are allowed (the dashboard's buttons and its push pad are one
+operator).
 
 * The first client to command takes a free lease automatically, so single-client use needs
   nothing.
@@ -117,8 +119,8 @@ class Lease:
             if h is None:
                 self._take(c, now)
                 return
-            if h.client.key == c.key and (c.stream is None or h.client.stream in (None, c.stream)):
-                if c.stream is not None and h.client.stream is None:  # the client's stream now holds it
+            if h.client.key == c.key and (c.stream is None or h.client.stream is None or c.stream >= h.client.stream):
+                if c.stream is not None and c.stream != h.client.stream:  # the client's (newest) stream holds it
                     h.client = c
                     self.version += 1
                 h.last = now

@@ -14,6 +14,7 @@ import threading
 import time
 
 import httpx
+import msgpack
 import numpy as np
 import pytest
 from websockets.sync.client import connect
@@ -95,6 +96,26 @@ def test_a_lease_ends_after_its_timeout_since_the_last_command():
             assert time.monotonic() < deadline
             time.sleep(0.01)
     assert time.monotonic() - t_last >= 0.2 and lease.info(b)["yours"]
+
+
+def test_of_one_clients_streams_only_the_newest_commands():
+    """A reconnecting client replaces its old stream (a close the service has not seen yet cannot
+    block it); the old stream is refused from then on; REST of the same client still commands."""
+    lease = Lease(timeout=30)
+    old, new = Client("addr:a", "websocket 1 of a", 1), Client("addr:a", "websocket 2 of a", 2)
+    rest, other = Client("addr:a", "a"), Client("addr:b", "b", 3)
+    lease.command(old)
+    lease.command(new)
+    assert lease.info()["holder"] == "websocket 2 of a"
+    with pytest.raises(LeaseError, match="websocket 2 of a"):
+        lease.command(old)
+    lease.command(rest)
+    with pytest.raises(LeaseError):
+        lease.command(other)
+    lease.ended(1)  # the old stream's close does not end the new one's lease
+    assert lease.info()["holder"] == "websocket 2 of a"
+    lease.ended(2)
+    assert lease.info()["holder"] is None
 
 
 # ---------------------------------------------------------------------- one controller at a time
@@ -190,18 +211,20 @@ def test_a_streams_lease_ends_when_its_connection_closes(service):
 def test_a_hold_lands_within_50_ms_while_another_client_floods(service):
     """One WebSocket sends valid wrench frames as fast as it can; meanwhile another client holds
     (and the flooder's own REST client releases) five times. Latency = the loop's stamp of the first
-    recorded cycle with holding true − the test's time.monotonic() just before the hold request (the
-    same system-wide clock). Before the fixes (a hold queued behind the flood's frames) it took
-    2.4–9.4 s.
+    cycle with holding true − the test's time.monotonic() just before the hold request (the same
+    system-wide clock). The loop's states are read as it publishes them (/ws/state, every cycle,
+    MessagePack): a state the reader missed can only make the measured latency longer, never
+    shorter. Before the fixes (a hold queued behind the flood's frames) it took 2.4–9.4 s.
 
     The margin: the same five holds without the flood, measured just before, give this machine's
     own latency under its current load (unloaded ~2–5 ms; on a 2-core machine shared with other
     CPU-bound processes, tens of ms, which no service can beat). The flood may add at most 50 ms to
     that (median of five), and no hold may take longer than 1 s."""
     free(service)
-    stop, flooding = threading.Event(), threading.Event()
+    stop, flooding, done = threading.Event(), threading.Event(), threading.Event()
     sent = [0]
     requests: dict[str, list[float]] = {"quiet": [], "flood": []}
+    seen: list[tuple[float, bool]] = []  # (stamp, holding) of every state the reader got
 
     def flood() -> None:
         with connect(ws_url(service, "decimation=10000"), open_timeout=10) as ws:
@@ -212,6 +235,15 @@ def test_a_hold_lands_within_50_ms_while_another_client_floods(service):
                 sent[0] += 1
                 flooding.set()
 
+    def read() -> None:
+        url = service.url.replace("http", "ws") + "/ws/state?decimation=1"
+        with connect(url, subprotocols=["msgpack"], open_timeout=10, max_size=None) as ws:
+            t0 = time.monotonic()
+            while not done.is_set() and time.monotonic() - t0 < 120:
+                m = msgpack.unpackb(ws.recv(timeout=10))
+                if "stamp" in m:
+                    seen.append((m["stamp"], m["holding"]))
+
     def holds(own: httpx.Client, other: httpx.Client, phase: str) -> None:
         for _ in range(5):
             time.sleep(0.2)  # the flood runs between the holds (not a wait for an outcome)
@@ -219,32 +251,37 @@ def test_a_hold_lands_within_50_ms_while_another_client_floods(service):
             assert other.post(service.url + "/control/hold", json={"hold": True}).json()["holding"]
             assert own.post("/control/hold", json={"hold": False}).json()["holding"] is False
 
-    def run() -> None:
-        own = httpx.Client(base_url=service.url, timeout=30)  # the flooder's address: its lease
-        with client_from("127.0.0.5") as other:
-            holds(own, other, "quiet")
-            t = threading.Thread(target=flood, daemon=True)
-            t.start()
-            try:
-                deadline = time.monotonic() + 10
-                while not flooding.is_set() or own.get("/state").json()["lease"]["holder"] is None:
-                    assert time.monotonic() < deadline
-                holds(own, other, "flood")
-            finally:
-                stop.set()
-                t.join(10)
-
-    states = recorded(service, "flood.mcap", run)
-    stamps = np.array([s["stamp"] for s in states])
-    holding = np.array([s["holding"] for s in states])
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    own = httpx.Client(base_url=service.url, timeout=30)  # the flooder's address: its lease
+    with client_from("127.0.0.5") as other:
+        deadline = time.monotonic() + 10
+        while not seen:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        holds(own, other, "quiet")
+        t = threading.Thread(target=flood, daemon=True)
+        t.start()
+        try:
+            while not flooding.is_set() or own.get("/state").json()["lease"]["holder"] is None:
+                assert time.monotonic() < deadline + 10
+            holds(own, other, "flood")
+        finally:
+            stop.set()
+            t.join(10)
+            time.sleep(0.1)
+            done.set()
+            reader.join(15)
+    stamps = np.array([x[0] for x in seen])
+    holding = np.array([x[1] for x in seen])
     latency: dict[str, list[float]] = {}
     for phase, times in requests.items():
         latency[phase] = []
         for t_req in times:
             after = np.flatnonzero((stamps >= t_req) & holding)
-            assert after.size, "no hold recorded after the request"
+            assert after.size, "no hold seen after the request"
             latency[phase].append(float(stamps[after[0]] - t_req))
-    print(f"flood: {sent[0]} frames sent; hold latencies (ms) without the flood "
+    print(f"flood: {sent[0]} frames sent; {len(seen)} states read; hold latencies (ms) without the flood "
           f"{[round(1e3 * x, 1) for x in latency['quiet']]}, with it {[round(1e3 * x, 1) for x in latency['flood']]}")
     assert sent[0] > 1000
     assert statistics.median(latency["flood"]) <= statistics.median(latency["quiet"]) + 0.050, latency
