@@ -306,13 +306,17 @@ def message(exc: Exception) -> str:
     return str(exc)
 
 
+MESSAGE_KEYS = ("wrench", "twist", "frame", "seq", "target", "rules")
+
+
 def apply_message(worker: LoopWorker, msg: Any) -> None:
     """{"wrench": [...] | "twist": [...], "frame": "base"|"tool", "seq": n, "target": {...}} — all optional."""
     if not isinstance(msg, dict):
         raise InputError("a message must be a JSON object")
-    unknown = set(msg) - {"wrench", "twist", "frame", "seq", "target", "rules"}
-    if unknown:
-        raise InputError(clip(f"unknown keys: {', '.join(sorted(map(str, unknown)))}"))
+    unknown = set(msg) - set(MESSAGE_KEYS)
+    if unknown:  # short names are named (a typo to see); long ones are input not to echo back
+        names = sorted(k if len(k) <= 32 else "(a long key)" for k in map(str, unknown))[:5]
+        raise InputError(clip(f"unknown keys: {', '.join(names)}; allowed: {', '.join(MESSAGE_KEYS)}"))
     if "rules" in msg:  # arm (replace) the reaction rules; [] disarms (server/taskspace.py)
         if not isinstance(msg["rules"], list):
             raise InputError("rules must be a list of rules ([] disarms all)")
