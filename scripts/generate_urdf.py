@@ -21,6 +21,7 @@ the vendors' collision meshes by ``scripts/fit_capsules.py`` (its docstring says
 URDF has no capsule element: each is written as a ``<cylinder>`` (the capsule's segment, along the
 cylinder's z axis) marked as a capsule in ``<collision_checking>``, which pinocchio's URDF reader
 turns into a capsule (``coal.Capsule``); a capsule of zero length is written as a ``<sphere>``.
+The same capsule is written as ``<visual>`` elements too (a cylinder and two spheres), for viewers.
 The self-collision pairs never checked go to ``<name>.srdf`` (``disable_collisions``, as MoveIt's SRDF).
 """
 
@@ -64,7 +65,8 @@ CAPSULES: dict = {}  # robot → {"capsules": {link: {a, b, radius}}, "disable_c
 
 
 def _collision(name: str) -> str:
-    """The link's fitted capsule as URDF collision elements (see the module doc), or ''."""
+    """The link's fitted capsule as URDF collision elements (see the module doc), and the same capsule
+    as visual elements (a cylinder and a sphere at each end) for viewers; or ''."""
     cap = CAPSULES.get("capsules", {}).get(name)
     if cap is None:
         return ""
@@ -72,15 +74,20 @@ def _collision(name: str) -> str:
     axis = b - a
     length = float(np.linalg.norm(axis))
     c = (a + b) / 2
+    sphere = f'<geometry><sphere radius="{r:.6g}"/></geometry>'
     if length < 1e-9:
-        return (f'    <collision name="{name}_capsule">\n      <origin xyz="{_fmt(c)}" rpy="0 0 0"/>\n'
-                f'      <geometry><sphere radius="{r:.6g}"/></geometry>\n    </collision>\n')
+        at = f'<origin xyz="{_fmt(c)}" rpy="0 0 0"/>'
+        return (f'    <visual>\n      {at}\n      {sphere}\n    </visual>\n'
+                f'    <collision name="{name}_capsule">\n      {at}\n      {sphere}\n    </collision>\n')
     z = axis / length
     x = np.cross([0.0, 1.0, 0.0] if abs(z[1]) < 0.9 else [1.0, 0.0, 0.0], z)
     x /= np.linalg.norm(x)
     R = np.column_stack((x, np.cross(z, x), z))
-    return (f'    <collision name="{name}_capsule">\n      {_origin(c, R)}\n'
-            f'      <geometry><cylinder radius="{r:.6g}" length="{length:.6g}"/></geometry>\n    </collision>\n'
+    cyl = f'<geometry><cylinder radius="{r:.6g}" length="{length:.6g}"/></geometry>'
+    vis = f'    <visual>\n      {_origin(c, R)}\n      {cyl}\n    </visual>\n'
+    for end in (a, b):
+        vis += f'    <visual>\n      <origin xyz="{_fmt(end)}" rpy="0 0 0"/>\n      {sphere}\n    </visual>\n'
+    return (vis + f'    <collision name="{name}_capsule">\n      {_origin(c, R)}\n      {cyl}\n    </collision>\n'
             f'    <collision_checking><capsule name="{name}_capsule"/></collision_checking>\n')
 
 
