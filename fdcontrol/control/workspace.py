@@ -78,8 +78,8 @@ class KeepOutBox:
 
     def __post_init__(self) -> None:
         self.lo, self.hi = _point(self.lo, "box min"), _point(self.hi, "box max")
-        if np.any(self.lo > self.hi):
-            raise ValueError(f"box min must be <= max on every axis, got min {self.lo.tolist()} "
+        if np.any(self.lo >= self.hi):
+            raise ValueError(f"box min must be < max on every axis (a positive size), got min {self.lo.tolist()} "
                              f"and max {self.hi.tolist()}")
 
     def distance(self, p: np.ndarray) -> tuple[float, np.ndarray]:
@@ -301,6 +301,24 @@ class Workspace:
                     where = "outside" if d < 0 else "within the margin of"
                     out.append(f"{name} at {np.round(p, 4).tolist()} is {where} {z.name!r} "
                                f"(distance {d * 1e3:.1f} mm, margin {z.margin * 1e3:.1f} mm)")
+        return out
+
+    def link_violations(self, q: np.ndarray) -> list[str]:
+        """Reasons why a link's collision shape lies inside a volume's margin (or beyond) at q, or two links
+        within the self-collision margin: such a workspace would move the arm by itself."""
+        cl = self.clearance
+        if cl is None:
+            return []
+        cl.compute(np.asarray(q, dtype=float))
+        out = []
+        for i in np.argsort(cl.d):
+            if cl.d[i] >= cl.margins[i]:
+                break
+            link, other = cl.names[i]
+            what = "inside" if cl.d[i] < 0 else "within the margin of"
+            kind = "link" if i >= cl.n_volume_pairs else "volume"
+            out.append(f"link {link} is {what} {kind} {other!r} (distance {cl.d[i] * 1e3:.1f} mm, margin "
+                       f"{cl.margins[i] * 1e3:.1f} mm)")
         return out
 
     def points(self, q: np.ndarray) -> dict[str, np.ndarray]:

@@ -436,6 +436,7 @@ class Clearance:
         self.d, self.normal, self.witness = np.full(m, np.inf), np.zeros((m, 3)), np.zeros((m, 3))
         self.rows = np.zeros((m, nv))
         self.nearest = -1
+        self._q: np.ndarray | None = None
         self.count = 0  # how many times the distances were computed (tests: none when nothing is configured)
 
     @property
@@ -443,9 +444,14 @@ class Clearance:
         return self.kind.shape[0] == 0
 
     def compute(self, q: np.ndarray) -> int:
-        """All distances at q; returns the index of the smallest (−1 without pairs)."""
+        """All distances at q; returns the index of the smallest (−1 without pairs). The same q as the
+        last call reuses its results."""
+        q = np.asarray(q, dtype=float)
+        if self._q is not None and np.array_equal(q, self._q):
+            return self.nearest
+        self._q = q.copy()
         self.count += 1
-        self.nearest = int(clearances(np.asarray(q, dtype=float), self.parents, self.Rpl, self.ppl, self.axis,
+        self.nearest = int(clearances(q, self.parents, self.Rpl, self.ppl, self.axis,
                                       self.prism, self.idx_v, self.sup, self.R0, self.p0, self.cj, self.ca,
                                       self.cb, self.cr, self.kind, self.cap, self.other, self.oa, self.ob,
                                       self.orad, self.oR, self.op, self.oz, self.A, self.B, self.d,
