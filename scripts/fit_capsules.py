@@ -17,9 +17,12 @@ volume found by a Nelder–Mead search over its axis and centre line from the pr
 given axis line the radius is the largest distance of a vertex from the line and the segment is the
 shortest that still covers every vertex, so every vertex lies inside the capsule (checked).
 
-Self-collision pairs that are never checked (the SRDF's ``disable_collisions``, as MoveIt's setup
-assistant finds them): adjacent links, and pairs whose capsules overlap at the home configuration
-or in more than 95 % of random configurations within the joint limits (they always touch).
+Self-collision pairs that are never checked (the SRDF's ``disable_collisions``): those of the vendors'
+MoveIt SRDFs in example-robot-data (``panda_description/srdf/panda.srdf`` for the Panda and the FR3,
+``ur_description/srdf/ur5.srdf`` for the UR10: the same links and layout as the UR5), which MoveIt's setup
+assistant found from the meshes (adjacent, touching at the default pose, never touching), and the pairs
+our capsules add as the assistant would: adjacent links, and pairs whose capsules overlap at the home
+configuration or in more than 95 % of random configurations within the joint limits (they always touch).
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ while SHARE.name != "cmeel.prefix":  # pinocchio's wheel: <site-packages>/cmeel.
     SHARE = SHARE.parent
 SHARE = SHARE / "share"
 ERD = SHARE / "example-robot-data" / "robots"
+
+SRDF = {"ur10": "ur_description/srdf/ur5.srdf", "panda": "panda_description/srdf/panda.srdf",
+        "fr3": "panda_description/srdf/panda.srdf"}
 
 ARMS = {  # ours → (vendor URDF, our link → vendor link, our flange, vendor flange)
     "ur10": ("ur_description/urdf/ur10_robot.urdf",
@@ -136,16 +142,31 @@ def seg_dist(a0, a1, b0, b1) -> float:
     return float(np.min(np.linalg.norm(A[:, None] - B[None], axis=2)))
 
 
-def disabled_pairs(name: str, ours: pin.Model, caps: dict[str, dict], rng: np.random.Generator) -> list[list]:
+def vendor_disabled(name: str, links: dict[str, str]) -> dict[tuple[str, str], str]:
+    """The vendor SRDF's disable_collisions among our links (names mapped), with their reasons."""
+    import xml.etree.ElementTree as ET
+
+    ours = {v: k for k, v in links.items()}
+    out = {}
+    for e in ET.parse(ERD / SRDF[name]).getroot().iter("disable_collisions"):
+        a, b = ours.get(e.get("link1", "")), ours.get(e.get("link2", ""))
+        if a is not None and b is not None:
+            key = (a, b) if list(links).index(a) < list(links).index(b) else (b, a)
+            out[key] = f"{e.get('reason')} (vendor SRDF)" if e.get("reason") else "vendor SRDF"
+    return out
+
+
+def disabled_pairs(name: str, ours: pin.Model, caps: dict[str, dict], rng: np.random.Generator,
+                   vendor: dict[tuple[str, str], str]) -> list[list]:
     links = list(caps)
     parent = {}
     for f in ours.frames:
         if f.name in caps:
             parent[f.name] = f.parentJoint
-    pairs, why = [], {}
+    pairs, why = [], dict(vendor)
     for i, a in enumerate(links):
         for b in links[i + 1:]:
-            if abs(parent[a] - parent[b]) <= 1:
+            if abs(parent[a] - parent[b]) <= 1 and (a, b) not in why:
                 why[(a, b)] = "Adjacent"
             pairs.append((a, b))
     lo, hi = ours.lowerPositionLimit, ours.upperPositionLimit
@@ -190,7 +211,8 @@ def main() -> None:
             print(f"{name} {ln}: r = {caps[ln]['radius']:.3f} m, length "
                   f"{np.linalg.norm(np.subtract(caps[ln]['b'], caps[ln]['a'])):.3f} m ({len(P)} vertices)")
         out[name] = {"source": f"example-robot-data {src.split('/')[0]} collision meshes",
-                     "capsules": caps, "disable_collisions": disabled_pairs(name, ours, caps, rng)}
+                     "capsules": caps, "disable_collisions": disabled_pairs(name, ours, caps, rng,
+                                                             vendor_disabled(name, links))}
         print(name, "disabled pairs:", out[name]["disable_collisions"])
     (ROOT / "urdf" / "capsules.json").write_text(json.dumps(out, indent=1) + "\n")
     print("wrote", ROOT / "urdf" / "capsules.json")

@@ -102,7 +102,8 @@ def build_limits(robot: RobotModel, p: ControlParams) -> SafetyLimits:
     volumes = p.workspace_box is not None or bool(p.keep_out)
     if volumes and "workspace" not in p.limits:
         p = p.model_copy(update={"limits": [*p.limits, "workspace"]})
-    links = robot.geometry is not None and ((volumes and p.collision_links) or p.self_collision)
+    on = {"keep_out": bool(p.keep_out), "all": volumes, "off": False}[p.collision_links]
+    links = robot.geometry is not None and (on or p.self_collision)
     if links and "collision" not in p.limits:  # every link's velocity damper (fdcontrol.limits.collision)
         p = p.model_copy(update={"limits": [*p.limits, "collision"]})
     return SafetyLimits.from_settings(robot, p)

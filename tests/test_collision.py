@@ -191,19 +191,19 @@ def test_shipped_arms_have_geometry_and_planar2_says_it_has_none(caplog: pytest.
     assert [m for m in caplog.messages if "no <collision> geometry" in m and "planar2" in m]
     # and keeps working with tip-only checks
     ws = workspace_from_config(r, None, [{"name": "ball", "sphere": {"center": [5, 0, 0], "radius": 0.1}}],
-                               collision_links=True, self_collision=True)
+                               collision_links="all", self_collision=True)
     assert ws.clearance is None and not ws.empty
 
 
 def test_nothing_computed_when_nothing_is_configured() -> None:
     """No volume and no self-collision: no distance computer anywhere, nothing computed per cycle."""
     robot = RobotModel.load("panda")
-    assert clearance_for(robot, [], collision_links=True, self_collision=False) is None
-    ws = workspace_from_config(robot, None, [], collision_links=True, self_collision=False)
+    assert clearance_for(robot, [], collision_links="all", self_collision=False) is None
+    ws = workspace_from_config(robot, None, [], collision_links="all", self_collision=False)
     assert ws.clearance is None and ws.empty
 
     class P:
-        velocity_scale, collision_links, self_collision = 0.5, True, False
+        velocity_scale, collision_links, self_collision = 0.5, "all", False
 
     lim = CollisionAvoidance.from_settings(robot, P())  # type: ignore[arg-type]
     assert lim.clearance is None
@@ -211,7 +211,7 @@ def test_nothing_computed_when_nothing_is_configured() -> None:
     qd = [0.1] * robot.dof
     assert lim.apply(Cycle(q, np.zeros(robot.dof), None, 0.002), qd) is False
     # configured, it computes once per call
-    cl = clearance_for(robot, [], collision_links=True, self_collision=True)
+    cl = clearance_for(robot, [], collision_links="all", self_collision=True)
     assert cl is not None and cl.count == 0
     lim = CollisionAvoidance(cl, 0.01)
     lim.apply(Cycle(q, np.zeros(robot.dof), None, 0.002), qd)

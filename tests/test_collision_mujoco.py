@@ -41,7 +41,8 @@ def _guide(robot: RobotModel, push: np.ndarray, objects: list[EnvObject], keep_o
     filt = WrenchFilter(tool_mass=P.TOOL.mass, tool_com=np.array(P.TOOL.com))
     limits, task = SafetyLimits.from_robot(robot), None
     if keep_out is not None or self_collision:
-        ws = workspace_from_config(robot, None, keep_out or [], collision_links=True, self_collision=self_collision)
+        ws = workspace_from_config(robot, None, keep_out or [], collision_links="keep_out",
+                                   self_collision=self_collision)
         task = TaskSpace(ws)
         lim = CollisionAvoidance.from_settings(robot, Params(keep_out=keep_out or [],  # type: ignore[arg-type]
                                                              self_collision=self_collision))

@@ -50,8 +50,10 @@ PARAMS = declare(
           "margin, stiffness and damping", "m", max_items=256),
     Param("workspace_stop_deceleration", "float", 5.0, "braking of the hard stop at the workspace boundary",
           "m/s²", policy="tighten", gt=0, le=100),
-    Param("collision_links", "bool", True, "every link with collision geometry obeys the workspace box and the "
-          "keep-out volumes too (repulsive load and velocity damper); false: the tip and workspace_links only"),
+    Param("collision_links", "choice", "keep_out", "which volumes every link with collision geometry obeys (a "
+          "repulsive load and a velocity damper): keep_out (the keep-out volumes; the workspace box holds the tip "
+          "and workspace_links), all (the workspace box too: size it around the whole arm), off",
+          choices=("keep_out", "all", "off")),
     Param("self_collision", "bool", False, "keep the arm's links apart: a repulsive load and a velocity damper "
           "between link pairs that are not adjacent (needs collision geometry)"),
     Param("self_collision_margin", "float", 0.04, "distance between two links inside which their repulsive "
@@ -346,11 +348,13 @@ def _volume(i: int, it: dict[str, Any]) -> tuple[str, Volume]:
     return str(it.get("name") or f"{k}{i}"), vol
 
 
-def obstacles(zones: Sequence[Zone]) -> list[Obstacle]:
+def obstacles(zones: Sequence[Zone], box: bool = True) -> list[Obstacle]:
     """The zones' pieces as obstacles of :class:`fdcontrol.model.collision.Clearance` (a workspace box: its
-    six faces, each a plane whose allowed side is the box's inside)."""
+    six faces, each a plane whose allowed side is the box's inside; left out with ``box`` false)."""
     out = []
     for z in zones:
+        if isinstance(z.volume, WorkspaceBox) and not box:
+            continue
         for part in z.parts():
             if isinstance(part, Plane):
                 out.append(Obstacle(z.name, PLANE, part.point, part.normal, 0.0, z.margin))
@@ -361,25 +365,29 @@ def obstacles(zones: Sequence[Zone]) -> list[Obstacle]:
     return out
 
 
-def clearance_for(robot: RobotModel, zones: Sequence[Zone], collision_links: bool = True,
+def clearance_for(robot: RobotModel, zones: Sequence[Zone], collision_links: str = "keep_out",
                   self_collision: bool = False, self_margin: float = 0.04) -> Clearance | None:
-    """The links' distance computer for ``zones`` (and self-collision), or None when there is nothing to
-    compute: no collision geometry, or neither volumes for the links nor self-collision."""
+    """The links' distance computer for ``zones`` (``collision_links``: "keep_out" the keep-out volumes,
+    "all" the workspace box too, "off" none) and self-collision, or None when there is nothing to compute:
+    no collision geometry, or neither volumes for the links nor self-collision."""
+    if collision_links not in ("keep_out", "all", "off"):
+        raise ValueError(f"collision_links must be 'keep_out', 'all' or 'off', got {collision_links!r}")
     geo = robot.geometry
-    if geo is None or not ((collision_links and zones) or self_collision):
+    obs = [] if collision_links == "off" else obstacles(zones, box=collision_links == "all")
+    if geo is None or not (obs or self_collision):
         return None
-    cl = Clearance(robot, geo, obstacles(zones) if collision_links else [], self_collision, self_margin)
+    cl = Clearance(robot, geo, obs, self_collision, self_margin)
     return None if cl.empty else cl
 
 
 def workspace_from_config(robot: RobotModel, box: dict[str, Any] | None, keep_out: Sequence[dict[str, Any]],
-                          links: Sequence[str] = (), collision_links: bool = False, self_collision: bool = False,
+                          links: Sequence[str] = (), collision_links: str = "off", self_collision: bool = False,
                           self_margin: float = 0.04) -> Workspace:
     """Build from plain data (settings / API): ``box`` {min, max, margin, stiffness, damping} or None;
     ``keep_out`` items {name, sphere {center, radius} | box {min, max} | plane {point, normal}, margin,
     stiffness, damping}; ``links`` frame names whose origins obey the volumes too; ``collision_links``:
-    every link's collision capsules obey them (the robot's geometry), ``self_collision``: keep the links
-    apart, ``self_margin`` (m) the margin between two links."""
+    which volumes every link's collision capsules obey ("keep_out", "all": the box too, "off"; the robot's
+    geometry), ``self_collision``: keep the links apart, ``self_margin`` (m) the margin between two links."""
     zones = []
     gains = ("margin", "stiffness", "damping")
     if box is not None:

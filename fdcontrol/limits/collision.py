@@ -59,7 +59,7 @@ class CollisionAvoidance(Limit):
         ws = workspace_from_config(robot, _dump(getattr(params, "workspace_box", None)),
                                    [_dump(v) for v in getattr(params, "keep_out", None) or []])
         p: Any = params
-        cl = clearance_for(robot, ws.zones, bool(getattr(p, "collision_links", True)),
+        cl = clearance_for(robot, ws.zones, str(getattr(p, "collision_links", "keep_out")),
                            bool(getattr(p, "self_collision", False)), float(getattr(p, "self_collision_margin", 0.04)))
         out = cls(cl, float(getattr(p, "collision_distance", 0.01)),
                   float(getattr(p, "workspace_stop_deceleration", 5.0)),
