@@ -107,4 +107,4 @@ def test_state_carries_the_smallest_link_distance_and_its_pair(svc):
     deadline, s = time.monotonic() + 10, state(svc)
     while s["link_pair"] is not None and time.monotonic() < deadline:
         s = state(svc)
-    assert s["link_distance"] is None and s["link_pair"] is None and "collision" not in s["limits_active"]
+    assert s["link_distance"] is None and s["link_pair"] is None and not s["limits_active"].get("collision")
