@@ -109,13 +109,13 @@ class BoxSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     min: Coord3 = Field(description="m, base frame")
-    max: Coord3 = Field(description="m, base frame; >= min on every axis")
+    max: Coord3 = Field(description="m, base frame; > min on every axis (a positive size)")
 
     @model_validator(mode="after")
     def _ordered(self) -> BoxSpec:
-        bad = [a for a, lo, hi in zip("xyz", self.min, self.max, strict=True) if lo > hi]
+        bad = [a for a, lo, hi in zip("xyz", self.min, self.max, strict=True) if not lo < hi]
         if bad:
-            raise ValueError(f"box min must be <= max on every axis; not on {', '.join(bad)}")
+            raise ValueError(f"box min must be < max on every axis (a positive size); not on {', '.join(bad)}")
         return self
 
 
