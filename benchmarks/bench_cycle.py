@@ -19,7 +19,14 @@ Per robot, per call (µs: p50, p99, max), interleaved in rounds so that machine 
   building the LoopState, ``sim_driver`` — the simulator's read + send, ``limits`` — ``SafetyLimits.apply``,
   ``limits_np`` — the same four limits written with numpy calls; ``shm_today`` / ``shm_derived`` /
   ``dict_derived`` — publishing a state into shared memory (the worker's writer, the derived layout) and
-  the JSON/MessagePack dict.
+  the JSON/MessagePack dict;
+* link geometry (``fdcontrol.model.collision``; 10 keep-out volumes — boxes, spheres, planes, far from the
+  arm — for every moving link's capsule, plus self-collision): ``links`` — the distances, witness points
+  and rows of every pair (one compiled call), ``links_loads`` — the repulsive loads from them,
+  ``links_limit`` — the velocity damper with its own distances, and ``loop_swaying_links`` — the loop with
+  all of it configured under a small swaying wrench (the arm moves every cycle, near HOME), beside
+  ``loop_swaying``, the same loop without it (their difference: the cost in the cycle; nothing configured
+  costs nothing: the loop has no link stage then).
 
 Every item's ratio to ``core`` is printed for p50 and p99 (goal: loop p50 ≤ 4× core p50). Not a test:
 numbers depend on the machine and its load (the 1-min load average is printed).
@@ -28,6 +35,7 @@ numbers depend on the machine and its load (the 1-min load average is printed).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import time
 
@@ -97,6 +105,40 @@ def make_loop(robot: RobotModel, sensor: bool = False, **params) -> ControlLoop:
     """The one assembly's loop (default parameters unless given) on the kinematic simulator."""
     sim = SimulatedRobot(robot, dt=DT, q0=np.array(HOME[robot.name]), sensor=SimulatedSensor() if sensor else None)
     return build_loop(driver=sim, robot=robot, rate=1 / DT, **params)
+
+
+KEEP_OUT = [  # 10 volumes around the arm, out of its reach at HOME (m, base frame)
+    *({"name": f"box{i}", "box": {"min": [2.0 + i, -0.2, 0.0], "max": [2.3 + i, 0.2, 0.5]}} for i in range(4)),
+    *({"name": f"ball{i}", "sphere": {"center": [-2.0 - i, 0.5, 0.3], "radius": 0.2}} for i in range(3)),
+    *({"name": f"wall{i}", "plane": {"point": [0.0, 0.0, -0.5 - i], "normal": [0, 0, 1]}} for i in range(3)),
+]
+
+
+def link_parts(robot: RobotModel):
+    """The workspace (repulsive loads) and the damper for KEEP_OUT and self-collision."""
+    from fdcontrol.control.workspace import workspace_from_config
+    from fdcontrol.limits.collision import CollisionAvoidance
+
+    class P:
+        velocity_scale, keep_out, self_collision = 0.5, KEEP_OUT, True
+
+    ws = workspace_from_config(robot, None, KEEP_OUT, collision_links="keep_out", self_collision=True)
+    return ws, CollisionAvoidance.from_settings(robot, P())  # type: ignore[arg-type]
+
+
+def links_loop(robot: RobotModel) -> ControlLoop:
+    """The default loop with the link geometry's loads and damper (KEEP_OUT and self-collision) as its parts."""
+    from fdcontrol.control.task import TaskSpace
+
+    ws, lim = link_parts(robot)
+    sim = SimulatedRobot(robot, dt=DT, q0=np.array(HOME[robot.name]))
+    return build_loop(driver=sim, robot=robot, rate=1 / DT, parts={
+        "limits": SafetyLimits.compose([*SafetyLimits.from_robot(robot).limits, lim]), "task": TaskSpace(ws)})
+
+
+def sway(loop: ControlLoop, now: float) -> None:
+    """A small streamed wrench swaying at 0.5 Hz: the arm moves every cycle but stays near HOME."""
+    loop.set_wrench(0.3 * WRENCH * math.cos(math.pi * now), t=now)
 
 
 def hold_wrench(loop: ControlLoop) -> None:
@@ -208,6 +250,22 @@ def bench(robot: RobotModel, cycles: int, rounds: int) -> dict[str, np.ndarray]:
              "limits": lambda: lim.apply(q, qd_des, prev, J, DT),
              "limits_np": lambda: lim_np(q, qd_des, prev, J, DT)}
     calls.update(publish_calls(loop))
+    ws, lim_links = link_parts(robot)
+    qs, flip = [q, q + 1e-6], [0]  # alternating q: a repeated q would reuse the last distances
+
+    def nxt() -> np.ndarray:
+        flip[0] ^= 1
+        return qs[flip[0]]
+
+    from fdcontrol.limits.base import Cycle
+
+    calls["links"] = lambda: ws.clearance.compute(nxt())
+    calls["links_loads"] = lambda: ws.joint_torque(nxt(), qd_des)
+    calls["links_limit"] = lambda: lim_links.apply(Cycle(nxt(), prev, J, DT), qd_des.tolist())
+    loop2, with_links = make_loop(robot), links_loop(robot)
+    calls["loop_swaying"] = lambda: (sway(loop2, time.perf_counter()), loop2.step(now=time.perf_counter()))
+    calls["loop_swaying_links"] = lambda: (sway(with_links, time.perf_counter()),
+                                           with_links.step(now=time.perf_counter()))
     for part, other in configured(robot).items():
         calls[f"with:{part}"] = lambda other=other: other.step(now=0.0)
     # the same cycle with a clock around each stage (its own loop object: `loop` runs without clocks)

@@ -128,7 +128,8 @@ def check_workspace(loop: Any, p: Any) -> None:
     ws = build_workspace(own(loop.robot), p)
     if ws is None:
         return
-    bad = ws.violations(ws.points(np.asarray(loop.state.q)))
+    q = np.asarray(loop.state.q)
+    bad = ws.violations(ws.points(q)) + ws.link_violations(q)
     if bad:
         raise ValueError("the workspace would move the arm by itself: " + "; ".join(bad[:3]) +
                          " — move the arm first or change the volume")

@@ -149,9 +149,15 @@ def build_link_loads(robot: RobotModel, p: Any) -> LinkLoads | None:
 
 def build_limits(robot: RobotModel, p: Any) -> SafetyLimits:
     """The limits named in ``p.limits``, each built from the robot and the parameters by its class;
-    with workspace volumes the hard stop at their boundary (limit ``workspace``) joins them."""
-    if (p.workspace_box is not None or p.keep_out) and "workspace" not in p.limits:
+    with workspace volumes the hard stop at their boundary (limit ``workspace``) joins them, and with link
+    geometry and volumes (or self-collision) the links' velocity damper (limit ``collision``)."""
+    volumes = p.workspace_box is not None or bool(p.keep_out)
+    if volumes and "workspace" not in p.limits:
         p = SimpleNamespace(**{**vars_of(p), "limits": [*p.limits, "workspace"]})
+    on = {"keep_out": bool(p.keep_out), "all": volumes, "off": False}[p.collision_links]
+    links = robot.geometry is not None and (on or p.self_collision)
+    if links and "collision" not in p.limits:  # every link's velocity damper (fdcontrol.limits.collision)
+        p = SimpleNamespace(**{**vars_of(p), "limits": [*p.limits, "collision"]})
     return SafetyLimits.from_settings(robot, p)
 
 
@@ -185,7 +191,9 @@ def build_filter(p: Any, old: WrenchFilter | None = None, driver: Any = None) ->
 
 def build_workspace(robot: RobotModel, p: Any) -> Workspace | None:
     box = _spec(p.workspace_box) if p.workspace_box is not None else None
-    ws = workspace_from_config(robot, box, [_spec(k) for k in p.keep_out], p.workspace_links)
+    ws = workspace_from_config(robot, box, [_spec(k) for k in p.keep_out], p.workspace_links,
+                               collision_links=p.collision_links, self_collision=p.self_collision,
+                               self_margin=p.self_collision_margin)
     return None if ws.empty else ws
 
 
