@@ -202,6 +202,9 @@ class FrankaDriver(RobotDriver):
         self.controller_mode, self.realtime, self.wrench_source = controller_mode, realtime, wrench_source
         self.state_timeout, self.pose_tolerance = float(state_timeout), (tol[0], tol[1])
         self.robot_ip, self.rate_limit = str(robot_ip), bool(rate_limit)
+        pub = published_limits(robot.name) or published_limits("fr3")
+        # the robot's published acceleration and jerk limits (rad/s², rad/s³), for the last check
+        self._dynamic_limits = (np.array(pub.acceleration), np.array(pub.jerk))  # type: ignore[union-attr]
         self.lib = library or _library()
         self.sensor = None
         if sensor is not None:  # an external force–torque sensor on the flange (ATI/Schunk Net F/T, RDT over UDP)
@@ -232,7 +235,9 @@ class FrankaDriver(RobotDriver):
         self._fd: int | None = None
         self._state: Any = None
         self._t_last: float | None = None
+        self._t_read: float | None = None  # the robot's time of the last state read (clock_step)
         self.read_at: float | None = None
+        self.clock_step: float | None = None
         # the loop's clock (time.monotonic()): when the last robot state arrived, and when the driver
         # declared the connection lost (no state within state_timeout: the loop holds in that cycle)
         self.last_state_at = math.nan
@@ -279,6 +284,7 @@ class FrankaDriver(RobotDriver):
             self._close_fd()
             raise
         self._robot, self._control, self._state, self._t_last = r, None, state, None
+        self._t_read, self.clock_step = None, None  # a new connection: the robot's time starts anew
         self.last_state_at = time.monotonic()
         self._update(state)
 
@@ -366,6 +372,9 @@ class FrankaDriver(RobotDriver):
             self.read_at = time.perf_counter()  # the tick: when the robot's state arrived
             self.last_state_at = time.monotonic()
             t = float(state.time.to_sec())
+            prev = self._t_read
+            self.clock_step = t - prev if prev is not None and t > prev else None
+            self._t_read = t
             if self._control is not None and self._t_last is not None:
                 gap = round((t - self._t_last) / CLOCK_PERIOD) - 1
                 if gap > 0:
@@ -418,7 +427,8 @@ class FrankaDriver(RobotDriver):
 
     # ------------------------------------------------------------------ out
     def _start(self) -> None:
-        self._sent = (np.zeros(7), np.zeros(7))
+        self._sent = (np.zeros(7), np.zeros(7))  # a motion starts at rest: velocity and acceleration zero
+        self._q_c = self._t_cmd = None
         lib = self.lib
         mode = lib.ControllerMode.JointImpedance if self.controller_mode == "joint" \
             else lib.ControllerMode.CartesianImpedance
@@ -431,27 +441,51 @@ class FrankaDriver(RobotDriver):
             self._wait()
             state, _ = self._control.readOnce()
             self._state, self.last_state_at = state, time.monotonic()
+            self._t_read = float(state.time.to_sec())  # the loop's next step counts from this state
             self._q_c = np.asarray(state.q_d, dtype=float)
-            self._t_cmd = float(state.time.to_sec())
+
+    def _ticks(self) -> int:
+        """Robot cycles since the state the previous command answered (1: none missed), from the
+        robot's own time stamps; at most ``MAX_POSITION_STEP`` of them."""
+        t = float(self._state.time.to_sec()) if self._state is not None else None
+        n = 1
+        if t is not None and self._t_cmd is not None and t > self._t_cmd:
+            n = min(max(round((t - self._t_cmd) / CLOCK_PERIOD), 1), round(MAX_POSITION_STEP / CLOCK_PERIOD))
+        self._t_cmd = t
+        return n
 
     def _command(self, q_ref: np.ndarray | None, qd_ref: np.ndarray | None, finished: bool = False) -> Any:
+        """The command for the robot's current state, continuing the signal the robot executes.
+
+        Over each state that passed without a command (a missed cycle) the robot filled one itself,
+        the last command extrapolated with constant acceleration (libfranka's ``rate_limiting.h``:
+        "When a packet is lost, FCI assumes a constant acceleration model"). The command goes on
+        from there: the velocity sent is one tick from the filled velocity (and, with
+        ``rate_limit``, that tick's acceleration and jerk are kept within the robot's published
+        limits, :meth:`_guard`); in the position interface the positions are the robot's desired
+        position q_d at the motion's start plus the filled and the commanded velocities integrated
+        tick by tick — the same signal, so after a miss the positions go on with the robot's clock
+        (as libfranka's own position generators do) without a dip and a jump back."""
         lib = self.lib
+        n = self._ticks()
+        h, (p2, v) = CLOCK_PERIOD, self._sent
+        a = (v - p2) / h  # the last tick's acceleration, which the robot's fill holds
+        q = self._q_c
+        if q is None and self.interface == "position":
+            q = np.asarray(self._state.q_d if q_ref is None else q_ref, dtype=float)
+        for _ in range(n - 1):  # the ticks the robot filled
+            v = v + a * h
+            if q is not None:
+                q = q + v * h
+        if qd_ref is None:
+            qd_ref = np.zeros(7)
+        out = self._guard(np.asarray(qd_ref, dtype=float), v, a) if self.rate_limit else np.asarray(qd_ref, dtype=float)
+        self._sent = (v, np.array(out, dtype=float))
         if self.interface == "velocity":
-            cmd = lib.JointVelocities([0.0] * 7 if qd_ref is None else [float(v) for v in qd_ref])
-        else:  # positions: the robot's q_d at the motion's start + Σ q̇_ref·Δt (the same limited reference),
-            # Δt the robot's time since the previous command: after a missed robot cycle the positions go on
-            # with the robot's clock (as libfranka's own position generators do), so the velocity the robot
-            # sees is q̇_ref, not a dip and a jump back
-            if self._q_c is None:
-                self._q_c = np.asarray(self._state.q_d if q_ref is None else q_ref, dtype=float)
-            t = float(self._state.time.to_sec()) if self._state is not None else None
-            step = CLOCK_PERIOD
-            if t is not None and self._t_cmd is not None and t > self._t_cmd:
-                step = min(max(round((t - self._t_cmd) / CLOCK_PERIOD), 1) * CLOCK_PERIOD, MAX_POSITION_STEP)
-            self._t_cmd = t
-            if qd_ref is not None:
-                self._q_c = self._q_c + step * np.asarray(qd_ref, dtype=float)
-            cmd = lib.JointPositions([float(v) for v in self._q_c])
+            cmd = lib.JointVelocities([float(x) for x in out])
+        else:
+            self._q_c = q = q + out * h  # type: ignore[operator]
+            cmd = lib.JointPositions([float(x) for x in q])
         cmd.motion_finished = finished
         return cmd
 
@@ -466,30 +500,26 @@ class FrankaDriver(RobotDriver):
                 # a motion starts from rest (the robot's desired velocity is zero): the limits ramp
                 # the first reference from zero, so it is sent as it is
                 self._start()
-            if self.rate_limit:
-                qd_ref = self._guard(np.zeros(7) if qd_ref is None else np.asarray(qd_ref, dtype=float))
             try:
-                self._control.writeOnce(self._command(q_ref, qd_ref))
-                if qd_ref is not None:
-                    self._sent = (self._sent[-1], np.array(qd_ref, dtype=float))
+                self._control.writeOnce(self._command(q_ref, None if qd_ref is None else np.asarray(qd_ref)))
             except Exception as exc:
                 self._aborted(exc)
                 raise FrankaError(self.error) from None
 
-    def _guard(self, qd: np.ndarray) -> np.ndarray:
-        """The last check before the robot, as libfranka's rate limiting: the step from the last
-        two velocities sent kept within the robot's published acceleration and jerk limits and
-        the model's velocity limits (|a| ≤ a_max, then |a − a_prev| ≤ j_max dt). A no-op for the
-        loop's references (its limits are tighter); it catches a command that bypassed them, such
-        as a zero velocity sent to a moving robot when the loop thread did not end in time."""
-        pub = published_limits(self.robot.name) or published_limits("fr3")
-        A, J = np.array(pub.acceleration), np.array(pub.jerk)  # type: ignore[union-attr]
-        dt, (p2, p1) = CLOCK_PERIOD, self._sent
-        a_prev = (p1 - p2) / dt
-        a_raw = np.nan_to_num((qd - p1) / dt)
-        a = np.clip(np.clip(a_raw, -A, A), a_prev - J * dt, a_prev + J * dt)
+    def _guard(self, qd: np.ndarray, v: np.ndarray, a_prev: np.ndarray) -> np.ndarray:
+        """The last check before the robot, as libfranka's rate limiting: the tick from the velocity
+        v the robot is at (after filling any missed states) to the one sent keeps the robot's
+        published acceleration and jerk limits (|a| ≤ a_max, then |a − a_prev| ≤ j_max h, with a_prev
+        the acceleration the robot's fill held) and the model's velocity limits. A no-op for the
+        loop's references (its jerk limit continues the same fill); it catches a command that
+        bypassed them, such as a zero velocity sent to a moving robot when the loop thread did not
+        end in time."""
+        A, J = self._dynamic_limits
+        h = CLOCK_PERIOD
+        a_raw = np.nan_to_num((qd - v) / h)
+        a = np.clip(np.clip(a_raw, -A, A), a_prev - J * h, a_prev + J * h)
         vmax = self.robot.limits.velocity
-        out = np.where(a == a_raw, np.nan_to_num(qd), p1 + a * dt)  # untouched where within the limits
+        out = np.where(a == a_raw, np.nan_to_num(qd), v + a * h)  # untouched where within the limits
         return np.clip(out, -vmax, vmax)
 
     def finish_motion(self) -> None:
@@ -534,9 +564,9 @@ class FrankaDriver(RobotDriver):
             self._wait()
             state, _ = c.readOnce()
             self._state, self.last_state_at = state, time.monotonic()
+            self._t_read = float(state.time.to_sec())
             prev = lim.limit(np.zeros(7), np.zeros(7), prev, None, CLOCK_PERIOD)
             c.writeOnce(self._command(None, prev))
-            self._sent = (self._sent[-1], prev)
 
     def exchange(self, loop: Any, state: Any) -> None:
         """After each cycle (loop hook): finish the motion on stop, fault, or a hold at rest."""
