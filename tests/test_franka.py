@@ -11,9 +11,12 @@ in: tests/rdt_peer.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -346,7 +349,6 @@ def test_a_wrong_model_is_refused_with_one_line(sim, tmp_path):
     cmd = [sys.executable, "-m", "fdcontrol.server", "serve", "--host", "127.0.0.1", "--port", "0",
            "--robot", str(wrong), "--driver", "franka"]
     env = {"FDCONTROL_DRIVER_OPTIONS": json.dumps(opts), "FDCONTROL_BASE": "fr3_link0", "FDCONTROL_TIP": "fr3_link8"}
-    import os
 
     out = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
@@ -355,14 +357,34 @@ def test_a_wrong_model_is_refused_with_one_line(sim, tmp_path):
     assert "does not match the robot" in lines[0] and "10.0 mm" in lines[0] and "refusing to start" in lines[0]
 
 
-def test_a_killed_simulator_faults_into_hold_and_reconnects(sim):
-    """Kill the simulator in mid-motion: the loop faults into hold within 100 ms of the robot's last
-    state, measured on the loop's own clock (the driver's deadline on each state, not libfranka's
-    1 s receive timeout); the API says why; reconnecting is explicit and works."""
+def health_while(svc: Service, seconds: float) -> list[tuple[int, dict]]:
+    """/health polled for `seconds` (bounded in count and time)."""
+    out, end = [], time.monotonic() + seconds
+    for _ in range(int(seconds / 0.05) + 1):
+        if time.monotonic() >= end:
+            break
+        r = httpx.get(svc.url + "/health", timeout=5)
+        out.append((r.status_code, r.json()))
+        time.sleep(0.05)
+    return out
+
+
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_a_lost_robot_is_a_robot_fault_and_reconnects(sim, how):
+    """The robot is lost in mid-motion — it stops sending (SIGSTOP: a pulled cable, its TCP connection
+    stays open) or it closes the connection (SIGKILL: powered off). The loop faults into hold with
+    "robot connection lost" within state_timeout + one cycle of the robot's last state, on the loop's
+    own clock; it stays alive: /health answers 200 throughout with that reason (its heartbeat and its
+    cycles are fresh: a stale heartbeat answers 503), the supervisor replaces nothing; reconnecting is
+    explicit (POST /control/reconnect), refused while the robot is gone, and works once it is back —
+    the same simulator resumed, or a new one — without restarting the service."""
     host = sim.host
-    svc = franka_service(host, options={"state_timeout": KILL_STATE_TIMEOUT})
+    # the heartbeat and the loop's cycles count as stale after 0.5 s (the watchdog period)
+    svc = franka_service(host, options={"state_timeout": KILL_STATE_TIMEOUT},
+                         env={"FDCONTROL_COMMAND_TIMEOUT": "0.5"})
+    sims = [sim]
     try:
-        for _ in range(5):  # bounded: a simulator starved of CPU may miss 50 ms before the kill (a loaded
+        for _ in range(5):  # bounded: a simulator starved of CPU may miss 50 ms before the loss (a loaded
             # machine): that loss is real but not the one under test — reconnect and move again
             assert post(svc, "/control/start").status_code == 200
             stream(svc, [15.0, 0, 0, 0, 0, 0], 0.3, check=False)
@@ -370,35 +392,49 @@ def test_a_killed_simulator_faults_into_hold_and_reconnects(sim):
             if st["fault"] is None and any(st["qd_ref"]):
                 break
             post(svc, "/control/stop")
-            assert post(svc, "/control/reconnect").status_code == 200
+            post(svc, "/control/reconnect")
             post(svc, "/control/hold", {"hold": False})
-        assert st["fault"] is None and any(st["qd_ref"]), st  # moving, before the kill
+        assert st["fault"] is None and any(st["qd_ref"]), st  # moving, before the loss
+        pid = httpx.get(svc.url + "/health", timeout=5).json()
         before = time.monotonic()
-        sim.kill()
+        os.kill(sim.proc.pid, signal.SIGSTOP if how == "stop" else signal.SIGKILL)
         after = time.monotonic()
         st = wait_until(svc, lambda s: s["fault"], seconds=5.0)
-        assert st["fault"] and "connection lost" in st["fault"], st["fault"]
+        assert st["fault"] and "robot connection lost" in st["fault"], st["fault"]
         assert st["holding"] and st["safety_mode"] == "disconnected"
         stats = httpx.get(svc.url + "/stats", timeout=5).json()
         last, lost = stats["robot_last_state_at"], stats["robot_lost_at"]
-        # the loss is the kill's (time.monotonic() is one clock on this host) ...
+        # the loss is the signal's (time.monotonic() is one clock on this host) ...
         assert last <= after and lost >= before, (before, after, last, lost)
-        # ... and the loop faulted within 100 ms of the robot's last state, on the loop's clock
-        assert lost - last <= 0.1, f"fault {1e3 * (lost - last):.1f} ms after the last state"
-        # the loop's record agrees: the fault (fault_at) one wait for a state after the last cycle that
-        # had one (stamp); the cycle's own work and a wake-up on a loaded machine come on top
+        # ... declared within state_timeout + one cycle of the robot's last state, on the loop's clock (the
+        # cycle's own work and a wake-up on a loaded machine come on top: STAMP_SLACK)
+        assert lost - last <= KILL_STATE_TIMEOUT + DT + STAMP_SLACK, f"fault {1e3 * (lost - last):.1f} ms after"
+        # the loop's record agrees: the fault (fault_at) one wait for a state after the last cycle that had one
         noticed = st["fault_at"] - st["stamp"]
-        assert KILL_STATE_TIMEOUT <= noticed <= KILL_STATE_TIMEOUT + STAMP_SLACK, noticed
-        health = httpx.get(svc.url + "/health", timeout=5).json()
-        assert health["status"] == "fault" and "connection lost" in health["fault"]
-        # reconnecting is explicit: the service stays in hold until asked
-        time.sleep(0.2)
+        assert KILL_STATE_TIMEOUT <= noticed <= KILL_STATE_TIMEOUT + DT + STAMP_SLACK, noticed
+        # alive and holding: /health 200 with the reason, for 1.5 s (the old loop process was killed
+        # 2.4 s after the loss: stuck in libfranka, holding the GIL); no restart
+        seen = health_while(svc, 1.5)
+        assert all(code == 200 for code, _ in seen), [b for c, b in seen if c != 200][:1]
+        assert all(b["status"] == "fault" and "robot connection lost" in b["fault"] for _, b in seen), seen[-1]
+        assert all(b["restarts"] == 0 for _, b in seen) and pid["restarts"] == 0
+        assert seen[-1][1]["cycles"] == seen[0][1]["cycles"]  # no robot state since: the cycle count stands
+        assert seen[-1][1]["last_cycle_age_s"] < 0.5  # … but the loop thread goes on (holding)
         assert state(svc)["holding"]
-        sim2 = FrankaSim(host)
-        for _ in range(3):  # bounded: a new simulator starved of CPU may miss a state right after it starts
+        # reconnecting is explicit, and refused while the robot is gone (the loop goes on holding)
+        if how == "kill":
+            r = post(svc, "/control/reconnect")
+            assert r.status_code >= 400 and "robot connection lost" in r.text, r.text
+            assert httpx.get(svc.url + "/health", timeout=5).status_code == 200
+            sims.append(FrankaSim(host))  # a new robot on the same address
+        else:
+            os.kill(sim.proc.pid, signal.SIGCONT)  # the same robot is back
+        for _ in range(3):  # bounded: a simulator starved of CPU may miss a state right after it resumes
             asked = time.monotonic()
             r = post(svc, "/control/reconnect")
-            assert r.status_code == 200, r.text
+            if r.status_code != 200:
+                time.sleep(0.5)
+                continue
             lost = httpx.get(svc.url + "/stats", timeout=5).json()["robot_lost_at"]
             assert lost is None or lost > asked  # the old loss is cleared (a new one would be after it)
             assert post(svc, "/control/hold", {"hold": False}).status_code == 200
@@ -407,11 +443,15 @@ def test_a_killed_simulator_faults_into_hold_and_reconnects(sim):
             if st["fault"] is None:
                 break
         assert st["fault"] is None and st["safety_mode"] == "Move" and not st["holding"], st["fault"]
+        assert httpx.get(svc.url + "/health", timeout=5).json()["restarts"] == 0
         assert post(svc, "/control/stop").status_code == 200
     finally:
         svc.stop()
-        if "sim2" in locals():
-            sim2.stop()
+        if how == "stop" and sim.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                os.kill(sim.proc.pid, signal.SIGCONT)
+        for s in sims[1:]:
+            s.stop()
 
 
 def metric_lines(svc: Service, prefix: str) -> list[str]:
