@@ -439,8 +439,8 @@ class FrankaDriver(RobotDriver):
             self.read_at = time.perf_counter()  # the tick: when the robot's state arrived
             self.last_state_at = time.monotonic()
             t = float(state.time.to_sec())
-            prev = self._t_read
-            self.clock_step = t - prev if prev is not None and t > prev else None
+            prev = self._t_read  # None: the first state of this connection, one period
+            self.clock_step = t - prev if prev is not None and t > prev else CLOCK_PERIOD
             self._t_read = t
             if self._control is not None and self._t_last is not None:
                 gap = round((t - self._t_last) / CLOCK_PERIOD) - 1

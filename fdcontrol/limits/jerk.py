@@ -48,7 +48,9 @@ class JointJerk(Limit):
     model"), so the robot's velocity went on to q̇_prev + (k−1)·a_prev·h. The reference after the
     miss continues that signal: the rules above apply to the one tick h from there, and the
     signal the robot executes, tick by tick, keeps |a| ≤ a_max and |Δa| ≤ j_max h also around the
-    miss. ``a_prev`` is then the acceleration of the last tick, not the mean over the k ticks.
+    miss. ``a_prev`` is then the acceleration of the last tick, not the mean over the k ticks. A
+    reference at rest (q̇_prev = 0 in every joint) is not extrapolated: a reference at rest never
+    starts to move by itself after a missed cycle.
 
     The limit keeps the previous cycle's q̇_prev and its last tick's acceleration to know a_prev;
     a loop that restarts from rest (q̇_prev = 0 after a reference far from zero) starts from a_prev
@@ -101,6 +103,7 @@ class JointJerk(Limit):
         restart = p2 is None or len(p2) != n or (
             last is not None and not any(prev) and any(abs(x) > a * dt for x, a in zip(last, acc, strict=True)))
         own = not restart and acc_last is not None and last == prev  # prev is the reference this limit made
+        moving = any(prev)  # at rest the robot has no motion to extrapolate (a Franka ends it there)
         hit = False
         out_acc = [0.0] * n
         for j in range(n):
@@ -111,7 +114,7 @@ class JointJerk(Limit):
                 a_prev = acc_last[j]  # type: ignore[index]
             else:  # changed outside this limit: its own step
                 a_prev = (v - p2[j]) / dt  # type: ignore[index]
-            if k > 1:
+            if k > 1 and moving:
                 v = v + (k - 1) * a_prev * h  # where the robot's constant-acceleration fill took it
             target = qd[j] if math.isfinite(qd[j]) else 0.0
             e = target - v
