@@ -210,6 +210,24 @@ def run_standin(seconds: float) -> dict[str, Any]:
     return res
 
 
+def schedstat(pid: int) -> dict[int, tuple[float, float]]:
+    """Per thread of process `pid`: (s on a CPU, s waiting for one) — Linux's /proc/…/schedstat."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            run, wait, _ = Path(task, "schedstat").read_text().split()
+        except (OSError, ValueError):
+            continue
+        out[int(task.name)] = (int(run) * 1e-9, int(wait) * 1e-9)
+    return out
+
+
+def busiest(before: dict[int, tuple[float, float]], after: dict[int, tuple[float, float]]) -> tuple[float, float]:
+    """(CPU s, run-queue wait s) of the thread that ran most between two schedstat samples: the loop thread."""
+    d = {t: (after[t][0] - before[t][0], after[t][1] - before[t][1]) for t in after if t in before}
+    return max(d.values()) if d else (math.nan, math.nan)
+
+
 def run_sim(seconds: float, n: int) -> dict[str, Any]:
     import httpx
     from bench_ws_latency import stop_watchers, watchers
@@ -227,8 +245,10 @@ def run_sim(seconds: float, n: int) -> dict[str, Any]:
         p = watchers(svc.url, n, 10) if n else None
         note = ""
         try:
+            loop_pid = svc.children()[0]
             s0 = httpx.get(svc.url + "/stats", timeout=10).json()
             t_robot0 = httpx.get(svc.url + "/state", timeout=10).json()["t"]
+            sched0 = schedstat(loop_pid)
             start = time.monotonic()
             for _ in range(int(seconds / 0.02) + 1):  # bounded in count and time
                 el = time.monotonic() - start
@@ -238,6 +258,7 @@ def run_sim(seconds: float, n: int) -> dict[str, Any]:
                 httpx.put(svc.url + "/control/wrench", json={"wrench": w}, timeout=5)
                 time.sleep(0.02)
             wall = time.monotonic() - start
+            sched1 = schedstat(loop_pid)
             s1 = httpx.get(svc.url + "/stats", timeout=10).json()
             st = httpx.get(svc.url + "/state", timeout=10).json()
         finally:
@@ -250,7 +271,10 @@ def run_sim(seconds: float, n: int) -> dict[str, Any]:
     robot_s = st["t"] - t_robot0
     cycles = s1["cycles"] - s0["cycles"]
     missed = s1["robot_missed_cycles"] - (s0["robot_missed_cycles"] or 0)
-    res = {"seconds": wall, "watchers": n, "robot_seconds": robot_s, "robot_clock_ratio": robot_s / wall,
+    cpu, runq = busiest(sched0, sched1)
+    res = {"seconds": wall, "watchers": n, "loop_thread_cpu_us": 1e6 * cpu / max(cycles, 1),
+           "loop_thread_runqueue_us": 1e6 * runq / max(cycles, 1), "robot_seconds": robot_s,
+           "robot_clock_ratio": robot_s / wall,
            "cycles": cycles, "compute_p50_us": s1["compute_p50_us"], "compute_p99_us": s1["compute_p99_us"],
            "compute_max_us": s1["compute_max_us"], "overruns": s1["overruns"], "missed_cycles": missed,
            "missed_percent": 100.0 * missed / max(cycles + missed, 1),
@@ -259,6 +283,8 @@ def run_sim(seconds: float, n: int) -> dict[str, Any]:
           f"(robot clock / wall {res['robot_clock_ratio']:.2f}); {cycles} cycles")
     print(f"compute per cycle (last {s1['window']} cycles): p50 {res['compute_p50_us']:.0f} µs, "
           f"p99 {res['compute_p99_us']:.0f} µs, max {res['compute_max_us']:.0f} µs; compute > 1 ms: {res['overruns']}")
+    print(f"the loop thread per cycle: {res['loop_thread_cpu_us']:.0f} µs on a CPU, "
+          f"{res['loop_thread_runqueue_us']:.0f} µs runnable but waiting for a CPU (Linux schedstat)")
     print(f"missed cycles {missed} of {cycles + missed} ({res['missed_percent']:.2f} %); robot success rate "
           f"{res['success_rate']}; fault {res['fault']}{note}")
     return res
