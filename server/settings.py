@@ -239,6 +239,7 @@ class _Checks(BaseModel):
     def _gamma_in_range(self) -> Any:
         try:  # γ's bound depends on the algorithm: the virtual model's own check, one place
             check_gamma(self.gamma, self.algorithm)  # type: ignore[attr-defined]
+            check_gamma(self.gamma_straight, self.algorithm)  # type: ignore[attr-defined]
         except ModelError as exc:
             raise ValueError(str(exc)) from None
         return self

@@ -38,7 +38,7 @@ from fdcontrol.drivers.base import JointState, RobotDriver
 from fdcontrol.drivers.mujoco import MujocoRobot, Tool
 from fdcontrol.experiments.arms import ARMS, Arm, load_arm
 from fdcontrol.experiments.common import Context, table, write_results
-from fdcontrol.limits.safety import DEFAULT_LIMITS, SafetyLimits
+from fdcontrol.limits.safety import BASIC_LIMITS, SafetyLimits
 from fdcontrol.loop.cycle import ControlLoop
 from fdcontrol.loop.reference import ReferenceIntegration
 from fdcontrol.loop.solvers import DEFAULT_DECAY, make_solver
@@ -65,6 +65,8 @@ class Variant:
     mapping: str = "fd"
     wrench_cutoff: float = 0.0  # Hz, the sensor model's low-pass (0: off)
     gamma: float = GAMMA
+    schedule: str = "fixed"  # the FD mapping's gamma_schedule ("conditioning": the default's, from γ up)
+    gamma_straight: float = 1e6  # γ away from singularities under the schedule
     substeps: int = 1
     push: float = PUSH
     tool_mass: float = TOOL.mass  # kg (MuJoCo arm; the sensor model is configured with it)
@@ -147,14 +149,16 @@ class ConsistentSensorArm(MujocoRobot):
 
 
 def limits_for(robot: RobotModel, which: str) -> SafetyLimits:
-    if which == "all":
+    if which == "all":  # the four basic limits (the default before path_acceleration and path_speed joined)
+        return SafetyLimits.from_robot(robot, limits=BASIC_LIMITS)
+    if which == "default":  # the default limits (as a user gets them)
         return SafetyLimits.from_robot(robot)
     if which == "no_cartesian":
         return SafetyLimits.from_robot(robot, limits=("position", "velocity", "acceleration"))
     if which == "path":  # the default limits and the path-keeping acceleration limit before theirs
-        return SafetyLimits.from_robot(robot, limits=(*DEFAULT_LIMITS, "path_acceleration"))
+        return SafetyLimits.from_robot(robot, limits=(*BASIC_LIMITS, "path_acceleration"))
     if which == "path_speed":  # … and the speed cap that keeps the path within the acceleration limits
-        return SafetyLimits.from_robot(robot, limits=(*DEFAULT_LIMITS, "path_acceleration", "path_speed"))
+        return SafetyLimits.from_robot(robot, limits=(*BASIC_LIMITS, "path_acceleration", "path_speed"))
     lim = robot.limits
     if which == "no_acceleration":  # the acceleration limit out of reach, the others as by default
         return SafetyLimits(lim.lower, lim.upper, 0.5 * lim.velocity, np.full(robot.dof, 1e7))
@@ -184,7 +188,8 @@ def build(arm: Arm, q0: np.ndarray, v: Variant, law: ControlLaw | None = None,
     else:
         raise ValueError(f"servo must be 'mujoco' or 'ideal', got {v.servo!r}")
     drv.push_point = np.array([0.0, 0.0, v.push_at])
-    kw = {"gamma": v.gamma} if v.mapping == "fd" else {}
+    kw = {"gamma": v.gamma, "gamma_schedule": v.schedule, "gamma_straight": v.gamma_straight} \
+        if v.mapping == "fd" and v.schedule != "default" else {}  # "default": the mapping as a user gets it
     mapping = make_mapping(v.mapping, robot, **kw)
     solver = make_solver(mapping, decay=decay, **({"coriolis": v.coriolis, "substeps": v.substeps}
                                                   if v.mapping == "fd" else {}))
@@ -197,24 +202,63 @@ def build(arm: Arm, q0: np.ndarray, v: Variant, law: ControlLaw | None = None,
                        wrench_filter=filt, rate=1 / DT)
 
 
-def guide(arm: Arm, q0: np.ndarray, v: Variant = Variant(), seconds: float = GUIDE_S) -> dict:
-    """Drift of the tip under a ``v.push`` N push along base +x for `seconds` (see the module doc)."""
+def guide(arm: Arm, q0: np.ndarray, v: Variant = Variant(), seconds: float = GUIDE_S,
+          direction: np.ndarray | tuple[float, float, float] = (1.0, 0.0, 0.0)) -> dict:
+    """Drift of the tip under a ``v.push`` N push along the base-frame unit vector `direction` (+x
+    unless given) for `seconds` (see the module doc)."""
     loop = build(arm, q0, v)
     robot = arm.robot
+    u = np.asarray(direction, dtype=float)
+    u = u / np.linalg.norm(u)
     p0 = robot.pose(q0)[:3, 3]
-    loop.driver.set_push(np.array([v.push, 0, 0, 0, 0, 0]))  # type: ignore[attr-defined]
-    smin, limited = np.inf, 0
+    loop.driver.set_push(np.concatenate((v.push * u, np.zeros(3))))  # type: ignore[attr-defined]
+    smin, limited, gammas = np.inf, 0, []
+    mapping = loop.solver.mapping
     n = round(seconds / DT)
     for i in range(n):
         s = loop.step(now=i * DT)
-        smin = min(smin, s.sigma_min_j) if np.isfinite(s.sigma_min_j) else smin
-        limited += bool(s.limits_active.get("position", False)) if hasattr(s, "limits_active") else 0
+        smin = min(smin, float(np.linalg.svd(robot.jacobian(s.q), compute_uv=False)[-1]))
+        limited += bool(s.limits_active.get("position", False) or s.limits_active.get("virtual_joint_limit", False))
+        gammas.append(getattr(mapping, "gamma", np.nan))
     q1 = loop.driver.read().q
     d = robot.pose(q1)[:3, 3] - p0
-    along = float(d[0])
-    lateral = float(np.linalg.norm(d[1:]))
+    along = float(d @ u)
+    lateral = float(np.linalg.norm(d - along * u))
     return {"along_m": along, "lateral_m": lateral, "drift": lateral / max(abs(along), 1e-12),
-            "sigma_min": float(smin), "fault": loop.fault, "position_limited_cycles": limited}
+            "sigma_min": float(smin), "fault": loop.fault, "position_limited_cycles": limited,
+            "gamma_min": float(np.min(gammas)), "gamma_max": float(np.max(gammas))}
+
+
+#: the settings as a user gets them, on the ideal arm (the controller alone)
+DEFAULTS = Variant(servo="ideal", limits="default", schedule="default")
+#: the six push directions of the defaults' check: ±x, ±y, ±z of the base
+DIRECTIONS: tuple[tuple[float, float, float], ...] = (
+    (1.0, 0.0, 0.0), (-1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, -1.0, 0.0), (0.0, 0.0, 1.0), (0.0, 0.0, -1.0))
+LIMIT_CLEARANCE = 0.2  # rad: the defaults' check draws its poses this far inside every position limit
+
+
+def regular_pushes(arm: Arm, n_poses: int = 20, v: Variant = DEFAULTS, seconds: float = GUIDE_S,
+                   seed: int = SEED) -> list[dict]:
+    """The defaults' check: `n_poses` seeded poses at least ``LIMIT_CLEARANCE`` inside the joint
+    limits (within ±π) and with the tip above z = 0.1 m, each pushed along ±x, ±y, ±z; every push is
+    returned with ``regular`` — σ_min(J) ≥ ``SIGMA_MIN`` at every cycle of the push and no position
+    limit (nor the virtual model's) engaged — and its pose, direction and drift."""
+    robot, rng = arm.robot, np.random.default_rng(seed)
+    lo = np.maximum(robot.limits.lower, -np.pi) + LIMIT_CLEARANCE
+    hi = np.minimum(robot.limits.upper, np.pi) - LIMIT_CLEARANCE
+    out: list[dict] = []
+    poses = 0
+    while poses < n_poses:
+        q = lo + rng.random(robot.dof) * (hi - lo)
+        if robot.pose(q)[2, 3] < 0.1 or np.linalg.svd(robot.jacobian(q), compute_uv=False)[-1] < SIGMA_MIN:
+            continue
+        poses += 1
+        for u in DIRECTIONS:
+            r = guide(arm, q, v, seconds, u)
+            r.update(pose=q.tolist(), direction=list(u),
+                     regular=bool(r["sigma_min"] >= SIGMA_MIN and not r["position_limited_cycles"]))
+            out.append(r)
+    return out
 
 
 def random_poses(arm: Arm, n: int, seed: int = SEED, max_tries: int = 2000) -> list[np.ndarray]:

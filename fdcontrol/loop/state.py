@@ -122,6 +122,9 @@ class LoopState:
     fault_at: float = field(default=math.nan, metadata=scalar(
         "float", "the loop's time.monotonic() when the current fault was recorded (compare with stamp, the last "
         "cycle before it); null without a fault", "s", nullable=True))
+    gamma: float = field(default=math.nan, metadata=scalar(
+        "float", "γ of the FD virtual model at this cycle (the value of its conditioning schedule now); null for "
+        "the other mappings", nullable=True))
 
 
 FIELDS = fields(LoopState)
