@@ -221,10 +221,11 @@ class _Checks(BaseModel):
     @field_validator("robot", check_fields=False)
     @classmethod
     def _robot_known(cls, v: str) -> str:
-        from fdcontrol.model.robot import SHIPPED
+        from fdcontrol.model.robot import SHIPPED, is_mjcf
 
-        if v not in SHIPPED and not v.endswith(".urdf"):
-            raise ValueError(f"unknown robot {v!r}; shipped robots: {', '.join(SHIPPED)} or a .urdf path")
+        if v not in SHIPPED and not v.endswith(".urdf") and not is_mjcf(v):
+            raise ValueError(f"unknown robot {v!r}; shipped robots: {', '.join(SHIPPED)}, a .urdf path or an "
+                             "MJCF (.xml) path")
         return v
 
     @field_validator("tool_inertia", check_fields=False)

@@ -365,6 +365,50 @@ def sweep(arms: tuple[str, ...] = ARMS, n_poses: int = 20, variants: tuple[Varia
 
 
 
+#: the candidates for the default, on the ideal arm with the default limits: the fixed γ of the paper's
+#: experiments, the two fixed values that make the model straight, and the schedule (the default)
+CANDIDATES: tuple[tuple[str, Variant], ...] = (
+    ("fixed γ = 1e3", Variant(servo="ideal", limits="default", gamma=1e3)),
+    ("fixed γ = 1e4", Variant(servo="ideal", limits="default", gamma=1e4)),
+    ("fixed γ = 1e6", Variant(servo="ideal", limits="default", gamma=1e6)),
+    ("γ scheduled on J's conditioning (default)", DEFAULTS),
+)
+#: the MuJoCo arm (servo, tool, flange sensor) with every setting at its default
+MUJOCO_DEFAULTS = Variant(limits="default", schedule="default")
+
+
+def singular_path_peak(v: Variant, robot_name: str = "ur10", n: int = 601) -> float:
+    """FD's largest gain σmax(H⁻¹Jᵀ) along the paper's singular path (fdcontrol.experiments.singular_path)."""
+    from fdcontrol.experiments.batch import evaluate, joint_space, sigmas
+    from fdcontrol.experiments.singular_path import path
+
+    robot = load_arm(robot_name).robot
+    _, Q = path(n, robot.dof)
+    b = evaluate(robot, Q)
+    return float(sigmas(joint_space(b, "fd_scheduled" if v.schedule == "default" else "fd", v.gamma))[:, 0].max())
+
+
+def candidate_study(arms: tuple[str, ...], n_poses: int = 20, seconds: float = GUIDE_S, seed: int = SEED,
+                    progress: bool = False) -> dict:
+    """Each candidate of :data:`CANDIDATES`: drift over the regular pushes of :func:`regular_pushes`
+    per arm, and the peak gain on the UR10 singular path."""
+    res: dict = {}
+    for label, v in CANDIDATES:
+        res[label] = {"singular_path_peak_gain": singular_path_peak(v)}
+        for name in arms:
+            pushes = regular_pushes(load_arm(name), n_poses, v, seconds, seed)
+            reg = [r for r in pushes if r["regular"]]
+            worst = max(reg, key=lambda r: r["drift"])
+            res[label][name] = {**percentiles([r["drift"] for r in reg]), "regular": len(reg), "pushes": len(pushes),
+                                "faults": sum(bool(r["fault"]) for r in pushes), "worst_pose": worst["pose"],
+                                "worst_direction": worst["direction"]}
+            if progress:
+                r = res[label][name]
+                print(f"{name:6} {label:45} p50 {r['p50']:6.3f}  max {r['max']:6.3f} %  "
+                      f"regular {len(reg)}/{len(pushes)}", flush=True)
+    return res
+
+
 def rows(res: dict) -> list[list[object]]:
     out = []
     for key, r in res.items():
@@ -389,7 +433,14 @@ def run_experiment(ctx: Context) -> dict:
     n = ctx.n(20, 1)
     res = sweep(arms, n, SOURCES, SEED + ctx.seed, progress=ctx.progress)
     study = sweep(arms, n, GAMMA_STUDY, SEED + ctx.seed, progress=ctx.progress)
-    out = {**res, **{f"gamma_study/{k}": v for k, v in study.items()}}
+    defaults = sweep(arms, n, (MUJOCO_DEFAULTS,), SEED + ctx.seed, progress=ctx.progress)
+    cand_arms = (*arms, "kinova") if not ctx.quick else arms
+    cands = candidate_study(cand_arms, n, GUIDE_S, SEED + ctx.seed, progress=ctx.progress)
+    out = {**res, **{f"gamma_study/{k}": v for k, v in study.items()},
+           **{f"defaults/{k}": v for k, v in defaults.items()}, "candidates": cands}
+    cand_rows = [[label, f"{c['singular_path_peak_gain']:.1f}",
+                  *(f"{c[a]['p50']:.3f} / {c[a]['max']:.3f} ({c[a]['regular']}/{c[a]['pushes']})" for a in cand_arms)]
+                 for label, c in cands.items()]
     write_results(ctx.folder("drift"), out, f"""# Sideways drift of hand guiding: its sources
 
 `fdcontrol experiments drift` — {n} seeded poses per arm (σ_min(J) ≥ {SIGMA_MIN} along the whole
@@ -414,6 +465,20 @@ read at the period's end like the default, but computed with the acceleration th
 and `path_speed`.
 
 {table(HEADER, rows(study))}
+
+## The defaults
+
+The MuJoCo arm with every setting at its default (γ scheduled on J's conditioning, the default limits
+with `path_acceleration` and `path_speed`), the same poses and push:
+
+{table(HEADER, rows(defaults))}
+
+The candidates for the default on the ideal arm (the controller alone) with the default limits: {n} seeded
+poses at least {LIMIT_CLEARANCE} rad inside the joint limits, each pushed {PUSH} N along ±x, ±y, ±z for {GUIDE_S} s;
+drift p50 / max (%) over the regular pushes (σ_min(J) ≥ {SIGMA_MIN} all along, no position limit; their
+count in brackets), and FD's peak gain σmax(H⁻¹Jᵀ) on the UR10 singular path (section 4.3):
+
+{table(["candidate", "peak gain, singular path", *cand_arms], cand_rows)}
 """)
     return out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import numpy as np
@@ -12,9 +13,11 @@ from fdcontrol.model.robot import ModelError, RobotModel
 from fdcontrol.model.virtual import (
     ALGORITHM,
     ALGORITHMS,
+    GAIN_MARGIN,
     GAMMA,
     GAMMA_SCHEDULE,
     GAMMA_STRAIGHT,
+    REGULAR_SIGMA,
     Algorithm,
     VirtualModel,
     check_gamma,
@@ -67,6 +70,10 @@ class ForwardDynamics(Mapping):
         J = self.robot.jacobian(q) if J is None else J
         _, s, Vt = np.linalg.svd(J, full_matrices=False)
         h = self.virtual.link_inertia(q, Vt.T)
+        # the common case first: every σ_k past the schedule's band (its end 2s/ρ, scheduled_gamma)
+        end = min(2.0 * math.sqrt(max(float(h.min()), 0.0) / self.gamma0) / GAIN_MARGIN, REGULAR_SIGMA)
+        if s[-1] >= end:
+            return self.gamma_straight
         return float(scheduled_gamma(s, h, self.gamma0, self.gamma_straight))
 
     def schedule(self, q: np.ndarray, conf: Configuration | None = None) -> bool:

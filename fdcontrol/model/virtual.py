@@ -35,8 +35,9 @@ GAMMA_MAX: dict[str, float] = {"cholesky": 1e9, "aba": 1e10, "qr": 1e12}
 
 #: γ, declared once: its default, its widest bound (the QR algorithm's) and its lower bound (1/γ
 #: must stay a normal float: a subnormal γ makes the virtual links' inertia infinite)
-GAMMA = Param("gamma", "float", 1e3, "mass dominance γ = m_e/m_l of the virtual model (the bound depends on the "
-              "algorithm: cholesky ≤ 1e9, aba ≤ 1e10, qr ≤ 1e12)", ge=1e-6, le=max(GAMMA_MAX.values()))
+GAMMA = Param("gamma", "float", 1e3, "mass dominance γ = m_e/m_l of the virtual model: near singularities (the "
+              "paper's regularizing value) with gamma_schedule 'conditioning', everywhere with 'fixed' (the bound "
+              "depends on the algorithm: cholesky ≤ 1e9, aba ≤ 1e10, qr ≤ 1e12)", ge=1e-6, le=max(GAMMA_MAX.values()))
 #: γ away from singularities under the conditioning schedule (:func:`scheduled_gamma`)
 GAMMA_STRAIGHT = Param("gamma_straight", "float", 1e6, "γ away from singularities when gamma_schedule is "
                        "'conditioning': the virtual model's coupling J H⁻¹ Jᵀ − I falls as 1/γ, so the tool moves "
@@ -157,8 +158,8 @@ class VirtualModel:
     def link_inertia(self, q: np.ndarray, directions: np.ndarray) -> np.ndarray:
         """h_k = v_kᵀ H_l v_k = ‖A v_k‖² for the columns v_k of `directions` (N×k): the light links'
         inertia at unit link mass along each joint-space direction (independent of γ)."""
-        A = self.link_jacobians(q)
-        return np.einsum("ij,ij->j", A @ directions, A @ directions)
+        AV = self.link_jacobians(q) @ directions
+        return (AV * AV).sum(axis=0)
 
     # ------------------------------------------------------------------ matrices
     def inertia(self, q: np.ndarray) -> np.ndarray:
