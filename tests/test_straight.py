@@ -46,7 +46,7 @@ def test_defaults_push_straight_on_every_regular_pose(name):
           f"max {drifts.max():.3f} %, worst pose {np.round(worst['pose'], 4).tolist()} "
           f"pushed along {worst['direction']}, σmin {worst['sigma_min']:.3f}, γ ≥ {worst['gamma_min']:.3g}")
     assert worst["drift"] < BOUND
-    assert all(r["along_m"] > 0.01 for r in regular)  # the tool did move along the push
+    assert all(r["along_m"] > 0.002 for r in regular)  # the tool did move along the push
 
 
 def test_the_paper_gamma_is_not_straight_at_the_same_pushes():
@@ -261,3 +261,21 @@ def test_a_commanded_twist_is_tracked_under_the_defaults(name):
         print(f"{name} axis {axis}: {along * 1e3:.3f} mm/s, sideways {side / 0.05 * 100:.4f} %, γ {s.gamma:g}")
         assert abs(along / 0.05 - 1) < 0.01 and side < 0.005 * 0.05
         assert s.watchdog == "ok" and not s.holding and s.fault is None
+
+
+def test_analyze_command_on_a_urdf_with_continuous_joints(tmp_path):
+    """`fdcontrol analyze` (a real subprocess) on the continuous twin gives the shipped UR10's numbers."""
+    import json
+    import subprocess
+    import sys
+
+    f = _continuous_twin(tmp_path)
+    q = "7.0,-1.2,1.5,-0.3,1.2,-6.0"  # joints 1 and 6 beyond ±2π: no position limit
+    outs = []
+    for robot in (["--robot", str(f), "--base", "base_link", "--tip", "tool0"], ["--robot", "ur10"]):
+        p = subprocess.run([sys.executable, "-m", "fdcontrol.cli", "analyze", *robot, "--q", q, "--mapping", "fd",
+                            "--json"], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        outs.append(json.loads(p.stdout))
+    np.testing.assert_allclose(outs[0]["mappings"]["fd"]["singular_values"],
+                               outs[1]["mappings"]["fd"]["singular_values"], rtol=1e-9)

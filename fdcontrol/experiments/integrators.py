@@ -27,7 +27,7 @@ T, CYCLE = 0.2, 0.002
 
 
 def run(ctx: Context) -> dict:
-    solver = ForwardDynamicsSolver(ForwardDynamics(ctx.robot, 1e3, gamma_schedule="fixed"), joint_limits="none")
+    solver = ForwardDynamicsSolver(ForwardDynamics(ctx.robot, 1e3), joint_limits="none")
     n = ctx.robot.dof
 
     def rhs(_t: float, y: np.ndarray) -> np.ndarray:

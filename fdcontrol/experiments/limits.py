@@ -44,7 +44,7 @@ def limited_robot(robot: RobotModel, inset: float = 0.0) -> tuple[RobotModel, in
     r = copy.copy(robot)
     r.model = robot.model.copy()
     r.data = r.model.createData()
-    side = 1 if ForwardDynamics(robot, 1e3, gamma_schedule="fixed").joint_space(Q0)[JOINT] @ FORCE > 0 else -1
+    side = 1 if ForwardDynamics(robot, 1e3).joint_space(Q0)[JOINT] @ FORCE > 0 else -1
     if side > 0:
         r.model.upperPositionLimit[JOINT] = Q0[JOINT] + MARGIN + inset
     else:
@@ -60,7 +60,7 @@ def loop_inset(robot: RobotModel) -> np.ndarray:
 
 def simulate(robot: RobotModel, method: str, seconds: float = 1.5, reverse_at: float = 1.0) -> dict:
     """The virtual model alone, q fed back."""
-    solver = ForwardDynamicsSolver(ForwardDynamics(robot, 1e3, gamma_schedule="fixed"), joint_limits=method)  # type: ignore[arg-type]
+    solver = ForwardDynamicsSolver(ForwardDynamics(robot, 1e3), joint_limits=method)  # type: ignore[arg-type]
     q, qd = Q0.copy(), np.zeros(6)
     n = round(seconds / DT)
     Q, P, active = np.empty((n, 6)), np.empty((n, 3)), np.zeros(n, dtype=bool)
@@ -81,7 +81,7 @@ def simulate_loop(robot: RobotModel, method: str, seconds: float = 1.5, reverse_
     the carried q̇ before the step, the control signal, the references and the active limits.
     """
     inset = loop_inset(robot) if inset is None else inset
-    solver = ForwardDynamicsSolver(ForwardDynamics(robot, 1e3, gamma_schedule="fixed"), coriolis=coriolis,
+    solver = ForwardDynamicsSolver(ForwardDynamics(robot, 1e3), coriolis=coriolis,
                                    joint_limits=method, limit_inset=inset)  # type: ignore[arg-type]
     driver = SimulatedRobot(robot, dt=DT, q0=Q0) if driver is None else driver
     loop = ControlLoop(robot, driver, solver, rate=1 / DT)

@@ -32,10 +32,12 @@ Schedule = Literal["conditioning", "fixed"]
 class ForwardDynamics(Mapping):
     """Seed eq. 10: q̈ = H⁻¹(q) Jᵀ f on the γ-conditioned virtual model (eq. 13–14).
 
-    ``gamma_schedule="conditioning"`` (the default): γ(q) = :func:`~fdcontrol.model.virtual.scheduled_gamma`
-    — ``gamma_straight`` away from singularities (J H⁻¹ Jᵀ ≈ I: the tool moves along the push),
+    ``gamma_schedule="conditioning"`` (the default, and the service's): γ(q) =
+    :func:`~fdcontrol.model.virtual.scheduled_gamma` — ``gamma_straight`` away from singularities
+    (J H⁻¹ Jᵀ ≈ I: the tool moves along the push),
     falling to ``gamma`` near them (the paper's regularization), never raising FD's gain above its
-    peak at ``gamma``. ``"fixed"``: γ = ``gamma`` everywhere, the paper's model.
+    peak at ``gamma``. ``"fixed"``: γ = ``gamma`` everywhere, the paper's model. Called with a
+    ``gamma`` and no ``gamma_schedule`` (``ForwardDynamics(robot, 1e4)``), the mapping is that fixed γ.
 
     The mapping owns the solver's one ``VirtualModel``; :meth:`schedule` sets its γ at q.
     """
@@ -44,10 +46,12 @@ class ForwardDynamics(Mapping):
     solver = "forward_dynamics"
     PARAMS = declare("mapping fd", GAMMA, ALGORITHM, GAMMA_SCHEDULE, GAMMA_STRAIGHT)
 
-    def __init__(self, robot: RobotModel, gamma: float = GAMMA.default, algorithm: Algorithm = ALGORITHM.default,
-                 gamma_schedule: Schedule = GAMMA_SCHEDULE.default,
-                 gamma_straight: float = GAMMA_STRAIGHT.default) -> None:
+    def __init__(self, robot: RobotModel, gamma: float | None = None, algorithm: Algorithm = ALGORITHM.default,
+                 gamma_schedule: Schedule | None = None, gamma_straight: float = GAMMA_STRAIGHT.default) -> None:
         super().__init__(robot)
+        if gamma_schedule is None:  # a γ named in the call is that γ (the paper's experiments name theirs)
+            gamma_schedule = "fixed" if gamma is not None else GAMMA_SCHEDULE.default
+        gamma = GAMMA.default if gamma is None else gamma
         if algorithm not in ALGORITHMS:
             raise ModelError(f"unknown algorithm {algorithm!r}; expected 'cholesky', 'aba' or 'qr'")
         if gamma_schedule not in ("conditioning", "fixed"):

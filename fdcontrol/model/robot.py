@@ -170,6 +170,21 @@ def _mujoco_world(full: pin.Model, path: Path) -> pin.SE3:
 MJCF_VELOCITY_LIMIT = 1.0
 
 
+def _mjcf_unlimited(path: Path) -> list[str]:
+    """The hinge and slide joints MuJoCo compiles without a range (``limited="false"``, or no range)."""
+    try:
+        import mujoco
+    except ImportError:  # pragma: no cover - mujoco is a dependency of the default robot
+        return []
+    try:
+        m = mujoco.MjModel.from_xml_path(str(path))
+    except Exception:  # pinocchio's reader reports the file's errors
+        return []
+    kinds = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+    return [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, j) for j in range(m.njnt)
+            if int(m.jnt_type[j]) in kinds and not m.jnt_limited[j]]
+
+
 def is_mjcf(robot: str | Path) -> bool:
     """A path to an MJCF (MuJoCo XML) file: ``.xml`` or ``.mjcf``."""
     return str(robot).lower().endswith((".xml", ".mjcf"))
@@ -272,7 +287,12 @@ class RobotModel:
             raise ModelError(f"cannot parse MJCF {path}: {exc}") from exc
         if base == "world" and not full.existFrame("world"):  # MuJoCo's worldbody
             full.addFrame(pin.Frame("world", 0, 0, _mujoco_world(full, path), pin.FrameType.FIXED_JOINT))
-        robot = cls(_reduce(full, base, tip), base, tip, name or path.stem)
+        unlimited = _mjcf_unlimited(path)  # MuJoCo's limited="false" (pinocchio reads the range regardless)
+        _unbound(full, unlimited)
+        reduced = _reduce(full, base, tip)
+        _unbound(reduced, unlimited)
+        robot = cls(reduced, base, tip, name or path.stem)
+        robot.continuous = [n for n in unlimited if reduced.existJointName(n)]
         robot.source = path
         robot._set_velocity_limits(velocity_limits, path)
         return robot
