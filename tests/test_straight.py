@@ -100,6 +100,23 @@ def test_the_schedule_is_continuous_and_monotone_in_sigma():
         assert np.max(np.abs(np.diff(1 / g))) * 1e3 < 2e-3
 
 
+def test_the_mappings_schedule_is_the_equation_along_a_random_walk(ur10):
+    """The mapping's γ (its shortcut past the band by Weyl's bound, and its SVD) equals
+    scheduled_gamma evaluated from scratch, along a random walk that crosses the elbow singularity."""
+    fd = make_mapping("fd", ur10)
+    rng = np.random.default_rng(0)
+    q = np.array([0.2, -1.0, 0.6, -1.2, 0.5, 0.3])
+    seen = set()
+    for _ in range(1500):
+        q = q + rng.normal(size=6) * 0.01
+        q[2] = 0.6 * np.sin(0.01 * _)  # through q3 = 0 (elbow stretched) and back
+        _, s, Vt = np.linalg.svd(ur10.jacobian(q), full_matrices=False)
+        expected = float(scheduled_gamma(s, fd.virtual.link_inertia(q, Vt.T), GAMMA.default, GAMMA_STRAIGHT.default))
+        assert fd.gamma_at(q) == expected
+        seen.add("low" if expected == GAMMA.default else "high" if expected == GAMMA_STRAIGHT.default else "band")
+    assert seen == {"low", "band", "high"}
+
+
 def _push_loop(robot, q0, force, **mapping):
     drv = D.IdealArm(robot, q0)
     law = ControlLaw(mode="force", force=ForceTerm(gain=np.ones(6), target=np.zeros(6)))

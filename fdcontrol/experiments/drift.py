@@ -203,22 +203,27 @@ def build(arm: Arm, q0: np.ndarray, v: Variant, law: ControlLaw | None = None,
 
 
 def guide(arm: Arm, q0: np.ndarray, v: Variant = Variant(), seconds: float = GUIDE_S,
-          direction: np.ndarray | tuple[float, float, float] = (1.0, 0.0, 0.0)) -> dict:
+          direction: np.ndarray | tuple[float, float, float] = (1.0, 0.0, 0.0), every_cycle: bool = False) -> dict:
     """Drift of the tip under a ``v.push`` N push along the base-frame unit vector `direction` (+x
-    unless given) for `seconds` (see the module doc)."""
+    unless given) for `seconds` (see the module doc); ``sigma_min`` from the loop's telemetry, or
+    from every cycle's J with `every_cycle`."""
     loop = build(arm, q0, v)
     robot = arm.robot
     u = np.asarray(direction, dtype=float)
     u = u / np.linalg.norm(u)
     p0 = robot.pose(q0)[:3, 3]
     loop.driver.set_push(np.concatenate((v.push * u, np.zeros(3))))  # type: ignore[attr-defined]
-    smin, limited, gammas = np.inf, 0, []
+    smin, limited, virtual, gammas = np.inf, 0, 0, []
     mapping = loop.solver.mapping
     n = round(seconds / DT)
     for i in range(n):
         s = loop.step(now=i * DT)
-        smin = min(smin, float(np.linalg.svd(robot.jacobian(s.q), compute_uv=False)[-1]))
-        limited += bool(s.limits_active.get("position", False) or s.limits_active.get("virtual_joint_limit", False))
+        if every_cycle:  # σ_min(J) of every cycle (the telemetry's is decimated)
+            smin = min(smin, float(np.linalg.svd(robot.jacobian(s.q), compute_uv=False)[-1]))
+        elif np.isfinite(s.sigma_min_j):
+            smin = min(smin, s.sigma_min_j)
+        limited += bool(s.limits_active.get("position", False))
+        virtual += bool(s.limits_active.get("virtual_joint_limit", False))
         gammas.append(getattr(mapping, "gamma", np.nan))
     q1 = loop.driver.read().q
     d = robot.pose(q1)[:3, 3] - p0
@@ -226,7 +231,7 @@ def guide(arm: Arm, q0: np.ndarray, v: Variant = Variant(), seconds: float = GUI
     lateral = float(np.linalg.norm(d - along * u))
     return {"along_m": along, "lateral_m": lateral, "drift": lateral / max(abs(along), 1e-12),
             "sigma_min": float(smin), "fault": loop.fault, "position_limited_cycles": limited,
-            "gamma_min": float(np.min(gammas)), "gamma_max": float(np.max(gammas))}
+            "virtual_limited_cycles": virtual, "gamma_min": float(np.min(gammas)), "gamma_max": float(np.max(gammas))}
 
 
 #: the settings as a user gets them, on the ideal arm (the controller alone)
@@ -254,9 +259,9 @@ def regular_pushes(arm: Arm, n_poses: int = 20, v: Variant = DEFAULTS, seconds: 
             continue
         poses += 1
         for u in DIRECTIONS:
-            r = guide(arm, q, v, seconds, u)
-            r.update(pose=q.tolist(), direction=list(u),
-                     regular=bool(r["sigma_min"] >= SIGMA_MIN and not r["position_limited_cycles"]))
+            r = guide(arm, q, v, seconds, u, every_cycle=True)
+            r.update(pose=q.tolist(), direction=list(u), regular=bool(
+                r["sigma_min"] >= SIGMA_MIN and not r["position_limited_cycles"] and not r["virtual_limited_cycles"]))
             out.append(r)
     return out
 
