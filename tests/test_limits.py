@@ -63,7 +63,7 @@ def parallel(a: np.ndarray, b: np.ndarray) -> bool:
 # ------------------------------------------------------------------------- registry
 def test_every_limit_is_registered_by_its_name():
     assert set(LIMITS.names()) == {"cartesian", "position", "velocity", "acceleration", "path_acceleration",
-                                   "path_speed", "workspace", "jerk"}
+                                   "path_speed", "workspace", "jerk", "collision"}
     for name in LIMITS:
         cls = LIMITS.get(name)
         assert issubclass(cls, Limit) and cls.name == name
@@ -76,8 +76,9 @@ def test_safety_limits_compose_every_registered_limit(ur10):
     assert [type(x) for x in lim.limits] == [LIMITS.get(n) for n in ("cartesian", "position", "velocity",
                                                                       "path_speed", "path_acceleration",
                                                                       "acceleration")]
-    # optional, not default: jerk (opt-in); workspace joins with workspace volumes
-    assert {x.name for x in lim.limits} == set(LIMITS.names()) - {"workspace", "jerk"}
+    # optional, not default: jerk (opt-in); workspace joins with workspace volumes, collision with link
+    # geometry and volumes or self-collision
+    assert {x.name for x in lim.limits} == set(LIMITS.names()) - {"workspace", "jerk", "collision"}
 
 
 @PROPS
