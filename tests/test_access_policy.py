@@ -11,6 +11,7 @@ import json
 import pytest
 
 from fdcontrol.server.auth import Access, AccessMiddleware, _cookie, _host_name, is_loopback, json_depth_ok
+from fdcontrol.server.metrics import AUTH_FAILURES
 from fdcontrol.server.settings import Settings
 
 TOKEN = "a-token-of-twenty-chars"
@@ -96,10 +97,14 @@ def test_wrong_credentials_are_counted_and_throttled_missing_ones_are_not():
     for _ in range(5):
         assert refusal(a, client="10.0.0.7") == 401  # no credentials: not an attack on the token
     assert a.throttle.retry_after("10.0.0.7") == 0.0
+    counted = AUTH_FAILURES._value.get()
     for _ in range(3):
         assert refusal(a, client="10.0.0.8", authorization="Bearer wrong-token-wrong-token") == 401
-    assert refusal(a, client="10.0.0.8", authorization=f"Bearer {TOKEN}") == 429  # unchecked while throttled
-    assert refusal(a, client="10.0.0.9", authorization=f"Bearer {TOKEN}") is None  # another client
+    assert refusal(a, client="10.0.0.8", authorization="Bearer wrong-token-wrong-token") == 429  # throttled
+    assert AUTH_FAILURES._value.get() - counted == 4  # every wrong credential counted, the throttled one too
+    assert refusal(a, client="10.0.0.8", authorization=f"Bearer {TOKEN}") is None  # the right token: never locked out
+    assert refusal(a, client="10.0.0.8", authorization="Bearer wrong-token-wrong-token") == 429  # still throttled
+    assert refusal(a, client="10.0.0.9", authorization="Bearer wrong-token-wrong-token") == 401  # another client
     assert refusal(a, client="10.0.0.8", path="/auth/login") is None  # the login route stays reachable
 
 

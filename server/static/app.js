@@ -63,6 +63,17 @@ function onState(s) {
   $("sigmaj").style.color = s.sigma_min_j < SIGMA_J_WARN ? "#c92a2a" : "";
   taskBadge(s); // task.js
   singularBadge(s);
+  leaseBadge(s.lease);
+}
+
+// who controls: the control lease (GET /state's "lease"); the holder's label, "free" when nobody does
+function leaseBadge(lease) {
+  if (!lease) return;
+  const holder = lease.holder;
+  setBadge("lease", holder ? `control: ${holder}` : "control: free", holder ? "on" : "");
+  $("lease").title = holder
+    ? `${holder} controls the arm since cycle ${lease.since_cycle} (idle ${lease.idle} s; the lease ends ${lease.timeout} s after its last command); anyone may hold or stop`
+    : "nobody controls the arm: the first client to command takes control";
 }
 
 function clearHistory() {
@@ -393,6 +404,7 @@ function wireButtons() {
   const act = (id, path, body) => ($(id).onclick = () => api("POST", path, body).catch((e) => msg(e.message)));
   act("btn-start", "/control/start"); act("btn-stop", "/control/stop");
   act("btn-hold", "/control/hold", { hold: true }); act("btn-release", "/control/hold", { hold: false });
+  act("btn-take", "/control/lease", { take: true });
   $("btn-apply").onclick = async () => {
     try {
       const changes = editedFields();
