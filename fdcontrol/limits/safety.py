@@ -206,11 +206,13 @@ class SafetyLimits:
             lim.validate()
 
     def apply(self, q: np.ndarray, qd: np.ndarray, qd_prev: np.ndarray, J: np.ndarray,
-              dt: float) -> np.ndarray:
-        """Return the limited joint velocity reference (see the module doc for the order)."""
+              dt: float, period: float | None = None) -> np.ndarray:
+        """Return the limited joint velocity reference (see the module doc for the order). ``dt`` is
+        the time since the previous reference, ``period`` the loop's nominal period (default ``dt``):
+        a robot-paced loop passes the robot's time, a multiple of the period after a missed cycle."""
         kernel, act = self._compiled, self.active
         if kernel is None:
-            return run(self.limits, q, qd, qd_prev, J, dt, self.active)
+            return run(self.limits, q, qd, qd_prev, J, dt, self.active, period)
         c, p, v, a = self.cartesian, self.position, self.velocity, self.acceleration
         if J is None:
             raise ValueError("the Cartesian speed limit needs the Jacobian J")
