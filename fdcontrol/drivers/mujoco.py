@@ -24,7 +24,10 @@ machine precision) and completed with ``mujoco.MjSpec``:
   or with ``sensor_average`` its mean over the period's physics sub-steps;
 * ``objects`` = [{"name", "kind": "box", "position": [m], "quaternion": [x, y, z, w],
   "size": [full lengths, m], "stiffness", "damping"}] (see EnvObject) in the robot's base frame;
-  contact is tool ↔ objects only (the arm has no collision geometry);
+  contact is tool ↔ objects only, unless ``link_contacts``: then the arm's collision shapes (the
+  URDF's ``<collision>`` elements, capsules as pinocchio reads them) touch the objects and each other
+  (link pairs the robot's geometry does not check — adjacent, or listed in its SRDF — excluded);
+  without it the links' shapes are there but touch nothing;
 * ``set_push(w)``: a wrench [F; τ] (N, N·m) in the base frame acting on the tool at the tip
   origin — the simulated hand.
 
@@ -119,8 +122,8 @@ def table(height: float = 0.0, center: tuple[float, float] = (0.6, 0.0), **kw: A
 def _urdf_of(robot: RobotModel, path: str | None) -> str:
     if path is not None:
         return path
-    if getattr(robot, "source", None) is not None and str(robot.source).endswith(".urdf"):
-        return str(robot.source)
+    if getattr(robot, "source", None) is not None and str(robot.source).lower().endswith((".urdf", ".xml", ".mjcf")):
+        return str(robot.source)  # the description the model was loaded from: URDF or MJCF
     if robot.name in SHIPPED:
         return str(URDF_DIR / SHIPPED[robot.name][0])
     raise ModelError("MujocoRobot needs the robot's URDF: pass urdf=<path>")
@@ -136,7 +139,8 @@ class MujocoRobot(RobotDriver):
                  bandwidth: float = 20.0, armature: float = 0.05, tool: Tool | None = None,
                  objects: list[EnvObject] | None = None, sensor_sign: str = "robot_on_tool",
                  sensor_bias: list[float] | np.ndarray | None = None, sensor_noise: float = 0.0,
-                 seed: int = 0, urdf: str | None = None, sensor_average: bool = False) -> None:
+                 seed: int = 0, urdf: str | None = None, sensor_average: bool = False,
+                 link_contacts: bool = False) -> None:
         if mode not in ("velocity", "position"):
             raise ModelError(f"mode must be 'velocity' or 'position', got {mode!r}")
         if not (dt > 0 and 0 < timestep <= dt):
@@ -154,6 +158,9 @@ class MujocoRobot(RobotDriver):
         if not isinstance(sensor_average, bool):
             raise ModelError("sensor_average must be true or false")
         self.sensor_average = sensor_average
+        if not isinstance(link_contacts, bool):
+            raise ModelError("link_contacts must be true or false")
+        self.link_contacts = link_contacts
         self.tool = tool or Tool()
         self.objects = list(objects or [])
         names = [o.name for o in self.objects]
@@ -198,13 +205,22 @@ class MujocoRobot(RobotDriver):
         spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
         base, tip = spec.body(self.robot.base), spec.body(self.robot.tip)
         if base is None or tip is None:
-            raise ModelError(f"base {self.robot.base!r} and tip {self.robot.tip!r} must be URDF links")
+            raise ModelError(f"base {self.robot.base!r} and tip {self.robot.tip!r} must be bodies (URDF links)")
         joints = [spec.joint(n) for n in self.robot.joint_names]
         if any(j is None for j in joints) or len(spec.joints) != self.dof:
-            raise ModelError("the URDF's moving joints must be exactly the controller's chain")
+            raise ModelError("the description's moving joints must be exactly the controller's chain")
+        # an MJCF arm brings its own actuators: their force limits become the joints' (the servo below
+        # replaces them, as a robot controller replaces the motor drivers' own loops)
+        effort = self.robot.model.effortLimit.copy()
+        for a in list(spec.actuators):
+            if a.trntype == mujoco.mjtTrn.mjTRN_JOINT and a.target in self.robot.joint_names and (
+                    a.forcelimited == mujoco.mjtLimited.mjLIMITED_TRUE or
+                    (a.forcelimited == mujoco.mjtLimited.mjLIMITED_AUTO and np.any(a.forcerange))):
+                i = self.robot.joint_names.index(a.target)
+                effort[i] = min(effort[i], float(np.max(np.abs(a.forcerange)) * abs(a.gear[0])))
+            spec.delete(a)
         for b in spec.bodies[1:]:
             b.gravcomp = 1.0
-        effort = self.robot.model.effortLimit
         for j, e in zip(joints, effort, strict=True):
             j.armature, j.frictionloss = armature, 0.0
             j.damping = np.zeros(3)
@@ -212,6 +228,7 @@ class MujocoRobot(RobotDriver):
             if math.isfinite(e) and e > 0:
                 j.actfrclimited = mujoco.mjtLimited.mjLIMITED_TRUE
                 j.actfrcrange = [-e, e]
+        self._link_geoms(spec)
         self._add_tool(spec, tip)
         for o in self.objects:
             x, y, z, w = o.quaternion
@@ -220,15 +237,17 @@ class MujocoRobot(RobotDriver):
             g.contype, g.conaffinity = 0, 1
             g.solref = [-o.stiffness, -o.damping]
             g.solimp = [0.99, 0.99, 0.001, 0.5, 2.0]
-        for name, j in zip(self.robot.joint_names, joints, strict=True):
-            lo, hi = j.range
+        lim = self.robot.limits  # radians whatever the file's angle unit; ±∞ for a joint without a range
+        for name, lo, hi in zip(self.robot.joint_names, lim.lower, lim.upper, strict=True):
+            bounded = bool(math.isfinite(lo) and math.isfinite(hi))
             iv = spec.add_actuator(name=f"{name}_{'intvel' if self.interface == 'velocity' else 'pos'}",
                                    target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
             iv.gaintype, iv.biastype = mujoco.mjtGain.mjGAIN_FIXED, mujoco.mjtBias.mjBIAS_AFFINE
             if self.interface == "velocity":  # activation = ∫ q̇_ref, limited to the joint range
                 iv.dyntype = mujoco.mjtDyn.mjDYN_INTEGRATOR
-                iv.actlimited = mujoco.mjtLimited.mjLIMITED_TRUE
-                iv.actrange = [lo, hi]
+                iv.actlimited = mujoco.mjtLimited.mjLIMITED_TRUE if bounded else mujoco.mjtLimited.mjLIMITED_FALSE
+                if bounded:
+                    iv.actrange = [lo, hi]
             else:
                 iv.dyntype = mujoco.mjtDyn.mjDYN_NONE
                 iv.actlimited = mujoco.mjtLimited.mjLIMITED_FALSE
@@ -245,6 +264,29 @@ class MujocoRobot(RobotDriver):
             return spec.compile()
         except Exception as exc:
             raise ModelError(f"MuJoCo model does not compile: {exc}") from exc
+
+    def _link_geoms(self, spec: mujoco.MjSpec) -> None:
+        """The URDF's collision shapes: cylinders that pinocchio reads as capsules become capsules;
+        they touch the objects and each other only with ``link_contacts`` (see the module doc)."""
+        geo = self.robot.geometry
+        caps = {} if geo is None else {(c.link, round(c.radius, 9)) for c in geo.capsules}
+        bodies = set()
+        for g in spec.geoms:
+            body = g.parent.name
+            if g.type == mujoco.mjtGeom.mjGEOM_CYLINDER and (body, round(float(g.size[0]), 9)) in caps:
+                g.type = mujoco.mjtGeom.mjGEOM_CAPSULE
+            if self.link_contacts:  # links: type 1|2 (objects' affinity 1, links' 2), affinity 2
+                g.contype, g.conaffinity = 3, 2
+                bodies.add(body)
+            else:
+                g.contype, g.conaffinity = 0, 0
+        if self.link_contacts and geo is not None:
+            checked = {frozenset((geo.capsules[i].link, geo.capsules[j].link)) for i, j in geo.self_pairs}
+            names = sorted(bodies)
+            for i, a in enumerate(names):
+                for b in names[i + 1:]:
+                    if frozenset((a, b)) not in checked:
+                        spec.add_exclude(bodyname1=a, bodyname2=b)
 
     def _add_tool(self, spec: mujoco.MjSpec, tip: mujoco.MjsBody) -> None:
         t = self.tool

@@ -122,6 +122,14 @@ class LoopState:
     fault_at: float = field(default=math.nan, metadata=scalar(
         "float", "the loop's time.monotonic() when the current fault was recorded (compare with stamp, the last "
         "cycle before it); null without a fault", "s", nullable=True))
+    link_distance: float = field(default=math.nan, metadata=scalar(
+        "float", "the smallest signed distance between a link's collision shape and a volume or another link "
+        "(< 0: overlapping); null without link geometry checks", "m", nullable=True))
+    link_pair: str | None = field(default=None, metadata=text(
+        "the link and the volume (or the other link) of link_distance, as 'link ↔ volume'; null without"))
+    gamma: float = field(default=math.nan, metadata=scalar(
+        "float", "γ of the FD virtual model at this cycle (the value of its conditioning schedule now); null for "
+        "the other mappings", nullable=True))
 
 
 FIELDS = fields(LoopState)
