@@ -7,7 +7,7 @@ Per robot, per call (µs: p50, p99, max), interleaved in rounds so that machine 
 * ``core``  — the lean FD core: CRBA (WORLD convention, fills the joint Jacobians), the frame
   Jacobian, pinocchio's Cholesky, q̈ = H⁻¹Jᵀf − c q̇ and one semi-implicit Euler step;
 * ``loop``  — ``ControlLoop.step`` of the loop :func:`fdcontrol.loop.build_loop` builds from the default
-  parameters (FD, the default four limits, nothing else configured) on the kinematic ``SimulatedRobot``
+  parameters with the basic four limits (FD, nothing else configured) on the kinematic ``SimulatedRobot``
   (its read + send are in the cycle), a wrench applied; ``set_wrench`` — what a fresh streamed wrench
   adds per cycle;
 * ``stage:<name>`` — each stage of that cycle, timed inside the cycle (a clock read around each stage's
@@ -49,7 +49,7 @@ from fdcontrol.control.reactions import Rule
 from fdcontrol.control.trajectory import Move
 from fdcontrol.drivers import SimulatedRobot
 from fdcontrol.drivers.simulated import SimulatedSensor
-from fdcontrol.limits.safety import BRAKING_MARGIN, DEFAULT_LIMITS, SafetyLimits
+from fdcontrol.limits.safety import BASIC_LIMITS, BRAKING_MARGIN, SafetyLimits
 from fdcontrol.loop import ControlLoop, ForwardDynamicsSolver, build_loop
 from fdcontrol.model.robot import HOME
 
@@ -102,9 +102,10 @@ def numpy_limits(lim: SafetyLimits):
 
 
 def make_loop(robot: RobotModel, sensor: bool = False, **params) -> ControlLoop:
-    """The one assembly's loop (default parameters unless given) on the kinematic simulator."""
+    """The one assembly's loop (default parameters unless given; the basic four limits) on the kinematic
+    simulator."""
     sim = SimulatedRobot(robot, dt=DT, q0=np.array(HOME[robot.name]), sensor=SimulatedSensor() if sensor else None)
-    return build_loop(driver=sim, robot=robot, rate=1 / DT, **params)
+    return build_loop(driver=sim, robot=robot, rate=1 / DT, **{"limits": list(BASIC_LIMITS), **params})
 
 
 KEEP_OUT = [  # 10 volumes around the arm, out of its reach at HOME (m, base frame)
@@ -159,8 +160,8 @@ def configured(robot: RobotModel) -> dict[str, ControlLoop]:
         "action": make_loop(robot, mode="compliance"),
         "gain_ramps": make_loop(robot),
         "sensor_law": make_loop(robot, sensor=True, mode="force"),
-        "jerk": make_loop(robot, limits=[*DEFAULT_LIMITS, "jerk"]),
-        "path_limits": make_loop(robot, limits=[*DEFAULT_LIMITS, "path_acceleration", "path_speed"]),
+        "jerk": make_loop(robot, limits=[*BASIC_LIMITS, "jerk"]),
+        "path_limits": make_loop(robot, limits=[*BASIC_LIMITS, "path_acceleration", "path_speed"]),
     }
     for loop in out.values():
         hold_wrench(loop)

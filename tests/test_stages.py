@@ -17,6 +17,7 @@ from fdcontrol.control.trajectory import Move
 from fdcontrol.control.workspace import Workspace
 from fdcontrol.drivers import SimulatedRobot
 from fdcontrol.limits import LIMITS
+from fdcontrol.limits.safety import BASIC_LIMITS
 from fdcontrol.loop import ControlLoop, Stage, build_loop
 from fdcontrol.loop import stages as st
 from fdcontrol.loop.action import ActionInput
@@ -176,10 +177,10 @@ def test_sensor_watchdog_only_with_a_law_that_reads_the_sensor(count):
 @pytest.mark.parametrize("name", ["jerk", "path_acceleration", "path_speed"])
 def test_jerk_and_path_limits_only_when_configured(count, name):
     calls = count(LIMITS.get(name), "apply")
-    loop = lean()
+    loop = lean(limits=list(BASIC_LIMITS))
     run(loop, 10)
     assert name not in loop.limits.names and len(calls) == 0
-    loop = lean(limits=["cartesian", "position", "velocity", "acceleration", name])
+    loop = lean(limits=[*BASIC_LIMITS, name])
     run(loop, 10)
     assert name in loop.limits.names and len(calls) == 10
 

@@ -3,7 +3,9 @@
 Inputs are latest-wins slots (an immutable object swapped by reference — no queue, no
 lock on the hot path). Each cycle publishes an immutable :class:`LoopState`.
 
-A cycle (period dt = 1/rate, handed to every stage as ``c.dt``) first applies the changes queued by
+A cycle (period dt = 1/rate — a loop paced by a robot's clock takes each cycle's dt from the robot:
+its time since the last state, 2 ms after a missed 1 ms cycle, fdcontrol.loop.paced — handed to every
+stage as ``c.dt``) first applies the changes queued by
 :meth:`ControlLoop.reconfigure` (a cycle boundary: no cycle sees half of a change), then runs its
 stages in order (:mod:`fdcontrol.loop.stages`, composed from the configured parts — a part that is
 not configured is not in the list):
@@ -386,6 +388,7 @@ class ControlLoop:
         self.qd_state = np.zeros(self.robot.dof)
         self.qd_ref = np.zeros(self.robot.dof)
         self.cycle = 0
+        self.robot_t: float | None = None  # a robot-paced loop: the robot's time of the last state (paced.py)
 
     def step(self, now: float | None = None) -> LoopState:
         """One control cycle (public so tests and simulations can run the loop synchronously).
@@ -461,7 +464,8 @@ class ControlLoop:
                          self.action.seq if self.action is not None else 0,
                          self.action.used_at if self.action is not None else math.nan,
                          *(self.task.telemetry() if self.task is not None else _NO_TASK), self.fault_at,
-                         *(self.task.link_telemetry() if self.task is not None else _NO_LINKS))
+                         *(self.task.link_telemetry() if self.task is not None else _NO_LINKS),
+                         c_vm.gamma if (c_vm := self.solver.virtual) is not None else math.nan)
 
     # ------------------------------------------------------------------ thread
     @property

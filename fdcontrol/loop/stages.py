@@ -25,6 +25,7 @@ import numpy as np
 
 from fdcontrol.control.law import ControlInput
 from fdcontrol.control.posture import nullspace_transpose
+from fdcontrol.loop.paced import robot_step
 from fdcontrol.model.spatial import finite
 
 if TYPE_CHECKING:
@@ -90,6 +91,8 @@ class Read(Stage):
 
     def run(self, loop: ControlLoop, c: Frame) -> None:
         js = loop.driver.read()  # first, so that inputs that arrive meanwhile still count in this cycle
+        if loop.driver.owns_clock:  # on a robot's clock: the robot's time since its last state
+            c.dt = robot_step(loop, js.t)
         io = loop.io
         if io is not None:
             io.poll(loop)
@@ -311,7 +314,7 @@ class Limits(Stage):
     name, order = "limits", SAFETY
 
     def run(self, loop: ControlLoop, c: Frame) -> None:
-        qd_ref = loop.limits.apply(c.q, c.qd_des, loop.qd_ref, c.J, c.dt)
+        qd_ref = loop.limits.apply(c.q, c.qd_des, loop.qd_ref, c.J, c.dt, loop.period)
         if loop.cycle == 0:  # activation: the first reference is the measured state
             qd_ref = np.zeros(loop.robot.dof)
         if not finite(qd_ref):  # never send a NaN
