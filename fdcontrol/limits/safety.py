@@ -76,10 +76,13 @@ def _compiled_default_four() -> Callable[..., tuple] | None:
     return default_four
 
 
-__all__ = ["BRAKING_MARGIN", "DEFAULT_LIMITS", "LimitParams", "SafetyLimits", "check_limit_names"]
+__all__ = ["BASIC_LIMITS", "BRAKING_MARGIN", "DEFAULT_LIMITS", "LimitParams", "SafetyLimits", "check_limit_names"]
 
-#: the limits composed unless configured otherwise, in their order
-DEFAULT_LIMITS: tuple[str, ...] = ("cartesian", "position", "velocity", "acceleration")
+#: the four basic limits (the compiled fast path's set)
+BASIC_LIMITS: tuple[str, ...] = ("cartesian", "position", "velocity", "acceleration")
+#: the limits composed unless configured otherwise, in their order: the basic four and the two that keep a
+#: pushed tool on its line while they act (docs/limits.md, "Straight paths at the limits")
+DEFAULT_LIMITS: tuple[str, ...] = (*BASIC_LIMITS, "path_acceleration", "path_speed")
 
 #: the limits' parameters, declared once (fdcontrol.params): bounds that may only be tightened at run time
 PARAMS = declare(
