@@ -309,6 +309,7 @@ class ControlLoop:
         """Drop the target, a policy's actions and a move: after a stop, only a new request moves the arm."""
         self._target = None
         self.action = None
+        self._goals_ended += 1
         task = self.task
         if task is not None and task.move is not None:
             task.move.cancel()
@@ -402,6 +403,7 @@ class ControlLoop:
         self.qd_ref = np.zeros(self.robot.dof)
         self.cycle = 0
         self._held = False
+        self._goals_ended = 0
 
     def step(self, now: float | None = None) -> LoopState:
         """One control cycle (public so tests and simulations can run the loop synchronously).
@@ -481,7 +483,10 @@ class ControlLoop:
             target = act.target(now)
         task = self.task
         if task is not None:  # rules fire on this cycle's signals; a move gives the target
+            ended = self._goals_ended
             target, v_cmd = task.before(self, conf, js.qd, f_meas, target, v_cmd)
+            if self._goals_ended != ended:  # a rule's switch ended the goals: none in this cycle either
+                target = None
         holding = self._hold_request or self._stop_request or watchdog in ("tripped", "sensor_stale") \
             or self.fault is not None or braking
         # no motion without a live input: a stream within its watchdog, a goal a request set, a hand on the sensor
@@ -699,8 +704,10 @@ def _fresh(c: Command | None, now: float | None, timeout: float) -> Command | No
 
 def _received(c: Command | None, now: float) -> Command | None:
     """`c`, stamped with `now` (its receipt by the loop) when it came without a time; in place,
-    so a newer command set meanwhile by another thread is never replaced by this one."""
-    if c is not None and c.t is None:
+    so a newer command set meanwhile by another thread is never replaced by this one. A stamp that is not a
+    number, or later than ``now`` (another clock's), counts as a receipt now too: no stamp keeps a command
+    fresh beyond the watchdog."""
+    if c is not None and (c.t is None or not c.t <= now):
         c.t = now
     return c
 def brake_step(qd_ref: np.ndarray, amax: np.ndarray | float, dt: float) -> np.ndarray:
