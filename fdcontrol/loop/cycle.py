@@ -23,9 +23,11 @@ Cycle (period dt = 1/rate):
 
 Activation is jump-free: q̇_state starts at zero and the first reference is the measured q.
 
-Braking: hold, watchdog, stop and a fault all command q̇ = 0 *through the limits*, so the
-reference decelerates within the acceleration limit, |Δq̇_ref| ≤ a·dt per cycle; ``stop()``
-brakes to standstill first and only then ends the thread. When a cycle raises (driver or
+Braking: hold, watchdog, stop, a fault and the end of every live input (fdcontrol.loop.liveness)
+all command q̇ = 0 *through the limits*, bounded by the braking profile fixed when the stop began
+(fdcontrol.limits.braking: never softer than the limits the loop was built with), so the reference
+decelerates at a·dt per cycle whatever was changed at run time; ``stop()`` brakes to standstill
+first and only then ends the thread. Every stop ends the goals (target, actions, move). When a cycle raises (driver or
 bug), the loop records the fault, holds, and sends one braking step itself (if the driver
 still takes commands); nothing in that path can end the loop thread.
 """
