@@ -16,7 +16,7 @@ BASE ?= docker.io/library/python:3.11-slim
 EXTRAS ?= server,mujoco,ros2,fast
 HOST_PYTHON ?= python3
 
-.PHONY: serve test test-loaded install install-test bench measure clean image image-test
+.PHONY: serve test test-loaded browser install install-test bench measure clean image image-test
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,27 +27,41 @@ install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python  # what the service needs: server, simulated arm, compiled limits
-	$(BIN)/pip install -e '.[server,mujoco,fast]'
+	@echo "installing fdcontrol[server,mujoco,fast] into $(VENV) (the first time takes a few minutes) …"
+	$(BIN)/pip install -q -e '.[server,mujoco,fast]'
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -e '.[all,test]'
+	@echo "installing fdcontrol with every extra and the test tools into $(VENV) (the first time takes about 5 minutes) …"
+	$(BIN)/pip install -q -e '.[all,test]'
 	touch $@ $(VENV)/.installed
 
+# the dashboard's browser tests need Debian's chromium: installed where this runs as root with apt-get,
+# else one line says so (the tests then skip, and pytest's summary says in one line that they did not run)
+browser:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing chromium for the dashboard's browser tests (apt-get) …"; apt-get update -qq >/dev/null 2>&1; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1 || true; fi; \
+	  command -v chromium >/dev/null 2>&1 || echo "no chromium here (needs root and apt-get): the dashboard's browser tests will skip"; \
+	fi
+
 serve: install
-	@echo "the fdcontrol command: $(BIN)/fdcontrol (or run '. $(BIN)/activate' to put it on PATH)"
+	@echo "the fdcontrol command: $(BIN)/fdcontrol (or run '. $(BIN)/activate' to put it on PATH); another port: make serve PORT=8001"
 	$(BIN)/fdcontrol serve --host $(HOST) --port $(PORT)
 
-test: install-test
+# progress as a count ([ 120/700]); PYTEST_ARGS adds pytest options, e.g. the quick subset of the inner loop:
+# make test PYTEST_ARGS='-m "not slow"' (no service, simulator or browser processes: about a minute)
+test: install-test browser
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -o console_output_style=count $(PYTEST_ARGS)
 
 # what CI runs: the same suite with two CPU-bound processes beside it (a loaded 2-core machine);
 # the time bounds in the tests must hold there too. The hogs are ended however pytest ends.
-test-loaded: install-test
+test-loaded: install-test browser
 	$(BIN)/ruff check .
 	sh -c 'while :; do :; done' & h1=$$!; sh -c 'while :; do :; done' & h2=$$!; \
-	  $(BIN)/python -m pytest -q $(PYTEST_ARGS); rc=$$?; kill $$h1 $$h2; exit $$rc
+	  $(BIN)/python -m pytest -q -o console_output_style=count $(PYTEST_ARGS); rc=$$?; kill $$h1 $$h2; exit $$rc
 
 bench: install-test  # the benchmarks use the experiments, the drivers and the test fixtures
 	$(BIN)/python benchmarks/bench_mappings.py

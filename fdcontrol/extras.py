@@ -9,6 +9,7 @@ limits, the loop and ``fdcontrol analyze``. Everything else is an extra (pyproje
 * ``record`` — MCAP recording and reading alone (also in ``server``),
 * ``experiments`` — ``fdcontrol experiments`` and ``fdcontrol plot``,
 * ``fast`` — the compiled default limits (numba; without it the same limits run as Python loops),
+* ``foxglove`` — the live Foxglove server (``fdcontrol serve --foxglove PORT``, Foxglove's SDK),
 * ``all`` — every one of them.
 
 A part whose extra is missing raises :class:`MissingExtra` at import, one line naming the extra
@@ -32,6 +33,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "env": ("gymnasium",),
     "task": ("ruckig",),
     "franka": ("pylibfranka",),
+    "foxglove": ("foxglove",),
 }
 
 

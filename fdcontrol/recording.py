@@ -9,7 +9,11 @@ Foxglove and the ``mcap`` CLI read it without plugins. Topics:
 * ``/fdcontrol/command`` — each accepted command (start, stop, hold, target, zero_sensor,
   streamed wrench);
 * ``/fdcontrol/config`` — the parameters and robot (joint names, limits) at the start and
-  after each change.
+  after each change;
+* the 3-D scene, the same channels and schemas as Foxglove live (:mod:`fdcontrol.viz.scene`):
+  ``/robot_description`` (every 2 s), ``/tf`` and ``/joint_states``, ``/fdcontrol/wrench``,
+  ``/fdcontrol/target`` and ``/fdcontrol/telemetry`` (every 10th cycle), ``/fdcontrol/volumes``
+  (every 50th), so Foxglove replays the arm in 3-D.
 
 Threads: producers only hand over references (:meth:`Recorder.push_state`, a bounded deque)
 or are polled (``source``); a writer thread pairs each state with its cycle timing, encodes
@@ -47,6 +51,7 @@ from typing import IO, Any
 import numpy as np
 
 from fdcontrol.extras import missing
+from fdcontrol.model.spatial import quaternion
 
 try:
     from mcap.exceptions import McapError
@@ -60,6 +65,8 @@ STATE_TOPIC, TIP_TOPIC = "/fdcontrol/state", "/fdcontrol/tip"
 COMMAND_TOPIC, CONFIG_TOPIC = "/fdcontrol/command", "/fdcontrol/config"
 EPISODE_TOPIC = "/fdcontrol/episode"
 TIP_DECIMATION = 10
+VOLUMES_DECIMATION = 50  # cycles between the volume entities in a recording
+DESCRIPTION_DECIMATION = 1000  # cycles between copies of the robot description (a viewer seeking needs one)
 PROFILE = "fdcontrol"
 
 _VEC = {"type": "array", "items": {"type": ["number", "null"]}}  # null: a non-finite value (a fault)
@@ -176,24 +183,6 @@ SCHEMAS = {STATE_TOPIC: STATE_SCHEMA, TIP_TOPIC: POSE_SCHEMA, COMMAND_TOPIC: COM
            CONFIG_TOPIC: CONFIG_SCHEMA, EPISODE_TOPIC: EPISODE_SCHEMA}
 
 
-def quaternion(R: np.ndarray) -> list[float]:
-    """Unit quaternion [x, y, z, w] of a rotation matrix (Shepperd's method, w ≥ 0)."""
-    m = np.asarray(R, dtype=float)
-    tr = m[0, 0] + m[1, 1] + m[2, 2]
-    if tr > 0:
-        s = 2.0 * math.sqrt(1.0 + tr)
-        q = [(m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s, 0.25 * s]
-    else:
-        i = int(np.argmax(np.diag(m)))
-        j, k = (i + 1) % 3, (i + 2) % 3
-        s = 2.0 * math.sqrt(max(1.0 + m[i, i] - m[j, j] - m[k, k], 1e-300))
-        q = [0.0, 0.0, 0.0, (m[k, j] - m[j, k]) / s]
-        q[i], q[j], q[k] = 0.25 * s, (m[j, i] + m[i, j]) / s, (m[k, i] + m[i, k]) / s
-        if q[3] < 0:
-            q = [-x for x in q]
-    return q
-
-
 def state_message(s: Any, compute: float | None, period_error: float | None) -> dict[str, Any]:
     """The ``/fdcontrol/state`` message of a :class:`~fdcontrol.loop.state.LoopState`: its wire
     encoding (:func:`fdcontrol.loop.state.to_dict`, every field by its own name) and the cycle's timing."""
@@ -272,6 +261,9 @@ class _Session:
     last_flush: float = 0.0
     counts: dict[str, int] = field(default_factory=dict)
     cycles: tuple[int | None, int | None] = (None, None)  # the loop's cycle counter at start and stop
+    scene: Any = None  # fdcontrol.viz.scene.Scene: the 3-D channels (None: a robot without a URDF)
+    target: Any = None  # the last recorded tip target (4×4)
+    last_description: int | None = None  # the cycle of the last robot description written
 
 
 Source = Callable[[], tuple[list[Published], int]]
@@ -349,11 +341,18 @@ class Recorder:
                 for topic, schema in SCHEMAS.items():
                     sid = w.register_schema(schema["title"], "jsonschema", json.dumps(schema).encode())
                     channels[topic] = w.register_channel(topic, "json", sid)
+                scene = _scene(params)
+                if scene is not None:  # the 3-D channels, as Foxglove live advertises them
+                    from fdcontrol.viz.scene import schemas as viz_schemas
+
+                    for topic, (name, schema) in viz_schemas().items():
+                        sid = w.register_schema(name, "jsonschema", json.dumps(schema).encode())
+                        channels[topic] = w.register_channel(topic, "json", sid)
                 w.add_metadata("fdcontrol", {"robot": json.dumps(robot), "params": _dumps(params).decode(),
                                              **(metadata or {})})
                 w.add_metadata("fdcontrol.parameters", _declarations())  # what each value means
                 now = time.monotonic()
-                s = _Session(p, f, w, channels, time.time() - now, now, last_flush=now)
+                s = _Session(p, f, w, channels, time.time() - now, now, last_flush=now, scene=scene)
                 self._write(s, CONFIG_TOPIC, now, {"params": params, "changes": {}, "robot": robot})
                 w.flush()
             except Exception:
@@ -425,6 +424,10 @@ class Recorder:
         while self._other:
             topic, t, msg = self._other.popleft()
             self._write(s, topic, t, msg)
+            if s.scene is not None and topic == CONFIG_TOPIC:
+                s.scene.update(msg["params"])  # the volumes may have changed
+            elif topic == COMMAND_TOPIC and msg["command"] == "target" and msg["args"]:
+                s.target = np.asarray(msg["args"][0], dtype=float)
         if self._source is not None:
             items, lost = self._source()
             s.dropped += lost
@@ -449,13 +452,27 @@ class Recorder:
         st = item.state
         self._write(s, STATE_TOPIC, item.t_mono, state_message(st, item.compute, item.period_error))
         s.states += 1
+        if st.cycle % TIP_DECIMATION == 0 and s.scene is not None and len(st.q) == s.scene.robot.dof:
+            self._write_scene(s, item)
         if st.cycle % TIP_DECIMATION == 0:
             ns = int((item.t_mono + s.offset) * 1e9)
             p, qx = st.tip_pose[:3, 3], quaternion(st.tip_pose[:3, :3])
             self._write(s, TIP_TOPIC, item.t_mono, {
-                "timestamp": {"sec": ns // 1_000_000_000, "nsec": ns % 1_000_000_000}, "frame_id": "base",
+                "timestamp": {"sec": ns // 1_000_000_000, "nsec": ns % 1_000_000_000},
+                "frame_id": s.scene.base if s.scene is not None else "base",
                 "pose": {"position": dict(zip("xyz", p.tolist(), strict=True)),
                          "orientation": dict(zip("xyzw", qx, strict=True))}})
+
+    def _write_scene(self, s: _Session, item: _Item) -> None:
+        from fdcontrol.viz.scene import DESCRIPTION_TOPIC
+
+        st, ns = item.state, int((item.t_mono + s.offset) * 1e9)
+        if s.last_description is None or st.cycle - s.last_description >= DESCRIPTION_DECIMATION:
+            self._write(s, DESCRIPTION_TOPIC, item.t_mono, s.scene.robot_description())
+            s.last_description = st.cycle
+        msgs = s.scene.messages(st, ns, s.target, volumes=st.cycle % VOLUMES_DECIMATION == 0)
+        for topic, msg in msgs.items():
+            self._write(s, topic, item.t_mono, msg)
 
     def _write(self, s: _Session, topic: str, t_mono: float, msg: dict[str, Any]) -> None:
         ns = int((t_mono + s.offset) * 1e9)
@@ -463,6 +480,19 @@ class Recorder:
                              sequence=s.messages)
         s.messages += 1
         s.counts[topic] = s.counts.get(topic, 0) + 1
+
+
+def _scene(params: dict[str, Any]) -> Any:
+    """The 3-D scene of a recording (fdcontrol.viz.scene.Scene), or None for a robot without a URDF."""
+    if "robot" not in params:
+        return None
+    from fdcontrol.model.robot import ModelError
+    from fdcontrol.viz.scene import Scene
+
+    try:
+        return Scene(params)
+    except (ModelError, ValueError, OSError):
+        return None
 
 
 class LoopTap:

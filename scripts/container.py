@@ -142,13 +142,46 @@ def make_local_base(engine: Engine) -> None:
             for f in (root / junk).glob("*"):
                 if f.is_file():
                     f.unlink()
-        tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
-        imp = subprocess.run([engine.name, "import", "--change", 'CMD ["/bin/bash"]', "-", LOCAL_BASE],
-                             stdin=tar.stdout, env=engine.env, capture_output=True, text=True, timeout=600)
-        tar.wait()
-        if imp.returncode != 0 or tar.returncode != 0:
+        imp = pipe_into(["tar", "-C", str(root), "-c", "."],
+                        [engine.name, "import", "--change", 'CMD ["/bin/bash"]', "-", LOCAL_BASE], engine.env)
+        if imp.returncode != 0:
             raise SystemExit(f"importing the debootstrap base failed: {imp.stderr.strip()}")
         log(f"made {LOCAL_BASE} with debootstrap in {time.monotonic() - t0:.0f} s")
+
+
+def pipe_into(producer: list[str], consumer: list[str], env: dict[str, str],
+              timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """`producer | consumer`; the consumer's result, failed (returncode ≠ 0) when either fails.
+
+    Only the consumer holds the pipe's reading end: when the consumer exits early (an engine that
+    cannot run at all), the producer gets SIGPIPE and ends instead of blocking on a full pipe."""
+    prod = subprocess.Popen(producer, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        assert prod.stdout is not None
+        cons = subprocess.Popen(consumer, stdin=prod.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=env, text=True)
+        prod.stdout.close()  # our copy of the reading end: the consumer's is the only one left
+        out, err = cons.communicate(timeout=timeout)
+        prod_rc = prod.wait(timeout=60)
+    finally:
+        for p in (prod, locals().get("cons")):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+    rc = cons.returncode
+    if rc == 0 and prod_rc != 0:
+        rc, err = prod_rc, f"{err}\n{producer[0]} exited with {prod_rc}"
+    return subprocess.CompletedProcess(consumer, rc, out, err)
+
+
+def engine_problem(engine: Engine) -> str | None:
+    """Why the engine cannot run containers at all (podman without its OCI runtime, a docker client
+    without a daemon), in its own words; None when it can. Checked before any slow step."""
+    p = engine.run("info", check=False, timeout=60)
+    if p.returncode == 0:
+        return None
+    lines = (p.stderr or p.stdout or "").strip().splitlines()
+    return f"{engine.name} cannot run containers: {lines[-1] if lines else f'{engine.name} info failed'}"
 
 
 def pip_config() -> tuple[str, list[str], str | None]:
@@ -174,6 +207,11 @@ def pip_config() -> tuple[str, list[str], str | None]:
     for drop in ("cache-dir", "log", "target", "prefix", "user", "root", "src"):
         values.pop(drop, None)
     dirs: list[str] = []
+    for name in ("constraint", "requirement"):  # files pip reads for every install: their folders go in too
+        for item in values.get(name, "").split():
+            top = Path(item).parent
+            if Path(item).is_file() and str(top) not in dirs:
+                dirs.append(str(top))
     for name in ("find-links", "extra-index-url", "index-url"):
         for item in values.get(name, "").split():
             path = item.removeprefix("file://") if item.startswith("file://") or item.startswith("/") else None
@@ -196,8 +234,15 @@ def pip_config() -> tuple[str, list[str], str | None]:
 
 def build(args: argparse.Namespace) -> int:
     engine = Engine()
+    problem = engine_problem(engine)
+    if problem:
+        raise SystemExit(problem)
     base = base_image(engine, args.base)
     text, dirs, cert = pip_config()
+    if engine.name != "podman" and dirs:  # docker build mounts no folders: a file pip must read would be missing
+        log(f"docker build cannot mount {', '.join(dirs)}: pip uses the configured remote indexes only")
+        text = "\n".join(ln for ln in text.splitlines()
+                         if ln.partition("=")[0].strip() not in ("constraint", "requirement", "find-links"))
     with tempfile.TemporaryDirectory(prefix="fdcontrol-build-") as tmp:
         conf, ca = Path(tmp) / "pip.conf", Path(tmp) / "ca.crt"
         conf.write_text(text)
@@ -209,8 +254,6 @@ def build(args: argparse.Namespace) -> int:
                     "--isolation", os.environ.get("BUILD_ISOLATION", "chroot")]
             for d in dirs:
                 cmd += ["-v", f"{d}:{d}:ro"]
-        elif dirs:
-            log(f"docker build cannot mount {', '.join(dirs)}: pip uses the configured remote indexes only")
         log(f"building {args.tag} on {base} with extras [{args.extras}] ({engine.name}) …")
         t0 = time.monotonic()
         p = subprocess.run([engine.name, *cmd, str(ROOT)], env={**engine.env, "DOCKER_BUILDKIT": "1"},

@@ -32,6 +32,7 @@ from fdcontrol.server.routers import (
     options,
     recording,
     recovery,
+    scene,
     sim,
     state,
     task,
@@ -45,7 +46,7 @@ from fdcontrol.server.worker import LoopWorker
 
 STATIC = Path(__file__).resolve().parent / "static"  # the dashboard, shipped as plain files
 ROUTERS = (health, state, config, analysis, control, ws, sim, twist, recording, metrics, options, learning,
-           task, recovery)
+           task, recovery, scene)
 
 
 def create_app(settings: Settings | None = None, worker: LoopWorker | None = None) -> FastAPI:
@@ -67,7 +68,15 @@ def create_app(settings: Settings | None = None, worker: LoopWorker | None = Non
         if sup is not None:
             sup.start()
         app.state.supervisor = sup
+        app.state.foxglove = None
+        if settings.foxglove_port is not None:  # fdcontrol serve --foxglove PORT (server/foxglove.py)
+            from fdcontrol.server.foxglove import FoxgloveLive
+
+            app.state.foxglove = FoxgloveLive(lambda: app.state.worker, settings.foxglove_host,
+                                              settings.foxglove_port, settings.foxglove_rate)
         yield
+        if app.state.foxglove is not None:
+            app.state.foxglove.close()
         if sup is not None:
             sup.stop()
         app.state.worker.close()

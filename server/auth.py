@@ -50,7 +50,7 @@ MIDDLEWARE_ERRORS = {400: "JSON nested deeper than max_json_depth", 401: "token 
                      403: "foreign Origin", 413: "body larger than max_body_bytes",
                      415: "a form or text body on a state change", 421: "unknown Host",
                      429: "too many failed authentication attempts"}
-READ_PATHS = frozenset({"/health", "/state", "/stats", "/robots", "/config", "/ws/state"})
+READ_PATHS = frozenset({"/health", "/state", "/stats", "/robots", "/config", "/ws/state", "/robot/description"})
 
 
 def is_loopback(host: str) -> bool:

@@ -50,7 +50,8 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 #: service options with a flag of their own (the loop's parameters get theirs from their declarations)
-SERVICE_FLAGS = ("host", "port", "token", "token_file", "record", "record_dir")
+SERVICE_FLAGS = ("host", "port", "token", "token_file", "record", "record_dir", "foxglove_port", "foxglove_host",
+                 "foxglove_remote", "foxglove_rate")
 
 
 def _flag_type(p: Param) -> Callable[[str], Any]:
@@ -97,6 +98,16 @@ def _robot_problem(settings: Settings) -> str | None:
     return None
 
 
+def port_problem(host: str, port: int, exc: OSError) -> str:
+    """One line for a port that cannot be bound, with the way to choose another."""
+    import errno
+
+    if exc.errno == errno.EADDRINUSE:
+        return (f"port {port} on {host} is already in use (another fdcontrol serve?): choose another port, "
+                f"e.g. `make serve PORT={port + 1}` or `fdcontrol serve --port {port + 1}`")
+    return f"could not listen on {host}:{port}: {exc}"
+
+
 def ready_line(settings: Settings, token: bool) -> str:
     """What a person starting the service needs to see: what runs, where, and how to get in."""
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
@@ -130,20 +141,36 @@ def run(args: argparse.Namespace) -> int:
     if token is None and not is_loopback(settings.host):
         return fail(f"refusing to bind {settings.host} without a token: set --token, FDCONTROL_TOKEN "
                     "or token_file (or bind 127.0.0.1)")
+    if settings.foxglove_port is not None:
+        try:
+            require("foxglove", "Foxglove live (--foxglove)")
+        except MissingExtra as exc:
+            return fail(str(exc))
+        if not is_loopback(settings.foxglove_host) and not settings.foxglove_remote:
+            return fail(f"refusing to bind Foxglove to {settings.foxglove_host}: the Foxglove protocol has no "
+                        "authentication (anyone reaching the port sees the arm); add --foxglove-remote to "
+                        "accept that, or keep it on 127.0.0.1 and use an SSH tunnel")
     from fdcontrol.server.app import create_app
     from fdcontrol.server.worker import LoopWorker, WorkerError
 
+    try:  # the port first: a taken port is said at once, before the loop process starts
+        sock = listen(settings.host, settings.port)
+    except OSError as exc:
+        return fail(port_problem(settings.host, settings.port, exc))
     try:
         worker = LoopWorker(settings)
     except WorkerError as exc:
+        sock.close()
         return fail(f"the control loop did not start: {exc.detail}")
     try:
-        sock = listen(settings.host, settings.port)
         config = uvicorn.Config(create_app(settings, worker), host=settings.host, port=settings.port,
                                 log_level="warning", ws_max_queue=4,
                                 ws_max_size=max(settings.max_ws_message_bytes * 4, 1 << 20),
                                 ws_per_message_deflate=False)  # zlib per message and client: ~0.1 ms each
         print(ready_line(settings, token is not None), file=sys.stderr, flush=True)
+        if settings.foxglove_port is not None:
+            print(f"fdcontrol serve: Foxglove on ws://{settings.foxglove_host}:{settings.foxglove_port} "
+                  "(open it in Foxglove with the layout docs/foxglove-layout.json)", file=sys.stderr, flush=True)
         uvicorn.Server(config).run(sockets=[sock])
     except (OSError, SystemExit) as exc:
         worker.close()
@@ -171,6 +198,14 @@ def add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--record", default=None, metavar="FILE",
                    help="record to this MCAP file from startup (a bare name goes into --record-dir)")
     s.add_argument("--record-dir", default=None, help="directory of recordings (settings.record_dir)")
+    s.add_argument("--foxglove", dest="foxglove_port", type=int, default=None, metavar="PORT",
+                   help="also serve Foxglove's WebSocket protocol on PORT: the arm in 3-D (off by default)")
+    s.add_argument("--foxglove-host", dest="foxglove_host", default=None,
+                   help="address of the Foxglove server (default 127.0.0.1)")
+    s.add_argument("--foxglove-remote", dest="foxglove_remote", action="store_const", const=True, default=None,
+                   help="allow a non-loopback --foxglove-host (the Foxglove protocol has no authentication)")
+    s.add_argument("--foxglove-rate", dest="foxglove_rate", type=float, default=None,
+                   help="messages per second to Foxglove (Hz, default 50)")
     s.add_argument("--token", default=None, help="API token (or FDCONTROL_TOKEN); required off loopback")
     s.add_argument("--token-file", dest="token_file", default=None, help="file holding the API token")
     s.set_defaults(func=run)

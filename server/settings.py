@@ -267,6 +267,13 @@ class Settings(ControlParams, BaseSettings):
     record_dir: str = Field("recordings", description="directory of MCAP recordings (POST /recording/start)")
     record: str | None = Field(None, description="record from startup to this file (a bare name goes "
                                "into record_dir)")
+    # ---- Foxglove live (server/foxglove.py)
+    foxglove_port: int | None = Field(None, ge=0, le=65535, description="run a Foxglove WebSocket server on "
+                                      "this port (0: any free port; null: off)")
+    foxglove_host: str = Field("127.0.0.1", description="address the Foxglove server binds")
+    foxglove_remote: bool = Field(False, description="allow a non-loopback foxglove_host: the Foxglove "
+                                  "protocol has no authentication, anyone who reaches the port sees the arm")
+    foxglove_rate: float = Field(50.0, ge=1, le=200, description="messages per second to Foxglove (Hz)")
 
     def record_path(self) -> Path:
         p = Path(self.record or "")

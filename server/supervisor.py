@@ -29,15 +29,19 @@ from fdcontrol.server.worker import LoopWorker, WorkerError
 
 class Supervisor:
     def __init__(self, settings: Any, get: Callable[[], LoopWorker], install: Callable[[LoopWorker], None],
-                 period: float = 0.02, kill_after: float = 2.0) -> None:
+                 period: float = 0.02, kill_after: float = 2.0,
+                 spawn: Callable[[Any], LoopWorker] = LoopWorker,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.settings, self.get, self.install = settings, get, install
         self.period, self.kill_after = period, kill_after
+        self.spawn, self.clock = spawn, clock  # (tests: a fake worker and a fake clock)
         self.restarts = 0
         self.gave_up = False
         self._times: deque[float] = deque()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fdcontrol-supervisor", daemon=True)
         self._was_running = False
+        self._stuck_since: float | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -47,34 +51,39 @@ class Supervisor:
         self._thread.join(5)
 
     def _run(self) -> None:
-        stuck_since: float | None = None
         while not self._stop.wait(self.period):
-            w = self.get()
-            problem = w.problem()
-            if problem is None:
-                stuck_since = None
-                self._was_running = _running(w)
-                continue
-            if w.proc.is_alive():  # stuck: give it a moment before killing it
-                now = time.monotonic()
-                stuck_since = stuck_since or now
-                if now - stuck_since < self.kill_after:
-                    continue
-                w.proc.kill()
-                w.proc.join(2)
-            stuck_since = None
-            if not self._budget():
-                continue
-            self._restart(w, problem)
+            self.poll()
+
+    def poll(self) -> None:
+        """One look at the loop process: note whether it runs, or kill and replace it."""
+        w = self.get()
+        problem = w.problem()
+        if problem is None:
+            self._stuck_since = None
+            self._was_running = _running(w)
+            return
+        if w.proc.is_alive():  # stuck: give it a moment before killing it
+            now = self.clock()
+            if self._stuck_since is None:
+                self._stuck_since = now
+            if now - self._stuck_since < self.kill_after:
+                return
+            w.proc.kill()
+            w.proc.join(2)
+        self._stuck_since = None
+        if not self._budget():
+            return
+        self._restart(w, problem)
 
     def _budget(self) -> bool:
-        now = time.monotonic()
+        if self.gave_up:  # for good: /health answers 503 until the service is restarted
+            return False
+        now = self.clock()
         while self._times and now - self._times[0] > self.settings.restart_window:
             self._times.popleft()
         if len(self._times) >= self.settings.max_restarts:
-            if not self.gave_up:
-                print(f"fdcontrol: loop process restarted {len(self._times)} times in "
-                      f"{self.settings.restart_window:g} s; giving up", file=sys.stderr)
+            print(f"fdcontrol: loop process restarted {len(self._times)} times in "
+                  f"{self.settings.restart_window:g} s; giving up", file=sys.stderr)
             self.gave_up = True
             return False
         self._times.append(now)
@@ -83,7 +92,7 @@ class Supervisor:
     def _restart(self, old: LoopWorker, problem: str) -> None:
         print(f"fdcontrol: {problem}; restarting it into hold", file=sys.stderr)
         try:
-            new = LoopWorker(self.settings.model_copy(update=old.params))
+            new = self.spawn(self.settings.model_copy(update=old.params))
         except (WorkerError, OSError) as exc:
             print(f"fdcontrol: loop process restart failed: {exc}", file=sys.stderr)
             return

@@ -615,6 +615,7 @@ class LoopWorker:
         self.recorder = Recorder(cycle=lambda: self.state()[0].cycle, on_start=self.ring.set_active,
                                  source=self.ring.read)
         self.started_at = time.monotonic()
+        self.last_target: np.ndarray | None = None  # the last accepted tip target (4×4, base frame)
 
     @property
     def params(self) -> dict[str, Any]:
@@ -686,6 +687,8 @@ class LoopWorker:
             kind, payload = self.conn.recv()
         if kind != "ok":
             raise WorkerError(kind, payload)
+        if cmd == "target" and args:  # the tip's target, for the viewers (server/foxglove.py)
+            self.last_target = np.asarray(args[0], dtype=float)
         if cmd in RECORDED:
             self.recorder.push_command(cmd, *args)
         return payload
@@ -704,8 +707,8 @@ class LoopWorker:
             self.recorder.push_config(self.params, changes, robot_info_from_params(self.params))
         return self.params
 
-    def set_wrench(self, wrench: Any, frame: str = "base", seq: int | None = None) -> None:
-        """Validated here (errors reach the caller at once), handed over latest-wins."""
+    def set_wrench(self, wrench: Any, frame: str = "base", seq: int | None = None) -> int:
+        """Validated here (errors reach the caller at once), handed over latest-wins; its sequence number."""
         self.params  # noqa: B018 — after a reaction fired: its switch may have tightened max_force / max_torque
         w = check_wrench(wrench, self.max_force, self.max_torque, frame)
         if seq is not None and not (isinstance(seq, int) and not isinstance(seq, bool) and 0 <= seq <= SEQ_MAX):
@@ -716,6 +719,7 @@ class LoopWorker:
             self.channel.write_wrench(w, frame, self._seq, time.monotonic())
         self.check()  # died while it was written: no acknowledgement of a wrench nobody reads
         self.recorder.push_command("wrench", w, frame, self._seq)
+        return self._seq
 
     def set_twist(self, twist: Any, frame: str = "base", seq: int | None = None) -> None:
         """A commanded tip twist [v; ω] (fdcontrol.control.twist), validated here, handed over latest-wins."""

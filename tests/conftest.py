@@ -45,3 +45,38 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         yield b
         b.close()
+
+
+#: what makes a test module slow: it starts the service, a simulator, another process or a browser, or
+#: steps MuJoCo physics. `make test PYTEST_ARGS='-m "not slow"'` leaves those out (the inner loop's quick
+#: subset); the full suite, which CI runs, has them all.
+SLOW_SIGNS = ("from .service import", "from tests.service import", "subprocess", "franky", "browser",
+              "mujoco", "MuJoCo", "ros2_peer", "rdt_peer", "ServiceEnv", "SimEnv", "experiments")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: starts the service, a simulator, a process or a browser, or "
+                            "steps MuJoCo (left out by -m 'not slow')")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    slow: dict[str, bool] = {}
+    for item in items:
+        path = str(item.path)
+        if path not in slow:
+            try:
+                text = item.path.read_text()
+            except OSError:
+                text = ""
+            slow[path] = any(sign in text for sign in SLOW_SIGNS)
+        if slow[path]:
+            item.add_marker(pytest.mark.slow)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """One line when the dashboard's browser tests did not run (no chromium), so a green run says so."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    browser = [r for r in skipped if "chromium" in str(getattr(r, "longrepr", ""))]
+    if browser:
+        terminalreporter.write_line(f"{len(browser)} browser tests did not run: no chromium here "
+                                    "(`make test` installs it where it runs as root with apt-get)", yellow=True)

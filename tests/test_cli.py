@@ -130,3 +130,21 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     p.stdout.close()  # the reader is gone before the command prints
     err = p.stderr.read().decode()
     assert p.wait(60) == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_a_taken_port_is_said_at_once_with_the_way_to_choose_another():
+    """`make serve` with the port taken: one line naming the port and how to choose another, before the
+    loop process is started (the port is bound first)."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "fdcontrol.server.main", "serve", "--port", str(port)],
+                           capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    last = r.stderr.strip().splitlines()[-1]
+    assert f"port {port} on 127.0.0.1 is already in use" in last, r.stderr
+    assert f"make serve PORT={port + 1}" in last and f"--port {port + 1}" in last
+    assert "the loop process" not in r.stderr and "control loop" not in r.stderr  # no loop was started

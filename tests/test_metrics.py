@@ -14,6 +14,7 @@ from websockets.sync.client import connect
 from fdcontrol.server.metrics import AUTH_FAILURES, LoopMetrics
 
 from .service import Service
+from .waits import cycles_later, until
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +41,10 @@ def value(m, family, sample=None, **labels):
 def test_metrics_parse_and_move_with_the_loop(service):
     http = httpx.Client(base_url=service.url, timeout=30)
     http.post("/control/start")
-    time.sleep(0.5)
+    state = lambda: http.get("/state").json()  # noqa: E731
+    cycles_later(state, 50)
     m0 = scrape(http)
+    c0 = state()["cycle"]
     assert value(m0, "fdcontrol_loop_up") == 1 and value(m0, "fdcontrol_loop_running") == 1
     for name, kind in (("fdcontrol_loop_cycles", "counter"), ("fdcontrol_loop_overruns", "counter"),
                        ("fdcontrol_loop_watchdog_trips", "counter"), ("fdcontrol_loop_holds", "counter"),
@@ -54,11 +57,12 @@ def test_metrics_parse_and_move_with_the_loop(service):
     with connect(service.url.replace("http", "ws") + "/ws/control?decimation=50") as ws:
         for _ in range(20):
             ws.send(json.dumps({"wrench": [5, 0, 0, 0, 0, 0]}))
-            time.sleep(0.02)
-        time.sleep(0.5)
+            time.sleep(0.02)  # the pace of the stream
+        until(state, lambda st: st["watchdog"] == "tripped", what="the watchdog tripped")
         m_mid = scrape(http)
-    time.sleep(0.5)
-    m1 = scrape(http)
+    rate = http.get("/stats").json()["rate"]
+    until(state, lambda st: st["cycle"] > c0 + rate, what="1 s of cycles since the first scrape")
+    m1 = until(lambda: scrape(http), lambda m: value(m, "fdcontrol_ws_clients") == 0, what="the client gone")
     s1 = http.get("/stats").json()
     d_cycles = value(m1, "fdcontrol_loop_cycles", "fdcontrol_loop_cycles_total") - value(
         m0, "fdcontrol_loop_cycles", "fdcontrol_loop_cycles_total")
@@ -144,8 +148,8 @@ def test_stats_report_the_loop_threads_scheduler(service):
     while the loop is stopped."""
     http = httpx.Client(base_url=service.url, timeout=30)
     assert http.post("/control/start").status_code == 200
-    time.sleep(0.2)
-    assert http.get("/stats").json()["scheduler"] == ("SCHED_FIFO" if _fifo_permitted() else "SCHED_OTHER")
+    st = until(lambda: http.get("/stats").json(), lambda st: st["scheduler"] is not None, what="a scheduler")
+    assert st["scheduler"] == ("SCHED_FIFO" if _fifo_permitted() else "SCHED_OTHER")
     assert http.post("/control/stop").status_code == 200
     assert http.get("/stats").json()["scheduler"] is None
     assert http.post("/control/start").status_code == 200

@@ -15,6 +15,8 @@ from fdcontrol.loop.cycle import ControlLoop
 from fdcontrol.loop.solvers import make_solver
 from fdcontrol.model.robot import HOME
 
+from .waits import HUNG, until
+
 
 class ClockedArm(SimulatedRobot):
     """Sends a state every `period` s of its own clock (a thread); read() waits for the next one.
@@ -83,9 +85,11 @@ def test_the_robot_clock_paces_the_loop(panda):
     x0 = loop.state.tip_pose[0, 3]
     loop.start()
     try:
-        for _ in range(50):  # 1 s
+        deadline = time.monotonic() + HUNG  # ends a hung test only
+        while loop.state.cycle < 250:  # 1 s of the robot's 4 ms cycles, by the loop's count
+            assert time.monotonic() < deadline, loop.state.cycle
             loop.set_wrench([5.0, 0, 0, 0, 0, 0])
-            time.sleep(0.02)
+            time.sleep(0.02)  # the pace of the wrench stream
     finally:
         loop.stop()
         arm.close()
@@ -112,8 +116,9 @@ def test_a_silent_robot_faults_into_hold_and_the_loop_stays_alive(panda):
         assert loop.state.fault is not None and "no robot state" in loop.state.fault
         assert loop.state.holding
         t = loop.last_cycle_at
-        time.sleep(0.1)
-        assert loop.last_cycle_at > t and loop.running  # alive and holding, not stuck
+        # alive and holding, not stuck: it goes on cycling (its cycle stamp moves; no robot state, no count)
+        until(lambda: loop.last_cycle_at, lambda t1: t1 > t, what="a cycle after the fault")
+        assert loop.running and loop.state.holding
     finally:
         loop.stop()
         arm.close()

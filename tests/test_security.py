@@ -321,26 +321,58 @@ def test_killed_loop_is_noticed_within_one_watchdog_period_and_refused(tmp_path)
         s.stop()
 
 
-def test_supervision_restarts_a_killed_loop_into_hold(tmp_path):
+def _restarted(s: Service, n: int) -> dict:
+    """/health once the supervisor reports `n` restarts and the new loop process is healthy."""
+    deadline = time.monotonic() + 60  # ends a hung test only (a restart spawns a process: seconds under load)
+    while True:
+        r = httpx.get(s.url + "/health")
+        if r.status_code == 200 and r.json()["restarts"] == n:
+            return r.json()
+        assert time.monotonic() < deadline, r.text
+        time.sleep(0.05)
+
+
+def _cycles_later(url: str, n: int, each=None) -> dict:
+    """The state once the loop has run `n` more cycles (its own count), calling `each()` meanwhile."""
+    c0 = httpx.get(url + "/state").json()["cycle"]
+    deadline = time.monotonic() + 30  # ends a hung test only
+    while (st := httpx.get(url + "/state").json())["cycle"] < c0 + n:
+        assert time.monotonic() < deadline, st["cycle"]
+        if each is not None:
+            each()
+    return st
+
+
+def test_supervision_restarts_a_killed_loop_into_hold_with_the_parameters_in_force(tmp_path):
+    """docs/security.md, supervision: a running loop comes back holding, with the bounds PATCHed
+    before the crash (not their startup values); a stopped loop comes back stopped."""
     s = Service()
     try:
+        start = httpx.get(s.url + "/config").json()
+        tight = {"max_force": start["max_force"] / 2, "max_linear_speed": start["max_linear_speed"] / 2}
+        assert httpx.patch(s.url + "/config", json=tight).status_code == 200
         _pushes_the_arm(s.url)
         os.kill(_loop_pid(s), signal.SIGKILL)
-        t0 = time.monotonic()
-        while True:
-            r = httpx.get(s.url + "/health")
-            if r.status_code == 200 and r.json()["restarts"] == 1:
-                break
-            assert time.monotonic() - t0 < 30, r.text
-            time.sleep(0.05)
+        _restarted(s, 1)
+        cfg = httpx.get(s.url + "/config").json()
+        assert {k: cfg[k] for k in tight} == tight
+        r = httpx.put(s.url + "/control/wrench", json={"wrench": [start["max_force"] * 0.75, 0, 0, 0, 0, 0]})
+        assert r.status_code == 422  # the tightened max_force is the one in force in the new process
         st = httpx.get(s.url + "/state").json()
         assert st["running"] and st["holding"] and not st["stale"]
         q0 = np.array(st["q"])
-        for _ in range(20):  # wrenches do not move a held arm
-            httpx.put(s.url + "/control/wrench", json={"wrench": [30.0, 0, 0, 0, 0, 0]})
-            time.sleep(0.02)
-        np.testing.assert_allclose(httpx.get(s.url + "/state").json()["q"], q0, atol=1e-9)
+        push = lambda: httpx.put(s.url + "/control/wrench", json={"wrench": [30.0, 0, 0, 0, 0, 0]})  # noqa: E731
+        st = _cycles_later(s.url, 200, push)  # 200 cycles of wrenches do not move a held arm
+        np.testing.assert_allclose(st["q"], q0, atol=1e-9)
         _pushes_the_arm(s.url)  # an explicit release moves it again
+        # stopped, then killed: it comes back stopped
+        assert httpx.post(s.url + "/control/stop").json()["running"] is False
+        os.kill(_loop_pid(s), signal.SIGKILL)
+        _restarted(s, 2)
+        st = httpx.get(s.url + "/state").json()
+        assert st["running"] is False and not st["stale"]
+        cfg = httpx.get(s.url + "/config").json()
+        assert {k: cfg[k] for k in tight} == tight
     finally:
         s.stop()
 

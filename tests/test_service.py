@@ -18,6 +18,7 @@ from fdcontrol import JacobianInverse, RobotModel, analyze
 from fdcontrol.client import AsyncClient, Client, ServiceError
 
 from .service import Service
+from .waits import cycles_later, until
 
 
 @pytest.fixture(scope="module")
@@ -75,12 +76,15 @@ def test_stream_a_wrench_moves_the_arm_then_it_holds(client):
         moved = np.array(got[-1]["tip_pose"])[:3, 3] - p0
         print("moved", moved)
         assert moved[0] > 0.1 and np.linalg.norm(moved[1:]) < 0.05 * moved[0]
-        time.sleep(0.6)  # stream goes quiet: watchdog
-        last = latest(s)
-        assert last["watchdog"] == "tripped" and max(map(abs, last["qd_ref"])) == 0.0
-        a = np.array(client.state()["q"])
-        time.sleep(0.2)
-        np.testing.assert_allclose(np.array(client.state()["q"]), a, atol=1e-9)
+        # the stream goes quiet: the watchdog trips and brakes the reference to rest
+        last = until(client.state, lambda st: st["watchdog"] == "tripped" and not any(st["qd_ref"]),
+                     what="watchdog tripped and at rest")
+        # the arm settles (the simulated arm's own dynamics, ~1e-4 rad) and then holds still:
+        settled = cycles_later(client.state, 250)
+        later = cycles_later(client.state, 250)
+        assert later["watchdog"] == "tripped" and later["holding"] and not any(later["qd_ref"])
+        np.testing.assert_allclose(np.array(later["q"]), np.array(settled["q"]), atol=1e-9)
+        assert later["cycle"] > last["cycle"]
 
 
 def test_references_arrive_at_the_requested_rate(client):
@@ -179,8 +183,10 @@ def test_config_changes_apply_at_run_time(client):
     client.stop()
     assert client.patch_config(rate=250)["rate"] == 250
     client.start()
-    time.sleep(0.4)
-    assert client.stats()["rate"] == 250
+    s0 = cycles_later(client.state, 5)
+    s1 = cycles_later(client.state, 100)
+    loop_rate = (s1["cycle"] - s0["cycle"]) / (s1["stamp"] - s0["stamp"])  # on the loop's own clock
+    assert client.stats()["rate"] == 250 and abs(loop_rate - 250) < 0.05 * 250, loop_rate
     client.stop()
     client.patch_config(rate=500)
 
@@ -203,10 +209,12 @@ def test_motion_mode_reaches_a_target(client):
     client.patch_config(mode="motion")
     try:
         p = np.array(client.state()["tip_pose"])[:3, 3]
-        client.set_target((p + [0.03, -0.02, 0.02]).tolist())
-        time.sleep(2.5)
-        reached = np.array(client.state()["tip_pose"])[:3, 3]
-        np.testing.assert_allclose(reached, p + [0.03, -0.02, 0.02], atol=2e-3)
+        goal = p + [0.03, -0.02, 0.02]
+        client.set_target(goal.tolist())
+        tip = lambda st: np.array(st["tip_pose"])[:3, 3]  # noqa: E731
+        until(client.state, lambda st: np.linalg.norm(tip(st) - goal) < 2e-3, what="the target reached")
+        reached = tip(cycles_later(client.state, 100))  # and it stays there
+        np.testing.assert_allclose(reached, goal, atol=2e-3)
     finally:
         client.patch_config(mode="admittance")
 
@@ -219,6 +227,9 @@ def test_openapi_lists_every_route_with_a_response_model(service):
             assert any(c.get("schema") for c in content.values()), f"{method.upper()} {path} has no response model"
     assert {"/health", "/state", "/stats", "/config", "/analysis/singular-values"} <= set(spec["paths"])
     assert httpx.get(service.url + "/docs").status_code == 200
+
+
+GIL_BOUND = 0.015  # overrun-rate points 22 clients may add: below the 2.4 points of a loop sharing the API's GIL
 
 
 def overrun_rate(client, seconds, work=None):
@@ -239,7 +250,9 @@ def test_many_monitors_do_not_cause_overruns_and_a_silent_reader_does_not_grow(c
     overrun rate rose by 0.3 to 10 percentage points depending on the machine's phase (the
     loop thread is SCHED_FIFO in its own process; in one process the GIL alone added 2.4
     points on a quiet machine). What must hold: every client is served, memory does not
-    grow, the loop keeps its rate, and clients do not starve it (≤ +15 points).
+    grow, the loop keeps its rate, and clients do not starve it: in the best of the pairs the
+    clients add at most 1.5 points, below the 2.4 the shared GIL added (so a loop back in the
+    API process fails this; steal bursts are why the best of three pairs counts).
     """
     client.start()
     stop = threading.Event()
@@ -278,9 +291,9 @@ def test_many_monitors_do_not_cause_overruns_and_a_silent_reader_does_not_grow(c
             assert rss1 - rss0 < 20_000  # the silent reader's states are dropped, not queued
             assert stats["ws_dropped"] > 0
             assert stats["cycle_rate"] > 0.9 * stats["rate"]  # the loop keeps its rate
-            if busy <= base + 0.01:
+            if busy <= base + GIL_BOUND:
                 break
-    assert any(busy <= base + 0.15 for base, busy in results), results
+    assert any(busy <= base + GIL_BOUND for base, busy in results), results
 
 
 def _cpu_ticks(pid: int) -> int:
@@ -294,11 +307,10 @@ def test_the_loop_runs_in_its_own_process_and_the_api_does_not_run_it(client, se
     client.start()
     loops = [p for p in service.children() if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
     assert len(loops) == 1
-    c0, cyc0 = _cpu_ticks(loops[0]), client.state()["cycle"]
-    time.sleep(1.0)
-    c1, cyc1 = _cpu_ticks(loops[0]), client.state()["cycle"]
     rate = client.config()["rate"]
-    assert cyc1 - cyc0 > 0.5 * rate and c1 > c0  # the child cycles and spends the CPU for it
+    c0 = _cpu_ticks(loops[0])
+    cycles_later(client.state, rate)  # one second of the loop's cycles
+    assert _cpu_ticks(loops[0]) > c0  # the child cycles and spends the CPU for it
 
 
 def test_async_client(service):
@@ -346,8 +358,7 @@ def test_force_mode_with_a_simulated_wall():
                 time.sleep(0.05)
             assert c.zero_sensor()["ok"]
             c.hold(False)
-            time.sleep(3.0)
-            st = c.state()
+            st = cycles_later(c.state, 3 * c.config()["rate"])  # 3 s of the loop's time: settled on the wall
             assert abs(st["f_measured"][0] - 10.0) < 0.5, st["f_measured"]
     finally:
         svc.stop()
@@ -363,7 +374,8 @@ def test_target_over_the_websocket(client):
             s.send({"target": {"position": goal}})
             s.send({"target": {"position": [0, 0]}})  # malformed: an error, the first target stays
             assert any("target" in m.get("error", "") for m in collect(s, 0.5))
-        time.sleep(2.0)
-        np.testing.assert_allclose(np.array(client.state()["tip_pose"])[:3, 3], goal, atol=2e-3)
+        tip = lambda st: np.array(st["tip_pose"])[:3, 3]  # noqa: E731
+        until(client.state, lambda st: np.linalg.norm(tip(st) - goal) < 2e-3, what="the target reached")
+        np.testing.assert_allclose(tip(cycles_later(client.state, 100)), goal, atol=2e-3)
     finally:
         client.patch_config(mode="admittance")

@@ -140,3 +140,39 @@ def test_a_move_through_a_keep_out_volume_is_refused_at_planning_time(svc):
         assert state(svc)["move_status"] == "done"
     finally:
         assert httpx.patch(svc.url + "/config", json={"keep_out": []}, timeout=10).status_code == 200
+
+
+def _after_cycles(svc, n: int) -> dict:
+    """The state once the loop has run `n` more cycles by its own count (a deadline ends a hung test only)."""
+    c0, deadline = state(svc)["cycle"], time.monotonic() + 30
+    while (s := state(svc))["cycle"] < c0 + n:
+        assert time.monotonic() < deadline, s["cycle"]
+    return s
+
+
+@pytest.mark.parametrize("route, body", [("/control/move", {"position": [0, 0, 0.05], "relative": True}),
+                                         ("/control/home", {})])
+def test_moves_are_refused_while_holding_or_stopped_and_nothing_moves_after(svc, route, body):
+    """docs/task.md: goals are refused while the loop is stopped or holding. A move accepted then
+    would start by itself when the hold is released or the loop started: after the refusal, the
+    release and the start leave the arm where it was (no move runs)."""
+    tip = lambda s: np.array([row[3] for row in s["tip_pose"][:3]])  # noqa: E731
+    assert httpx.post(svc.url + "/control/hold", json={"hold": True}, timeout=5).json()["holding"] is True
+    try:
+        r = httpx.post(svc.url + route, json=body, timeout=10)
+        assert r.status_code == 422 and "holding" in r.text, r.text
+        before = _after_cycles(svc, 5)
+        assert httpx.post(svc.url + "/control/hold", json={"hold": False}, timeout=5).json()["holding"] is False
+        after = _after_cycles(svc, 250)
+        assert after["move_status"] != "moving" and np.linalg.norm(tip(after) - tip(before)) < 1e-3
+        assert httpx.post(svc.url + "/control/stop", timeout=10).json()["running"] is False
+        r = httpx.post(svc.url + route, json=body, timeout=10)
+        assert r.status_code == 422 and "not running" in r.text, r.text
+        before = state(svc)
+        assert httpx.post(svc.url + "/control/start", timeout=10).json()["running"] is True
+        after = _after_cycles(svc, 250)
+        assert after["move_status"] != "moving" and np.linalg.norm(tip(after) - tip(before)) < 1e-3
+    finally:
+        httpx.post(svc.url + "/control/hold", json={"hold": False}, timeout=5)
+        if not state(svc)["running"]:
+            httpx.post(svc.url + "/control/start", timeout=10)

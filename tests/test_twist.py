@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from fdcontrol.loop.cycle import ControlLoop, InputError
 from fdcontrol.model.robot import HOME
 
 from .service import Service
+from .waits import cycles_later, until
 
 DT = 0.002
 V = np.array([0.05, 0.0, 0.0, 0.0, 0.0, 0.0])
@@ -159,10 +159,11 @@ def test_service_twist_over_ws_control(service):
         print(f"service: commanded 50 mm/s along x, measured {v[0] * 1e3:.2f} mm/s (off-axis "
               f"{np.linalg.norm(v[1:]) * 1e3:.3f}) over {len(moving)} states")
         assert v[0] == pytest.approx(0.05, rel=0.05)
-        time.sleep(0.6)  # the stream stopped: the watchdog holds the arm
-        s1 = c.state()
-        time.sleep(0.3)
-        s2 = c.state()
+        # the stream stopped: the watchdog holds the arm (at rest, then 150 cycles of the loop later)
+        until(c.state, lambda s: s["watchdog"] == "tripped" and s["holding"] and not any(s["qd_ref"]),
+              what="the watchdog holding the arm at rest")
+        s1 = cycles_later(c.state, 250)  # the simulated arm settles
+        s2 = cycles_later(c.state, 150)
         assert s2["watchdog"] == "tripped" and s2["holding"]
         assert np.linalg.norm(np.array(s2["tip_pose"])[:3, 3] - np.array(s1["tip_pose"])[:3, 3]) < 1e-6
 
@@ -196,9 +197,8 @@ def test_service_posture_and_link_loads_config(service):
         load = {"link": "forearm_link", "plane": {"point": [0, 0, 2.0], "normal": [0, 0, -1]}, "margin": 0.05}
         cfg = c.patch_config(link_loads=[load], link_load_mode="physical")
         assert cfg["link_loads"][0]["link"] == "forearm_link"
-        time.sleep(0.2)
-        s = c.state()
-        assert s["link_clearance"] is not None and s["link_clearance"] > 0.5
+        s = until(c.state, lambda s: s["link_clearance"] is not None, what="a link clearance in the state")
+        assert s["link_clearance"] > 0.5
         assert s["posture_distance"] is None  # the UR10 is not redundant
         with pytest.raises(ServiceError) as e:
             c.patch_config(link_loads=[{**load, "link": "no_such_link"}])
@@ -212,9 +212,10 @@ def test_service_posture_and_link_loads_config(service):
         try:
             c.patch_config(robot="panda")
             c.start()
-            time.sleep(0.3)
-            s = c.state()
-            assert s["posture_distance"] is not None  # auto: on for the 7-DoF arm
+            s = until(c.state, lambda s: s["posture_distance"] is not None and s["running"],
+                      what="posture_distance on the 7-DoF arm")  # auto: on for the 7-DoF arm
+            s = cycles_later(c.state, 100)
+            assert s["posture_distance"] is not None
             assert s["fault"] is None and not s["holding"]
         finally:
             c.stop()

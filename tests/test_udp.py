@@ -17,6 +17,7 @@ from fdcontrol.loop.cycle import ControlLoop
 from fdcontrol.loop.solvers import make_solver
 from fdcontrol.model.robot import HOME, RobotModel
 from tests.service import Service, free_port
+from tests.waits import cycles_later, until
 
 
 def state_datagram(seq: int, q: np.ndarray) -> bytes:
@@ -38,7 +39,7 @@ def test_ten_queued_datagrams_the_newest_wins(ur10):
     try:
         for k in range(1, 11):  # ten states queue up while the loop is busy
             tx.sendto(state_datagram(k, q0 + 0.001 * k), ("127.0.0.1", port))
-        time.sleep(0.02)
+        # no wait: on loopback, sendto returns once the datagram is in the receiver's queue
         t_before = time.monotonic()  # the datagrams are taken (stamped as received) within this read
         js = drv.read()
         t_received = time.monotonic()
@@ -92,8 +93,7 @@ def test_patch_rate_rebuilds_the_udp_driver_on_the_same_port():
         assert r.status_code == 200, r.text
         assert httpx.get(svc.url + "/config", timeout=5).json()["rate"] == 250.0
         assert httpx.post(svc.url + "/control/start", timeout=5).status_code == 200
-        time.sleep(0.3)
-        st = httpx.get(svc.url + "/state", timeout=5).json()
+        st = cycles_later(lambda: httpx.get(svc.url + "/state", timeout=5).json(), 75)  # 0.3 s at 250 Hz
         assert st["running"] and st["fault"] is None
     finally:
         stop.set()
@@ -138,8 +138,9 @@ def test_udp_bridge_drives_a_separate_driver(ur10):
         moved = ur10.pose(loop.state.q)[:3, 3] - ur10.pose(np.array(HOME["ur10"]))[:3, 3]
         stop.set()
         t.join()
-        time.sleep(0.3)  # the driver went quiet: the loop faults and holds
-        assert loop.state.fault and "no joint state" in loop.state.fault
+        # the driver went quiet: the loop faults and holds
+        until(lambda: loop.state.fault, lambda f: f is not None, what="a fault")
+        assert "no joint state" in loop.state.fault and loop.state.holding
         loop.stop()
         drv.close()
     finally:

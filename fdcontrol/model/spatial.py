@@ -64,3 +64,21 @@ def target_pose(position: Any, orientation: Any, current: np.ndarray,
 
         T[:3, :3] = pin.Quaternion(w / n, x / n, y / n, z / n).toRotationMatrix()
     return T
+
+
+def quaternion(R: np.ndarray) -> list[float]:
+    """Unit quaternion [x, y, z, w] of a rotation matrix (Shepperd's method, w ≥ 0)."""
+    m = np.asarray(R, dtype=float)
+    tr = m[0, 0] + m[1, 1] + m[2, 2]
+    if tr > 0:
+        s = 2.0 * math.sqrt(1.0 + tr)
+        q = [(m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s, 0.25 * s]
+    else:
+        i = int(np.argmax(np.diag(m)))
+        j, k = (i + 1) % 3, (i + 2) % 3
+        s = 2.0 * math.sqrt(max(1.0 + m[i, i] - m[j, j] - m[k, k], 1e-300))
+        q = [0.0, 0.0, 0.0, (m[k, j] - m[j, k]) / s]
+        q[i], q[j], q[k] = 0.25 * s, (m[j, i] + m[i, j]) / s, (m[k, i] + m[i, k]) / s
+        if q[3] < 0:
+            q = [-x for x in q]
+    return q

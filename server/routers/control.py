@@ -61,8 +61,10 @@ def put_target(target: schemas.Target, request: Request) -> dict[str, Any]:
 
 @router.put("/control/wrench", response_model=schemas.Ack, responses=ERRORS)
 def put_wrench(w: schemas.WrenchIn, request: Request) -> dict[str, Any]:
-    worker(request).set_wrench(w.wrench, w.frame, w.seq)  # checks the loop is alive first
-    return ack(request)
+    seq = worker(request).set_wrench(w.wrench, w.frame, w.seq)  # checks the loop is alive first
+    # the state once the loop has taken this wrench (bounded): "holding" then says what the arm does now,
+    # not what it did before the wrench arrived
+    return ack(request, done=lambda s: s.seq_ack == seq or not s.running)
 
 
 def pose(target: schemas.Target, current: np.ndarray) -> np.ndarray:

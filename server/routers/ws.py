@@ -157,12 +157,36 @@ def decode(raw: dict[str, Any], encoding: str, max_bytes: int, max_depth: int) -
     return json.loads(data)
 
 
-async def serve_socket(ws: WebSocket, decimation: int | None, control: bool, frames: bool = False) -> None:
+#: the query parameter ``decimation``'s bounds (every n-th cycle's state)
+DECIMATION = (1, 10000)
+
+
+def parse_decimation(text: str | None, default: int) -> int:
+    """``?decimation=``: an integer in DECIMATION, else InputError saying so (a bad query parameter is
+    said on the socket, not as a bare 403 at the handshake that reads like an access failure)."""
+    if text is None:
+        return default
+    lo, hi = DECIMATION
+    try:
+        n = int(text)
+    except ValueError:
+        n = None
+    if n is None or not lo <= n <= hi:
+        raise InputError(f"decimation must be an integer in [{lo}, {hi}] (every n-th cycle's state), got {text[:40]!r}")
+    return n
+
+
+async def serve_socket(ws: WebSocket, decimation: str | None, control: bool, frames: bool = False) -> None:
     settings = ws.app.state.settings
     worker, hub = handles(ws)
     encoding = await accept(ws)
+    try:
+        dec = parse_decimation(decimation, settings.state_decimation)
+    except InputError as exc:
+        await send_error(ws, encoding, str(exc))
+        await ws.close(code=1008, reason=clip(str(exc))[:120])
+        return
     hub.clients += 1
-    dec = decimation or settings.state_decimation
     sender = asyncio.create_task(stream(ws, encoding, dec, frames))
     try:
         while True:
@@ -192,12 +216,14 @@ async def serve_socket(ws: WebSocket, decimation: int | None, control: bool, fra
 
 
 @router.websocket("/ws/control")
-async def ws_control(ws: WebSocket, decimation: int | None = Query(None, ge=1, le=10000)) -> None:
+async def ws_control(ws: WebSocket, decimation: str | None = Query(None, description="every n-th cycle's state, "
+                                                                      "an integer in [1, 10000]")) -> None:
     await serve_socket(ws, decimation, control=True)
 
 
 @router.websocket("/ws/state")
-async def ws_state(ws: WebSocket, decimation: int | None = Query(None, ge=1, le=10000),
+async def ws_state(ws: WebSocket, decimation: str | None = Query(None, description="every n-th cycle's state, "
+                                                                    "an integer in [1, 10000]"),
                    frames: bool = False) -> None:
     await serve_socket(ws, decimation, control=False, frames=frames)
 

@@ -1,0 +1,139 @@
+"""Mutation testing of the safety-critical modules (``make mutation``): mutmut over each module,
+with only the tests that cover it, then the kill rate per module and the surviving mutants.
+
+mutmut (3.x) mutates a copy of the package and imports it by the file's dotted path. The
+service's source lives in ``server/`` but is imported as ``fdcontrol.server``, so each module runs
+in a scratch copy laid out as installed (``fdcontrol/server/…``, ``fdcontrol/urdf/…``); the
+working tree is never touched. One module at a time, one worker process (the machine is shared).
+
+    python scripts/mutation.py                 # every module below
+    python scripts/mutation.py --only supervisor,sensing
+    python scripts/mutation.py --list          # the modules and their tests
+
+The numbers go into the README's measured section by hand (they take long to make); the
+mutants that survive and are equivalent to the original are listed in docs/testing.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    source: str  # the file as laid out in the scratch copy (fdcontrol/…)
+    tests: tuple[str, ...]  # pytest node ids / -k expressions that cover it
+    only: tuple[str, ...] = ()  # functions to mutate (mutmut's "do_not_mutate" is per file: see _pragma)
+
+
+TARGETS = (
+    Target("supervisor", "fdcontrol/server/supervisor.py", ("tests/test_supervisor.py",)),
+    Target("auth", "fdcontrol/server/auth.py", ("tests/test_auth_unit.py",)),
+    Target("sensing", "fdcontrol/control/sensing.py", ("tests/test_sensing.py",)),
+    Target("limits", "fdcontrol/limits/*", ("tests/test_limits.py", "tests/test_jerk.py")),
+)
+
+
+def _layout(dst: Path) -> None:
+    """The package as installed: fdcontrol/, with server/ and urdf/ inside it, and the tests."""
+    shutil.copytree(ROOT / "fdcontrol", dst / "fdcontrol", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "server", dst / "fdcontrol" / "server", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "urdf", dst / "fdcontrol" / "urdf", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "tests", dst / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    for extra in ("docs", "README.md", "examples", "benchmarks", "scripts", "Dockerfile", "Makefile"):
+        if (ROOT / extra).exists():
+            os.symlink(ROOT / extra, dst / extra)
+
+
+def _config(t: Target) -> str:
+    tests = ", ".join(json.dumps(x) for x in t.tests)
+    return (f"[tool.mutmut]\nsource_paths = [\"fdcontrol\"]\nonly_mutate = [{json.dumps(t.source)}]\n"
+            f"pytest_add_cli_args_test_selection = [{tests}]\n"
+            "pytest_add_cli_args = [\"-p\", \"no:cacheprovider\", \"-q\"]\n"
+            "use_git_change_detection = false\n"
+            "[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n")
+
+
+def _statuses(work: Path) -> dict[str, int | None]:
+    out: dict[str, int | None] = {}
+    for meta in (work / "mutants").rglob("*.meta"):
+        out.update(json.loads(meta.read_text())["exit_code_by_key"])
+    return out
+
+
+def run(t: Target, python: str, timeout: float, keep: bool) -> dict[str, object]:
+    work = Path(tempfile.mkdtemp(prefix=f"fdcontrol-mutation-{t.name}-"))
+    try:
+        _layout(work)
+        (work / "pyproject.toml").write_text(_config(t))
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+        t0 = time.monotonic()
+        p = subprocess.run([python, "-m", "mutmut", "run", "--max-children", "1"], cwd=work, env=env,
+                           capture_output=True, text=True, timeout=timeout)
+        took = time.monotonic() - t0
+        codes = _statuses(work)
+        from mutmut.stats import status_by_exit_code
+
+        status = {k: status_by_exit_code[v] for k, v in codes.items()}
+        killed = sum(s in ("killed", "timeout", "segfault") for s in status.values())
+        survivors = sorted(k for k, s in status.items() if s not in ("killed", "timeout", "segfault"))
+        diffs = {}
+        for k in survivors:
+            d = subprocess.run([python, "-m", "mutmut", "show", k], cwd=work, capture_output=True, text=True,
+                               timeout=120)
+            diffs[k] = f"[{status[k]}]\n" + d.stdout.strip()
+        if not codes:
+            print(p.stdout[-3000:], p.stderr[-3000:], file=sys.stderr)
+        return {"module": t.name, "source": t.source, "mutants": len(codes), "killed": killed,
+                "rate": killed / len(codes) if codes else 0.0, "seconds": took, "survivors": diffs}
+    finally:
+        if keep:
+            print(f"kept {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", default="", help="comma-separated module names (default: all)")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--timeout", type=float, default=3600.0, help="s per module")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch copies")
+    ap.add_argument("--json", type=Path, help="write the results here too")
+    a = ap.parse_args()
+    only = {x for x in a.only.split(",") if x}
+    targets = [t for t in TARGETS if not only or t.name in only]
+    if a.list:
+        for t in targets:
+            print(f"{t.name:12s} {t.source:40s} {' '.join(t.tests)}")
+        return 0
+    results = []
+    for t in targets:
+        r = run(t, sys.executable, a.timeout, a.keep)
+        results.append(r)
+        print(f"{r['module']:12s} {r['killed']:4d}/{r['mutants']:<4d} killed  {100 * r['rate']:5.1f} %  "
+              f"({r['seconds']:.0f} s)", flush=True)
+        for k, diff in r["survivors"].items():
+            print(f"  survived: {k}\n" + "\n".join("    " + ln for ln in diff.splitlines()), flush=True)
+    print("\nmodule        killed / mutants   rate")
+    for r in results:
+        print(f"{r['module']:12s} {r['killed']:4d} / {r['mutants']:<4d}      {100 * r['rate']:5.1f} %")
+    if a.json:
+        a.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

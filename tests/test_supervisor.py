@@ -1,0 +1,277 @@
+"""The supervision policy of docs/security.md, step by step on a fake loop process and a fake clock.
+
+The policy (server/supervisor.py): a dead loop process is replaced at once; a stuck one (alive,
+silent) after ``kill_after`` = 2 s; the new one gets the parameters in force before and, when the
+loop had been running, starts holding; a stopped loop stays stopped; at most ``max_restarts`` per
+``restart_window`` s, after which the supervisor gives up for good. The end-to-end checks on the
+real service (a killed loop process, real PATCHes) are in tests/test_security.py.
+"""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from fdcontrol.server.settings import Settings
+from fdcontrol.server.supervisor import Supervisor
+from fdcontrol.server.worker import WorkerError
+
+
+class FakeProc:
+    def __init__(self) -> None:
+        self.alive = True
+        self.killed = False
+
+    def is_alive(self) -> bool:
+        return self.alive
+
+    def kill(self) -> None:
+        self.killed = True
+        self.alive = False
+
+    def join(self, timeout: float | None = None) -> None:
+        pass
+
+
+class FakeWorker:
+    """What the supervisor uses of a LoopWorker: problem(), proc, state(), params, call(), close()."""
+
+    def __init__(self, settings: Any = None, params: dict[str, Any] | None = None, fail: set[str] = frozenset()):
+        self.settings = settings
+        self.proc = FakeProc()
+        self.running = False
+        self.holding = False
+        self.stuck = False
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.closed = False
+        self.fail = fail
+        self.params = params if params is not None else (
+            {"max_force": settings.max_force, "gamma": settings.gamma} if settings is not None else {})
+
+    def problem(self) -> str | None:
+        if not self.proc.alive:
+            return "the loop process has exited (exit code -9)"
+        return "the control loop is stalled" if self.stuck else None
+
+    def state(self) -> tuple[Any, float]:
+        if not self.proc.alive:
+            raise WorkerError("dead", "the loop process is not running")
+        return SimpleNamespace(running=self.running, holding=self.holding), 0.0
+
+    def call(self, cmd: str, *args: Any) -> Any:
+        if cmd in self.fail:
+            raise WorkerError("dead", f"{cmd} failed")
+        self.calls.append((cmd, args))
+        if cmd == "hold":
+            assert not self.running, "hold is set before the restarted loop starts (its first cycle holds)"
+            self.holding = bool(args[0])
+        elif cmd == "start":
+            self.running = True
+        return None
+
+    def close(self) -> None:
+        self.closed = True
+
+
+DT = 1 / 64  # s between looks (exact in binary: the 2 s bound is checked to the step)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Rig:
+    """A supervisor over one fake loop process; `spawned` lists the replacements, in order."""
+
+    def __init__(self, **settings: Any) -> None:
+        self.settings = Settings(**settings)
+        self.clock = Clock()
+        self.current = FakeWorker(self.settings)
+        self.spawned: list[FakeWorker] = []
+        self.spawn_fails = 0
+        self.sup = Supervisor(self.settings, lambda: self.current, self._install, spawn=self._spawn,
+                              clock=self.clock)
+
+    def _install(self, w: FakeWorker) -> None:
+        self.current = w
+
+    def _spawn(self, settings: Any) -> FakeWorker:
+        if self.spawn_fails:
+            self.spawn_fails -= 1
+            raise WorkerError("startup", "the loop process did not start")
+        w = FakeWorker(settings)
+        self.spawned.append(w)
+        return w
+
+    def poll(self, dt: float = DT) -> None:
+        self.clock.t += dt
+        self.sup.poll()
+
+    def kill(self) -> FakeWorker:
+        old = self.current
+        old.proc.alive = False
+        return old
+
+
+def test_a_healthy_loop_is_left_alone():
+    rig = Rig()
+    rig.current.running = True
+    for _ in range(500):
+        rig.poll()
+    assert rig.spawned == [] and rig.sup.restarts == 0 and not rig.current.proc.killed
+
+
+def test_a_dead_loop_process_is_replaced_at_the_next_look():
+    rig = Rig()
+    old = rig.kill()
+    rig.poll()
+    assert len(rig.spawned) == 1 and rig.current is rig.spawned[0]
+    assert rig.sup.restarts == 1 and old.closed and not rig.current.closed
+
+
+def test_a_running_loop_restarts_holding_and_a_stopped_one_stays_stopped():
+    rig = Rig()
+    rig.current.running = True
+    rig.poll()  # seen running
+    rig.kill()
+    rig.poll()
+    new = rig.current
+    assert new.calls == [("hold", (True,)), ("start", ())]
+    assert new.running and new.holding
+    # it was stopped (by the operator) before it died: the new one is not started, and not told anything
+    new.running = False
+    rig.poll()
+    rig.kill()
+    rig.poll()
+    assert rig.sup.restarts == 2 and rig.current is not new
+    assert rig.current.calls == [] and not rig.current.running
+
+
+def test_a_stuck_loop_process_is_killed_after_two_seconds_not_before():
+    rig = Rig()
+    rig.current.running = True
+    rig.poll()
+    stuck = rig.current
+    stuck.stuck = True
+    rig.poll()  # first seen stuck: t0
+    t0 = rig.clock.t
+    for _ in range(round(2.0 / DT) - 1):
+        rig.poll()
+        assert not stuck.proc.killed and rig.spawned == [], rig.clock.t - t0
+    assert rig.clock.t - t0 == 2.0 - DT
+    rig.poll()  # 2.0 s after it was first seen stuck
+    assert stuck.proc.killed and stuck.closed and rig.sup.restarts == 1
+    assert rig.current.calls == [("hold", (True,)), ("start", ())]  # it was running: restarted holding
+
+
+def test_a_loop_that_recovers_in_time_is_not_killed_and_its_clock_starts_again():
+    rig = Rig()
+    w = rig.current
+    w.stuck = True
+    for _ in range(120):  # 1.875 s stuck
+        rig.poll()
+    w.stuck = False
+    rig.poll()  # recovered
+    w.stuck = True
+    for _ in range(120):  # another 1.875 s: 2 s have not passed since it got stuck again
+        rig.poll()
+    assert not w.proc.killed and rig.spawned == []
+    for _ in range(10):
+        rig.poll()
+    assert w.proc.killed and rig.sup.restarts == 1
+
+
+@pytest.mark.parametrize(("max_restarts", "window"), [(5, 300.0), (2, 10.0), (0, 300.0)])
+def test_the_restart_budget_then_giving_up_for_good(max_restarts, window):
+    rig = Rig(max_restarts=max_restarts, restart_window=window)
+    for i in range(max_restarts):
+        rig.kill()
+        rig.poll(1.0)
+        assert rig.sup.restarts == i + 1 and not rig.sup.gave_up
+    dead = rig.kill()
+    rig.poll(1.0)
+    assert rig.sup.restarts == max_restarts and rig.sup.gave_up and rig.current is dead
+    # given up: the dead process stays (/health 503) even after the window has passed
+    for _ in range(3):
+        rig.poll(window)
+    assert rig.sup.restarts == max_restarts and rig.current is dead and len(rig.spawned) == max_restarts
+
+
+def test_restarts_older_than_the_window_leave_the_budget():
+    rig = Rig(max_restarts=2, restart_window=10.0)
+    rig.kill()
+    rig.poll(1.0)  # t = 1
+    rig.kill()
+    rig.poll(8.0)  # t = 9: two in the window
+    rig.poll(2.5)  # t = 11.5: the first one has left the window
+    rig.kill()
+    rig.poll(0.1)
+    assert rig.sup.restarts == 3 and not rig.sup.gave_up
+    rig.kill()
+    rig.poll(0.1)  # three within 10 s would be one too many
+    assert rig.sup.restarts == 3 and rig.sup.gave_up
+
+
+def test_the_restarted_loop_gets_the_parameters_in_force():
+    rig = Rig()
+    start = rig.settings
+    rig.current.params = {**rig.current.params, "max_force": start.max_force / 4, "gamma": 777.0}
+    rig.kill()
+    rig.poll()
+    got = rig.current.settings
+    assert got.max_force == start.max_force / 4 and got.gamma == 777.0
+    assert got.max_restarts == start.max_restarts  # the process options are the service's own
+    rig.kill()
+    rig.poll()  # and again from the second one: what it had
+    assert rig.current.settings.max_force == start.max_force / 4
+
+
+def test_a_failed_restart_leaves_the_dead_one_and_is_tried_again():
+    rig = Rig(max_restarts=3)
+    dead = rig.kill()
+    rig.spawn_fails = 1
+    rig.poll()
+    assert rig.current is dead and not dead.closed and rig.sup.restarts == 0
+    rig.poll()
+    assert rig.current is not dead and dead.closed and rig.sup.restarts == 1
+
+
+def test_a_restarted_loop_that_cannot_start_is_installed_anyway():
+    """It is the one /health reports on: its problem is seen at the next look."""
+    rig = Rig()
+    rig.current.running = True
+    rig.poll()
+    rig.kill()
+
+    def spawn(settings):
+        w = FakeWorker(settings, fail={"start"})
+        rig.spawned.append(w)
+        return w
+
+    rig.sup.spawn = spawn
+    rig.poll()
+    assert rig.current is rig.spawned[0] and rig.sup.restarts == 1 and not rig.current.running
+    assert rig.current.calls == [("hold", (True,))]
+
+
+def test_the_supervisor_thread_polls_until_stopped():
+    rig = Rig()
+    rig.sup.period = 0.001
+    rig.sup.clock = time.monotonic
+    rig.kill()
+    rig.sup.start()
+    try:
+        deadline = time.monotonic() + 10  # ends a hung test only (the thread polls every 1 ms)
+        while rig.sup.restarts == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+    finally:
+        rig.sup.stop()
+    assert not rig.sup._thread.is_alive() and rig.sup.restarts == 1
