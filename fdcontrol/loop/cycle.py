@@ -383,7 +383,9 @@ class ControlLoop:
             changes, done = self._pending, self._pending_done
             self._pending, self._pending_done = {}, []
         rest, rezero = changes.pop("rest", False), changes.pop("rezero", False)
-        if rezero and "filter" in changes:  # the sensor model changed: its bias is carried over, not re-taken
+        if rezero and "filter" in changes and self._carry_bias is None:
+            # the sensor model changed: its bias is carried over, not re-taken (from the last model that read
+            # the sensor: several changes before the next reading carry from the first one's)
             self._carry_bias = self.filter
         for name, value in changes.items():
             setattr(self, name, _SCALARS[name](value) if name in _SCALARS else value)  # type: ignore[operator]
@@ -502,6 +504,9 @@ class ControlLoop:
         self._held = holding
         if holding or resting:
             qd_des = np.zeros(self.robot.dof)
+            ll = self.link_loads
+            if ll is not None and ll.loads:  # their clearance for the state (telemetry) while no load acts
+                ll.joint_forces(q, qd_des)
         else:  # null-space loads need the FD virtual model
             tau = joint_load(vm, q, self.qd_state, self.posture, self.link_loads, conf) if vm is not None else None
             tau_task = task.joint_torque(q, self.qd_state) if task is not None and vm is not None else None
