@@ -71,6 +71,12 @@ bench: install-test  # the benchmarks use the experiments, the drivers and the t
 measure: install-test
 	$(BIN)/python scripts/measure.py $(MEASURE_ARGS)
 
+# mutation testing (mutmut) of the safety-critical modules, each with the tests that cover it: kill rate
+# per module and the surviving mutants (long: tens of minutes; not part of make test), e.g.
+# `make mutation MUTATION_ARGS="--only supervisor,auth"`; docs/testing.md lists the equivalent mutants
+mutation: install-test
+	$(BIN)/python scripts/mutation.py $(MUTATION_ARGS)
+
 image:
 	$(HOST_PYTHON) scripts/container.py image --tag $(IMAGE) --base $(BASE) --extras $(EXTRAS)
 

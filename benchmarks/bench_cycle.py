@@ -18,6 +18,13 @@ Per robot, per call (µs, p50 and p99), interleaved in rounds so that machine lo
   with numpy calls (the alternative the plain-float code is measured against);
 * ``loop_without_<part>`` — ``loop`` with that part a no-op (see :func:`without`): the
   difference to ``loop`` is the part's cost inside the cycle;
+* link geometry (``fdcontrol.model.collision``; 10 keep-out volumes — boxes, spheres, planes, far from the
+  arm — for every moving link's capsule, plus self-collision): ``links`` — the distances, witness points
+  and rows of every pair (one compiled call), ``links_loads`` — the repulsive loads from them,
+  ``links_limit`` — the velocity damper with its own distances, and ``loop_swaying_links`` — the loop with
+  all of it configured under a small swaying wrench (the arm moves every cycle, near HOME), beside
+  ``loop_swaying``, the same loop without it (their difference: the cost in the cycle; nothing configured
+  costs nothing: the loop has no link stage then);
 * ``shm_today`` / ``shm_derived`` — publishing a state into shared memory with server/worker.py's
   hand-written writer and with fdcontrol.loop.state's derived layout; ``dict_derived`` — the
   JSON/MessagePack dict.
@@ -91,14 +98,45 @@ def numpy_limits(lim: SafetyLimits):
     return apply
 
 
-def make_loop(robot: RobotModel) -> ControlLoop:
+def make_loop(robot: RobotModel, links: bool = False) -> ControlLoop:
     sim = SimulatedRobot(robot, dt=DT, q0=np.array(HOME[robot.name]))
-    return ControlLoop(robot, sim, make_solver(make_mapping("fd", robot)), rate=1 / DT)
+    if not links:
+        return ControlLoop(robot, sim, make_solver(make_mapping("fd", robot)), rate=1 / DT)
+    from fdcontrol.control.task import TaskSpace
+
+    ws, lim = link_parts(robot)
+    limits = SafetyLimits.compose([*SafetyLimits.from_robot(robot).limits, lim])
+    return ControlLoop(robot, sim, make_solver(make_mapping("fd", robot)), rate=1 / DT, limits=limits,
+                       task=TaskSpace(ws))
+
+
+KEEP_OUT = [  # 10 volumes around the arm, out of its reach at HOME (m, base frame)
+    *({"name": f"box{i}", "box": {"min": [2.0 + i, -0.2, 0.0], "max": [2.3 + i, 0.2, 0.5]}} for i in range(4)),
+    *({"name": f"ball{i}", "sphere": {"center": [-2.0 - i, 0.5, 0.3], "radius": 0.2}} for i in range(3)),
+    *({"name": f"wall{i}", "plane": {"point": [0.0, 0.0, -0.5 - i], "normal": [0, 0, 1]}} for i in range(3)),
+]
+
+
+def link_parts(robot: RobotModel):
+    """The workspace (repulsive loads) and the damper for KEEP_OUT and self-collision."""
+    from fdcontrol.control.workspace import workspace_from_config
+    from fdcontrol.limits.collision import CollisionAvoidance
+
+    class P:
+        velocity_scale, keep_out, self_collision = 0.5, KEEP_OUT, True
+
+    ws = workspace_from_config(robot, None, KEEP_OUT, collision_links="keep_out", self_collision=True)
+    return ws, CollisionAvoidance.from_settings(robot, P())  # type: ignore[arg-type]
 
 
 def stream(loop: ControlLoop, now: float) -> None:
     """A live stream: a fresh wrench arrives before every cycle."""
     loop.set_wrench(WRENCH * math.cos(now), t=now)
+
+
+def sway(loop: ControlLoop, now: float) -> None:
+    """A small streamed wrench swaying at 0.5 Hz: the arm moves every cycle but stays near HOME."""
+    loop.set_wrench(0.3 * WRENCH * math.cos(math.pi * now), t=now)
 
 
 def hold_wrench(loop: ControlLoop) -> None:
@@ -167,7 +205,7 @@ def timed(fn, n: int) -> list[float]:
 
 
 def bench(robot: RobotModel, cycles: int, rounds: int) -> dict[str, np.ndarray]:
-    loop = make_loop(robot)
+    loop, loop2 = make_loop(robot), make_loop(robot)
     core = LeanCore(loop.solver)  # type: ignore[arg-type]
     q, qd = np.array(HOME[robot.name]), np.zeros(robot.dof)
     lim = SafetyLimits.from_robot(robot)
@@ -187,6 +225,22 @@ def bench(robot: RobotModel, cycles: int, rounds: int) -> dict[str, np.ndarray]:
              "limits": lambda: lim.apply(q, qd_des, prev, J, DT),
              "limits_np": lambda: lim_np(q, qd_des, prev, J, DT)}
     calls.update(publish_calls(loop))
+    ws, lim_links = link_parts(robot)
+    qs, flip = [q, q + 1e-6], [0]  # alternating q: a repeated q would reuse the last distances
+
+    def nxt() -> np.ndarray:
+        flip[0] ^= 1
+        return qs[flip[0]]
+
+    from fdcontrol.limits.base import Cycle
+
+    calls["links"] = lambda: ws.clearance.compute(nxt())
+    calls["links_loads"] = lambda: ws.joint_torque(nxt(), qd_des)
+    calls["links_limit"] = lambda: lim_links.apply(Cycle(nxt(), prev, J, DT), qd_des.tolist())
+    with_links = make_loop(robot, links=True)
+    calls["loop_swaying"] = lambda: (sway(loop2, time.perf_counter()), loop2.step(now=time.perf_counter()))
+    calls["loop_swaying_links"] = lambda: (sway(with_links, time.perf_counter()),
+                                           with_links.step(now=time.perf_counter()))
     for part in IN_SITU:
         calls[f"loop_without_{part}"] = partial(without(robot, part).step, now=0.0)
     for fn in calls.values():  # warm up

@@ -24,7 +24,8 @@ ANALYZE_JSON = """--json prints one object:
   {"robot": str, "q": [N floats], "type": "joint" | "cartesian", "manipulability_J": float,
    "mappings": {<mapping name>: {"params": {...}, "singular_values": [...], "sigma_min": float,
                                  "sigma_max": float, "condition": float | null, "singular": bool,
-                                 "manipulability": float}}}
+                                 "manipulability": float}},
+   "why_singular": str | null}   (J's rank and the tip direction lost, when J is singular at q)
 Joint values starting with a minus: --q=-1.2,0.3,... or --q -1.2 0.3 ... (or --q -1.2,0.3,...)."""
 
 _NUMBER_LIST = re.compile(r"^-[\d.][\d.eE+\-]*([,\s][\d.eE+\-]*)*$")
@@ -48,6 +49,23 @@ def _attach_negative_values(argv: list[str]) -> list[str]:
     return out
 
 
+def singularity_note(J: np.ndarray, rel: float = 1e-9) -> str | None:
+    """Why every mapping looks singular at this q, in words: J's rank and the tip direction it cannot
+    move in (the left singular vector of the smallest singular value); None when J has full rank."""
+    U, sv, _ = np.linalg.svd(J)
+    rank = int(np.sum(sv > rel * sv[0])) if sv.size and sv[0] > 0 else 0
+    if rank == min(J.shape):
+        return None
+    u = U[:, -1]
+    k = int(np.argmax(np.abs(u)))
+    axis = ("x", "y", "z")[k % 3]
+    what = f"{'linear' if k < 3 else 'angular'} {axis}"
+    return (f"J is singular here (rank {rank} of {min(J.shape)}): the tip cannot move along {what} "
+            f"(direction [v; ω] = {np.array2string(u, precision=2, suppress_small=True)}); a stretched arm "
+            "or two aligned joint axes does this — every joint at zero often lines the links up. "
+            "Analyze a bent pose instead.")
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     robot = RobotModel.resolve(args.robot, args.base, args.tip)
     q = robot.check_q(_floats(" ".join(args.q)))
@@ -57,9 +75,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         m = make_mapping(name, robot, **settings_kwargs(name, vars(args)))
         matrix = m.joint_space(q) if args.type == "joint" else m.cartesian(q)
         out[name] = {"params": m.params(), **analyze(matrix).as_dict()}
+    note = singularity_note(robot.jacobian(q))
     if args.json:
         print(json.dumps({"robot": robot.name, "q": q.tolist(), "type": args.type,
-                          "manipulability_J": robot.manipulability(q), "mappings": out}))
+                          "manipulability_J": robot.manipulability(q), "mappings": out, "why_singular": note}))
         return 0
     print(f"{robot.name}  q = {np.array2string(q, precision=4)}  type = {args.type}  "
           f"w(J) = {robot.manipulability(q):.4g}")
@@ -68,6 +87,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         kappa = "inf" if r["condition"] is None else f"{r['condition']:.4g}"
         sv = " ".join(f"{s:.3g}" for s in r["singular_values"])  # type: ignore[union-attr]
         print(f"{name:8} {r['sigma_min']:11.4g} {r['sigma_max']:11.4g} {kappa:>11}  {sv}")
+    if note:
+        print(note)
     return 0
 
 

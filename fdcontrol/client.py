@@ -237,12 +237,12 @@ class Client:
         url = self.base_url.replace("http", "ws", 1) + path
         if decimation is not None:
             url += f"?decimation={decimation}"
-        ws = connect(url, subprotocols=["msgpack"] if msgpack_encoding else None,  # type: ignore[list-item]
-                     max_size=2**20, close_timeout=CLOSE_TIMEOUT)
-        try:
-            yield Stream(ws, msgpack_encoding)
-        finally:
-            _close(ws)
+        with connect(url, subprotocols=["msgpack"] if msgpack_encoding else None,  # type: ignore[list-item]
+                     max_size=2**20, close_timeout=CLOSE_TIMEOUT) as ws:
+            try:
+                yield Stream(ws, msgpack_encoding)
+            finally:
+                _close(ws)  # promptly, also when the caller never read the states
 
     def state_stream(self, decimation: int | None = None, msgpack_encoding: bool = False):
         return self.control_stream(decimation, msgpack_encoding, path="/ws/state")
@@ -338,12 +338,12 @@ class AsyncClient:
         url = str(self.http.base_url).rstrip("/").replace("http", "ws", 1) + path
         if decimation is not None:
             url += f"?decimation={decimation}"
-        ws = await aconnect(url, subprotocols=["msgpack"] if msgpack_encoding else None,  # type: ignore[list-item]
-                            max_size=2**20, close_timeout=CLOSE_TIMEOUT)
-        try:
-            yield AsyncStream(ws, msgpack_encoding)
-        finally:
-            await _aclose(ws)
+        async with aconnect(url, subprotocols=["msgpack"] if msgpack_encoding else None,  # type: ignore[list-item]
+                            max_size=2**20, close_timeout=CLOSE_TIMEOUT) as ws:
+            try:
+                yield AsyncStream(ws, msgpack_encoding)
+            finally:
+                await _aclose(ws)
 
 
 class AsyncStream:

@@ -15,10 +15,19 @@ Run ``python scripts/generate_urdf.py`` after editing a table; the output is com
   as a table; the Panda's identified values (Gaz et al.) stand in for them.
 * planar2: two revolute joints about z, l1 = 1.0 m, l2 = 0.8 m, point-like masses at the
   link ends, for closed-form tests.
+
+Collision geometry (ur10, panda, fr3): one capsule per link from ``urdf/capsules.json``, fitted to
+the vendors' collision meshes by ``scripts/fit_capsules.py`` (its docstring says which meshes).
+URDF has no capsule element: each is written as a ``<cylinder>`` (the capsule's segment, along the
+cylinder's z axis) marked as a capsule in ``<collision_checking>``, which pinocchio's URDF reader
+turns into a capsule (``coal.Capsule``); a capsule of zero length is written as a ``<sphere>``.
+The same capsule is written as ``<visual>`` elements too (a cylinder and two spheres), for viewers.
+The self-collision pairs never checked go to ``<name>.srdf`` (``disable_collisions``, as MoveIt's SRDF).
 """
 
 from __future__ import annotations
 
+import json
 from math import pi
 from pathlib import Path
 
@@ -52,16 +61,54 @@ def _origin(xyz, R) -> str:
     return f'<origin xyz="{_fmt(xyz)}" rpy="{_fmt(_rpy(R))}"/>'
 
 
+CAPSULES: dict = {}  # robot → {"capsules": {link: {a, b, radius}}, "disable_collisions": [...]}
+
+
+def _collision(name: str) -> str:
+    """The link's fitted capsule as URDF collision elements (see the module doc), and the same capsule
+    as visual elements (a cylinder and a sphere at each end) for viewers; or ''."""
+    cap = CAPSULES.get("capsules", {}).get(name)
+    if cap is None:
+        return ""
+    a, b, r = np.array(cap["a"]), np.array(cap["b"]), float(cap["radius"])
+    axis = b - a
+    length = float(np.linalg.norm(axis))
+    c = (a + b) / 2
+    sphere = f'<geometry><sphere radius="{r:.6g}"/></geometry>'
+    if length < 1e-9:
+        at = f'<origin xyz="{_fmt(c)}" rpy="0 0 0"/>'
+        return (f'    <visual>\n      {at}\n      {sphere}\n    </visual>\n'
+                f'    <collision name="{name}_capsule">\n      {at}\n      {sphere}\n    </collision>\n')
+    z = axis / length
+    x = np.cross([0.0, 1.0, 0.0] if abs(z[1]) < 0.9 else [1.0, 0.0, 0.0], z)
+    x /= np.linalg.norm(x)
+    R = np.column_stack((x, np.cross(z, x), z))
+    cyl = f'<geometry><cylinder radius="{r:.6g}" length="{length:.6g}"/></geometry>'
+    vis = f'    <visual>\n      {_origin(c, R)}\n      {cyl}\n    </visual>\n'
+    for end in (a, b):
+        vis += f'    <visual>\n      <origin xyz="{_fmt(end)}" rpy="0 0 0"/>\n      {sphere}\n    </visual>\n'
+    return (vis + f'    <collision name="{name}_capsule">\n      {_origin(c, R)}\n      {cyl}\n    </collision>\n'
+            f'    <collision_checking><capsule name="{name}_capsule"/></collision_checking>\n')
+
+
 def _link(name: str, mass: float | None = None, com=(0, 0, 0), inertia=None) -> str:
+    col = _collision(name)
     if mass is None:
-        return f'  <link name="{name}"/>\n'
+        return f'  <link name="{name}">\n{col}  </link>\n' if col else f'  <link name="{name}"/>\n'
     ixx, iyy, izz = inertia
     return (
         f'  <link name="{name}">\n    <inertial>\n      <origin xyz="{_fmt(com)}" rpy="0 0 0"/>\n'
         f'      <mass value="{mass:.10g}"/>\n'
         f'      <inertia ixx="{ixx:.6g}" ixy="0" ixz="0" iyy="{iyy:.6g}" iyz="0" izz="{izz:.6g}"/>\n'
-        "    </inertial>\n  </link>\n"
+        f"    </inertial>\n{col}  </link>\n"
     )
+
+
+def _srdf(name: str) -> str:
+    s = f'<?xml version="1.0"?>\n<robot name="{name}">\n'
+    for a, b, reason in CAPSULES.get("disable_collisions", []):
+        s += f'  <disable_collisions link1="{a}" link2="{b}" reason="{reason}"/>\n'
+    return s + "</robot>\n"
 
 
 def _joint(name, parent, child, xyz, R, lower=None, upper=None, vel=None, effort=None) -> str:
@@ -164,6 +211,11 @@ def planar2() -> str:
 
 
 if __name__ == "__main__":
+    fitted = json.loads((OUT / "capsules.json").read_text()) if (OUT / "capsules.json").is_file() else {}
     for name, make in {"ur10": ur10, "panda": panda, "fr3": fr3, "planar2": planar2}.items():
+        CAPSULES = fitted.get(name, {})
         (OUT / f"{name}.urdf").write_text(make())
         print("wrote", OUT / f"{name}.urdf")
+        if CAPSULES:
+            (OUT / f"{name}.srdf").write_text(_srdf(name))
+            print("wrote", OUT / f"{name}.srdf")

@@ -33,17 +33,24 @@ ROOT = Path(__file__).resolve().parent.parent
 @dataclass(frozen=True)
 class Target:
     name: str
-    source: str  # the file as laid out in the scratch copy (fdcontrol/…)
-    tests: tuple[str, ...]  # pytest node ids / -k expressions that cover it
-    only: tuple[str, ...] = ()  # functions to mutate (mutmut's "do_not_mutate" is per file: see _pragma)
+    source: str  # the file(s) as laid out in the scratch copy (fdcontrol/…; a glob)
+    tests: tuple[str, ...]  # the tests that cover it (mutmut runs, per mutant, those that reach its function)
+    functions: tuple[str, ...] = ()  # only the mutants of these functions (fnmatch on mutmut's names)
 
+
+# the watchdog / hold / brake paths of the loop (fdcontrol/loop/cycle.py): not the whole cycle
+LOOP_SAFETY = ("*ǁhold__mutmut_*", "*ǁstop__mutmut_*", "*ǁbraking_time__mutmut_*", "*ǁ_on_exception__mutmut_*",
+               "*.x__fresh__mutmut_*", "*.x__received__mutmut_*", "*.x_brake_step__mutmut_*",
+               "*.x__hold_after__mutmut_*")
 
 TARGETS = (
     Target("supervisor", "fdcontrol/server/supervisor.py", ("tests/test_supervisor.py",)),
-    Target("auth", "fdcontrol/server/auth.py", ("tests/test_auth_unit.py",)),
-    Target("sensing", "fdcontrol/control/sensing.py", ("tests/test_sensing.py",)),
+    Target("auth", "fdcontrol/server/auth.py", ("tests/test_access_policy.py",)),
+    Target("sensing", "fdcontrol/control/sensing.py", ("tests/test_sensing.py", "tests/test_tool_inertia.py")),
+    Target("loop-safety", "fdcontrol/loop/cycle.py", ("tests/test_loop.py",), LOOP_SAFETY),
     Target("limits", "fdcontrol/limits/*", ("tests/test_limits.py", "tests/test_jerk.py")),
 )
+KILLED = ("killed", "timeout", "segfault")
 
 
 def _layout(dst: Path) -> None:
@@ -61,6 +68,7 @@ def _config(t: Target) -> str:
     tests = ", ".join(json.dumps(x) for x in t.tests)
     return (f"[tool.mutmut]\nsource_paths = [\"fdcontrol\"]\nonly_mutate = [{json.dumps(t.source)}]\n"
             f"pytest_add_cli_args_test_selection = [{tests}]\n"
+            "timeout_multiplier = 5.0\n"
             "pytest_add_cli_args = [\"-p\", \"no:cacheprovider\", \"-q\"]\n"
             "use_git_change_detection = false\n"
             "[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n")
@@ -73,29 +81,42 @@ def _statuses(work: Path) -> dict[str, int | None]:
     return out
 
 
+def _changed_lines(diff: str) -> str:
+    """A mutant's diff as its changed lines only."""
+    return "\n".join(ln for ln in diff.splitlines() if ln[:1] in "-+" and not ln.startswith(("---", "+++")))
+
+
 def run(t: Target, python: str, timeout: float, keep: bool) -> dict[str, object]:
+    import fnmatch
+
     work = Path(tempfile.mkdtemp(prefix=f"fdcontrol-mutation-{t.name}-"))
     try:
         _layout(work)
         (work / "pyproject.toml").write_text(_config(t))
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
         t0 = time.monotonic()
-        p = subprocess.run([python, "-m", "mutmut", "run", "--max-children", "1"], cwd=work, env=env,
-                           capture_output=True, text=True, timeout=timeout)
+        cmd = [python, "-m", "mutmut", "run", "--max-children", "1", *t.functions]
+        try:
+            p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
+            out = p.stdout + p.stderr
+        except subprocess.TimeoutExpired:
+            out = f"(stopped after {timeout:g} s: the mutants not checked count as survivors)"
         took = time.monotonic() - t0
         codes = _statuses(work)
+        if t.functions:
+            codes = {k: v for k, v in codes.items() if any(fnmatch.fnmatch(k, f) for f in t.functions)}
         from mutmut.stats import status_by_exit_code
 
         status = {k: status_by_exit_code[v] for k, v in codes.items()}
-        killed = sum(s in ("killed", "timeout", "segfault") for s in status.values())
-        survivors = sorted(k for k, s in status.items() if s not in ("killed", "timeout", "segfault"))
+        killed = sum(s in KILLED for s in status.values())
+        survivors = sorted(k for k, s in status.items() if s not in KILLED)
         diffs = {}
         for k in survivors:
             d = subprocess.run([python, "-m", "mutmut", "show", k], cwd=work, capture_output=True, text=True,
                                timeout=120)
-            diffs[k] = f"[{status[k]}]\n" + d.stdout.strip()
+            diffs[k] = f"[{status[k]}] " + _changed_lines(d.stdout)
         if not codes:
-            print(p.stdout[-3000:], p.stderr[-3000:], file=sys.stderr)
+            print(out[-3000:], file=sys.stderr)
         return {"module": t.name, "source": t.source, "mutants": len(codes), "killed": killed,
                 "rate": killed / len(codes) if codes else 0.0, "seconds": took, "survivors": diffs}
     finally:
@@ -126,7 +147,8 @@ def main() -> int:
         print(f"{r['module']:12s} {r['killed']:4d}/{r['mutants']:<4d} killed  {100 * r['rate']:5.1f} %  "
               f"({r['seconds']:.0f} s)", flush=True)
         for k, diff in r["survivors"].items():
-            print(f"  survived: {k}\n" + "\n".join("    " + ln for ln in diff.splitlines()), flush=True)
+            print(f"  {k.rsplit('.', 1)[-1]} " + "\n".join("      " + ln for ln in diff.splitlines()).lstrip(),
+                  flush=True)
     print("\nmodule        killed / mutants   rate")
     for r in results:
         print(f"{r['module']:12s} {r['killed']:4d} / {r['mutants']:<4d}      {100 * r['rate']:5.1f} %")

@@ -9,7 +9,9 @@ server/routers/, one module per concern; each reads the loop handle from
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -68,6 +70,10 @@ def create_app(settings: Settings | None = None, worker: LoopWorker | None = Non
         if sup is not None:
             sup.start()
         app.state.supervisor = sup
+        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError, AttributeError):
+            # SIGHUP re-reads token_file (token rotation without a restart); only where this event loop
+            # owns the process's signals (uvicorn's main thread), never in an in-process test client
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, access.reload_token_file)
         app.state.foxglove = None
         if settings.foxglove_port is not None:  # fdcontrol serve --foxglove PORT (server/foxglove.py)
             from fdcontrol.server.foxglove import FoxgloveLive
@@ -92,12 +98,23 @@ def create_app(settings: Settings | None = None, worker: LoopWorker | None = Non
         app.include_router(r.router)
     true_validation_schema(app)
     access = Access(settings)
+    app.state.access = access  # the WebSockets register with it (logout, token rotation, the lease)
+    access.lease.cycle = lambda: app.state.worker.state()[0].cycle
+    access.on_take_over = lambda: _hold_for_take_over(app)
     app.include_router(login_router(access))
     app.include_router(docs_pages.router)  # /docs and /redoc from shipped files, nothing from a CDN
     app.mount("/", StaticFiles(directory=STATIC, html=True), name="dashboard")  # last: it matches every path
     access.allowed = lambda path: _allowed_methods(app, path)
     app.add_middleware(AccessMiddleware, access=access)  # outermost: covers every route and router
     return app
+
+
+def _hold_for_take_over(app: FastAPI) -> None:
+    """A client took the lease over from another: the arm holds, so the new controller starts from rest."""
+    w = app.state.worker
+    with contextlib.suppress(Exception):  # a dead loop holds anyway (the supervisor restarts it holding)
+        if w.state()[0].running:
+            w.call("hold", True)
 
 
 def _autostart(settings: Settings) -> bool:

@@ -35,7 +35,7 @@ CONFLICT: dict[int | str, dict[str, Any]] = {409: {"model": schemas.Error, "desc
 
 
 def clip(text: str) -> str:
-    return text if len(text) <= MAX_DETAIL else text[:MAX_DETAIL] + "…"
+    return text if len(text) <= MAX_DETAIL else text[: MAX_DETAIL - 1] + "…"  # ≤ MAX_DETAIL in all
 
 
 def error(status: int, detail: str) -> JSONResponse:

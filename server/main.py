@@ -165,6 +165,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = uvicorn.Config(create_app(settings, worker), host=settings.host, port=settings.port,
                                 log_level="warning", ws_max_queue=4,
+                                # X-Forwarded-For names the client only when it comes from a trusted proxy
+                                proxy_headers=bool(settings.trusted_proxies),
+                                forwarded_allow_ips=",".join(settings.trusted_proxies) or None,
                                 ws_max_size=max(settings.max_ws_message_bytes * 4, 1 << 20),
                                 ws_per_message_deflate=False)  # zlib per message and client: ~0.1 ms each
         print(ready_line(settings, token is not None), file=sys.stderr, flush=True)

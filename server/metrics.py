@@ -11,7 +11,7 @@ Two halves, because the loop runs in its own process:
   process for ``LoopMetrics.snapshot()`` (one pipe round-trip) and adds the WebSocket hub's
   numbers. Scraping never touches the loop thread.
 
-``AUTH_FAILURES`` is a process-wide counter other code increments (e.g. a rejected login).
+``AUTH_FAILURES`` lives in the API process: server/auth.py increments it for every wrong credential.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ PERIOD_ERROR_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2e-3, 5e-3
 COMPUTE_BUCKETS = (5e-5, 1e-4, 2e-4, 3e-4, 5e-4, 7.5e-4, 1e-3, 2e-3, 5e-3, 1e-2)
 
 AUTH_REGISTRY = CollectorRegistry(auto_describe=True)
-AUTH_FAILURES = Counter("fdcontrol_auth_failures", "Requests rejected for a missing or wrong credential",
-                        registry=AUTH_REGISTRY)  # AUTH_FAILURES.inc() where a credential is refused
+AUTH_FAILURES = Counter("fdcontrol_auth_failures",
+                        "Wrong credentials refused (bearer token, session cookie, login token)",
+                        registry=AUTH_REGISTRY)  # incremented by server/auth.py (Access.failed)
 
 
 class _Hist:

@@ -97,9 +97,15 @@ def build_link_loads(robot: RobotModel, p: ControlParams) -> LinkLoads | None:
 
 def build_limits(robot: RobotModel, p: ControlParams) -> SafetyLimits:
     """The limits named in ``p.limits``, each built from the robot and the settings by its class;
-    with workspace volumes the hard stop at their boundary (limit ``workspace``) joins them."""
-    if (p.workspace_box is not None or p.keep_out) and "workspace" not in p.limits:
+    with workspace volumes the hard stop at their boundary (limit ``workspace``) joins them, and with link
+    geometry and volumes (or self-collision) the links' velocity damper (limit ``collision``)."""
+    volumes = p.workspace_box is not None or bool(p.keep_out)
+    if volumes and "workspace" not in p.limits:
         p = p.model_copy(update={"limits": [*p.limits, "workspace"]})
+    on = {"keep_out": bool(p.keep_out), "all": volumes, "off": False}[p.collision_links]
+    links = robot.geometry is not None and (on or p.self_collision)
+    if links and "collision" not in p.limits:  # every link's velocity damper (fdcontrol.limits.collision)
+        p = p.model_copy(update={"limits": [*p.limits, "collision"]})
     return SafetyLimits.from_settings(robot, p)
 
 

@@ -50,7 +50,9 @@ class RobotInfo(BaseModel):
 
 #: the published loop state, derived from its one declaration (fdcontrol/loop/state.py), plus the API's ``stale``
 State = state_model(
-    "State", stale=(bool, Field(False, description="the loop process is dead or stuck: this state is not current")))
+    "State", stale=(bool, Field(False, description="the loop process is dead or stuck: this state is not current")),
+    lease=(dict[str, Any] | None, Field(None, description="the control lease: holder (null: free), since (Unix "
+                                        "time), since_cycle, idle (s since its last command), timeout, yours")))
 
 
 class Stats(BaseModel):

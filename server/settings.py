@@ -109,13 +109,13 @@ class BoxSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     min: Coord3 = Field(description="m, base frame")
-    max: Coord3 = Field(description="m, base frame; >= min on every axis")
+    max: Coord3 = Field(description="m, base frame; > min on every axis (a positive size)")
 
     @model_validator(mode="after")
     def _ordered(self) -> BoxSpec:
-        bad = [a for a, lo, hi in zip("xyz", self.min, self.max, strict=True) if lo > hi]
+        bad = [a for a, lo, hi in zip("xyz", self.min, self.max, strict=True) if not lo < hi]
         if bad:
-            raise ValueError(f"box min must be <= max on every axis; not on {', '.join(bad)}")
+            raise ValueError(f"box min must be < max on every axis (a positive size); not on {', '.join(bad)}")
         return self
 
 
@@ -297,6 +297,13 @@ class Settings(ControlParams, BaseSettings):
                             "make at once before it is throttled (429)")
     auth_rate: float = Field(1.0, gt=0, le=1000, description="failed attempts per second a throttled client "
                              "regains (1/s)")
+    trusted_proxies: list[str] = Field(default_factory=list, description="addresses of reverse proxies whose "
+                                       "X-Forwarded-For names the client (else the header is ignored)")
+    lease_timeout: float = Field(2.0, gt=0, le=3600, description="the control lease ends this long after its "
+                                 "holder's last command (s)")
+    max_stream_rate: float | None = Field(None, ge=10, le=100_000, description="messages per second one "
+                                          "WebSocket may send (default: the loop's rate, one per cycle); a "
+                                          "faster sender is slowed down by back-pressure")
     # ---- supervision (server/supervisor.py)
     supervise: bool = Field(True, description="restart a dead or stuck loop process, into hold")
     max_restarts: int = Field(5, ge=0, le=1000, description="restarts allowed per restart_window")
@@ -305,7 +312,10 @@ class Settings(ControlParams, BaseSettings):
     def api_token(self) -> str | None:
         """The token from `token` or, else, the first line of `token_file` (ValueError when that
         line is blank or shorter than MIN_TOKEN: a token file never means "no authentication")."""
-        if self.token is not None and self.token.get_secret_value():
+        if self.token is not None:
+            if not self.token.get_secret_value().strip():
+                raise ValueError(f"the token is empty: give a token of at least {MIN_TOKEN} characters, or none "
+                                 f"at all to run open on loopback ({TOKEN_HINT})")
             if len(self.token.get_secret_value().strip()) < MIN_TOKEN:
                 raise ValueError(f"the token must be at least {MIN_TOKEN} characters ({TOKEN_HINT})")
             return self.token.get_secret_value()

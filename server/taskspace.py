@@ -125,7 +125,8 @@ def own(robot: RobotModel) -> RobotModel:
 def build_workspace(robot: RobotModel, p: Any) -> Workspace | None:
     box = p.workspace_box.model_dump() if p.workspace_box is not None else None
     ws = workspace_from_config(robot, box, [k.model_dump(exclude_none=True) for k in p.keep_out],
-                               p.workspace_links)
+                               p.workspace_links, collision_links=p.collision_links, self_collision=p.self_collision,
+                               self_margin=p.self_collision_margin)
     return None if ws.empty else ws
 
 
@@ -151,7 +152,8 @@ def check_workspace(loop: Any, p: Any) -> None:
     ws = build_workspace(own(loop.robot), p)
     if ws is None:
         return
-    bad = ws.violations(ws.points(np.asarray(loop.state.q)))
+    q = np.asarray(loop.state.q)
+    bad = ws.violations(ws.points(q)) + ws.link_violations(q)
     if bad:
         raise ValueError("the workspace would move the arm by itself: " + "; ".join(bad[:3]) +
                          " — move the arm first or change the volume")

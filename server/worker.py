@@ -58,7 +58,10 @@ IN_SIZE = 10
 TWIST_OFFSET = 8 * IN_SIZE
 HEARTBEAT_OFFSET = TWIST_OFFSET + 8 * IN_SIZE
 STATE_OFFSET = HEARTBEAT_OFFSET + 8
-SHM_BYTES = STATE_OFFSET + 8 * (1 + OUT_SIZE)
+# hold requests (float64 counter, API → loop): a hold is one store the loop sees at its next cycle start,
+# ahead of any queue (no pipe, no command thread), so a flood of stream frames cannot delay it
+HOLD_OFFSET = STATE_OFFSET + 8 * (1 + OUT_SIZE)
+SHM_BYTES = HOLD_OFFSET + 8
 HEARTBEAT_PERIOD = 0.01  # s
 SEQ_MAX = 2**53  # the slot holds float64: integers beyond this would not round-trip
 
@@ -100,12 +103,14 @@ class Channel:
         self.twist = np.ndarray((IN_SIZE,), dtype=np.float64, buffer=buf, offset=TWIST_OFFSET)
         self.heartbeat = np.ndarray((1,), dtype=np.float64, buffer=buf, offset=HEARTBEAT_OFFSET)
         self.out = np.ndarray((1 + OUT_SIZE,), dtype=np.float64, buffer=buf, offset=STATE_OFFSET)
+        self.hold = np.ndarray((1,), dtype=np.float64, buffer=buf, offset=HOLD_OFFSET)
         self._tmp = LAYOUT.empty()  # the packed state, built before the seqlock write (and copied by the ring)
         if name is None:
             self.inp[:] = 0
             self.twist[:] = 0
             self.out[:] = 0
             self.heartbeat[:] = 0
+            self.hold[:] = 0
 
     @property
     def name(self) -> str:
@@ -162,7 +167,7 @@ class Channel:
 
     def close(self, unlink: bool = False) -> None:
         # drop our numpy views first, or SharedMemory.close() refuses (exported buffers)
-        del self.inp, self.out, self.twist, self.heartbeat
+        del self.inp, self.out, self.twist, self.heartbeat, self.hold
         with contextlib.suppress(Exception):
             self.shm.close()
         if unlink:
@@ -177,6 +182,7 @@ class ShmIO:
         self.ch = channel
         self.version = 0
         self.twist_version = 0
+        self.holds_seen = float(channel.hold[0])  # hold requests counted so far (LoopWorker.request_hold)
         self.ring: Any = None  # fdcontrol.server.record_ring.StateRing: every state, for the API's recorder
         self.metrics: Any = None  # fdcontrol.server.metrics.LoopMetrics: edge counters
         # the state slot's one-writer rule: the loop thread publishes every cycle, the command
@@ -186,6 +192,10 @@ class ShmIO:
         self.notify: int | None = None  # write end of the publish pipe (non-blocking), see StateFeed
 
     def poll(self, loop: ControlLoop) -> None:
+        holds = float(self.ch.hold[0])
+        if holds != self.holds_seen:  # a hold request: before this cycle's inputs
+            self.holds_seen = holds
+            loop.hold(True)
         slot = self.ch.read_wrench()
         if slot is not None and slot[0] != self.version:
             self.version = slot[0]
@@ -592,6 +602,7 @@ class LoopWorker:
         self._closed = False
         self._lock = threading.Lock()
         self._wrench_lock = threading.Lock()  # the wrench slot's one-writer rule, across handler threads
+        self._hold_lock = threading.Lock()  # the hold counter's one writer
         try:
             self.proc.start()
             notify.close()  # the loop process holds the only write end: its exit is EOF for the feed
@@ -720,6 +731,13 @@ class LoopWorker:
         self.check()  # died while it was written: no acknowledgement of a wrench nobody reads
         self.recorder.push_command("wrench", w, frame, self._seq)
         return self._seq
+
+    def request_hold(self) -> None:
+        """Hold, through shared memory: the loop takes it at its next cycle start (no pipe round-trip, so
+        nothing queued ahead of it); the caller checks the loop is alive first and waits for the state."""
+        with self._hold_lock:
+            self.channel.hold[0] = self.channel.hold[0] + 1.0
+        self.recorder.push_command("hold", True)
 
     def set_twist(self, twist: Any, frame: str = "base", seq: int | None = None) -> None:
         """A commanded tip twist [v; ω] (fdcontrol.control.twist), validated here, handed over latest-wins."""

@@ -57,6 +57,7 @@ SLOW_SIGNS = ("from .service import", "from tests.service import", "subprocess",
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: starts the service, a simulator, a process or a browser, or "
                             "steps MuJoCo (left out by -m 'not slow')")
+    config._fdcontrol_required = required()  # REQUIRE=...: skips that are failures (below)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -80,3 +81,48 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if browser:
         terminalreporter.write_line(f"{len(browser)} browser tests did not run: no chromium here "
                                     "(`make test` installs it where it runs as root with apt-get)", yellow=True)
+
+
+# ---------------------------------------------------------------------- required skips (CI)
+# A test that skips because the machine lacks something (a browser, SCHED_FIFO, an extra) is a
+# pass that checked nothing. CI says what it made available: REQUIRE=browser,fifo,extras — and
+# a skip for one of those reasons is then a failure (.ci/run sets it after installing chromium,
+# probing SCHED_FIFO, installing every extra).
+REQUIRE_REASONS = {
+    "browser": ("chromium", "playwright"),
+    "fifo": ("SCHED_FIFO", "CAP_SYS_NICE"),
+    "extras": ("could not import", "is not installed", "needs pylibfranka", "needs franky-sim", "(test extra)"),
+}
+
+
+def required() -> set[str]:
+    """The categories named in $REQUIRE (comma-separated); an unknown name is an error, not ignored."""
+    import os
+
+    names = {x.strip() for x in os.environ.get("REQUIRE", "").split(",") if x.strip()}
+    unknown = names - set(REQUIRE_REASONS)
+    if unknown:
+        raise pytest.UsageError(f"REQUIRE: unknown {sorted(unknown)}; known: {sorted(REQUIRE_REASONS)}")
+    return names
+
+
+def required_category(reason: str, names: set[str]) -> str | None:
+    """The required category a skip's reason belongs to, if any."""
+    for name in sorted(names):
+        if any(word.lower() in reason.lower() for word in REQUIRE_REASONS[name]):
+            return name
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    names = getattr(item.config, "_fdcontrol_required", set())
+    if not names or not rep.skipped or hasattr(rep, "wasxfail"):
+        return
+    reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+    category = required_category(reason, names)
+    if category is not None:
+        rep.outcome = "failed"
+        rep.longrepr = f"required test skipped (REQUIRE includes {category!r}): {reason}"

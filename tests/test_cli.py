@@ -73,7 +73,7 @@ def test_analyze_json_shape_is_the_documented_one():
     p = run("analyze", "--robot", "ur10", "--q=-1.2,0.3,1.5,-0.3,1.2,0.4", "--json")
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
-    assert set(out) == {"robot", "q", "type", "manipulability_J", "mappings"}
+    assert set(out) == {"robot", "q", "type", "manipulability_J", "mappings", "why_singular"}
     assert set(out["mappings"]) == set(MAPPING_NAMES)
     for r in out["mappings"].values():
         assert set(r) == {"params", "singular_values", "sigma_min", "sigma_max", "condition", "singular",
@@ -148,3 +148,24 @@ def test_a_taken_port_is_said_at_once_with_the_way_to_choose_another():
     assert f"port {port} on 127.0.0.1 is already in use" in last, r.stderr
     assert f"make serve PORT={port + 1}" in last and f"--port {port + 1}" in last
     assert "the loop process" not in r.stderr and "control loop" not in r.stderr  # no loop was started
+
+
+def test_analyze_says_why_every_mapping_is_singular():
+    """At q = 0 (the UR10 stretched, wrist axes aligned) every mapping shows σmin ≈ 0: the output says J's
+    rank and the tip direction it loses; a bent pose gets no such line."""
+    import json
+
+    import numpy as np
+
+    from fdcontrol import RobotModel
+
+    r = run("analyze", "--robot", "ur10", "--q=0,0,0,0,0,0", "--json")
+    note = json.loads(r.stdout)["why_singular"]
+    J = RobotModel.load("ur10").jacobian(np.zeros(6))
+    rank = np.linalg.matrix_rank(J, tol=1e-9 * np.linalg.norm(J, 2))
+    assert rank < 6 and f"rank {rank} of 6" in note
+    assert "stretched arm" in note
+    text = run("analyze", "--robot", "ur10", "--q=0,0,0,0,0,0").stdout
+    assert text.strip().splitlines()[-1] == note
+    bent = run("analyze", "--robot", "ur10", "--q=0.1,-1.2,1.5,-0.3,1.2,0.4", "--json")
+    assert json.loads(bent.stdout)["why_singular"] is None

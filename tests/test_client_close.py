@@ -11,6 +11,9 @@ from fdcontrol.client import CLOSE_TIMEOUT, AsyncClient, Client
 
 from .service import Service
 
+# the client uses websockets as its current API asks (connect as a context manager): no deprecation
+pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning")
+
 
 @pytest.fixture(scope="module")
 def service():

@@ -26,6 +26,13 @@ FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "-
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
+#: the tip's position as the 3-D arm view poses it (its forward kinematics of the description at the shown state)
+TIP_3D = """(() => {
+  const a = window.arm3d; a.follow(window.dashboard.state);
+  const T = a.linkPose(a.desc.tip); return [T[3], T[7], T[11]];
+})()"""
+
+
 @pytest.fixture(scope="module")
 def service(tmp_path_factory):
     svc = Service("--record-dir", str(tmp_path_factory.mktemp("recordings")))
@@ -55,7 +62,8 @@ def test_dashboard_start_push_and_switch_mapping(service, tmp_path):
         page.on("request", lambda r: external.append(r.url) if not r.url.startswith(service.url.replace(
             "http", "ws")) and not r.url.startswith(service.url) else None)
         page.goto(service.url + "/")
-        page.wait_for_function("window.dashboard.received > 3 && window.dashboard.config !== null")
+        page.wait_for_function("window.dashboard.received > 3 && window.dashboard.config !== null && "
+                               "window.arm3d && window.arm3d.desc !== null", timeout=120_000)
         assert page.evaluate("window.dashboard.state.running") is False
         check_select_options(page)
 
@@ -63,7 +71,7 @@ def test_dashboard_start_push_and_switch_mapping(service, tmp_path):
         page.wait_for_function("window.dashboard.state.running === true")
         started = page.evaluate("[window.dashboard.state.cycle, window.dashboard.state.stamp]")
         q0 = page.evaluate("window.dashboard.state.q_ref")
-        tip0 = page.evaluate("window.dashboard.frames[window.dashboard.frames.length - 1]")
+        tip0 = page.evaluate(TIP_3D)
         plot0 = page.evaluate("document.querySelector('#plot-q canvas').toDataURL()")
 
         box = page.locator("#pad").bounding_box()
@@ -77,10 +85,10 @@ def test_dashboard_start_push_and_switch_mapping(service, tmp_path):
         page.wait_for_timeout(400)
 
         q1 = page.evaluate("window.dashboard.state.q_ref")
-        tip1 = page.evaluate("window.dashboard.frames[window.dashboard.frames.length - 1]")
+        tip1 = page.evaluate(TIP_3D)
         plot1 = page.evaluate("document.querySelector('#plot-q canvas').toDataURL()")
         assert max(abs(a - b) for a, b in zip(q0, q1, strict=True)) > 0.02
-        assert tip1[0] - tip0[0] > 0.02  # the stick figure's tip moved along +x
+        assert tip1[0] - tip0[0] > 0.02  # the 3-D view's tip moved along +x
         assert plot1 != plot0
         page.wait_for_function("window.dashboard.sigma !== null")
         check_labels(page, http)

@@ -1,7 +1,8 @@
-"""The dashboard's arm view shows the workspace volumes the service has (a real headless chromium
+"""The dashboard's 3-D arm view shows the workspace volumes the service has (a real headless chromium
 via Playwright against the real server): volumes set through the API by another client appear,
-change and disappear; a sphere is found in the canvas's own pixels on the circle where the page's
-projection puts the configured centre and radius (not only in the page's record of what it drew)."""
+change and disappear, coloured by the tip's distance to each; a sphere is found in the WebGL canvas's
+own pixels inside the disc where the page's camera puts the configured centre and radius (not only in
+the page's record of what it drew)."""
 
 from __future__ import annotations
 
@@ -16,22 +17,22 @@ pytestmark = pytest.mark.skipif(
     reason="needs Debian's chromium (apt-get install chromium; .ci/run installs it) and playwright",
 )
 
-#: red stroke of keep-out volumes (#c92a2a), anti-aliased: not the joints' orange, not the grey arm
-RED_ON_CIRCLE = """([center, radius, n]) => {
-  const c = document.getElementById('arm'), g = c.getContext('2d');
-  const P = (p) => project(p, c.width, c.height, drawWorkspace.scale);
-  const o = P(center), r = radius * drawWorkspace.scale;
+#: how many pixels inside the disc where the page's camera projects a sphere are green (#2f9e44, the colour of a
+#: volume the tip is beyond the margin of; translucent over the white background or the grey arm: green clearly
+#: above red and blue), of n sampled
+GREEN_IN_DISC = """([center, radius, n]) => {
+  const a = window.arm3d, c = document.getElementById('arm'), g = document.createElement('canvas');
+  g.width = c.width; g.height = c.height;
+  const x = g.getContext('2d'); x.drawImage(c, 0, 0);
+  const o = a.project(center);
+  // the sphere's apparent radius: the projection of a point one radius away across the line of sight
+  const right = a.camera.matrixWorld.elements.slice(0, 3);
+  const r = Math.hypot(...a.project(center.map((v, i) => v + radius * right[i])).map((v, i) => v - o[i]));
   let hit = 0;
   for (let k = 0; k < n; k++) {
-    const a = 2 * Math.PI * k / n;
-    const x = Math.round(o[0] + r * Math.cos(a)), y = Math.round(o[1] + r * Math.sin(a));
-    const d = g.getImageData(x - 1, y - 1, 3, 3).data;
-    let red = false;
-    for (let i = 0; i < d.length; i += 4) {
-      const [R, G, B, A] = [d[i], d[i + 1], d[i + 2], d[i + 3]];
-      if (R > 150 && G < 80 && B > 25 && Math.abs(G - B) < 25 && A > 150) red = true;
-    }
-    if (red) hit++;
+    const t = 2 * Math.PI * k / n, rho = 0.6 * r * ((k % 3) + 1) / 3;
+    const d = x.getImageData(Math.round(o[0] + rho * Math.cos(t)), Math.round(o[1] + rho * Math.sin(t)), 1, 1).data;
+    if (d[1] > d[0] + 30 && d[1] > d[2] + 20 && d[3] > 200) hit++;
   }
   return [hit, o, r];
 }"""
@@ -46,12 +47,18 @@ def service():
 
 
 def drawn(page) -> list[dict]:
-    return page.evaluate("(drawWorkspace.drawn || []).map(d => ({name: d.name, kind: d.kind, color: d.color}))")
+    return page.evaluate("window.arm3d.drawn.map(d => ({name: d.name, kind: d.kind, color: d.color}))")
 
 
 def wait_drawn(page, names: list[str]) -> None:
-    page.wait_for_function("(names) => JSON.stringify((drawWorkspace.drawn || []).map(d => d.name).sort()) === "
-                           "JSON.stringify(names.slice().sort())", arg=names, timeout=15_000)
+    page.wait_for_function("(names) => window.arm3d && JSON.stringify(window.arm3d.drawn.map(d => d.name).sort()) "
+                           "=== JSON.stringify(names.slice().sort())", arg=names, timeout=60_000)
+
+
+def settle(page) -> None:
+    """Wait for a render after the volumes changed (the canvas then shows them)."""
+    n = page.evaluate("window.arm3d.renders")
+    page.wait_for_function("(n) => window.arm3d.renders > n", arg=n, timeout=60_000)
 
 
 def test_volumes_set_by_another_client_appear_change_and_disappear(service, browser):
@@ -64,27 +71,39 @@ def test_volumes_set_by_another_client_appear_change_and_disappear(service, brow
     box = {"min": [p[0] - 1, p[1] - 1, p[2] - 1], "max": [p[0] + 1, p[1] + 1, p[2] + 1]}
     page = browser.new_page()
     try:
-        page.goto(service.url + "/")
+        page.set_default_timeout(120_000)
+        page.goto(service.url + "/", wait_until="domcontentloaded")  # three.js (2 MB) on a busy machine
         page.wait_for_function("window.dashboard.config !== null && window.dashboard.shown.mode !== undefined "
-                               "&& drawWorkspace.scale > 0", timeout=15_000)
+                               "&& window.arm3d && window.arm3d.desc && window.arm3d.renders > 1")
         assert drawn(page) == []
-        before = page.evaluate(RED_ON_CIRCLE, [ball["sphere"]["center"], 0.1, N])[0]
-        assert before < N // 4, before  # nothing red there yet: the check below can fail
+        before = page.evaluate(GREEN_IN_DISC, [ball["sphere"]["center"], 0.1, N])[0]
+        assert before < N // 4, before  # nothing green there yet: the check below can fail
 
         r = http.patch("/config", json={"workspace_box": box, "keep_out": [ball, wall]})
         assert r.status_code == 200, r.text
         wait_drawn(page, ["workspace", "ball", "wall"])
+        settle(page)
+        # the tip is 0.2 m from the ball's surface, 0.4 m from the wall and 1 m inside the box: all beyond their
+        # 0.05 m margins, so green (a change that would put the arm inside a margin is refused by the service)
         kinds = {d["name"]: (d["kind"], d["color"]) for d in drawn(page)}
-        assert kinds == {"workspace": ("workspace", "#2f9e44"), "ball": ("sphere", "#c92a2a"),
-                         "wall": ("plane", "#c92a2a")}
-        hit, _, radius_px = page.evaluate(RED_ON_CIRCLE, [ball["sphere"]["center"], 0.1, N])
+        assert kinds == {"workspace": ("workspace", "#2f9e44"), "ball": ("sphere", "#2f9e44"),
+                         "wall": ("plane", "#2f9e44")}
+        # the readout: the tip's distance to each, as the page computes it, is the tip's distance to the surface
+        state = http.get("/state").json()["tip_pose"]
+        tip_now = [state[0][3], state[1][3], state[2][3]]
+        shown = {d["name"]: d["distance"] for d in page.evaluate("window.arm3d.drawn")}
+        ball_d = sum((a - b) ** 2 for a, b in zip(tip_now, ball["sphere"]["center"], strict=True)) ** 0.5 - 0.1
+        assert abs(shown["ball"] - ball_d) < 2e-3 and abs(shown["wall"] - 0.4) < 2e-3, shown
+        assert "ball 0.2" in page.inner_text("#volumes-info")
+        hit, _, radius_px = page.evaluate(GREEN_IN_DISC, [ball["sphere"]["center"], 0.1, N])
         assert radius_px > 8 and hit >= 3 * N // 4, (hit, radius_px)
 
         # another client replaces the ball by a post: the view follows
         assert http.patch("/config", json={"keep_out": [post]}).status_code == 200
         wait_drawn(page, ["workspace", "post"])
-        assert page.evaluate(RED_ON_CIRCLE, [post["sphere"]["center"], 0.07, N])[0] >= 3 * N // 4
-        assert page.evaluate(RED_ON_CIRCLE, [ball["sphere"]["center"], 0.1, N])[0] < N // 4  # the ball is gone
+        settle(page)
+        assert page.evaluate(GREEN_IN_DISC, [post["sphere"]["center"], 0.07, N])[0] >= 3 * N // 4
+        assert page.evaluate(GREEN_IN_DISC, [ball["sphere"]["center"], 0.1, N])[0] < N // 4  # the ball is gone
 
         assert http.patch("/config", json={"workspace_box": None, "keep_out": []}).status_code == 200
         wait_drawn(page, [])

@@ -63,7 +63,7 @@ def parallel(a: np.ndarray, b: np.ndarray) -> bool:
 # ------------------------------------------------------------------------- registry
 def test_every_limit_is_registered_by_its_name():
     assert set(LIMITS.names()) == {"cartesian", "position", "velocity", "acceleration", "path_acceleration",
-                                   "path_speed", "workspace", "jerk"}
+                                   "path_speed", "workspace", "jerk", "collision"}
     for name in LIMITS:
         cls = LIMITS.get(name)
         assert issubclass(cls, Limit) and cls.name == name
@@ -74,9 +74,10 @@ def test_safety_limits_compose_every_registered_limit(ur10):
     lim = SafetyLimits.from_robot(ur10)
     assert [type(x) for x in lim.limits] == [LIMITS.get(n) for n in ("cartesian", "position", "velocity",
                                                                       "acceleration")]
-    # optional, not default: path_acceleration, path_speed, jerk (opt-in); workspace joins with workspace volumes
+    # optional, not default: path_acceleration, path_speed, jerk (opt-in); workspace joins with workspace volumes,
+    # collision with link geometry and volumes or self-collision
     assert {x.name for x in lim.limits} == set(LIMITS.names()) - {"path_acceleration", "path_speed", "workspace",
-                                                                  "jerk"}
+                                                                  "jerk", "collision"}
 
 
 @PROPS

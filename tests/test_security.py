@@ -21,6 +21,8 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
+from fdcontrol.server.errors import MAX_DETAIL, clip
+
 from .service import ROOT, Service
 
 TOKEN = "s3cret-token-for-tests"
@@ -165,7 +167,7 @@ def test_loose_safety_inputs_are_rejected(open_service, path, body):
     raw = json.dumps(body).encode()
     r = httpx.request(method, open_service.url + path, content=raw, headers={"Content-Type": "application/json"})
     assert r.status_code == 422, r.text
-    assert isinstance(r.json()["detail"], list) and len(r.content) < 4000
+    _short_list(r.json()["detail"])
 
 
 def test_after_every_bad_input_a_valid_wrench_still_moves_the_arm(open_service):
@@ -177,8 +179,73 @@ def test_after_every_bad_input_a_valid_wrench_still_moves_the_arm(open_service):
     big = b'{"wrench": [' + b"0," * (3 << 20) + b'0]}'
     assert httpx.put(url + "/control/wrench", content=big, headers=hdr).status_code == 413
     r = httpx.put(url + "/control/wrench", json={"wrench": [0] * 6, "x" * 200_000: 1})
-    assert r.status_code == 422 and len(r.content) < 4000
+    assert r.status_code == 422
+    _short_list(r.json()["detail"])
+    assert "x" * 33 not in r.text  # the unknown field's name is not echoed
     _pushes_the_arm(url)
+
+
+def _short_list(detail: list) -> None:
+    """A 422 list: at most 20 entries, each message ≤ MAX_DETAIL characters."""
+    assert isinstance(detail, list) and 0 < len(detail) <= 20
+    assert all(len(e["msg"]) <= MAX_DETAIL for e in detail), detail
+
+
+def test_error_messages_are_clipped_to_300_characters_exactly():
+    assert MAX_DETAIL == 300  # docs/security.md
+    assert clip("a" * 300) == "a" * 300
+    assert clip("a" * 301) == "a" * 299 + "…" and len(clip("b" * 10_000)) == 300
+
+
+def test_a_long_websocket_error_is_300_characters_and_echoes_nothing(open_service):
+    with connect(ws_url(open_service, "/ws/control?decimation=50"), open_timeout=5) as ws:
+        ws.send(json.dumps({"k" * 1000: 1, **{f"key{i:03d}" + "z" * 60: 1 for i in range(20)}}))
+        err = _next_error(ws)
+        assert err is not None and "unknown keys" in err and len(err) <= MAX_DETAIL, err
+        assert "k" * 33 not in err and "z" * 33 not in err  # long keys are input: not echoed
+        ws.send(json.dumps({"torque": 1}))  # a short one is named: the typo to see
+        err = _next_error(ws)
+        assert err is not None and "unknown keys: torque" in err
+    httpx.post(open_service.url + "/control/hold", json={"hold": False})
+
+
+def test_allowed_hosts_and_allowed_origins(open_service):
+    """docs/security.md: the Host must be a loopback name, the bound host or one of allowed_hosts
+    (421 otherwise); a foreign Origin on a state change or handshake is refused (403) unless it is
+    one of allowed_origins. Checked against a service that allows one of each, and the default one."""
+    s = Service(env={"FDCONTROL_ALLOWED_HOSTS": '["cell.example"]',
+                     "FDCONTROL_ALLOWED_ORIGINS": '["https://hmi.example"]'})
+    plain = open_service
+    try:
+        for host, with_list, default in (("cell.example", 200, 421), (f"cell.example:{s.port}", 200, 421),
+                                         ("CELL.example", 200, 421), ("evil.example", 421, 421),
+                                         ("cell.example.evil", 421, 421), ("localhost", 200, 200),
+                                         (f"127.0.0.1:{s.port}", 200, 200)):
+            assert httpx.get(s.url + "/health", headers={"Host": host}).status_code == with_list, host
+            assert httpx.get(plain.url + "/health", headers={"Host": host}).status_code == default, host
+        hold = {"hold": False}
+        for origin, with_list, default in (("https://hmi.example", 200, 403), ("https://hmi.example/", 200, 403),
+                                           ("https://HMI.example", 200, 403), ("http://hmi.example", 403, 403),
+                                           ("https://hmi.example:8443", 403, 403), ("https://evil.example", 403, 403)):
+            r = httpx.post(s.url + "/control/hold", json=hold, headers={"Origin": origin})
+            assert r.status_code == with_list, (origin, r.text)
+            r = httpx.post(plain.url + "/control/hold", json=hold, headers={"Origin": origin})
+            assert r.status_code == default, (origin, r.text)
+        # the service's own origin is allowed; a GET is not a state change (no Origin check)
+        own = f"http://127.0.0.1:{s.port}"
+        assert httpx.post(s.url + "/control/hold", json=hold, headers={"Origin": own}).status_code == 200
+        assert httpx.get(s.url + "/state", headers={"Origin": "https://evil.example"}).status_code == 200
+        with connect(ws_url(s, "/ws/state"), open_timeout=5, origin="https://hmi.example") as ws:
+            assert "q" in json.loads(ws.recv(timeout=5))
+        for svc in (s, plain):
+            with pytest.raises(InvalidStatus) as e:
+                connect(ws_url(svc, "/ws/state"), open_timeout=5, origin="https://evil.example")
+            assert e.value.response.status_code == 403
+        with pytest.raises(InvalidStatus) as e:
+            connect(ws_url(plain, "/ws/state"), open_timeout=5, origin="https://hmi.example")
+        assert e.value.response.status_code == 403
+    finally:
+        s.stop()
 
 
 def _pushes_the_arm(url: str) -> None:
@@ -206,7 +273,7 @@ def test_websocket_bad_inputs_get_errors_and_the_socket_stays_open(open_service)
         for msg in bad:
             ws.send(msg)
             err = _next_error(ws)
-            assert err is not None and len(err) < 400, msg[:40]
+            assert err is not None and len(err) <= MAX_DETAIL, msg[:40]
         x0 = tip_x(open_service)
         end = time.monotonic() + 1.0
         while time.monotonic() < end:
@@ -460,7 +527,7 @@ def test_msgpack_deep_nesting_gets_an_error_and_the_socket_stays_open(open_servi
             while err is None and time.monotonic() < end:
                 m = msgpack.unpackb(ws.recv(timeout=3))
                 err = m.get("error")
-            assert err is not None and len(err) < 400
+            assert err is not None and len(err) <= MAX_DETAIL
         ws.send(msgpack.packb({"wrench": [1.0, 0, 0, 0, 0, 0], "seq": 777}))
         end = time.monotonic() + 3
         while time.monotonic() < end:  # the valid wrench is taken: acknowledged, no error

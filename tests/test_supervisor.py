@@ -275,3 +275,77 @@ def test_the_supervisor_thread_polls_until_stopped():
     finally:
         rig.sup.stop()
     assert not rig.sup._thread.is_alive() and rig.sup.restarts == 1
+
+
+def test_what_the_supervisor_says_on_stderr(capsys):
+    """An operator reads why the loop process was replaced, and when the supervisor gave up."""
+    rig = Rig(max_restarts=2, restart_window=100.0)
+    rig.kill()
+    rig.poll()
+    err = capsys.readouterr().err
+    assert "the loop process has exited (exit code -9); restarting it into hold" in err
+    rig.kill()
+    rig.spawn_fails = 1
+    rig.poll()
+    assert "loop process restart failed: " in capsys.readouterr().err
+    rig.poll()  # the failed try used the budget's second restart
+    assert "restarted 2 times in 100 s; giving up" in capsys.readouterr().err
+    rig.poll()
+    assert capsys.readouterr().err == ""  # said once
+
+
+def test_a_start_that_fails_is_reported(capsys):
+    rig = Rig()
+    rig.current.running = True
+    rig.poll()
+    rig.kill()
+    rig.sup.spawn = lambda settings: FakeWorker(settings, fail={"start"})
+    rig.poll()
+    assert "restarted loop did not start: " in capsys.readouterr().err
+
+
+def test_a_loop_stuck_again_after_a_restart_is_killed_again_after_two_seconds():
+    rig = Rig()
+    rig.current.stuck = True
+    for _ in range(round(2.0 / DT) + 1):
+        rig.poll()
+    assert rig.sup.restarts == 1
+    again = rig.current
+    again.stuck = True
+    for _ in range(round(2.0 / DT)):
+        rig.poll()
+        assert not again.proc.killed
+    rig.poll()
+    assert again.proc.killed and rig.sup.restarts == 2
+
+
+def test_a_restart_exactly_one_window_ago_still_counts():
+    rig = Rig(max_restarts=1, restart_window=4.0)
+    rig.kill()
+    rig.poll(DT)
+    rig.kill()
+    rig.poll(4.0)  # exactly restart_window after the first: still within it
+    assert rig.sup.restarts == 1 and rig.sup.gave_up
+
+
+def test_a_loop_whose_state_cannot_be_read_counts_as_not_running():
+    """Healthy by its heartbeat but its state unreadable: not known to run, so not restarted into motion."""
+    rig = Rig()
+    w = rig.current
+    w.running = True
+
+    def unreadable():
+        raise WorkerError("dead", "torn state")
+
+    w.state = unreadable
+    rig.poll()
+    rig.kill()
+    rig.poll()
+    assert rig.sup.restarts == 1 and rig.current.calls == [] and not rig.current.running
+
+
+def test_the_supervisor_thread_is_a_named_daemon():
+    """Named for thread dumps; a daemon, so a hung supervisor never keeps the service process alive."""
+    sup = Rig().sup
+    assert sup._thread.name == "fdcontrol-supervisor" and sup._thread.daemon is True
+    assert sup.period == 0.02 and sup.kill_after == 2.0  # docs/security.md: stuck → replaced after 2 s

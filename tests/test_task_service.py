@@ -72,7 +72,7 @@ def test_workspace_through_the_api_refuses_one_that_would_move_the_arm(svc):
         assert w["box"]["max"][0] == pytest.approx(p[0] + 0.2)
         # a goal beyond the box: refused with the reason
         before = state(svc)
-        r = httpx.post(svc.url + "/control/move", json={"position": [0.3, 0, 0], "relative": True}, timeout=10)
+        r = httpx.post(svc.url + "/control/move", json={"position": [0.4, 0, 0], "relative": True}, timeout=10)
         assert r.status_code == 422 and "out of the workspace" in r.text, r.text
         assert_unaffected(svc, before)
     finally:
@@ -120,12 +120,13 @@ def test_rules_armed_and_disarmed_over_the_control_websocket(svc):
 def test_a_move_through_a_keep_out_volume_is_refused_at_planning_time(svc):
     tip = state(svc)["tip_pose"]
     p = [tip[0][3], tip[1][3], tip[2][3]]
-    ball = {"keep_out": [{"name": "ball", "sphere": {"center": [p[0] + 0.1, p[1], p[2]], "radius": 0.02}}]}
+    # 25 cm ahead: clear of the wrist's collision capsules and their 5 cm margin (every link obeys the volume)
+    ball = {"keep_out": [{"name": "ball", "sphere": {"center": [p[0] + 0.25, p[1], p[2]], "radius": 0.02}}]}
     assert httpx.patch(svc.url + "/config", json=ball, timeout=10).status_code == 200
     try:
         before = state(svc)
-        # the goal itself is clear of the ball (8 cm beyond its surface), the straight path is not
-        r = httpx.post(svc.url + "/control/move", json={"position": [0.2, 0, 0], "relative": True}, timeout=10)
+        # the goal itself is clear of the ball (13 cm beyond its surface), the straight path is not
+        r = httpx.post(svc.url + "/control/move", json={"position": [0.4, 0, 0], "relative": True}, timeout=10)
         assert r.status_code == 422 and "path" in r.text and "through 'ball'" in r.text, r.text
         assert_unaffected(svc, before)
         s = state(svc)

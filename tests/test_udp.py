@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from fdcontrol import make_mapping
-from fdcontrol.drivers.udp import StaleStateError, UdpBridgeDriver
+from fdcontrol.drivers.udp import ImplausibleStateError, StaleStateError, UdpBridgeDriver
 from fdcontrol.loop.cycle import ControlLoop
 from fdcontrol.loop.solvers import make_solver
 from fdcontrol.model.robot import HOME, RobotModel
@@ -146,3 +146,151 @@ def test_udp_bridge_drives_a_separate_driver(ur10):
     finally:
         stop.set()
     assert len(log) > 50 and moved[0] > 0.05
+
+
+# ---------------------------------------------------------------------- trust only the robot
+def _robot_thread(sock: socket.socket, port: int, q0: np.ndarray, stop: threading.Event, got: list) -> None:
+    """The robot's driver process: its state at 500 Hz from its own socket, the references it receives."""
+    sock.settimeout(0.002)
+    seq = 0
+    while not stop.is_set() and seq < 20000:
+        seq += 1
+        sock.sendto(np.concatenate(([seq, time.monotonic()], q0, np.zeros(len(q0)))).astype("<f8").tobytes(),
+                    ("127.0.0.1", port))
+        try:
+            got.append(sock.recv(65536))
+        except TimeoutError:
+            pass
+
+
+def _udp_socket() -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    return s
+
+
+@pytest.mark.parametrize("configured", [True, False], ids=["peer configured", "first sender pinned"])
+def test_udp_bridge_ignores_a_second_local_sender_and_never_answers_it(ur10, configured):
+    """A second process on the same host sends joint states with q[0] one radian off: the loop never
+    uses them (q[0] stays the robot's), the intruder gets no reference, the robot gets them all."""
+    port = free_port()
+    q0 = np.array(HOME["ur10"])
+    robot, intruder = _udp_socket(), _udp_socket()
+    stop, got = threading.Event(), []
+    t = threading.Thread(target=_robot_thread, args=(robot, port, q0, stop, got), daemon=True)
+    t.start()
+    peer = f"127.0.0.1:{robot.getsockname()[1]}" if configured else None
+    drv = UdpBridgeDriver(ur10, listen=f"127.0.0.1:{port}", connect_timeout=5, peer=peer)
+    loop = ControlLoop(ur10, drv, make_solver(make_mapping("fd", ur10)), rate=500)
+    intruder.settimeout(0.001)
+    answered, seen = 0, []
+    try:
+        loop.start()
+        fake = q0.copy()
+        fake[0] += 1.0
+        t0 = time.monotonic()
+        k = 0
+        while time.monotonic() - t0 < 1.0 and k < 5000:  # 1 s of intrusion, bounded
+            k += 1
+            intruder.sendto(np.concatenate(([k, time.monotonic()], fake, np.zeros(6))).astype("<f8").tobytes(),
+                            ("127.0.0.1", port))
+            try:
+                intruder.recv(65536)
+                answered += 1
+            except TimeoutError:
+                pass
+            seen.append(loop.state.q[0])
+        cycles = loop.state.cycle
+    finally:
+        loop.stop()
+        stop.set()
+        t.join(5)
+        drv.close()
+        robot.close()
+        intruder.close()
+    assert k > 50 and cycles > 100, (k, cycles)
+    assert drv.ignored >= k // 2, (drv.ignored, k)  # the intruder's datagrams arrived, and were dropped
+    assert max(abs(np.array(seen) - q0[0])) < 1e-9  # the loop never saw the intruder's joint 0
+    assert answered == 0, f"the intruder received {answered} references"
+    assert len(got) > 50  # the robot got its references
+
+
+def test_udp_bridge_faults_on_a_joint_jump_beyond_the_velocity_limit(ur10):
+    """The robot's own stream jumping a joint by 1 rad in one 2-ms step (its limit allows ~5 mrad)
+    is not used: read raises, the loop records the fault and holds; a plausible step is used."""
+    port = free_port()
+    q0 = np.array(HOME["ur10"])
+    robot = _udp_socket()
+    t = 100.0
+
+    def state(q: np.ndarray) -> bytes:
+        return np.concatenate(([1, t], q, np.zeros(6))).astype("<f8").tobytes()
+
+    sender = threading.Timer(0.05, lambda: robot.sendto(state(q0), ("127.0.0.1", port)))
+    sender.start()
+    drv = UdpBridgeDriver(ur10, listen=f"127.0.0.1:{port}", connect_timeout=5,
+                          peer=f"127.0.0.1:{robot.getsockname()[1]}")
+    try:
+        vmax = ur10.limits.velocity[0]
+        t += 0.002
+        ok = q0.copy()
+        ok[0] += 0.9 * vmax * 0.002  # within the limit
+        robot.sendto(state(ok), ("127.0.0.1", port))
+        deadline = time.monotonic() + 5
+        while abs(drv.read().q[0] - ok[0]) > 1e-12:
+            assert time.monotonic() < deadline
+        t += 0.002
+        jump = ok.copy()
+        jump[0] += 1.0
+        robot.sendto(state(jump), ("127.0.0.1", port))
+        with pytest.raises(ImplausibleStateError, match="joint 1"):
+            while time.monotonic() < deadline:
+                drv.read()
+        assert drv.read().q[0] == ok[0]  # the jump was never used
+    finally:
+        drv.close()
+        robot.close()
+
+
+def test_a_joint_jump_in_the_udp_stream_faults_the_loop_and_holds(ur10):
+    port = free_port()
+    q0 = np.array(HOME["ur10"])
+    robot = _udp_socket()
+    stop, jump = threading.Event(), threading.Event()
+
+    def run() -> None:  # the robot at ~500 Hz, its own clock; one state 1 rad off when asked
+        k = 0
+        while not stop.is_set() and k < 20000:
+            k += 1
+            q = q0.copy()
+            if jump.is_set():
+                q[0] += 1.0
+                jump.clear()
+            robot.sendto(np.concatenate(([k, time.monotonic()], q, np.zeros(6))).astype("<f8").tobytes(),
+                         ("127.0.0.1", port))
+            time.sleep(0.002)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    drv = UdpBridgeDriver(ur10, listen=f"127.0.0.1:{port}", connect_timeout=5, timeout=1.0,
+                          peer=f"127.0.0.1:{robot.getsockname()[1]}")
+    loop = ControlLoop(ur10, drv, make_solver(make_mapping("fd", ur10)), rate=500)
+    try:
+        loop.start()
+        deadline = time.monotonic() + 10
+        while loop.state.cycle < 50:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert loop.state.fault is None and not loop.state.holding
+        jump.set()
+        while loop.state.fault is None:
+            assert time.monotonic() < deadline, "no fault after the jump"
+            time.sleep(0.005)
+        assert "implausible joint state: joint 1" in loop.state.fault and loop.state.holding
+        assert abs(loop.state.q[0] - q0[0]) < 1e-9  # the jumped state never reached the loop
+    finally:
+        loop.stop()
+        stop.set()
+        t.join(5)
+        drv.close()
+        robot.close()

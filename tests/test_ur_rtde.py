@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 
 import numpy as np
 import pytest
@@ -98,18 +99,114 @@ class FakeReceive:
         self.log.append(("receive.disconnect", ()))
 
 
+def _pybind_signatures(fn) -> list[inspect.Signature]:
+    """The real signatures of a pybind11 method, from the signature lines pybind11 writes (one per
+    overload): names, and which parameters have defaults (the values are C++ reprs: kept as text)."""
+    lines = [ln.strip() for ln in (fn.__doc__ or "").splitlines()]
+    name = fn.__name__
+    sigs = []
+    for ln in lines:
+        ln = ln.split(". ", 1)[1] if ln[:1].isdigit() and ". " in ln else ln  # "2. speedJ(...)" (overloads)
+        if not ln.startswith(name + "(") or "->" not in ln:
+            continue
+        inner = ln[len(name) + 1: ln.rindex(") ->")]
+        parts, depth, cur = [], 0, ""
+        for ch in inner:  # split on the commas outside brackets (list[float], tuple[float, float])
+            depth += 1 if ch in "[(" else -1 if ch in "])" else 0
+            if ch == "," and depth == 0:
+                parts.append(cur.strip())
+                cur = ""
+            else:
+                cur += ch
+        if cur.strip():
+            parts.append(cur.strip())
+        params = []
+        for part in parts[1:]:  # after self
+            pname, _, rest = part.partition(":")
+            default = rest.split("=", 1)[1].strip() if "=" in rest else inspect.Parameter.empty
+            pname = pname.strip()  # pybind11 names unnamed arguments arg0, arg1, …: by position only
+            kind = inspect.Parameter.POSITIONAL_ONLY if re.fullmatch(r"arg\d+", pname) else \
+                inspect.Parameter.POSITIONAL_OR_KEYWORD
+            params.append(inspect.Parameter(pname, kind, default=default))
+        sigs.append(inspect.Signature(params))
+    return sigs
+
+
 def test_fake_matches_the_real_ur_rtde_api():
+    """Every method the fakes offer exists in ur_rtde with the same parameter names and the same
+    required ones, and every call the driver made to the fakes in a session binds to a real
+    signature (by position and keyword): a driver calling ur_rtde wrongly fails here."""
     rtde_control = pytest.importorskip("rtde_control")
     rtde_receive = pytest.importorskip("rtde_receive")
-    for fake, real in ((FakeControl, rtde_control.RTDEControlInterface),
-                       (FakeReceive, rtde_receive.RTDEReceiveInterface)):
+    reals = {FakeControl: rtde_control.RTDEControlInterface, FakeReceive: rtde_receive.RTDEReceiveInterface}
+    for fake, real in reals.items():
         for name, fn in inspect.getmembers(fake, inspect.isfunction):
             if name.startswith("_") or name == "advance":
                 continue
-            doc = getattr(real, name).__doc__.splitlines()[0]  # pybind11 signature line
-            n_real = doc.split("->")[0].count(":") - 1  # parameters after self
-            n_fake = len(inspect.signature(fn).parameters) - 1
-            assert n_real == n_fake, f"{name}: ur_rtde takes {n_real} arguments, the fake {n_fake} ({doc})"
+            sigs = _pybind_signatures(getattr(real, name))
+            assert sigs, f"{name}: no signature in ur_rtde's docstring"
+            mine = list(inspect.signature(fn).parameters.values())[1:]
+            def same(real_sig, mine=mine):
+                rp = list(real_sig.parameters.values())
+                return len(rp) == len(mine) and all(
+                    (r.kind == r.POSITIONAL_ONLY or r.name == m.name)
+                    and (r.default is r.empty) == (m.default is m.empty)
+                    for r, m in zip(rp, mine, strict=True))
+
+            ok = [sg for sg in sigs if same(sg)]
+            assert ok, f"{name}{inspect.signature(fn)} is none of ur_rtde's {[str(s) for s in sigs]}"
+    # the calls a driver session makes (setWatchdog, speedJ, servoJ, speedStop, zeroFtSensor, …), as made:
+    # positional and keyword arguments recorded before the fake binds them
+    ur10 = RobotModel.load("ur10")
+    for opts in ({}, {"interface": "position"}):
+        calls: list[tuple[type, str, tuple, dict]] = []
+        log: list = []
+        rx = FakeReceive(log)
+        ctl = FakeControl(log, rx)
+        spy_ctl, spy_rx = _Spy(ctl, FakeControl, calls), _Spy(rx, FakeReceive, calls)
+        drv = UrRtdeDriver(ur10, 0.002, host="ur.invalid", control_factory=lambda h, f, c=spy_ctl: c,
+                           receive_factory=lambda h, f, r=spy_rx: r, **opts)
+        loop = loop_for(ur10, drv)
+        loop._running.set()
+        loop.set_wrench([20.0, 0, 0, 0, 0, 0])
+        for _ in range(5):
+            loop.step()
+        loop.zero_sensor()
+        loop.hold(True)
+        for _ in range(5):
+            loop.step()
+        drv.close()
+        names = {name for _, name, _, _ in calls}
+        assert {"speedJ", "servoJ"} & names and "getActualQ" in names, names
+        for cls, name, args, kwargs in calls:
+            sigs = _pybind_signatures(getattr(reals[cls], name))
+            assert any(_binds(sg, args, kwargs) for sg in sigs), (name, args, kwargs, [str(x) for x in sigs])
+
+
+class _Spy:
+    """Records each method call on a fake as the driver made it, then makes it."""
+
+    def __init__(self, target, cls, calls) -> None:
+        self._target, self._cls, self._calls = target, cls, calls
+
+    def __getattr__(self, name):
+        attr = getattr(self._target, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args, **kwargs):
+            self._calls.append((self._cls, name, args, kwargs))
+            return attr(*args, **kwargs)
+
+        return call
+
+
+def _binds(sig: inspect.Signature, args: tuple, kwargs: dict) -> bool:
+    try:
+        sig.bind(*args, **kwargs)
+        return True
+    except TypeError:
+        return False
 
 
 @pytest.fixture
@@ -313,6 +410,7 @@ def test_drivers_without_them_publish_null(ur10):
     loop = ControlLoop(ur10, SimulatedRobot(ur10, q0=Q0), make_solver(make_mapping("fd", ur10)))
     d = to_dict(loop.step())
     assert d["speed_scaling"] is None and d["safety_mode"] is None
-    mujoco = pytest.importorskip("fdcontrol.drivers.mujoco")
+    from fdcontrol.drivers import mujoco  # the project's own module (the mujoco extra is in make test)
+
     d = to_dict(ControlLoop(ur10, mujoco.MujocoRobot(ur10), make_solver(make_mapping("fd", ur10))).step())
     assert d["speed_scaling"] is None and d["safety_mode"] is None

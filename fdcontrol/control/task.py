@@ -81,6 +81,8 @@ class TaskSpace:
         ws = self.workspace
         if ws is not None:
             self._f_ws = ws.tip_wrench(pose[:3, 3], conf.jacobian[:3] @ loop.qd_state)
+            if ws.clearance is not None:  # the links' distances, every cycle (the loads reuse them)
+                ws.clearance.compute(conf.q)
         mv = self.move
         if self.reactions.rules:
             err = mv.error(pose)[0] if mv is not None and mv.active else math.nan
@@ -162,6 +164,14 @@ class TaskSpace:
             self.pause_error = float(changes["move_pause_error"])
 
     # ------------------------------------------------------------------ telemetry
+    def link_telemetry(self) -> tuple[float, str | None]:
+        """link_distance, link_pair: the nearest pair of the links' clearances at the last evaluation."""
+        ws = self.workspace
+        if ws is None or ws.clearance is None:
+            return math.nan, None
+        d, link, other = ws.link_clearance()
+        return d, None if link is None else f"{link} ↔ {other}"
+
     def telemetry(self) -> tuple[float, str, float, int, str | None]:
         """workspace_distance, move_status, move_progress, reaction_count, reaction_event."""
         ws, mv, rx = self.workspace, self.move, self.reactions

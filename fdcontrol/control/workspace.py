@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from fdcontrol.control.link_loads import LinkLoad, LinkLoads, Plane, Sphere, _point
+from fdcontrol.model.collision import BOX, PLANE, SPHERE, Clearance, Obstacle
 from fdcontrol.model.robot import RobotModel
 from fdcontrol.params import Param, declare
 
@@ -49,7 +50,20 @@ PARAMS = declare(
           "margin, stiffness and damping", "m", max_items=256),
     Param("workspace_stop_deceleration", "float", 5.0, "braking of the hard stop at the workspace boundary",
           "m/s²", policy="tighten", gt=0, le=100),
+    Param("collision_links", "choice", "keep_out", "which volumes every link with collision geometry obeys (a "
+          "repulsive load and a velocity damper): keep_out (the keep-out volumes; the workspace box holds the tip "
+          "and workspace_links), all (the workspace box too: size it around the whole arm), off",
+          choices=("keep_out", "all", "off")),
+    Param("self_collision", "bool", False, "keep the arm's links apart: a repulsive load and a velocity damper "
+          "between link pairs that are not adjacent (needs collision geometry)"),
+    Param("self_collision_margin", "float", 0.04, "distance between two links inside which their repulsive "
+          "load acts", "m", ge=0, le=0.5),
+    Param("collision_distance", "float", 0.01, "hard margin: the velocity damper never lets a link come "
+          "nearer a volume or another link; the loop holds with a fault if half of it is crossed anyway", "m",
+          policy="tighten", gt=0, le=0.2),
 )
+#: the repulsive load between two links of the arm (self-collision), N/m and N·s/m
+SELF_STIFFNESS, SELF_DAMPING = 2000.0, 90.0
 
 TIP = "tip"  # the name of the tool centre point among the workspace's points
 
@@ -66,8 +80,8 @@ class KeepOutBox:
 
     def __post_init__(self) -> None:
         self.lo, self.hi = _point(self.lo, "box min"), _point(self.hi, "box max")
-        if np.any(self.lo > self.hi):
-            raise ValueError(f"box min must be <= max on every axis, got min {self.lo.tolist()} "
+        if np.any(self.lo >= self.hi):
+            raise ValueError(f"box min must be < max on every axis (a positive size), got min {self.lo.tolist()} "
                              f"and max {self.hi.tolist()}")
 
     def distance(self, p: np.ndarray) -> tuple[float, np.ndarray]:
@@ -202,6 +216,7 @@ class Workspace:
     robot: RobotModel
     zones: list[Zone] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
+    clearance: Clearance | None = None  # the links' capsules against the zones (and each other)
 
     def __post_init__(self) -> None:
         names = [z.name for z in self.zones]
@@ -220,10 +235,20 @@ class Workspace:
         self.tip_force = np.zeros(3)
         self.distance = math.nan  # min over zones of the tip's distance to a boundary (m)
         self.nearest: str | None = None
+        cl = self.clearance
+        if cl is not None and cl.empty:
+            self.clearance = cl = None
+        if cl is not None:  # per pair: stiffness and damping of its volume (self pairs: SELF_*)
+            gains = {z.name: (z.stiffness, z.damping) for z in self.zones}
+            kb = [gains.get(v, (SELF_STIFFNESS, SELF_DAMPING)) if i < cl.n_volume_pairs
+                  else (SELF_STIFFNESS, SELF_DAMPING) for i, (_, v) in enumerate(cl.names)]
+            self._ck = np.array([k for k, _ in kb], dtype=float)
+            self._cb = np.array([b for _, b in kb], dtype=float)
+        self.link_force = np.zeros(0)  # the repulsive force on each pair at the last evaluation (N)
 
     @property
     def empty(self) -> bool:
-        return not self.zones
+        return not self.zones and self.clearance is None
 
     def tip_wrench(self, p: np.ndarray, v: np.ndarray) -> np.ndarray:
         """[F; 0] (N, base frame) on the tip at p moving at v (m/s); updates ``distance``."""
@@ -242,8 +267,31 @@ class Workspace:
         return np.concatenate((F, np.zeros(3)))
 
     def joint_torque(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray | None:
-        """Σ J_pᵀ F over the link loads (N·m), or None without links."""
-        return None if self.link_loads is None else self.link_loads.joint_forces(q, qd)
+        """Σ J_pᵀ F over the link loads (N·m), or None without links.
+
+        The links' capsules (``clearance``): at each pair's witness point on the link a force
+        F = [k (m − d) − b min(ḋ, 0)] n inside the margin m (ḋ = g q̇, g = nᵀ(J₁ − J₂) the pair's row),
+        whose joint torque is F g ᵀ — for two links of the arm an equal and opposite force on the other."""
+        tau = None if self.link_loads is None else self.link_loads.joint_forces(q, qd)
+        cl = self.clearance
+        if cl is None:
+            return tau
+        cl.compute(q)
+        inside = cl.d < cl.margins
+        self.link_force = np.zeros(len(cl.d))
+        if inside.any():
+            g = cl.rows[inside]
+            mag = self._ck[inside] * (cl.margins[inside] - cl.d[inside]) - self._cb[inside] * np.minimum(g @ qd, 0.0)
+            mag = np.maximum(mag, 0.0)
+            self.link_force[inside] = mag
+            t = mag @ g
+            tau = t if tau is None else tau + t
+        return tau
+
+    def link_clearance(self) -> tuple[float, str | None, str | None]:
+        """(distance, link, volume or link) of the nearest pair at the last evaluation (nan, None, None
+        without link geometry)."""
+        return (math.nan, None, None) if self.clearance is None else self.clearance.smallest()
 
     def violations(self, points: dict[str, np.ndarray]) -> list[str]:
         """Reasons why any of ``points`` (name → position) lies inside a zone's margin (or beyond)."""
@@ -255,6 +303,24 @@ class Workspace:
                     where = "outside" if d < 0 else "within the margin of"
                     out.append(f"{name} at {np.round(p, 4).tolist()} is {where} {z.name!r} "
                                f"(distance {d * 1e3:.1f} mm, margin {z.margin * 1e3:.1f} mm)")
+        return out
+
+    def link_violations(self, q: np.ndarray) -> list[str]:
+        """Reasons why a link's collision shape lies inside a volume's margin (or beyond) at q, or two links
+        within the self-collision margin: such a workspace would move the arm by itself."""
+        cl = self.clearance
+        if cl is None:
+            return []
+        cl.compute(np.asarray(q, dtype=float))
+        out = []
+        for i in np.argsort(cl.d):
+            if cl.d[i] >= cl.margins[i]:
+                break
+            link, other = cl.names[i]
+            what = "inside" if cl.d[i] < 0 else "within the margin of"
+            kind = "link" if i >= cl.n_volume_pairs else "volume"
+            out.append(f"link {link} is {what} {kind} {other!r} (distance {cl.d[i] * 1e3:.1f} mm, margin "
+                       f"{cl.margins[i] * 1e3:.1f} mm)")
         return out
 
     def points(self, q: np.ndarray) -> dict[str, np.ndarray]:
@@ -282,11 +348,46 @@ def _volume(i: int, it: dict[str, Any]) -> tuple[str, Volume]:
     return str(it.get("name") or f"{k}{i}"), vol
 
 
+def obstacles(zones: Sequence[Zone], box: bool = True) -> list[Obstacle]:
+    """The zones' pieces as obstacles of :class:`fdcontrol.model.collision.Clearance` (a workspace box: its
+    six faces, each a plane whose allowed side is the box's inside; left out with ``box`` false)."""
+    out = []
+    for z in zones:
+        if isinstance(z.volume, WorkspaceBox) and not box:
+            continue
+        for part in z.parts():
+            if isinstance(part, Plane):
+                out.append(Obstacle(z.name, PLANE, part.point, part.normal, 0.0, z.margin))
+            elif isinstance(part, Sphere):
+                out.append(Obstacle(z.name, SPHERE, part.center, np.zeros(3), float(part.radius), z.margin))
+            else:
+                out.append(Obstacle(z.name, BOX, part.lo, part.hi, 0.0, z.margin))
+    return out
+
+
+def clearance_for(robot: RobotModel, zones: Sequence[Zone], collision_links: str = "keep_out",
+                  self_collision: bool = False, self_margin: float = 0.04) -> Clearance | None:
+    """The links' distance computer for ``zones`` (``collision_links``: "keep_out" the keep-out volumes,
+    "all" the workspace box too, "off" none) and self-collision, or None when there is nothing to compute:
+    no collision geometry, or neither volumes for the links nor self-collision."""
+    if collision_links not in ("keep_out", "all", "off"):
+        raise ValueError(f"collision_links must be 'keep_out', 'all' or 'off', got {collision_links!r}")
+    geo = robot.geometry
+    obs = [] if collision_links == "off" else obstacles(zones, box=collision_links == "all")
+    if geo is None or not (obs or self_collision):
+        return None
+    cl = Clearance(robot, geo, obs, self_collision, self_margin)
+    return None if cl.empty else cl
+
+
 def workspace_from_config(robot: RobotModel, box: dict[str, Any] | None, keep_out: Sequence[dict[str, Any]],
-                          links: Sequence[str] = ()) -> Workspace:
+                          links: Sequence[str] = (), collision_links: str = "off", self_collision: bool = False,
+                          self_margin: float = 0.04) -> Workspace:
     """Build from plain data (settings / API): ``box`` {min, max, margin, stiffness, damping} or None;
     ``keep_out`` items {name, sphere {center, radius} | box {min, max} | plane {point, normal}, margin,
-    stiffness, damping}; ``links`` frame names whose origins obey the volumes too."""
+    stiffness, damping}; ``links`` frame names whose origins obey the volumes too; ``collision_links``:
+    which volumes every link's collision capsules obey ("keep_out", "all": the box too, "off"; the robot's
+    geometry), ``self_collision``: keep the links apart, ``self_margin`` (m) the margin between two links."""
     zones = []
     gains = ("margin", "stiffness", "damping")
     if box is not None:
@@ -301,4 +402,5 @@ def workspace_from_config(robot: RobotModel, box: dict[str, Any] | None, keep_ou
             zones.append(Zone(name, vol, **{k: float(it[k]) for k in gains if it.get(k) is not None}))
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"keep_out[{i}]: {exc}") from exc
-    return Workspace(robot, zones, list(links))
+    return Workspace(robot, zones, list(links), clearance_for(robot, zones, collision_links, self_collision,
+                                                              self_margin))

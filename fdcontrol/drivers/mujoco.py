@@ -24,7 +24,10 @@ machine precision) and completed with ``mujoco.MjSpec``:
   or with ``sensor_average`` its mean over the period's physics sub-steps;
 * ``objects`` = [{"name", "kind": "box", "position": [m], "quaternion": [x, y, z, w],
   "size": [full lengths, m], "stiffness", "damping"}] (see EnvObject) in the robot's base frame;
-  contact is tool ↔ objects only (the arm has no collision geometry);
+  contact is tool ↔ objects only, unless ``link_contacts``: then the arm's collision shapes (the
+  URDF's ``<collision>`` elements, capsules as pinocchio reads them) touch the objects and each other
+  (link pairs the robot's geometry does not check — adjacent, or listed in its SRDF — excluded);
+  without it the links' shapes are there but touch nothing;
 * ``set_push(w)``: a wrench [F; τ] (N, N·m) in the base frame acting on the tool at the tip
   origin — the simulated hand.
 
@@ -136,7 +139,8 @@ class MujocoRobot(RobotDriver):
                  bandwidth: float = 20.0, armature: float = 0.05, tool: Tool | None = None,
                  objects: list[EnvObject] | None = None, sensor_sign: str = "robot_on_tool",
                  sensor_bias: list[float] | np.ndarray | None = None, sensor_noise: float = 0.0,
-                 seed: int = 0, urdf: str | None = None, sensor_average: bool = False) -> None:
+                 seed: int = 0, urdf: str | None = None, sensor_average: bool = False,
+                 link_contacts: bool = False) -> None:
         if mode not in ("velocity", "position"):
             raise ModelError(f"mode must be 'velocity' or 'position', got {mode!r}")
         if not (dt > 0 and 0 < timestep <= dt):
@@ -154,6 +158,9 @@ class MujocoRobot(RobotDriver):
         if not isinstance(sensor_average, bool):
             raise ModelError("sensor_average must be true or false")
         self.sensor_average = sensor_average
+        if not isinstance(link_contacts, bool):
+            raise ModelError("link_contacts must be true or false")
+        self.link_contacts = link_contacts
         self.tool = tool or Tool()
         self.objects = list(objects or [])
         names = [o.name for o in self.objects]
@@ -212,6 +219,7 @@ class MujocoRobot(RobotDriver):
             if math.isfinite(e) and e > 0:
                 j.actfrclimited = mujoco.mjtLimited.mjLIMITED_TRUE
                 j.actfrcrange = [-e, e]
+        self._link_geoms(spec)
         self._add_tool(spec, tip)
         for o in self.objects:
             x, y, z, w = o.quaternion
@@ -245,6 +253,29 @@ class MujocoRobot(RobotDriver):
             return spec.compile()
         except Exception as exc:
             raise ModelError(f"MuJoCo model does not compile: {exc}") from exc
+
+    def _link_geoms(self, spec: mujoco.MjSpec) -> None:
+        """The URDF's collision shapes: cylinders that pinocchio reads as capsules become capsules;
+        they touch the objects and each other only with ``link_contacts`` (see the module doc)."""
+        geo = self.robot.geometry
+        caps = {} if geo is None else {(c.link, round(c.radius, 9)) for c in geo.capsules}
+        bodies = set()
+        for g in spec.geoms:
+            body = g.parent.name
+            if g.type == mujoco.mjtGeom.mjGEOM_CYLINDER and (body, round(float(g.size[0]), 9)) in caps:
+                g.type = mujoco.mjtGeom.mjGEOM_CAPSULE
+            if self.link_contacts:  # links: type 1|2 (objects' affinity 1, links' 2), affinity 2
+                g.contype, g.conaffinity = 3, 2
+                bodies.add(body)
+            else:
+                g.contype, g.conaffinity = 0, 0
+        if self.link_contacts and geo is not None:
+            checked = {frozenset((geo.capsules[i].link, geo.capsules[j].link)) for i, j in geo.self_pairs}
+            names = sorted(bodies)
+            for i, a in enumerate(names):
+                for b in names[i + 1:]:
+                    if frozenset((a, b)) not in checked:
+                        spec.add_exclude(bodyname1=a, bodyname2=b)
 
     def _add_tool(self, spec: mujoco.MjSpec, tip: mujoco.MjsBody) -> None:
         t = self.tool

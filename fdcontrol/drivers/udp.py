@@ -10,6 +10,13 @@ at the address its state came from. Datagrams are little-endian float64 arrays:
 Latest wins: ``read`` drains the socket and keeps the newest datagram. When no state has
 arrived for ``timeout`` seconds, ``read`` raises ``StaleStateError``: the control loop
 records the fault and holds.
+
+Trust only the robot: with ``peer`` ("host:port", the driver process's own address) only
+datagrams from exactly that address and port count, and references go there only; without it
+the first sender is pinned (address and port) for the driver's lifetime. Datagrams from anyone
+else are ignored (counted in ``ignored``) and never answered. A state whose joints moved further
+since the previous one than their velocity limits allow (over the robot's own time stamps plus
+two periods) is not used: ``read`` raises ``ImplausibleStateError`` and the loop faults and holds.
 """
 
 from __future__ import annotations
@@ -27,15 +34,30 @@ class StaleStateError(RuntimeError):
     pass
 
 
+class ImplausibleStateError(RuntimeError):
+    """A joint state the robot cannot have reached from the previous one (a jump beyond its velocity limit)."""
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"expected host:port, got {text!r}")
+    return socket.gethostbyname(host.strip("[]")), int(port)
+
+
 class UdpBridgeDriver(RobotDriver):
     def __init__(self, robot: RobotModel, dt: float = 0.002, listen: str = "127.0.0.1:50100",
-                 timeout: float = 0.1, connect_timeout: float = 10.0) -> None:
-        self.dof, self.timeout = robot.dof, float(timeout)
+                 timeout: float = 0.1, connect_timeout: float = 10.0, peer: str | None = None) -> None:
+        self.dof, self.timeout, self.dt = robot.dof, float(timeout), float(dt)
+        self.vmax = np.asarray(robot.limits.velocity, dtype=float)
         host, _, port = listen.rpartition(":")
+        self.configured_peer = _address(peer) if peer else None
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind((host, int(port)))
         self.address = self.sock.getsockname()
-        self.peer: tuple[str, int] | None = None
+        self.peer: tuple[str, int] | None = self.configured_peer
+        self.ignored = 0  # datagrams from anyone but the peer
+        self._implausible: str | None = None
         self._state: JointState | None = None
         self._received = 0.0
         self._seq = 0
@@ -51,24 +73,39 @@ class UdpBridgeDriver(RobotDriver):
         self._drain()  # anything queued behind the first datagram: the newest wins
 
     def _drain(self, first_only: bool = False) -> None:
-        """Receive every queued datagram and keep the newest valid state (latest wins)."""
+        """Receive every queued datagram and keep the newest valid state from the peer (latest wins)."""
         n = 2 + 2 * self.dof
         while True:
             try:
                 data, peer = self.sock.recvfrom(65536)
             except (BlockingIOError, TimeoutError, InterruptedError):
                 return
+            if self.peer is not None and peer[:2] != self.peer:
+                self.ignored += 1  # not the robot: never used, never answered
+                continue
             msg = np.frombuffer(data, dtype="<f8")
             if msg.shape != (n,) or not np.all(np.isfinite(msg)):
                 continue  # not ours, or corrupt: ignore
-            self.peer = peer
-            self._state = JointState(msg[2:2 + self.dof].copy(), msg[2 + self.dof:].copy(), float(msg[1]))
+            q, qd, t = msg[2:2 + self.dof].copy(), msg[2 + self.dof:].copy(), float(msg[1])
+            if self._state is not None:
+                step = np.abs(q - self._state.q)
+                allowed = 1.1 * self.vmax * (max(t - self._state.t, 0.0) + 2.0 * self.dt)
+                if np.any(step > allowed):
+                    j = int(np.argmax(step - allowed))
+                    self._implausible = (f"implausible joint state: joint {j + 1} moved {step[j]:.4g} rad in "
+                                         f"{t - self._state.t:.4g} s (its velocity limit allows {allowed[j]:.4g})")
+                    continue
+            self.peer = peer[:2]  # pinned: the first sender when no peer was configured
+            self._state = JointState(q, qd, t)
             self._received = time.monotonic()
             if first_only:
                 return
 
     def read(self) -> JointState:
         self._drain()
+        if self._implausible is not None:
+            why, self._implausible = self._implausible, None
+            raise ImplausibleStateError(why)
         if time.monotonic() - self._received > self.timeout:
             raise StaleStateError(f"no joint state for {time.monotonic() - self._received:.3f} s")
         assert self._state is not None
@@ -78,7 +115,7 @@ class UdpBridgeDriver(RobotDriver):
         return None
 
     def send(self, q_ref: np.ndarray | None, qd_ref: np.ndarray | None) -> None:
-        if self.peer is None:
+        if self.peer is None or self._state is None:  # only ever to the robot whose state we use
             return
         self._seq += 1
         q = np.zeros(self.dof) if q_ref is None else q_ref

@@ -11,6 +11,7 @@ from fdcontrol.limits.acceleration import JointAcceleration
 from fdcontrol.limits.base import Cycle, Limit, LimitSettings, run
 from fdcontrol.limits.braking import braking_steps
 from fdcontrol.limits.cartesian import CartesianSpeed
+from fdcontrol.limits.collision import CollisionAvoidance
 from fdcontrol.limits.jerk import JointJerk
 from fdcontrol.limits.path_acceleration import PathAcceleration
 from fdcontrol.limits.path_speed import PathSpeed
@@ -24,7 +25,9 @@ for _cls in (CartesianSpeed, PositionEnvelope, JointVelocity, JointAcceleration,
     LIMITS.register(_cls.name)(_cls)
 LIMITS.register(PathAcceleration.name)(PathAcceleration)  # optional: select it in the settings' ``limits``
 LIMITS.register(PathSpeed.name)(PathSpeed)  # optional, with path_acceleration: straight paths at a joint's limits
+LIMITS.register(CollisionAvoidance.name)(CollisionAvoidance)  # joined with link geometry and volumes / self-collision
 
-__all__ = ["BRAKING_MARGIN", "LIMITS", "CartesianSpeed", "Cycle", "JointAcceleration", "JointJerk", "JointVelocity",
+__all__ = ["BRAKING_MARGIN", "LIMITS", "CartesianSpeed", "CollisionAvoidance",
+           "Cycle", "JointAcceleration", "JointJerk", "JointVelocity",
            "Limit", "LimitSettings", "PathAcceleration", "PathSpeed", "PositionEnvelope", "WorkspaceStop",
            "braking_steps", "run"]

@@ -587,7 +587,8 @@ class ControlLoop:
                          self._zero6 if twist is None else twist, now,
                          self.action.seq if self.action is not None else 0,
                          self.action.used_at if self.action is not None else math.nan,
-                         *(self.task.telemetry() if self.task is not None else _NO_TASK), self.fault_at)
+                         *(self.task.telemetry() if self.task is not None else _NO_TASK), self.fault_at,
+                         *(self.task.link_telemetry() if self.task is not None else _NO_LINKS))
 
     # ------------------------------------------------------------------ thread
     @property
@@ -676,6 +677,7 @@ class ControlLoop:
 
 #: the task-space fields of the state without a TaskSpace (fdcontrol.control.task.TaskSpace.telemetry)
 _NO_TASK = (math.nan, "idle", math.nan, 0, None)
+_NO_LINKS = (math.nan, None)  # link_distance, link_pair
 #: the scalar parameters among RECONFIGURABLE, with the type they are stored as
 _SCALARS = {"telemetry_decimation": int, "command_timeout": float, "max_force": float, "max_torque": float,
             "max_tracking_error": float, "spin": float, "sensor_timeout": float}

@@ -122,6 +122,11 @@ class LoopState:
     fault_at: float = field(default=math.nan, metadata=scalar(
         "float", "the loop's time.monotonic() when the current fault was recorded (compare with stamp, the last "
         "cycle before it); null without a fault", "s", nullable=True))
+    link_distance: float = field(default=math.nan, metadata=scalar(
+        "float", "the smallest signed distance between a link's collision shape and a volume or another link "
+        "(< 0: overlapping); null without link geometry checks", "m", nullable=True))
+    link_pair: str | None = field(default=None, metadata=text(
+        "the link and the volume (or the other link) of link_distance, as 'link ↔ volume'; null without"))
 
 
 FIELDS = fields(LoopState)

@@ -8,14 +8,21 @@ when the base is the world).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pinocchio as pin
 
 from fdcontrol.model.spatial import finite
 from fdcontrol.params import Param, declare
+
+if TYPE_CHECKING:
+    from fdcontrol.model.collision import LinkGeometry
+
+_log = logging.getLogger("fdcontrol")
 
 _PACKAGE = Path(__file__).resolve().parent.parent  # fdcontrol/
 URDF_DIR = _PACKAGE / "urdf"  # installed wheel: fdcontrol/urdf
@@ -113,6 +120,7 @@ class RobotModel:
     def __init__(self, model: pin.Model, base: str, tip: str, name: str = "robot") -> None:
         self.name = name
         self.source: Path | None = None  # the description file, when loaded from one
+        self.geometry: LinkGeometry | None = None  # the links' collision capsules (fdcontrol.model.collision)
         self.model = model
         self.data = model.createData()
         self.base, self.tip = base, tip
@@ -140,6 +148,12 @@ class RobotModel:
             raise ModelError(f"cannot parse URDF {path}: {exc}") from exc
         robot = cls(_reduce(full, base, tip), base, tip, name or path.stem)
         robot.source = path
+        from fdcontrol.model.collision import load_geometry
+
+        robot.geometry = load_geometry(robot.model, path)
+        if robot.geometry is None:
+            _log.info("%s has no <collision> geometry: keep-out volumes and the workspace act on the tool "
+                      "centre point (and workspace_links origins) only", path.name)
         return robot
 
     @classmethod

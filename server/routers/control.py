@@ -8,6 +8,7 @@ always allowed. PUT /control/twist is in server/routers/twist.py.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import numpy as np
@@ -36,10 +37,17 @@ def stop(request: Request) -> dict[str, Any]:
 
 
 @router.post("/control/hold", response_model=schemas.Ack, responses=ERRORS)
-def hold(request: Request, body: schemas.HoldIn = Body(default_factory=schemas.HoldIn)) -> dict[str, Any]:  # noqa: B008
-    live(request).call("hold", body.hold)
-    return ack(request, "holding" if body.hold else "released",
-               done=lambda s: not s.running or s.holding == body.hold)
+async def hold(request: Request, body: schemas.HoldIn = Body(default_factory=schemas.HoldIn)) -> dict[str, Any]:  # noqa: B008
+    """Hold (brake to standstill) or release. A hold goes straight from the event loop into shared
+    memory (no thread, no pipe), so it lands at the loop's next cycle even while a client floods
+    /ws/control; releasing needs the control lease (server/lease.py)."""
+    w = live(request)
+    if body.hold:
+        w.request_hold()
+    else:
+        await asyncio.to_thread(w.call, "hold", False)
+    return await asyncio.to_thread(ack, request, "holding" if body.hold else "released",
+                                   lambda s: not s.running or s.holding == body.hold)
 
 
 @router.post("/control/zero-sensor", response_model=schemas.Ack, responses={**ERRORS, **CONFLICT})

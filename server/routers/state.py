@@ -10,6 +10,7 @@ from fdcontrol.loop import state as state_encoding
 from fdcontrol.loop.cycle import LoopState
 from fdcontrol.model.robot import SHIPPED
 from fdcontrol.server import schemas
+from fdcontrol.server.auth import request_client
 from fdcontrol.server.routers.deps import shipped, worker
 
 router = APIRouter(tags=["status"])
@@ -35,9 +36,11 @@ def robots() -> list[dict[str, Any]]:
 
 @router.get("/state", response_model=schemas.State, responses={503: {"model": schemas.Error}})
 def state(request: Request) -> dict[str, Any]:
-    """The newest published state; ``stale`` is true when the loop process is dead or stuck."""
-    w = worker(request)
-    return {**state_dict(w.state()[0]), "stale": w.problem() is not None}
+    """The newest published state; ``stale`` is true when the loop process is dead or stuck; ``lease``
+    says who controls the arm (server/lease.py)."""
+    w, access = worker(request), request.app.state.access
+    return {**state_dict(w.state()[0]), "stale": w.problem() is not None,
+            "lease": access.lease.info(request_client(access, request))}
 
 
 @router.get("/stats", response_model=schemas.Stats)

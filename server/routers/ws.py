@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,7 @@ from fdcontrol.loop.cycle import InputError, LoopState
 from fdcontrol.server import schemas
 from fdcontrol.server.auth import json_depth_ok
 from fdcontrol.server.errors import clip
+from fdcontrol.server.lease import LeaseError
 from fdcontrol.server.routers.control import pose
 from fdcontrol.server.routers.state import state_dict
 from fdcontrol.server.routers.twist import TwistIn
@@ -44,13 +46,15 @@ class Hub:
         self._cache: dict[str, tuple[int, str | bytes]] = {}
 
     def encode(self, s: LoopState, encoding: str, robot: RobotModel | None = None,
-               stale: bool = False) -> str | bytes:
+               stale: bool = False, lease: Callable[[], dict[str, Any]] | None = None) -> str | bytes:
         key = encoding + ("+frames" if robot is not None else "") + ("+stale" if stale else "")
         hit = self._cache.get(key)
         if hit is not None and hit[0] == s.cycle:
             return hit[1]
         d = state_dict(s)
         d["stale"] = stale
+        if lease is not None:
+            d["lease"] = lease()  # who controls (server/lease.py), for the dashboard
         if robot is not None and robot.dof == len(s.q):
             d["frames"] = robot.joint_origins(s.q).tolist()
         msg: str | bytes = msgpack.packb(d) if encoding == MSGPACK else json.dumps(d)
@@ -75,6 +79,7 @@ async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = F
     (N+1)×3, base frame) for drawing the arm.
     """
     worker, hub = handles(ws)
+    lease = ws.app.state.access.lease
     hub.streams += 1
     phase = hub.streams % decimation
     p = worker().params  # its own model: pinocchio's Data must not be shared across threads
@@ -100,7 +105,7 @@ async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = F
                         hub.dropped += max(0, (s.cycle - last) // decimation - 1 - missed)
                     stale = not fresh and w.problem() is not None  # no new state for a while: dead?
                     last, missed = s.cycle, 0
-                    msg = hub.encode(s, encoding, robot, stale=stale)
+                    msg = hub.encode(s, encoding, robot, stale=stale, lease=lease.info)
                     timer = loop.call_later(1.5 * every, stalled)
                     try:
                         if isinstance(msg, bytes):
@@ -134,8 +139,8 @@ async def accept(ws: WebSocket) -> str:
     return enc
 
 
-async def send_error(ws: WebSocket, encoding: str, detail: str) -> None:
-    msg = {"error": clip(detail)}
+async def send_error(ws: WebSocket, encoding: str, detail: str, **extra: Any) -> None:
+    msg = {"error": clip(detail), **extra}
     if encoding == MSGPACK:
         await ws.send_bytes(msgpack.packb(msg))
     else:
@@ -176,9 +181,33 @@ def parse_decimation(text: str | None, default: int) -> int:
     return n
 
 
-async def serve_socket(ws: WebSocket, decimation: str | None, control: bool, frames: bool = False) -> None:
+class Pace:
+    """Per-connection rate limit: a bucket of ``burst`` messages refilled at ``rate`` per second. A
+    faster sender waits (this socket is not read meanwhile, so TCP back-pressure slows it down), so
+    a flooding client costs the service at most ``rate`` messages per second and hold and stop
+    (other requests on the same event loop) are served at once."""
+
+    def __init__(self, rate: float, burst: float | None = None) -> None:
+        self.rate = rate
+        self.burst = burst if burst is not None else max(10.0, rate * 0.05)
+        self.units, self.at = self.burst, time.monotonic()
+
+    async def take(self) -> None:
+        now = time.monotonic()
+        self.units = min(self.burst, self.units + (now - self.at) * self.rate)
+        self.at = now
+        if self.units < 1.0:
+            await asyncio.sleep((1.0 - self.units) / self.rate)
+            self.units, self.at = 1.0, time.monotonic()
+        self.units -= 1.0
+
+
+async def serve_socket(ws: WebSocket, decimation: str | None, control: bool, frames: bool = False,
+                       name: str | None = None) -> None:
     settings = ws.app.state.settings
+    access = ws.app.state.access
     worker, hub = handles(ws)
+    headers = {k.lower(): v for k, v in ws.headers.items()}
     encoding = await accept(ws)
     try:
         dec = parse_decimation(decimation, settings.state_decimation)
@@ -186,39 +215,67 @@ async def serve_socket(ws: WebSocket, decimation: str | None, control: bool, fra
         await send_error(ws, encoding, str(exc))
         await ws.close(code=1008, reason=clip(str(exc))[:120])
         return
+    closed = asyncio.Event()  # set when logout or a token rotation revoked this socket's credential
+    loop = asyncio.get_running_loop()
+
+    closing: list[asyncio.Task[None]] = []
+
+    def revoke(reason: str) -> None:  # any thread
+        def now() -> None:
+            closed.set()
+            closing.append(asyncio.ensure_future(_close(ws, reason)))
+        with contextlib.suppress(RuntimeError):  # the event loop is closed: the socket is gone anyway
+            loop.call_soon_threadsafe(now)
+
+    sock = access.sockets.add(access.credential(headers), revoke)
+    me = access.client(headers, ws.client.host if ws.client else "", name, stream=sock)
+    pace = Pace(settings.max_stream_rate or float(worker().params["rate"]))
     hub.clients += 1
     sender = asyncio.create_task(stream(ws, encoding, dec, frames))
     try:
-        while True:
+        while not closed.is_set():
             raw = await ws.receive()
-            if raw["type"] == "websocket.disconnect":
+            if raw["type"] == "websocket.disconnect" or closed.is_set():
                 break
+            await pace.take()
             try:
                 msg = decode(raw, encoding, settings.max_ws_message_bytes, settings.max_json_depth)
                 if not control:
                     raise InputError("/ws/state is read-only; stream wrenches on /ws/control")
+                access.lease.command(me)  # every /ws/control message commands the arm
                 if isinstance(msg, dict) and ("target" in msg or "rules" in msg):  # a pipe round-trip: off the loop
                     w = worker()
                     w.check()  # can take commands (else an error reply, never a false ack)
                     await asyncio.to_thread(apply_message, w, msg)
                 else:  # a wrench: one shared-memory write
                     apply_message(worker(), msg)
+            except LeaseError as exc:
+                await send_error(ws, encoding, exc.detail, status=409, lease=exc.lease)
             except (ValueError, InputError, ModelError, ValidationError, TypeError, WorkerError,
                     RecursionError, msgpack.UnpackException) as exc:
                 await send_error(ws, encoding, message(exc))
-    except WebSocketDisconnect:
+    except (WebSocketDisconnect, RuntimeError):  # RuntimeError: receive after a close we sent
         pass
     finally:
+        access.sockets.remove(sock)
+        access.lease.ended(sock)
         sender.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await sender
         hub.clients -= 1
 
 
+async def _close(ws: WebSocket, reason: str) -> None:
+    with contextlib.suppress(Exception):
+        await ws.close(code=1008, reason=reason)
+
+
 @router.websocket("/ws/control")
 async def ws_control(ws: WebSocket, decimation: str | None = Query(None, description="every n-th cycle's state, "
-                                                                      "an integer in [1, 10000]")) -> None:
-    await serve_socket(ws, decimation, control=True)
+                                                                      "an integer in [1, 10000]"),
+                     client: str | None = Query(None, description="this client's name in the control lease: "
+                                                "letters, digits, _.- (up to 32; anything else is ignored)")) -> None:
+    await serve_socket(ws, decimation, control=True, name=client)
 
 
 @router.websocket("/ws/state")
@@ -249,13 +306,17 @@ def message(exc: Exception) -> str:
     return str(exc)
 
 
+MESSAGE_KEYS = ("wrench", "twist", "frame", "seq", "target", "rules")
+
+
 def apply_message(worker: LoopWorker, msg: Any) -> None:
     """{"wrench": [...] | "twist": [...], "frame": "base"|"tool", "seq": n, "target": {...}} — all optional."""
     if not isinstance(msg, dict):
         raise InputError("a message must be a JSON object")
-    unknown = set(msg) - {"wrench", "twist", "frame", "seq", "target", "rules"}
-    if unknown:
-        raise InputError(clip(f"unknown keys: {', '.join(sorted(map(str, unknown)))}"))
+    unknown = set(msg) - set(MESSAGE_KEYS)
+    if unknown:  # short names are named (a typo to see); long ones are input not to echo back
+        names = sorted(k if len(k) <= 32 else "(a long key)" for k in map(str, unknown))[:5]
+        raise InputError(clip(f"unknown keys: {', '.join(names)}; allowed: {', '.join(MESSAGE_KEYS)}"))
     if "rules" in msg:  # arm (replace) the reaction rules; [] disarms (server/taskspace.py)
         if not isinstance(msg["rules"], list):
             raise InputError("rules must be a list of rules ([] disarms all)")

@@ -1,5 +1,5 @@
 // fdcontrol dashboard: plain JavaScript, no build step; uPlot (vendor/uplot, MIT) draws the time plots.
-// Live data: /ws/state?frames=1 (decimated state + joint origins); pushes: /ws/control;
+// Live data: /ws/state (decimated state; arm3d.js draws the arm in 3-D from it); pushes: /ws/control;
 // singular values: POST /analysis/singular-values at the current q (4 Hz); stats: GET /stats (1 Hz);
 // recording: /recording, /recordings (1 Hz); environment: GET /environment (drawn only when it answers 200).
 // Every fetch is same-origin with credentials (a login cookie, where the service asks for one).
@@ -12,7 +12,7 @@ const XYZ = [["x", "#c92a2a"], ["y", "#2f9e44"], ["z", "#1c7ed6"]];
 const SIGMA_MIN_WARN = 0.01, SIGMA_MAX_WARN = 50; // the warning thresholds explained on the page
 const NEAR_LIMIT = 0.05; // gauges turn red within 5 % of a limit
 const dash = (window.dashboard = {
-  state: null, frames: null, config: null, robot: null, received: 0, sigma: null, environment: null,
+  state: null, config: null, robot: null, received: 0, sigma: null, environment: null,
   recording: { active: false }, plots: {},
 });
 const hist = { t: [], f: [[], [], [], [], [], []], fm: [[], [], [], [], [], []], q: [], qd: [], posActive: [], velActive: [], sj: [] };
@@ -34,7 +34,7 @@ async function api(method, path, body) {
 
 // ------------------------------------------------------------------ state stream
 function connectState() {
-  const ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws/state?decimation=25&frames=true`);
+  const ws = new WebSocket(`${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws/state?decimation=25`);
   ws.onopen = () => setBadge("conn", "connected", "on");
   ws.onclose = () => { setBadge("conn", "disconnected", "off"); setTimeout(connectState, 1000); };
   ws.onmessage = (ev) => { const m = JSON.parse(ev.data); if (m.event) onEvent(m.event); else onState(m); };
@@ -43,7 +43,7 @@ function connectState() {
 function push(buf, v) { buf.push(v); if (buf.length > HISTORY) buf.shift(); }
 
 function onState(s) {
-  dash.state = s; dash.frames = s.frames; dash.received += 1;
+  dash.state = s; dash.received += 1;
   if (hist.t.length && s.t < hist.t[hist.t.length - 1]) clearHistory(); // the loop restarted its clock
   push(hist.t, s.t);
   for (let i = 0; i < 6; i++) { push(hist.f[i], s.wrench[i]); push(hist.fm[i], s.f_measured[i]); }
@@ -63,6 +63,17 @@ function onState(s) {
   $("sigmaj").style.color = s.sigma_min_j < SIGMA_J_WARN ? "#c92a2a" : "";
   taskBadge(s); // task.js
   singularBadge(s);
+  leaseBadge(s.lease);
+}
+
+// who controls: the control lease (GET /state's "lease"); the holder's label, "free" when nobody does
+function leaseBadge(lease) {
+  if (!lease) return;
+  const holder = lease.holder;
+  setBadge("lease", holder ? `control: ${holder}` : "control: free", holder ? "on" : "");
+  $("lease").title = holder
+    ? `${holder} controls the arm since cycle ${lease.since_cycle} (idle ${lease.idle} s; the lease ends ${lease.timeout} s after its last command); anyone may hold or stop`
+    : "nobody controls the arm: the first client to command takes control";
 }
 
 function clearHistory() {
@@ -219,70 +230,9 @@ function updateGauges() {
 }
 
 // ------------------------------------------------------------------ arm, environment, forces
-let view = { az: -0.7, el: 0.45 };
-function project(p, w, h, scale) {
-  const [x, y, z] = p, ca = Math.cos(view.az), sa = Math.sin(view.az), ce = Math.cos(view.el), se = Math.sin(view.el);
-  const xr = ca * x - sa * y, yr = sa * x + ca * y;
-  return [w / 2 + scale * xr, h * 0.72 - scale * (ce * z - se * yr)];
-}
-
-function rotate(qt, v) { // quaternion [x, y, z, w] applied to v
-  const [x, y, z, w] = qt, [vx, vy, vz] = v;
-  const tx = 2 * (y * vz - z * vy), ty = 2 * (z * vx - x * vz), tz = 2 * (x * vy - y * vx);
-  return [vx + w * tx + (y * tz - z * ty), vy + w * ty + (z * tx - x * tz), vz + w * tz + (x * ty - y * tx)];
-}
-
-function boxCorners(o) {
-  const [sx, sy, sz] = o.size.map((v) => v / 2), out = [];
-  for (const a of [-1, 1]) for (const b of [-1, 1]) for (const c of [-1, 1]) {
-    const r = rotate(o.quaternion || [0, 0, 0, 1], [a * sx, b * sy, c * sz]);
-    out.push([o.position[0] + r[0], o.position[1] + r[1], o.position[2] + r[2]]);
-  }
-  return out;
-}
-const BOX_EDGES = [[0, 1], [0, 2], [0, 4], [1, 3], [1, 5], [2, 3], [2, 6], [3, 7], [4, 5], [4, 6], [5, 7], [6, 7]];
-
+// the 3-D view (arm3d.js, a module: window.arm3d once loaded) follows the state, config and environment
 function drawArm() {
-  const c = $("arm"), g = c.getContext("2d"), w = c.width, h = c.height;
-  g.clearRect(0, 0, w, h);
-  const pts = dash.frames; if (!pts) return;
-  const reach = Math.max(0.5, ...pts.map((p) => Math.hypot(p[0], p[1], p[2])));
-  const scale = (0.42 * Math.min(w, h)) / reach;
-  const P = (p) => project(p, w, h, scale);
-  g.strokeStyle = "#e4e7eb"; g.lineWidth = 1;
-  for (let i = -2; i <= 2; i++) {
-    line(g, P([i * reach / 2, -reach, 0]), P([i * reach / 2, reach, 0]));
-    line(g, P([-reach, i * reach / 2, 0]), P([reach, i * reach / 2, 0]));
-  }
-  [[1, 0, 0, "#c92a2a", "x"], [0, 1, 0, "#2f9e44", "y"], [0, 0, 1, "#1c7ed6", "z"]].forEach(([x, y, z, col, name]) => {
-    g.strokeStyle = col; g.fillStyle = col; const e = P([0.2 * x, 0.2 * y, 0.2 * z]);
-    line(g, P([0, 0, 0]), e); g.font = "11px sans-serif"; g.fillText(name, e[0] + 3, e[1] - 3);
-  });
-  // environment objects (GET /environment), edges and name
-  const env = dash.environment;
-  if (env && env.objects) {
-    env.objects.forEach((o) => {
-      if (!o.size || !o.position) return;
-      const C = boxCorners(o).map(P);
-      g.strokeStyle = "#868e96"; g.lineWidth = 1.5; g.fillStyle = "rgba(134, 142, 150, 0.10)";
-      BOX_EDGES.forEach(([a, b]) => line(g, C[a], C[b]));
-      g.fillStyle = "#495057"; g.font = "11px sans-serif";
-      const ctr = P(o.position); g.fillText(o.name || o.kind || "object", ctr[0] + 4, ctr[1]);
-    });
-  }
-  drawWorkspace(g, P, scale, dash.config, dash.state); // task.js
-  g.strokeStyle = "#1f2933"; g.lineWidth = 5; g.lineCap = "round";
-  const L = [[0, 0, 0], ...pts].map(P);
-  g.beginPath(); g.moveTo(...L[0]); L.slice(1).forEach((p) => g.lineTo(...p)); g.stroke();
-  g.fillStyle = "#e8590c"; L.slice(1, -1).forEach((p) => { g.beginPath(); g.arc(p[0], p[1], 5, 0, 7); g.fill(); });
-  const s = dash.state; if (!s) return;
-  const tip = pts[pts.length - 1];
-  const drawForce = (F, color) => {
-    if (Math.hypot(...F) < 1e-6) return;
-    g.strokeStyle = color; g.lineWidth = 3; arrow(g, P(tip), P(tip.map((t, i) => t + 0.01 * F[i])));
-  };
-  drawForce(s.wrench.slice(0, 3), "#ae3ec9");
-  drawForce(s.f_measured.slice(0, 3), "#c92a2a");
+  if (window.arm3d) window.arm3d.update(dash.state, dash.config, dash.environment);
 }
 
 function line(g, a, b) { g.beginPath(); g.moveTo(...a); g.lineTo(...b); g.stroke(); }
@@ -454,6 +404,7 @@ function wireButtons() {
   const act = (id, path, body) => ($(id).onclick = () => api("POST", path, body).catch((e) => msg(e.message)));
   act("btn-start", "/control/start"); act("btn-stop", "/control/stop");
   act("btn-hold", "/control/hold", { hold: true }); act("btn-release", "/control/hold", { hold: false });
+  act("btn-take", "/control/lease", { take: true });
   $("btn-apply").onclick = async () => {
     try {
       const changes = editedFields();
@@ -554,19 +505,8 @@ function wirePad() {
   draw();
 }
 
-function wireArmRotate() {
-  const c = $("arm"); let last = null;
-  c.onpointerdown = (e) => { last = [e.clientX, e.clientY]; c.setPointerCapture(e.pointerId); };
-  c.onpointermove = (e) => {
-    if (!last) return;
-    view.az += (e.clientX - last[0]) * 0.01; view.el = Math.max(-1.4, Math.min(1.4, view.el + (e.clientY - last[1]) * 0.01));
-    last = [e.clientX, e.clientY];
-  };
-  c.onpointerup = () => (last = null);
-}
-
 $("btn-record").onclick = toggleRecording;
 window.addEventListener("resize", resizePlots);
-wireButtons(); wirePad(); wireArmRotate();
+wireButtons(); wirePad();
 loadConfig().catch((e) => msg(e.message));
 connectState(); pollConfig(); pollSigma(); pollStats(); pollEnvironment(); pollRecording(); requestAnimationFrame(frame);

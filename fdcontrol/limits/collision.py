@@ -1,0 +1,121 @@
+"""Velocity damper of every link against the workspace volumes and (optionally) the arm's other links."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from fdcontrol.limits.base import Cycle, Limit, LimitSettings
+from fdcontrol.model.collision import Clearance
+from fdcontrol.model.robot import RobotModel
+
+
+class CollisionError(RuntimeError):
+    """A link crossed the hard margin anyway (e.g. a volume was moved onto the arm): the loop holds."""
+
+
+class CollisionAvoidance(Limit):
+    """The links' last line: no pair (link–volume, link–link) ever comes nearer than ``distance`` d_min.
+
+    For each pair i with signed distance d_i and row g_i (ḋ_i = g_i q̇, g_i = n_iᵀ(J₁ − J₂) with n_i the
+    unit normal and J₁, J₂ the Jacobians of the closest points; :class:`fdcontrol.model.collision.Clearance`),
+    the velocity damper of Faverjon &
+    Tournassoud ("A local based approach for path planning of manipulators with a high number of degrees
+    of freedom", ICRA 1987), as mink's ``CollisionAvoidanceLimit`` writes it in discrete time, bounds the
+    approach speed:
+
+        −g_i q̇ ≤ b_i = min(k (d_i − d_min)/dt, √(2 · a_stop · (d_i − d_min)))   (b_i = 0 below d_min: no
+                                                                                   approach, away is free)
+
+    so that after one step of dt the distance is still ≥ d_min (to first order; the braking curve
+    √(2 a_stop r) of :class:`~fdcontrol.limits.workspace.WorkspaceStop` brakes the approach before).
+    The loop's limits act on q̇, not in a QP: each violated inequality is met by projecting q̇ onto its
+    half-space, q̇ ← q̇ + (−b_i − g_i q̇)/‖g_i‖² g_i (the least change of q̇), nearest pair first, in two
+    sweeps; a projection can undo an earlier one, so a final uniform scaling s ∈ [0, 1] of q̇ makes every
+    inequality hold (q̇ = 0 always satisfies them, as every b_i ≥ 0) and keeps every joint within its
+    velocity limit. Motion along a surface and away from it is left as it is.
+
+    Only if a pair is already nearer than d_min/2 and q̇ would bring it nearer still does the limit raise
+    :class:`CollisionError` naming the link and the volume (the loop holds with that fault); moving away
+    stays possible.
+    """
+
+    name = "collision"
+    order = 46.0  # after the workspace stop of the tip (45): the last word on q̇ before the hard box
+    gain = 0.5  # k: the share of the room above d_min one step may use
+
+    def __init__(self, clearance: Clearance | None = None, distance: float = 0.01, deceleration: float = 5.0,
+                 velocity: np.ndarray | None = None) -> None:
+        self.clearance, self.distance, self.deceleration = clearance, float(distance), float(deceleration)
+        self.velocity = None if velocity is None else np.asarray(velocity, dtype=float)
+
+    @classmethod
+    def from_settings(cls, robot: RobotModel, params: LimitSettings) -> CollisionAvoidance:
+        from fdcontrol.control.workspace import clearance_for, workspace_from_config
+        from fdcontrol.limits.workspace import _dump
+
+        ws = workspace_from_config(robot, _dump(getattr(params, "workspace_box", None)),
+                                   [_dump(v) for v in getattr(params, "keep_out", None) or []])
+        p: Any = params
+        cl = clearance_for(robot, ws.zones, str(getattr(p, "collision_links", "keep_out")),
+                           bool(getattr(p, "self_collision", False)), float(getattr(p, "self_collision_margin", 0.04)))
+        out = cls(cl, float(getattr(p, "collision_distance", 0.01)),
+                  float(getattr(p, "workspace_stop_deceleration", 5.0)),
+                  float(getattr(p, "velocity_scale", 1.0)) * robot.limits.velocity)
+        out.validate()
+        return out
+
+    def validate(self) -> None:
+        if not (math.isfinite(self.distance) and self.distance > 0):
+            raise ValueError("collision distance must be finite and > 0 (m)")
+        if not (math.isfinite(self.deceleration) and self.deceleration > 0):
+            raise ValueError("collision deceleration must be finite and > 0 (m/s²)")
+
+    def bounds(self, dt: float) -> np.ndarray:
+        """b_i (m/s) of every pair at the last computed distances."""
+        cl = self.clearance
+        assert cl is not None
+        room = np.maximum(cl.d - self.distance, 0.0)
+        return np.minimum(self.gain * room / dt, np.sqrt(2.0 * self.deceleration * room))
+
+    def apply(self, c: Cycle, qd: list[float]) -> bool:
+        cl = self.clearance
+        if cl is None:
+            return False
+        cl.compute(np.asarray(c.q))
+        G = cl.rows
+        v = np.asarray(qd, dtype=float)
+        b = self.bounds(c.dt)
+        rate = G @ v
+        viol = rate < -b
+        if not viol.any():
+            return False
+        deep = viol & (cl.d < 0.5 * self.distance) & (rate < 0)
+        if deep.any():
+            i = int(np.flatnonzero(deep)[np.argmin(cl.d[deep])])
+            link, other = cl.names[i]
+            raise CollisionError(f"{link} is {cl.d[i] * 1e3:.1f} mm from {other!r}, inside the hard margin of "
+                                 f"{self.distance * 1e3:.1f} mm: holding (move it away, or remove the volume)")
+        order = np.flatnonzero(viol)[np.argsort(cl.d[viol])]
+        for _ in range(2):
+            for i in order:
+                g = G[i]
+                gap = -b[i] - g @ v
+                gg = g @ g
+                if gap > 0 and gg > 0:
+                    v = v + (gap / gg) * g
+        s = 1.0
+        rate = G @ v
+        neg = rate < -b
+        if neg.any():
+            s = min(s, float(np.min(b[neg] / -rate[neg])))
+        if self.velocity is not None:
+            big = np.abs(v) > self.velocity
+            if big.any():
+                s = min(s, float(np.min(self.velocity[big] / np.abs(v[big]))))
+        v = s * v
+        for j in range(c.n):
+            qd[j] = float(v[j])
+        return True

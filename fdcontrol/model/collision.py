@@ -1,0 +1,470 @@
+"""Link geometry and clearances: the arm's collision capsules, their distances to volumes and to each other.
+
+**Shapes.** The arm's collision shapes are read from the robot description through pinocchio's
+geometry model (``pin.buildGeomFromUrdf``; the shipped arms carry one capsule per link, fitted to
+the vendors' collision meshes, see ``scripts/fit_capsules.py``). A capsule (``coal.Capsule``) and a
+sphere are used as they are; any other shape (a mesh, a box, a cylinder) is replaced by the sphere
+around its bounding box — larger than the shape, never smaller. The self-collision pairs are all
+pairs of links on different joints except those an SRDF's ``disable_collisions`` lists (adjacent
+links and pairs that always touch); the shipped arms' SRDFs sit beside their URDFs.
+
+**Distances.** Every capsule is a segment [a, b] with radius r. Its signed distance to a volume is
+the distance of the segment to the volume minus r (negative: overlapping), with closed forms:
+a plane (the nearer end point), a sphere (the segment point nearest the centre), an axis-aligned
+box (the distance of a point moving along the segment to the box is convex and piecewise
+quadratic between the parameters where it crosses a face plane: the minimum of each piece is
+exact), another capsule (the closest points of two segments, Ericson, *Real-Time Collision
+Detection*, section 5.1.9). With each distance come the unit normal n (pointing from the volume,
+or the other link, towards the link: moving the link along n increases the distance), the
+witness point on the link's surface, and the row g = nᵀ(J₁ − J₂) (J₁, J₂ the linear Jacobians of
+the closest points on the two segments; J₂ = 0 for a fixed volume), so that ḋ = g q̇ — the
+quantity the velocity damper of Faverjon & Tournassoud bounds (:mod:`fdcontrol.limits.collision`)
+and along which the repulsive load acts (:mod:`fdcontrol.control.collision_loads`).
+
+Forward kinematics, distances and rows are one compiled call per cycle (numba, the ``fast``
+extra; without it the same functions run as Python, slower). All results are in the robot's
+base frame.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+
+from fdcontrol.model.robot import ModelError, RobotModel
+
+try:
+    import numba
+
+    _jit = numba.njit(cache=True, fastmath=False)
+    COMPILED = True
+except ImportError:  # pragma: no cover - the fast extra is installed with the tests
+    def _jit(f):  # type: ignore[no-redef]
+        return f
+
+    COMPILED = False
+
+PLANE, SPHERE, BOX, CAPSULE = 0, 1, 2, 3
+
+
+# ---------------------------------------------------------------------------- kernels (numba)
+@_jit
+def _seg_box(a, b, lo, hi, ts, n):
+    """Signed distance of the segment [a, b] to the box [lo, hi] and its parameter t; writes the unit
+    normal (box → segment) into n. ``ts``: scratch of 8."""
+    u0, u1, u2 = b[0] - a[0], b[1] - a[1], b[2] - a[2]
+    ts[0], ts[1] = 0.0, 1.0
+    m = 2
+    for i in range(3):
+        ui = b[i] - a[i]
+        if ui != 0.0:
+            for bnd in (lo[i], hi[i]):
+                t = (bnd - a[i]) / ui
+                if 0.0 < t < 1.0:
+                    ts[m] = t
+                    m += 1
+    for i in range(1, m):  # insertion sort of ≤ 8 values
+        x, k = ts[i], i - 1
+        while k >= 0 and ts[k] > x:
+            ts[k + 1] = ts[k]
+            k -= 1
+        ts[k + 1] = x
+    best, tbest = np.inf, 0.0
+    for k in range(m):  # each piece's end point, then the piece's own minimum
+        for c in range(2):
+            t = ts[k]
+            if c == 1:
+                if k + 1 >= m:
+                    break
+                t0, t1 = ts[k], ts[k + 1]
+                tm = 0.5 * (t0 + t1)
+                num, den = 0.0, 0.0
+                for i in range(3):
+                    ui = b[i] - a[i]
+                    x = a[i] + tm * ui
+                    if x < lo[i]:
+                        num += ui * (lo[i] - a[i])
+                        den += ui * ui
+                    elif x > hi[i]:
+                        num += ui * (hi[i] - a[i])
+                        den += ui * ui
+                t = t0 if den == 0.0 else min(max(num / den, t0), t1)
+            f = 0.0
+            for i in range(3):
+                x = a[i] + t * (b[i] - a[i])
+                e = lo[i] - x if x < lo[i] else (x - hi[i] if x > hi[i] else 0.0)
+                f += e * e
+            if f < best:
+                best, tbest = f, t
+    s0, s1, s2 = a[0] + tbest * u0, a[1] + tbest * u1, a[2] + tbest * u2
+    if best > 0.0:
+        dist = math.sqrt(best)
+        n[0] = (s0 - min(max(s0, lo[0]), hi[0])) / dist
+        n[1] = (s1 - min(max(s1, lo[1]), hi[1])) / dist
+        n[2] = (s2 - min(max(s2, lo[2]), hi[2])) / dist
+        return dist, tbest
+    # the segment meets the box: minus the depth of its point below the nearest face
+    depth, face = np.inf, 0
+    for i in range(3):
+        si = s0 if i == 0 else (s1 if i == 1 else s2)
+        if si - lo[i] < depth:
+            depth, face = si - lo[i], -(i + 1)
+        if hi[i] - si < depth:
+            depth, face = hi[i] - si, i + 1
+    n[0], n[1], n[2] = 0.0, 0.0, 0.0
+    n[abs(face) - 1] = 1.0 if face > 0 else -1.0
+    return -depth, tbest
+
+
+@_jit
+def _seg_seg(a1, b1, a2, b2):
+    """Parameters (s, t) of the closest points of two segments (Ericson 5.1.9)."""
+    A = E = F = C = B = 0.0
+    for i in range(3):
+        d1, d2, r = b1[i] - a1[i], b2[i] - a2[i], a1[i] - a2[i]
+        A += d1 * d1
+        E += d2 * d2
+        F += d2 * r
+        C += d1 * r
+        B += d1 * d2
+    eps = 1e-18
+    if A <= eps and E <= eps:
+        return 0.0, 0.0
+    if A <= eps:
+        return 0.0, min(max(F / E, 0.0), 1.0)
+    if E <= eps:
+        return min(max(-C / A, 0.0), 1.0), 0.0
+    den = A * E - B * B
+    s = min(max((B * F - C * E) / den, 0.0), 1.0) if den > 0.0 else 0.0
+    t = (B * s + F) / E
+    if t < 0.0:
+        t, s = 0.0, min(max(-C / A, 0.0), 1.0)
+    elif t > 1.0:
+        t, s = 1.0, min(max((B - C) / A, 0.0), 1.0)
+    return s, t
+
+
+@_jit
+def _kinematics(q, parents, Rpl, ppl, axis, prism, idx_v, R0, p0, cj, ca, cb, oR, op, oz, A, B):
+    """Joint frames (oR, op), world axes oz and the capsules' end points A, B (base frame)."""
+    oR[0], op[0] = R0, p0
+    T = np.empty((3, 3))
+    for j in range(1, parents.shape[0]):
+        P, Rp = oR[parents[j]], Rpl[j]
+        for i in range(3):
+            op[j, i] = op[parents[j], i] + P[i, 0] * ppl[j, 0] + P[i, 1] * ppl[j, 1] + P[i, 2] * ppl[j, 2]
+            for k in range(3):
+                T[i, k] = P[i, 0] * Rp[0, k] + P[i, 1] * Rp[1, k] + P[i, 2] * Rp[2, k]
+        x, y, z = axis[j, 0], axis[j, 1], axis[j, 2]
+        for i in range(3):
+            oz[j, i] = T[i, 0] * x + T[i, 1] * y + T[i, 2] * z
+        th = q[idx_v[j]]
+        if prism[j]:
+            for i in range(3):
+                op[j, i] += oz[j, i] * th
+                for k in range(3):
+                    oR[j, i, k] = T[i, k]
+            continue
+        c, s = math.cos(th), math.sin(th)
+        C = 1.0 - c
+        r00, r01, r02 = c + x * x * C, x * y * C - z * s, x * z * C + y * s
+        r10, r11, r12 = y * x * C + z * s, c + y * y * C, y * z * C - x * s
+        r20, r21, r22 = z * x * C - y * s, z * y * C + x * s, c + z * z * C
+        for i in range(3):
+            t0, t1, t2 = T[i, 0], T[i, 1], T[i, 2]
+            oR[j, i, 0] = t0 * r00 + t1 * r10 + t2 * r20
+            oR[j, i, 1] = t0 * r01 + t1 * r11 + t2 * r21
+            oR[j, i, 2] = t0 * r02 + t1 * r12 + t2 * r22
+    for c in range(cj.shape[0]):
+        R, o = oR[cj[c]], op[cj[c]]
+        for i in range(3):
+            A[c, i] = o[i] + R[i, 0] * ca[c, 0] + R[i, 1] * ca[c, 1] + R[i, 2] * ca[c, 2]
+            B[c, i] = o[i] + R[i, 0] * cb[c, 0] + R[i, 1] * cb[c, 1] + R[i, 2] * cb[c, 2]
+
+
+@_jit
+def _row(g, n, w, j, sign, sup, prism, idx_v, op, oz):
+    """g += sign · nᵀ J_w (J_w: the linear Jacobian of the point w fixed to joint j)."""
+    for k in range(1, sup.shape[1]):
+        if sup[j, k]:
+            z = oz[k]
+            if prism[k]:
+                g[idx_v[k]] += sign * (n[0] * z[0] + n[1] * z[1] + n[2] * z[2])
+            else:  # n · (z × (w − o)) = (w − o) · (n × z), without temporaries
+                rx, ry, rz = w[0] - op[k, 0], w[1] - op[k, 1], w[2] - op[k, 2]
+                g[idx_v[k]] += sign * (rx * (n[1] * z[2] - n[2] * z[1]) + ry * (n[2] * z[0] - n[0] * z[2])
+                                       + rz * (n[0] * z[1] - n[1] * z[0]))
+
+
+@_jit
+def clearances(q, parents, Rpl, ppl, axis, prism, idx_v, sup, R0, p0, cj, ca, cb, cr,
+               kind, cap, other, oa, ob, orad, oR, op, oz, A, B, d, N, W, G):
+    """Fill d, N, W, G of every pair (see the module doc); returns the index of the smallest d."""
+    _kinematics(q, parents, Rpl, ppl, axis, prism, idx_v, R0, p0, cj, ca, cb, oR, op, oz, A, B)
+    G[:] = 0.0
+    imin, dmin = -1, np.inf
+    s1, s2, ts = np.empty(3), np.empty(3), np.empty(8)
+    for i in range(kind.shape[0]):
+        c = cap[i]
+        a, b, r = A[c], B[c], cr[c]
+        k = kind[i]
+        n = N[i]
+        if k == PLANE:
+            sa = sb = 0.0
+            for x in range(3):
+                sa += (a[x] - oa[i, x]) * ob[i, x]
+                sb += (b[x] - oa[i, x]) * ob[i, x]
+            t, dd = (0.5, 0.5 * (sa + sb)) if abs(sa - sb) <= 1e-12 else ((0.0, sa) if sa < sb else (1.0, sb))
+            for x in range(3):
+                s1[x] = a[x] + t * (b[x] - a[x])
+                n[x] = ob[i, x]
+            dist = dd - r
+        elif k == SPHERE or k == CAPSULE:
+            if k == SPHERE:
+                for x in range(3):
+                    s2[x] = oa[i, x]
+                uu = uc = 0.0
+                for x in range(3):
+                    u = b[x] - a[x]
+                    uu += u * u
+                    uc += (s2[x] - a[x]) * u
+                t = 0.0 if uu <= 0.0 else min(max(uc / uu, 0.0), 1.0)
+                r2 = orad[i]
+            else:  # another capsule of the arm
+                o = other[i]
+                t, t2 = _seg_seg(a, b, A[o], B[o])
+                for x in range(3):
+                    s2[x] = A[o, x] + t2 * (B[o, x] - A[o, x])
+                r2 = cr[o]
+            nv = 0.0
+            for x in range(3):
+                s1[x] = a[x] + t * (b[x] - a[x])
+                n[x] = s1[x] - s2[x]
+                nv += n[x] * n[x]
+            nv = math.sqrt(nv)
+            if nv > 0.0:
+                for x in range(3):
+                    n[x] /= nv
+            else:
+                n[0], n[1], n[2] = 0.0, 0.0, 1.0
+            dist = nv - r - r2
+            if k == CAPSULE:
+                _row(G[i], n, s2, cj[other[i]], -1.0, sup, prism, idx_v, op, oz)
+        else:  # BOX
+            dd, t = _seg_box(a, b, oa[i], ob[i], ts, n)
+            for x in range(3):
+                s1[x] = a[x] + t * (b[x] - a[x])
+            dist = dd - r
+        _row(G[i], n, s1, cj[c], 1.0, sup, prism, idx_v, op, oz)
+        for x in range(3):
+            W[i, x] = s1[x] - r * n[x]
+        d[i] = dist
+        if dist < dmin:
+            imin, dmin = i, dist
+    return imin
+
+
+# ---------------------------------------------------------------------------- link geometry
+@dataclass(frozen=True)
+class Capsule:
+    """A link's capsule: segment [a, b] (m, in the frame of its parent joint ``joint``), radius (m)."""
+
+    link: str
+    joint: int
+    a: np.ndarray
+    b: np.ndarray
+    radius: float
+
+
+def _capsule(model: pin.Model, obj: pin.GeometryObject) -> Capsule:
+    g, X = obj.geometry, obj.placement
+    link = model.frames[obj.parentFrame].name if obj.parentFrame < len(model.frames) else obj.name
+    if type(g).__name__ == "Capsule":
+        h = float(g.halfLength)
+        return Capsule(link, int(obj.parentJoint), X.act(np.array([0.0, 0.0, -h])), X.act(np.array([0.0, 0.0, h])),
+                       float(g.radius))
+    if type(g).__name__ == "Sphere":
+        c = X.translation.copy()
+        return Capsule(link, int(obj.parentJoint), c, c.copy(), float(g.radius))
+    g.computeLocalAABB()  # any other shape: the sphere around its bounding box
+    lo, hi = np.asarray(g.aabb_local.min_) * obj.meshScale, np.asarray(g.aabb_local.max_) * obj.meshScale
+    c = X.act((lo + hi) / 2)
+    return Capsule(link, int(obj.parentJoint), c, c.copy(), float(np.linalg.norm(hi - lo) / 2))
+
+
+@dataclass
+class LinkGeometry:
+    """The arm's collision capsules (one or more per link) and the self-collision pairs checked."""
+
+    capsules: list[Capsule]
+    self_pairs: list[tuple[int, int]]
+
+    @property
+    def links(self) -> list[str]:
+        return list(dict.fromkeys(c.link for c in self.capsules))
+
+    @classmethod
+    def from_geometry(cls, model: pin.Model, geom: pin.GeometryModel, srdf: str | Path | None = None) -> LinkGeometry:
+        """From pinocchio's collision model; ``srdf``: its ``disable_collisions`` are not checked."""
+        caps = [_capsule(model, o) for o in geom.geometryObjects]
+        disabled: set[frozenset[str]] = set()
+        if srdf is not None and Path(srdf).is_file():
+            import xml.etree.ElementTree as ET
+
+            for e in ET.parse(srdf).getroot().iter("disable_collisions"):
+                disabled.add(frozenset((e.get("link1"), e.get("link2"))))
+        pairs = []
+        for i, ci in enumerate(caps):
+            for j in range(i + 1, len(caps)):
+                cj = caps[j]
+                if ci.joint == cj.joint or frozenset((ci.link, cj.link)) in disabled:
+                    continue
+                hi, lo = max(ci.joint, cj.joint), min(ci.joint, cj.joint)
+                if model.parents[hi] == lo:
+                    continue  # adjacent links always touch at their joint
+                pairs.append((i, j))
+        return cls(caps, pairs)
+
+
+def load_geometry(model: pin.Model, urdf: str | Path, srdf: str | Path | None = None) -> LinkGeometry | None:
+    """The collision geometry of ``urdf`` for ``model`` (None when it has no ``<collision>``)."""
+    urdf = Path(urdf)
+    try:
+        geom = pin.buildGeomFromUrdf(model, str(urdf), pin.GeometryType.COLLISION, package_dirs=[str(urdf.parent)])
+    except Exception as exc:
+        raise ModelError(f"cannot read the collision geometry of {urdf}: {exc}") from exc
+    if geom.ngeoms == 0:
+        return None
+    srdf = srdf if srdf is not None else urdf.with_suffix(".srdf")
+    return LinkGeometry.from_geometry(model, geom, srdf)
+
+
+# ---------------------------------------------------------------------------- the per-cycle computer
+@dataclass(frozen=True)
+class Obstacle:
+    """One piece of a volume a link keeps out of: kind PLANE (point, allowed-side normal), SPHERE
+    (centre, radius), BOX (min, max; the outside allowed), with the volume's name and margin (m)."""
+
+    name: str
+    kind: int
+    a: np.ndarray
+    b: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    radius: float = 0.0
+    margin: float = 0.05
+
+
+class Clearance:
+    """Distances of the arm's capsules to obstacles and to each other, one compiled call per cycle.
+
+    ``pairs`` are (capsule, obstacle) for every capsule and obstacle, then the self-collision
+    pairs; after :meth:`compute` (q), ``d``, ``normal``, ``witness``, ``rows`` hold each pair's signed
+    distance (m), unit normal, witness point on the link (base frame) and row g with ḋ = g q̇;
+    ``names`` the (link, volume or link) of each pair and ``margins`` their margins (m).
+    """
+
+    def __init__(self, robot: RobotModel, geometry: LinkGeometry, obstacles: list[Obstacle],
+                 self_collision: bool = False, self_margin: float = 0.02) -> None:
+        model = robot.model
+        nj = model.njoints
+        kinds = {"JointModelRX": (0, 0), "JointModelRY": (1, 0), "JointModelRZ": (2, 0),
+                 "JointModelPX": (0, 1), "JointModelPY": (1, 1), "JointModelPZ": (2, 1)}
+        self.parents = np.array(model.parents, dtype=np.int64)
+        self.Rpl = np.array([model.jointPlacements[j].rotation for j in range(nj)])
+        self.ppl = np.array([model.jointPlacements[j].translation for j in range(nj)])
+        self.axis, self.prism = np.zeros((nj, 3)), np.zeros(nj, dtype=np.bool_)
+        for j in range(1, nj):
+            jm = model.joints[j]
+            name = jm.shortname()
+            if name in kinds:
+                self.axis[j, kinds[name][0]], self.prism[j] = 1.0, bool(kinds[name][1])
+            elif name in ("JointModelRevoluteUnaligned", "JointModelPrismaticUnaligned"):
+                self.axis[j], self.prism[j] = np.asarray(jm.axis), name.startswith("JointModelPrismatic")
+            else:
+                raise ModelError(f"link geometry: joint {model.names[j]!r} of type {name} is not supported")
+        self.idx_v = np.array(model.idx_vs, dtype=np.int64)
+        self.sup = np.zeros((nj, nj), dtype=np.bool_)
+        for j in range(1, nj):
+            for k in model.supports[j]:
+                if k != 0:
+                    self.sup[j, k] = True
+        bMo = robot._oMb.inverse()  # everything in the base frame
+        self.R0, self.p0 = bMo.rotation.copy(), bMo.translation.copy()
+        caps = geometry.capsules
+        self.cj = np.array([c.joint for c in caps], dtype=np.int64)
+        self.ca = np.array([c.a for c in caps]).reshape(-1, 3)
+        self.cb = np.array([c.b for c in caps]).reshape(-1, 3)
+        self.cr = np.array([c.radius for c in caps], dtype=float)
+        kind, cap, other, oa, ob, orad, names, margins = [], [], [], [], [], [], [], []
+        for ci, c in enumerate(caps):
+            if c.joint == 0:
+                continue  # the base never moves: its distance to a volume cannot change
+            for o in obstacles:
+                kind.append(o.kind)
+                cap.append(ci)
+                other.append(-1)
+                oa.append(o.a)
+                ob.append(o.b)
+                orad.append(o.radius)
+                names.append((c.link, o.name))
+                margins.append(o.margin)
+        self.n_volume_pairs = len(kind)
+        if self_collision:
+            for i, j in geometry.self_pairs:
+                kind.append(CAPSULE)
+                cap.append(i)
+                other.append(j)
+                oa.append(np.zeros(3))
+                ob.append(np.zeros(3))
+                orad.append(0.0)
+                names.append((caps[i].link, caps[j].link))
+                margins.append(self_margin)
+        self.kind = np.array(kind, dtype=np.int64)
+        self.cap = np.array(cap, dtype=np.int64)
+        self.other = np.array(other, dtype=np.int64)
+        self.oa = np.array(oa, dtype=float).reshape(-1, 3)
+        self.ob = np.array(ob, dtype=float).reshape(-1, 3)
+        self.orad = np.array(orad, dtype=float)
+        self.names: list[tuple[str, str]] = names
+        self.margins = np.array(margins, dtype=float)
+        m, nv = len(kind), model.nv
+        self.oR, self.op, self.oz = np.zeros((nj, 3, 3)), np.zeros((nj, 3)), np.zeros((nj, 3))
+        self.A, self.B = np.zeros((len(caps), 3)), np.zeros((len(caps), 3))
+        self.d, self.normal, self.witness = np.full(m, np.inf), np.zeros((m, 3)), np.zeros((m, 3))
+        self.rows = np.zeros((m, nv))
+        self.nearest = -1
+        self._q: np.ndarray | None = None
+        self.count = 0  # how many times the distances were computed (tests: none when nothing is configured)
+
+    @property
+    def empty(self) -> bool:
+        return self.kind.shape[0] == 0
+
+    def compute(self, q: np.ndarray) -> int:
+        """All distances at q; returns the index of the smallest (−1 without pairs). The same q as the
+        last call reuses its results."""
+        q = np.asarray(q, dtype=float)
+        if self._q is not None and np.array_equal(q, self._q):
+            return self.nearest
+        self._q = q.copy()
+        self.count += 1
+        self.nearest = int(clearances(q, self.parents, self.Rpl, self.ppl, self.axis,
+                                      self.prism, self.idx_v, self.sup, self.R0, self.p0, self.cj, self.ca,
+                                      self.cb, self.cr, self.kind, self.cap, self.other, self.oa, self.ob,
+                                      self.orad, self.oR, self.op, self.oz, self.A, self.B, self.d,
+                                      self.normal, self.witness, self.rows))
+        return self.nearest
+
+    def smallest(self) -> tuple[float, str | None, str | None]:
+        """(distance, link, volume or other link) of the nearest pair at the last compute."""
+        i = self.nearest
+        if i < 0:
+            return math.nan, None, None
+        return float(self.d[i]), self.names[i][0], self.names[i][1]
+
+    def segments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(A, B, r): the capsules' end points (base frame) and radii at the last compute."""
+        return self.A, self.B, self.cr

@@ -1,0 +1,280 @@
+"""Link geometry, clearances and the velocity damper (fdcontrol.model.collision, fdcontrol.limits.collision).
+
+Distances are checked against MuJoCo's own mj_geomDistance on the same shapes, the rows g (ḋ = g q̇)
+against finite differences, the capsules against the vendors' meshes they were fitted to."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from fdcontrol.control.workspace import clearance_for, workspace_from_config
+from fdcontrol.limits.base import Cycle
+from fdcontrol.limits.collision import CollisionAvoidance, CollisionError
+from fdcontrol.model.collision import BOX, CAPSULE, PLANE, SPHERE, Clearance, Obstacle
+from fdcontrol.model.robot import HOME, RobotModel
+
+mujoco = pytest.importorskip("mujoco")
+
+ARMS = ("ur10", "panda", "fr3")
+
+
+def _random_obstacles(rng: np.random.Generator, n: int) -> list[Obstacle]:
+    out = []
+    for k in range(n):
+        c = rng.uniform([-0.8, -0.8, -0.2], [0.8, 0.8, 1.2])
+        kind = (PLANE, SPHERE, BOX)[k % 3]
+        if kind == PLANE:
+            nrm = rng.normal(size=3)
+            out.append(Obstacle(f"plane{k}", PLANE, c, nrm / np.linalg.norm(nrm)))
+        elif kind == SPHERE:
+            out.append(Obstacle(f"sphere{k}", SPHERE, c, radius=float(rng.uniform(0.02, 0.3))))
+        else:
+            h = rng.uniform(0.02, 0.3, 3)
+            out.append(Obstacle(f"box{k}", BOX, c - h, c + h))
+    return out
+
+
+def _mujoco_scene(cl: Clearance, obstacles: list[Obstacle]) -> tuple[object, object, list[int], list[int]]:
+    """The capsules at the last compute and the obstacles as MuJoCo geoms (world frame = base frame)."""
+    spec = mujoco.MjSpec()
+    world = spec.worldbody
+    A, B, r = cl.segments()
+    caps = []
+    for i in range(len(r)):
+        if np.linalg.norm(B[i] - A[i]) < 1e-9:
+            g = world.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[r[i], 0, 0], pos=A[i].tolist())
+        else:
+            g = world.add_geom(type=mujoco.mjtGeom.mjGEOM_CAPSULE, size=[r[i], 0, 0],
+                               fromto=[*A[i].tolist(), *B[i].tolist()])
+        caps.append(g)
+    obs = []
+    for o in obstacles:
+        if o.kind == PLANE:
+            z = o.b
+            x = np.cross([0.0, 1.0, 0.0] if abs(z[1]) < 0.9 else [1.0, 0.0, 0.0], z)
+            x /= np.linalg.norm(x)
+            R = np.column_stack((x, np.cross(z, x), z))
+            quat = np.zeros(4)
+            mujoco.mju_mat2Quat(quat, R.flatten())
+            g = world.add_geom(type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 1], pos=o.a.tolist(), quat=quat.tolist())
+        elif o.kind == SPHERE:
+            g = world.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[o.radius, 0, 0], pos=o.a.tolist())
+        else:
+            g = world.add_geom(type=mujoco.mjtGeom.mjGEOM_BOX, size=((o.b - o.a) / 2).tolist(),
+                               pos=((o.a + o.b) / 2).tolist())
+        obs.append(g)
+    m = spec.compile()
+    d = mujoco.MjData(m)
+    mujoco.mj_kinematics(m, d)
+    return m, d, list(range(len(caps))), list(range(len(caps), len(caps) + len(obs)))
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_distances_match_mujoco(arm: str) -> None:
+    """Every capsule–plane/sphere/box and capsule–capsule distance equals MuJoCo's mj_geomDistance on the
+    same shapes to 1e-6 m (separated pairs; overlapping ones agree in sign)."""
+    robot = RobotModel.load(arm)
+    rng = np.random.default_rng(7)
+    checked = {PLANE: 0, SPHERE: 0, BOX: 0, CAPSULE: 0}
+    for _ in range(6):
+        obstacles = _random_obstacles(rng, 12)
+        cl = Clearance(robot, robot.geometry, obstacles, self_collision=True)
+        cl.compute(robot.random_q(rng))
+        m, d, caps, obs = _mujoco_scene(cl, obstacles)
+        ft = np.zeros(6)
+        for i in range(len(cl.d)):
+            g1 = caps[cl.cap[i]]
+            g2 = caps[cl.other[i]] if cl.kind[i] == CAPSULE else obs[i % len(obstacles)]
+            ref = mujoco.mj_geomDistance(m, d, g1, g2, 10.0, ft)
+            if cl.d[i] > 1e-4 and ref > 1e-4:
+                assert cl.d[i] == pytest.approx(ref, abs=1e-6), (cl.names[i], cl.kind[i])
+                # the witness point on the link is MuJoCo's nearest point on geom1 (unique for a capsule
+                # against a convex volume unless the segment is parallel to a face)
+                checked[int(cl.kind[i])] += 1
+            else:
+                assert (cl.d[i] < 1e-4) == (ref < 1e-4) or abs(cl.d[i] - ref) < 1e-4, cl.names[i]
+    assert min(checked.values()) >= 10, checked
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_rows_are_the_distance_derivative(arm: str) -> None:
+    """ḋ = g q̇: each pair's row against central differences of its distance."""
+    robot = RobotModel.load(arm)
+    rng = np.random.default_rng(3)
+    obstacles = _random_obstacles(rng, 9)
+    cl = Clearance(robot, robot.geometry, obstacles, self_collision=True)
+    for _ in range(5):
+        q = robot.random_q(rng)
+        cl.compute(q)
+        G, d0 = cl.rows.copy(), cl.d.copy()
+        fd = np.zeros_like(G)
+        eps = 1e-6
+        for j in range(robot.dof):
+            dq = np.zeros(robot.dof)
+            dq[j] = eps
+            cl.compute(q + dq)
+            dp = cl.d.copy()
+            cl.compute(q - dq)
+            fd[:, j] = (dp - cl.d) / (2 * eps)
+        smooth = d0 > 1e-3  # a kink only where shapes touch
+        assert np.abs(fd[smooth] - G[smooth]).max() < 1e-5
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_capsule_placement_matches_pinocchio(arm: str) -> None:
+    """The compiled forward kinematics puts each capsule where pinocchio's geometry placement puts it."""
+    robot = RobotModel.load(arm)
+    geom = pin.buildGeomFromUrdf(robot.model, str(robot.source), pin.GeometryType.COLLISION)
+    gdata = pin.GeometryData(geom)
+    data = robot.model.createData()
+    cl = Clearance(robot, robot.geometry, [], self_collision=True)
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        q = robot.random_q(rng)
+        cl.compute(q)
+        pin.updateGeometryPlacements(robot.model, data, geom, gdata, q)
+        for i, o in enumerate(geom.geometryObjects):
+            X = robot._oMb.actInv(gdata.oMg[i])
+            h = o.geometry.halfLength if hasattr(o.geometry, "halfLength") else 0.0
+            assert np.allclose(cl.A[i], X.act(np.array([0, 0, -h])), atol=1e-12)
+            assert np.allclose(cl.B[i], X.act(np.array([0, 0, h])), atol=1e-12)
+            assert cl.cr[i] == o.geometry.radius
+
+
+def test_capsules_enclose_the_vendor_meshes() -> None:
+    """Every vertex of the vendors' collision meshes lies inside its link's fitted capsule (conservative)."""
+    pytest.importorskip("scipy")
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "fit_capsules.py"
+    spec = importlib.util.spec_from_file_location("fit_capsules", path)
+    fit = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(fit)  # type: ignore[union-attr]
+    except Exception as exc:  # example-robot-data missing
+        pytest.skip(f"example-robot-data not available: {exc}")
+    rng = np.random.default_rng(0)
+    for name, (src, links, flange, vflange) in fit.ARMS.items():
+        robot = RobotModel.load(name)
+        vendor, verts = fit.vendor_vertices(fit.ERD / src)
+        qs = [rng.uniform(-2, 2, robot.dof) for _ in range(8)]
+        po = np.array([fit.frames(robot.model, q, [flange])[flange].translation for q in qs])
+        pv = np.array([fit.frames(vendor, q, [vflange])[vflange].translation for q in qs])
+        A = fit.kabsch(pv, po)
+        caps = {c.link: c for c in robot.geometry.capsules}
+        for ln, vn in links.items():
+            q = qs[0]
+            X = fit.frames(robot.model, q, [ln])[ln].inverse() * A * fit.frames(vendor, q, [vn])[vn]
+            P = verts[vn] @ X.rotation.T + X.translation  # vertices in our link frame
+            c = caps[ln]
+            fr = robot.model.frames[robot.model.getFrameId(ln)]
+            a, b = fr.placement.actInv(c.a), fr.placement.actInv(c.b)  # capsule: joint frame → link frame
+            u = b - a
+            s = np.clip((P - a) @ u / max(u @ u, 1e-300), 0, 1)
+            dist = np.linalg.norm(P - (a + s[:, None] * u), axis=1)
+            assert dist.max() <= c.radius + 1e-9, (name, ln, dist.max() - c.radius)
+
+
+def test_shipped_arms_have_geometry_and_planar2_says_it_has_none(caplog: pytest.LogCaptureFixture) -> None:
+    for arm in ARMS:
+        g = RobotModel.load(arm).geometry
+        assert g is not None and len(g.links) >= RobotModel.load(arm).dof
+        assert g.self_pairs  # non-adjacent pairs are checked
+    with caplog.at_level(logging.INFO, logger="fdcontrol"):
+        r = RobotModel.load("planar2")
+    assert r.geometry is None
+    assert [m for m in caplog.messages if "no <collision> geometry" in m and "planar2" in m]
+    # and keeps working with tip-only checks
+    ws = workspace_from_config(r, None, [{"name": "ball", "sphere": {"center": [5, 0, 0], "radius": 0.1}}],
+                               collision_links="all", self_collision=True)
+    assert ws.clearance is None and not ws.empty
+
+
+def test_nothing_computed_when_nothing_is_configured() -> None:
+    """No volume and no self-collision: no distance computer anywhere, nothing computed per cycle."""
+    robot = RobotModel.load("panda")
+    assert clearance_for(robot, [], collision_links="all", self_collision=False) is None
+    ws = workspace_from_config(robot, None, [], collision_links="all", self_collision=False)
+    assert ws.clearance is None and ws.empty
+
+    class P:
+        velocity_scale, collision_links, self_collision = 0.5, "all", False
+
+    lim = CollisionAvoidance.from_settings(robot, P())  # type: ignore[arg-type]
+    assert lim.clearance is None
+    q = np.asarray(HOME["panda"])
+    qd = [0.1] * robot.dof
+    assert lim.apply(Cycle(q, np.zeros(robot.dof), None, 0.002), qd) is False
+    # configured, it computes once per call
+    cl = clearance_for(robot, [], collision_links="all", self_collision=True)
+    assert cl is not None and cl.count == 0
+    lim = CollisionAvoidance(cl, 0.01)
+    lim.apply(Cycle(q, np.zeros(robot.dof), None, 0.002), qd)
+    assert cl.count == 1
+
+
+def _run(robot: RobotModel, cl: Clearance, lim: CollisionAvoidance | None, q: np.ndarray, i: int,
+         speed: float, steps: int, dt: float = 0.002) -> float:
+    """q integrated under q̇ (a perfect velocity servo) that drives pair i's distance down at ``speed``
+    m/s (least squares, re-aimed every step), limited by ``lim``; the smallest distance seen."""
+    dmin = np.inf
+    for _ in range(steps):
+        cl.compute(q)
+        g = cl.rows[i]
+        out = (-speed * g / (g @ g)).tolist()
+        if lim is not None:
+            lim.apply(Cycle(q, np.zeros(robot.dof), None, dt), out)
+        q = q + dt * np.asarray(out)
+        cl.compute(q)
+        dmin = min(dmin, float(cl.d.min()))
+    return dmin
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_damper_never_crosses_the_hard_margin(arm: str) -> None:
+    """Driven into a box beside the elbow at 0.5 m/s for 2 s, no link comes nearer than d_min (to 0.1 mm);
+    without the damper the same motion goes into the box."""
+    robot = RobotModel.load(arm)
+    q0 = np.asarray(HOME[arm])
+    cl0 = Clearance(robot, robot.geometry, [])
+    cl0.compute(q0)
+    elbow = 3 if arm == "ur10" else 4  # forearm / panda_link4 capsule index
+    u = cl0.B[elbow] - cl0.A[elbow]
+    e = np.cross(u, [0.0, 0.0, 1.0])
+    e /= np.linalg.norm(e)
+    c = (cl0.A[elbow] + cl0.B[elbow]) / 2 + (cl0.cr[elbow] + 0.15 + 0.1) * e  # 15 cm beside the elbow
+    box = Obstacle("fixture", BOX, c - 0.1, c + 0.1, margin=0.05)
+    cl = Clearance(robot, robot.geometry, [box])
+    lim = CollisionAvoidance(cl, 0.01, 5.0, robot.limits.velocity)
+    cl.compute(q0)
+    i = int(np.argmin(cl.d))
+    assert cl.d[i] > 0.05
+    dmin = _run(robot, cl, lim, q0, i, 0.5, 1000)
+    assert 0.01 - 1e-4 <= dmin < 0.012  # it got there, and no nearer than d_min
+    assert _run(robot, cl, None, q0, i, 0.5, 1000) < 0.0  # without the damper the same motion goes in
+
+
+def test_damper_holds_with_a_fault_naming_link_and_volume_only_when_moving_in() -> None:
+    robot = RobotModel.load("panda")
+    q = np.asarray(HOME["panda"])
+    cl0 = Clearance(robot, robot.geometry, [])
+    cl0.compute(q)
+    c = cl0.A[4]
+    box = Obstacle("fixture", BOX, c - 0.02, c + 0.02)  # moved onto the arm
+    cl = Clearance(robot, robot.geometry, [box])
+    lim = CollisionAvoidance(cl, 0.01)
+    cl.compute(q)
+    i = int(np.argmin(cl.d))
+    g = cl.rows[i]
+    with pytest.raises(CollisionError, match=r"panda_link[34] is -\d+\.\d mm from 'fixture'"):
+        lim.apply(Cycle(q, np.zeros(7), None, 0.002), (-0.5 * g / np.linalg.norm(g)).tolist())
+    deep = cl.d < 0.005
+    away = np.linalg.pinv(cl.rows[deep]) @ np.full(int(deep.sum()), 0.05)  # every overlapping link moves out
+    out = away.tolist()
+    lim.apply(Cycle(q, np.zeros(7), None, 0.002), out)  # allowed: no fault
+    assert np.all(cl.rows[deep] @ np.asarray(out) > 0)

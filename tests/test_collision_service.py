@@ -1,0 +1,110 @@
+"""Link geometry through the real service (uvicorn on loopback, loop process, MuJoCo UR10): volumes set at run
+time are validated (a volume a link is already in is refused naming the link; boxes need a positive size), and
+/state and /ws/state carry the smallest link distance and its pair."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import numpy as np
+import pytest
+from websockets.sync.client import connect
+
+from fdcontrol.model.collision import Clearance
+from fdcontrol.model.robot import RobotModel
+from tests.service import Service
+
+
+@pytest.fixture(scope="module")
+def svc():
+    s = Service()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def state(svc) -> dict:
+    return httpx.get(svc.url + "/state", timeout=5).json()
+
+
+def _forearm(q: list[float]) -> tuple[np.ndarray, float, np.ndarray, np.ndarray, np.ndarray]:
+    """The UR10 forearm capsule's middle, radius, a unit vector across it and its end points, base frame."""
+    robot = RobotModel.load("ur10")
+    cl = Clearance(robot, robot.geometry, [])
+    cl.compute(np.asarray(q))
+    i = [c.link for c in robot.geometry.capsules].index("forearm_link")
+    u = cl.B[i] - cl.A[i]
+    e = np.cross(u, [0.0, 0.0, 1.0])
+    return (cl.A[i] + cl.B[i]) / 2, float(cl.cr[i]), e / np.linalg.norm(e), cl.A[i].copy(), cl.B[i].copy()
+
+
+def _sampled(a: np.ndarray, b: np.ndarray, r: float, box: dict) -> float:
+    """Capsule–box distance by brute force: 20001 points along the segment (an independent check)."""
+    lo, hi = np.array(box["box"]["min"]), np.array(box["box"]["max"])
+    p = a + np.linspace(0, 1, 20001)[:, None] * (b - a)
+    return float(np.linalg.norm(np.maximum(np.maximum(lo - p, p - hi), 0), axis=1).min()) - r
+
+
+def _box(c: np.ndarray, h: float = 0.05) -> dict:
+    return {"name": "fixture", "box": {"min": (c - h).tolist(), "max": (c + h).tolist()}}
+
+
+def test_a_volume_on_a_link_is_refused_naming_the_link(svc):
+    before = state(svc)
+    mid = _forearm(before["q"])[0]
+    r = httpx.patch(svc.url + "/config", json={"keep_out": [_box(mid)]}, timeout=10)
+    assert r.status_code == 422, r.text
+    assert "link forearm_link is inside volume 'fixture'" in r.text and "move the arm by itself" in r.text, r.text
+    s = state(svc)
+    assert s["running"] and s["fault"] is None and s["cycle"] > before["cycle"]
+    assert httpx.get(svc.url + "/config", timeout=5).json()["keep_out"] == []
+
+
+@pytest.mark.parametrize("volume, reason", [
+    ({"box": {"min": [1, 1, 1], "max": [1, 1.2, 1.2]}}, "positive size"),
+    ({"sphere": {"center": [1, 1, 1], "radius": 0}}, "radius > 0"),
+    ({"sphere": {"center": [1, "nan", 1], "radius": 0.1}}, "finite number"),
+    ({"plane": {"point": [1, 1, 1], "normal": [0, 0, 0]}}, "normal"),
+])
+def test_bad_volumes_are_refused_with_the_reason(svc, volume, reason):
+    r = httpx.patch(svc.url + "/config", json={"keep_out": [volume]}, timeout=10)
+    assert r.status_code == 422 and reason in r.text, r.text
+
+
+def test_state_carries_the_smallest_link_distance_and_its_pair(svc):
+    s0 = state(svc)
+    assert s0["link_distance"] is None and s0["link_pair"] is None  # nothing configured
+    mid, r, e, a, b = _forearm(s0["q"])
+    fixture = _box(mid + (r + 0.15 + 0.05) * e)  # about 15 cm beside the forearm
+    gap = _sampled(a, b, r, fixture)
+    assert httpx.patch(svc.url + "/config", json={"keep_out": [fixture]}, timeout=10).status_code == 200
+    try:
+        deadline, s = time.monotonic() + 10, state(svc)
+        while s["link_pair"] is None and time.monotonic() < deadline:
+            s = state(svc)
+        assert s["link_pair"] == "forearm_link ↔ fixture", s["link_pair"]
+        assert s["link_distance"] == pytest.approx(gap, abs=0.002)  # the arm rests: the distance set up
+        assert "collision" in s["limits_active"]  # the links' velocity damper joined the limits
+        with connect(svc.url.replace("http", "ws") + "/ws/state?decimation=5", open_timeout=10) as ws:
+            msg = json.loads(ws.recv(timeout=5))
+        assert msg["link_pair"] == "forearm_link ↔ fixture" and msg["link_distance"] == pytest.approx(gap, abs=0.002)
+        # self-collision too: the nearest pair is now whichever is nearer
+        assert httpx.patch(svc.url + "/config", json={"self_collision": True}, timeout=10).status_code == 200
+        robot = RobotModel.load("ur10")
+        cl = Clearance(robot, robot.geometry, [], self_collision=True)
+        cl.compute(np.asarray(state(svc)["q"]))
+        own = float(cl.d.min())
+        deadline, s = time.monotonic() + 10, state(svc)
+        while s["link_distance"] > min(own, gap) + 0.01 and time.monotonic() < deadline:
+            s = state(svc)
+        assert s["link_distance"] == pytest.approx(min(own, gap), abs=0.01), (s["link_pair"], own)
+    finally:
+        r = httpx.patch(svc.url + "/config", json={"keep_out": [], "self_collision": False}, timeout=10)
+        assert r.status_code == 200, r.text
+    deadline, s = time.monotonic() + 10, state(svc)
+    while s["link_pair"] is not None and time.monotonic() < deadline:
+        s = state(svc)
+    assert s["link_distance"] is None and s["link_pair"] is None and not s["limits_active"].get("collision")

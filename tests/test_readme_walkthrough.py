@@ -1,0 +1,107 @@
+"""The README's quick start, typed one line at a time against `make serve`'s service (the MuJoCo UR10):
+every command of its shell blocks runs as written (curl and the example script; only the address
+differs), and the arm does what the text beside it says. Outcomes are read from the loop's record."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from .service import ROOT, Service
+
+README = (ROOT / "README.md").read_text()
+DEADLINE = 90.0  # s: only ends a hung test
+
+
+def quick_start_commands() -> list[str]:
+    """Every command in the bash blocks of the README's quick start, after `make serve`/`make test`."""
+    section = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands: list[str] = []
+    for block in re.findall(r"```bash\n(.*?)```", section, re.S):
+        pending = ""
+        for line in block.splitlines():
+            pending = f"{pending}\n{line}" if pending else line
+            try:
+                shlex.split(pending, comments=True)
+            except ValueError:  # an open quote: the command goes on in the next line
+                continue
+            if pending.strip() and not pending.lstrip().startswith("make "):
+                commands.append(pending.strip())
+            pending = ""
+    return commands
+
+
+@pytest.fixture(scope="module")
+def svc():
+    s = Service()  # the defaults, as `make serve` runs them
+    yield s
+    s.stop()
+
+
+def run(svc: Service, command: str) -> str:
+    cmd = command.replace("127.0.0.1:8000", f"127.0.0.1:{svc.port}")
+    cmd = cmd.replace(".venv/bin/python", shlex.quote(sys.executable))
+    if "examples/" in cmd:  # the script's own flag for the address, before the line's comment
+        cmd = cmd.split("#", 1)[0].rstrip() + f" --url http://127.0.0.1:{svc.port}"
+    p = subprocess.run(["bash", "-c", cmd], cwd=ROOT,
+                       capture_output=True, text=True, timeout=DEADLINE)
+    assert p.returncode == 0, f"{command!r} failed ({p.returncode}): {p.stderr[-1500:]}"
+    return p.stdout
+
+
+def state(svc: Service) -> dict:
+    return json.loads(run(svc, "curl -s 127.0.0.1:8000/state"))
+
+
+def wait(svc: Service, ok, what: str) -> dict:
+    end = time.monotonic() + DEADLINE
+    s: dict = {}
+    while time.monotonic() < end:
+        s = state(svc)
+        if ok(s):
+            return s
+    pytest.fail(f"never: {what}; last state: tip {tip(s)}, |qd| {np.linalg.norm(s['qd']):.3g}, "
+                f"max|qd_ref| {np.abs(s['qd_ref']).max():.3g}, f_measured {s['f_measured']}, mode {s['mode']}, "
+                f"holding {s['holding']}, watchdog {s['watchdog']}, fault {s['fault']}")
+
+
+def tip(s: dict) -> np.ndarray:
+    return np.array(s["tip_pose"])[:3, 3]
+
+
+def test_the_quick_start_runs_line_by_line_as_it_says(svc):
+    commands = quick_start_commands()
+    assert any("/sim/push" in c for c in commands) and any("/control/home" in c for c in commands)
+    home = tip(state(svc))
+    for command in commands:
+        before = state(svc)
+        out = run(svc, command)
+        if "/health" in command:
+            assert json.loads(out)["status"] == "ok"
+        elif "-XPUT" in command and "/control/wrench" in command:
+            # one wrench pushes for one watchdog period, then the arm holds
+            s = wait(svc, lambda s, c=before["cycle"]: s["cycle"] > c and s["watchdog"] == "tripped"
+                     and s["holding"] and not any(s["qd_ref"]), "the arm holds after one wrench")
+            assert tip(s)[0] > tip(before)[0] + 1e-5  # it moved along +x first
+        elif "examples/push_sinusoid.py" in command:
+            assert "tip starts at" in out
+        elif '"mode":"force"' in command or '"mode":"admittance"' in command:
+            assert json.loads(out)["mode"] in command
+        elif '"hold":false' in command:
+            assert json.loads(out)["holding"] is False
+        elif "-XPUT" in command and "/sim/push" in command:
+            x0 = tip(before)[0]
+            wait(svc, lambda s, x0=x0: tip(s)[0] > x0 + 0.01, "the hand moves the tool along +x")
+        elif "-XDELETE" in command and "/sim/push" in command:
+            # let go: the tool stops (force mode, nothing pushes)
+            wait(svc, lambda s: np.linalg.norm(s["qd"]) < 1e-3 and np.abs(s["qd_ref"]).max() < 1e-6, "the tool stops")
+        elif "/control/home" in command:
+            s = wait(svc, lambda s: s["move_status"] == "done", "the move home ends")
+            assert np.linalg.norm(tip(s) - home) < 0.01, (tip(s), home)
