@@ -177,7 +177,8 @@ class StopMachine(RuleBasedStateMachine):
         self.steps(25)  # at rest it stays there: nothing moves it without an input
         assert not loop.qd_ref.any()
         moved = np.abs(loop.state.q - q0)
-        assert np.all(moved <= bound + 0.01), (moved, bound)  # the physical arm: its servo's lag on top
+        lag = np.abs(v0) * 0.05 + 0.01  # the physical arm: its servo's lag behind the reference (≤ 50 ms) on top
+        assert np.all(moved <= bound + lag), (moved, bound)
         if goal and released:
             loop.hold(False)  # released again: starts from rest, without the old goal
             self.steps(25)
