@@ -186,19 +186,32 @@ def render_ws(entry: dict) -> list[str]:
 
 
 def render_franka(entry: dict) -> list[str]:
-    r = entry["output"]["results"]
-    total = r["cycles"] + r["missed_cycles"]
-    out = [f"`{command(entry['output']['argv'])}` — the robot-paced loop (driver `franka`, pylibfranka) against "
-           f"franky-sim (libfranka's network protocol, MuJoCo physics) in its own process on loopback, "
-           f"{r['watchers']} /ws/state readers, a streamed wrench, {r['seconds']:.0f} s wall = "
-           f"{r['robot_seconds']:.1f} s of the robot's clock (ratio {r['robot_clock_ratio']:.2f}: the simulator's "
-           "step does not always fit in 1 ms here):", ""]
-    rows = [[str(r["cycles"]), num(r["compute_p50_us"], 0), num(r["compute_p99_us"], 0), num(r["compute_max_us"], 0),
-             f"{r['overruns']}", f"{r['missed_cycles']} of {total}", str(r["success_rate"])]]
-    out += table(["cycles", "compute p50 (µs)", "compute p99 (µs)", "compute max (µs)", "compute > 1 ms",
-                  "missed cycles", "robot success rate"], rows)
-    out += ["", "Compute is from the robot state's arrival to the command's departure (the last "
-            f"{r['stats_window']} cycles); a missed cycle is a robot state that passed without a command."]
+    res = entry["output"]["results"]
+    stand, r = (res.get("standin"), res.get("sim")) if "sim" in res or "standin" in res else (None, res)
+    out = [f"`{command(entry['output']['argv'])}`:", ""]
+    if stand is not None:
+        out += [f"The robot-paced cycle's own cost — the service's FR3 loop (franka limits with the jerk limit, its "
+                f"state published to shared memory) on the franka driver over a stand-in for libfranka that answers "
+                f"at once (no network, no simulator on the CPU): {stand['cycles']} cycles, compute per cycle p50 "
+                f"{num(stand['compute_p50_us'], 0)} µs, p99 {num(stand['compute_p99_us'], 0)} µs, max "
+                f"{num(stand['compute_max_us'], 0)} µs (last {stand['window']} cycles). Where a cycle's time goes "
+                "(a second run with each stage behind a timer):", ""]
+        rows = [[name, num(v[0], 1), num(v[1], 1), num(v[2], 1)] for name, v in stand["split_us"].items()]
+        out += table(["stage", "mean (µs)", "p50 (µs)", "p99 (µs)"], rows) + [""]
+    if r is not None:
+        total = r["cycles"] + r["missed_cycles"]
+        out += [f"Against franky-sim (libfranka's network protocol, MuJoCo physics) in its own process on loopback, "
+                f"{r['watchers']} /ws/state readers, a streamed wrench, {r['seconds']:.0f} s wall = "
+                f"{r['robot_seconds']:.1f} s of the robot's clock (ratio {r['robot_clock_ratio']:.2f}: the simulator's "
+                "step does not always fit in 1 ms here):", ""]
+        rows = [[str(r["cycles"]), num(r["compute_p50_us"], 0), num(r["compute_p99_us"], 0),
+                 num(r["compute_max_us"], 0), f"{r['overruns']}",
+                 f"{r['missed_cycles']} of {total} ({100.0 * r['missed_cycles'] / max(total, 1):.2f} %)",
+                 str(r["success_rate"])]]
+        out += table(["cycles", "compute p50 (µs)", "compute p99 (µs)", "compute max (µs)", "compute > 1 ms",
+                      "missed cycles", "robot success rate"], rows)
+        out += ["", "Compute is from the robot state's arrival to the command's departure (the last "
+                f"{r['stats_window']} cycles); a missed cycle is a robot state that passed without a command."]
     return out
 
 

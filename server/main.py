@@ -108,10 +108,14 @@ def port_problem(host: str, port: int, exc: OSError) -> str:
     return f"could not listen on {host}:{port}: {exc}"
 
 
+def url_of(settings: Settings) -> str:
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    return f"http://{host}:{settings.port}/"
+
+
 def ready_line(settings: Settings, token: bool) -> str:
     """What a person starting the service needs to see: what runs, where, and how to get in."""
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    url = f"http://{host}:{settings.port}/"
+    url = url_of(settings)
     access = "token required (Authorization: Bearer …; the dashboard asks for it)" if token else "no token (loopback)"
     return (f"fdcontrol serve: {settings.robot} on the {settings.driver} driver at {settings.rate:g} Hz — "
             f"dashboard {url}, API docs {url}docs; {access}; Ctrl-C stops")
@@ -173,7 +177,8 @@ def run(args: argparse.Namespace) -> int:
         print(ready_line(settings, token is not None), file=sys.stderr, flush=True)
         if settings.foxglove_port is not None:
             print(f"fdcontrol serve: Foxglove on ws://{settings.foxglove_host}:{settings.foxglove_port} "
-                  "(open it in Foxglove with the layout docs/foxglove-layout.json)", file=sys.stderr, flush=True)
+                  f"(read-only, no authentication; Foxglove layout: {url_of(settings)}foxglove-layout.json)",
+                  file=sys.stderr, flush=True)
         uvicorn.Server(config).run(sockets=[sock])
     except (OSError, SystemExit) as exc:
         worker.close()

@@ -221,10 +221,11 @@ class _Checks(BaseModel):
     @field_validator("robot", check_fields=False)
     @classmethod
     def _robot_known(cls, v: str) -> str:
-        from fdcontrol.model.robot import SHIPPED
+        from fdcontrol.model.robot import SHIPPED, is_mjcf
 
-        if v not in SHIPPED and not v.endswith(".urdf"):
-            raise ValueError(f"unknown robot {v!r}; shipped robots: {', '.join(SHIPPED)} or a .urdf path")
+        if v not in SHIPPED and not v.endswith(".urdf") and not is_mjcf(v):
+            raise ValueError(f"unknown robot {v!r}; shipped robots: {', '.join(SHIPPED)}, a .urdf path or an "
+                             "MJCF (.xml) path")
         return v
 
     @field_validator("tool_inertia", check_fields=False)
@@ -239,6 +240,7 @@ class _Checks(BaseModel):
     def _gamma_in_range(self) -> Any:
         try:  # γ's bound depends on the algorithm: the virtual model's own check, one place
             check_gamma(self.gamma, self.algorithm)  # type: ignore[attr-defined]
+            check_gamma(self.gamma_straight, self.algorithm)  # type: ignore[attr-defined]
         except ModelError as exc:
             raise ValueError(str(exc)) from None
         return self

@@ -71,3 +71,122 @@ class LateFranka(FrankaDriver):
             if self._n % self.late_every == 0:
                 time.sleep(self.late_by)
         super().send(q_ref, qd_ref)
+
+
+class StandInLibrary:
+    """A stand-in for ``pylibfranka`` that answers at once: no network, no simulator on the CPU. Its
+    robot is kinematic (it integrates each commanded velocity, or takes each commanded position, over
+    its 1 ms tick); every read returns the next state at once, 1 ms of robot time later — so a loop
+    paced by it runs as fast as its own cycle allows, and what a cycle costs is the loop's own work.
+
+        FrankaDriver(robot, robot_ip="standin", library=StandInLibrary(robot))
+    """
+
+    class ControlException(RuntimeError):
+        pass
+
+    RealtimeConfig = SimpleNamespace(kEnforce="enforce", kIgnore="ignore")
+    ControllerMode = SimpleNamespace(JointImpedance="joint", CartesianImpedance="cartesian")
+
+    class JointVelocities:
+        def __init__(self, dq: list[float]) -> None:
+            self.dq, self.motion_finished = dq, False
+
+    class JointPositions:
+        def __init__(self, q: list[float]) -> None:
+            self.q, self.motion_finished = q, False
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def Robot(self, ip: str, realtime: Any) -> _StandInRobot:
+        return _StandInRobot(self.model)
+
+
+class _Duration:
+    def __init__(self, s: float) -> None:
+        self.s = s
+
+    def to_sec(self) -> float:
+        return self.s
+
+
+class _StandInRobot:
+    def __init__(self, model: Any) -> None:
+        import numpy as np
+
+        from fdcontrol.model.robot import HOME
+
+        self.model, self.np = model, np
+        self.q = np.array(HOME.get(model.name, np.zeros(model.dof)), dtype=float)
+        self.dq = np.zeros(model.dof)
+        self.q_d = self.q.copy()
+        self.t, self.mode = 0.0, "Idle"
+        self.eye = np.eye(4).reshape(-1).tolist()
+        self.commands = 0
+
+    def set_collision_behavior(self, *thresholds: Any) -> None:
+        pass
+
+    def set_load(self, mass: float, com: Any, inertia: Any) -> None:
+        pass
+
+    def automatic_error_recovery(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        self.mode = "Idle"
+
+    def read_once(self) -> SimpleNamespace:
+        self.t += CLOCK_PERIOD
+        return self._state()
+
+    def _state(self) -> SimpleNamespace:
+        pose = self.model.pose(self.q).reshape(-1, order="F").tolist()
+        return SimpleNamespace(q=self.q.tolist(), dq=self.dq.tolist(), q_d=self.q_d.tolist(),
+                               time=_Duration(self.t), O_T_EE=pose, F_T_EE=self.eye, EE_T_K=self.eye,
+                               robot_mode=SimpleNamespace(name=self.mode),
+                               control_command_success_rate=1.0, O_F_ext_hat_K=[0.0] * 6,
+                               last_motion_errors=SimpleNamespace())
+
+    def start_joint_velocity_control(self, mode: Any) -> _StandInControl:
+        self.mode = "Move"
+        return _StandInControl(self, "velocity")
+
+    def start_joint_position_control(self, mode: Any) -> _StandInControl:
+        self.mode = "Move"
+        return _StandInControl(self, "position")
+
+
+class _StandInControl:
+    def __init__(self, robot: _StandInRobot, interface: str) -> None:
+        self.robot, self.interface = robot, interface
+
+    def readOnce(self) -> tuple[SimpleNamespace, _Duration]:
+        r = self.robot
+        r.t += CLOCK_PERIOD
+        return r._state(), _Duration(CLOCK_PERIOD)
+
+    def writeOnce(self, cmd: Any) -> None:
+        r, np = self.robot, self.robot.np
+        r.commands += 1
+        if self.interface == "velocity":
+            r.dq = np.asarray(cmd.dq, dtype=float)
+            r.q = r.q + CLOCK_PERIOD * r.dq
+        else:
+            q = np.asarray(cmd.q, dtype=float)
+            r.dq, r.q = (q - r.q) / CLOCK_PERIOD, q
+        r.q_d = r.q.copy()
+        if cmd.motion_finished:
+            r.mode = "Idle"
+
+
+class StandInFranka(FrankaDriver):
+    """The franka driver on :class:`StandInLibrary` (no network, no simulator): every state at once.
+
+        fdcontrol serve --robot fr3 --driver tests.franka_inject:StandInFranka --rate 1000
+    """
+
+    def __init__(self, robot: Any, dt: float = CLOCK_PERIOD, **options: Any) -> None:
+        options.setdefault("robot_ip", "standin")
+        super().__init__(robot, dt, library=StandInLibrary(robot), **options)

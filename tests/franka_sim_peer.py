@@ -12,7 +12,9 @@ simulator at that moment (O_T_EE · F_T_EE⁻¹, 3, m) — the flange is read on
 the impedance controller the simulator runs (0 joint, 1 Cartesian, 2 none) and the robot's desired
 joint positions q_d (7, rad).
 
-Only 127.0.0.0/8: the simulator's UDP socket is bound to the hostname, not to 0.0.0.0.
+Only 127.0.0.0/8: the simulator's UDP socket is bound to the hostname, not to 0.0.0.0. Without a
+client the simulator only takes connections (every 2 ms): its physics and its 1 kHz states run
+while a client is connected.
 """
 
 from __future__ import annotations
@@ -105,6 +107,13 @@ def main() -> None:
     last, parent = time.monotonic(), os.getppid()
     try:
         while not stop.is_set() and os.getppid() == parent:  # never outlive the test that started it
+            if not any(rs.udp_connected for rs in server.robot_servers):
+                # no client: take connections, but no physics at 1 kHz (at raised priority it would starve
+                # the service starting beside it on a small machine); the simulated time starts with a client
+                for rs in server.robot_servers:
+                    rs.process_commands()
+                time.sleep(0.002)
+                continue
             server.run_once(True)
             now = time.monotonic()
             if now - last > 0.05:

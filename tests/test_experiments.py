@@ -72,6 +72,10 @@ def test_singular_path_claims(quick):
     assert all(a < b for a, b in itertools.pairwise(fd_max)) and fd_max[-1] < 1e3
     # FD approaches J⁻¹'s manipulability away from the crossings as γ grows
     assert np.mean(cases["FD γ=1e4"]["sigma_min"]) > np.mean(cases["FD γ=1e1"]["sigma_min"])
+    # the default (γ scheduled 1e3–1e6): the fixed γ = 1e3's peak gain, a larger σmin between the crossings
+    default = cases["FD default (γ scheduled, 1e3–1e6)"]
+    assert max(default["sigma_max"]) <= max(cases["FD γ=1e3"]["sigma_max"]) * (1 + 1e-9)
+    assert np.mean(default["sigma_min"]) > np.mean(cases["FD γ=1e3"]["sigma_min"])
 
 
 def test_singular_sweep_reaches_singularities(quick):

@@ -255,3 +255,35 @@ def test_foxglove_off_loopback_needs_an_explicit_flag():
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2, out.stderr
     assert "refusing to bind Foxglove to 0.0.0.0" in out.stderr and "--foxglove-remote" in out.stderr
+
+
+def _cycles_per_second(http, seconds: float) -> tuple[float, float]:
+    """The loop's cycles per second of its own clock over a window, and how long GET /state took at its end."""
+    s0 = http.get("/state").json()
+    time.sleep(seconds)
+    t0 = time.monotonic()
+    s1 = http.get("/state").json()
+    return (s1["cycle"] - s0["cycle"]) / (s1["stamp"] - s0["stamp"]), time.monotonic() - t0
+
+
+def test_a_stuck_foxglove_viewer_delays_neither_the_loop_nor_the_api(live):
+    """A viewer that subscribes to every channel and then never reads: the SDK drops its oldest messages; the
+    loop keeps its rate (its own record: cycles per second of its clock, paired windows without and with the
+    stuck viewer, up to three pairs on a machine whose load varies) and the API keeps answering."""
+    import httpx
+
+    http = httpx.Client(base_url=live.url, timeout=30)
+    pairs = []
+    for _ in range(3):
+        idle, _ = _cycles_per_second(http, 3.0)
+        with foxglove_client(live.foxglove) as ws:
+            c = FoxgloveClient(ws)
+            c.subscribe(list(schemas()))  # and never reads again: its queue (64 messages) and socket fill up
+            stuck, took = _cycles_per_second(http, 3.0)
+            assert http.get("/health").status_code == 200
+        pairs.append((idle, stuck, took))
+        if stuck >= 0.95 * idle:
+            break
+    idle, stuck, took = pairs[-1]
+    assert stuck >= 0.95 * idle, pairs
+    assert took < 10.0, pairs  # the API answers (a bound for a loaded 2-core machine, not a speed claim)

@@ -11,9 +11,12 @@ in: tests/rdt_peer.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -43,7 +46,7 @@ KILL_STATE_TIMEOUT = 0.05  # the kill test: the driver's default (half the defau
 #: the loop's stamps are taken around the driver's read: the cycle's own work and a wake-up delay on a
 #: loaded machine lie between the event and its stamp
 STAMP_SLACK = 0.03
-STARTUP = 120.0  # s: the service's start (13 s seen at a load average of 16 on 2 cores), with headroom
+STARTUP = 300.0  # s: the service's start (13 s seen at a load average of 16 on 2 cores, 120 s at 21)
 # the watchdog measures wall time between HTTP requests: generous on a loaded 2-core machine
 # (and a slow simulator's gaps between states must not count as a stalled loop: stale after the same)
 WATCHDOG = {"FDCONTROL_COMMAND_TIMEOUT": "2.0"}
@@ -128,45 +131,77 @@ def post(svc: Service, path: str, body: dict | None = None) -> httpx.Response:
     return httpx.post(svc.url + path, json=body, timeout=10)
 
 
-def commanded_derivatives(rec: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Velocity, acceleration and jerk of the commanded joint velocities as the robot received
-    them, by finite differences over consecutive commands, motion by motion: each motion (ended by
-    motion_finished) starts from rest (the robot's desired velocity and acceleration are zero), and
-    a command that answers a later state (a missed cycle) is divided by the elapsed cycles."""
-    vs, accs, jerks = [], [], []
-    for seg in np.split(rec, np.flatnonzero(rec[:, 2]) + 1):
-        seg = seg[np.r_[True, np.diff(seg[:, 1]) > 0]] if len(seg) else seg  # motion_finished repeats its id
-        if len(seg) == 0:
-            continue
-        ids = np.r_[seg[0, 1] - 2, seg[0, 1] - 1, seg[:, 1]]
-        dq = np.vstack([np.zeros((2, 7)), seg[:, 3:10]])
-        steps = np.diff(ids)[:, None] * DT
-        a = np.diff(dq, axis=0) / steps
-        vs.append(seg[:, 3:10])
-        accs.append(a)
-        jerks.append(np.diff(a, axis=0) / steps[1:])
-    return np.vstack(vs), np.vstack(accs), np.vstack(jerks)
-
-
-def commanded_position_derivatives(rec: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Velocity, acceleration and jerk of the commanded joint POSITIONS (position interface) by
-    finite differences at the robot's 1 kHz, motion by motion: each motion starts at rest at the
-    robot's desired position q_d (recorded with its first command); a command answering a later
-    state (a missed cycle) is divided by the elapsed cycles."""
-    vs, accs, jerks = [], [], []
+def motions(rec: np.ndarray) -> list[np.ndarray]:
+    """The recorded commands split motion by motion (each ended by motion_finished), one command per
+    robot state (motion_finished repeats its id: the first is kept)."""
+    out = []
     for seg in np.split(rec, np.flatnonzero(rec[:, 2]) + 1):
         seg = seg[np.r_[True, np.diff(seg[:, 1]) > 0]] if len(seg) else seg
-        if len(seg) == 0:
-            continue
-        ids = np.r_[seg[0, 1] - 2, seg[0, 1] - 1, seg[:, 1]]
-        q = np.vstack([seg[[0, 0], Q_D], seg[:, Q_C]])
-        steps = np.diff(ids)[:, None] * DT
-        v = np.diff(q, axis=0) / steps
-        a = np.diff(v, axis=0) / steps[1:]
-        vs.append(v[1:])
+        if len(seg):
+            out.append(seg)
+    return out
+
+
+def executed(ids: np.ndarray, values: np.ndarray, rest: np.ndarray, order: int) -> np.ndarray:
+    """The signal the robot executes, tick by tick at 1 kHz, from the commands it received (one row
+    of `values` per robot state id in `ids`): a state without a command (a lost packet) is filled
+    with the last command extrapolated at constant acceleration — libfranka's rate_limiting.h:
+    "When a packet is lost, FCI assumes a constant acceleration model" — i.e. a zero third
+    difference of positions (`order` 3) or a zero second difference of velocities (`order` 2). The
+    motion starts at rest at `rest` (`order` ticks of it before the first command)."""
+    sig = [rest] * order
+    fill = (lambda s: 3 * s[-1] - 3 * s[-2] + s[-3]) if order == 3 else (lambda s: 2 * s[-1] - s[-2])
+    at = {int(i): k for k, i in enumerate(ids)}
+    for i in range(int(ids[0]), int(ids[-1]) + 1):
+        sig.append(values[at[i]] if i in at else fill(sig))
+    return np.array(sig)
+
+
+def commanded_derivatives(rec: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Velocity, acceleration and jerk of the joint velocities the robot executes (the commands it
+    received, lost ones filled by constant-acceleration extrapolation: :func:`executed`), by finite
+    differences at 1 kHz, motion by motion; each motion starts from rest (the robot's desired
+    velocity and acceleration are zero)."""
+    vs, accs, jerks = [], [], []
+    for seg in motions(rec):
+        v = executed(seg[:, 1], seg[:, 3:10], np.zeros(7), 2)
+        a = np.diff(v, axis=0) / DT
+        vs.append(v)
         accs.append(a)
-        jerks.append(np.diff(a, axis=0) / steps[2:])
+        jerks.append(np.diff(a, axis=0) / DT)
     return np.vstack(vs), np.vstack(accs), np.vstack(jerks)
+
+
+def commanded_position_derivatives(rec: np.ndarray, start: bool = False
+                                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Velocity, acceleration and jerk of the joint POSITIONS the robot executes (position
+    interface: the commands it received, lost ones filled by constant-acceleration extrapolation,
+    :func:`executed`) by finite differences at 1 kHz, motion by motion: each motion starts at rest at
+    the robot's desired position q_d (recorded with its first command). ``start``: only the first
+    START_TICKS ticks of each motion's acceleration and jerk (else all after them)."""
+    vs, accs, jerks = [], [], []
+    for seg in motions(rec):
+        q = executed(seg[:, 1], seg[:, Q_C], seg[0, Q_D], 3)
+        v = np.diff(q, axis=0) / DT
+        a = np.diff(v, axis=0) / DT
+        j = np.diff(a, axis=0) / DT
+        cut = slice(None, START_TICKS) if start else slice(START_TICKS, None)
+        vs.append(v)
+        accs.append(a[cut])
+        jerks.append(j[cut])
+    return np.vstack(vs), np.vstack(accs), np.vstack(jerks)
+
+
+#: the position interface's first ticks of a motion: the q_d the simulator records with a motion's first
+#: command lies up to ~5e-8 rad from the q_d of the state the driver started the motion at (the simulator's
+#: desired position still settling after the previous motion): 0.01–0.9 % of the first ticks' acceleration
+#: and jerk measured, a relative 2e-2 there; 1e-6 for every other tick
+START_TICKS = 3
+
+
+def lost_ticks(rec: np.ndarray) -> int:
+    """Robot states inside a motion that passed without a command."""
+    return int(sum(np.sum(np.diff(seg[:, 1]) - 1) for seg in motions(rec)))
 
 
 @pytest.fixture
@@ -201,6 +236,7 @@ def test_robot_paced_run_moves_the_flange_along_the_wrench(sim):
 
 
 SCENARIO_ENV = {"FDCONTROL_MAX_JOINT_ACCELERATION": "8"}  # a lab's setting (the FR3 allows 10)
+FRANKA_LIMITS = ["cartesian", "position", "velocity", "acceleration", "jerk"]  # the franka driver's (settings)
 
 
 @pytest.mark.parametrize("jerk", [
@@ -252,18 +288,23 @@ def test_every_command_stays_within_the_fr3_limits(sim, jerk):
 @pytest.mark.parametrize("options", [
     pytest.param({"interface": "position"}, id="position-interface"),
     pytest.param({"interface": "position", "late_every": 40}, id="position-interface-missed-cycles"),
+    pytest.param({"late_every": 40}, id="velocity-interface-missed-cycles"),
     pytest.param({"controller_mode": "cartesian"}, id="cartesian-impedance"),
 ])
 def test_position_interface_and_cartesian_impedance(sim, options):
-    """The position interface (JointPositions) and the Cartesian impedance controller through fdcontrol
-    serve: a streamed wrench moves the flange (read on the simulator's side) along it; through a
-    wrench step, a stop in mid-motion and a hold, every command the simulator received stays within
-    the FR3's velocity, acceleration and jerk limits (positions: by finite differences at 1 kHz),
-    and the simulator ran the impedance controller asked for."""
-    # missed-cycles: every 40th command answers 2.5 ms late (tests/franka_inject.py), so the robot's clock
+    """The position interface (JointPositions), the Cartesian impedance controller, and missed robot
+    cycles in both interfaces, through fdcontrol serve: a streamed wrench moves the flange (read on
+    the simulator's side) along it; through a wrench step, a stop in mid-motion and a hold, the signal
+    the robot executes — the commands the simulator received, each lost one filled as FCI does, by
+    constant-acceleration extrapolation — stays within the FR3's velocity, acceleration and jerk
+    limits at every 1 kHz tick (positions: by finite differences), and the simulator ran the impedance
+    controller asked for."""
+    # missed cycles: every 40th command answers 2.5 ms late (tests/franka_inject.py), so the robot's clock
     # goes on without it — what a loaded machine does now and then
     late = ("--driver", "tests.franka_inject:LateFranka", "--rate", "1000") if "late_every" in options else ()
-    svc = franka_service(sim.host, *late, env=SCENARIO_ENV, options=options)
+    # by import path the franka driver's defaults are not applied: its jerk limit named as a user would
+    env = {**SCENARIO_ENV, "FDCONTROL_LIMITS": json.dumps(FRANKA_LIMITS)} if late else SCENARIO_ENV
+    svc = franka_service(sim.host, *late, env=env, options=options)
     try:
         assert post(svc, "/control/start").status_code == 200
         stream(svc, [-20.0, 0, 0, 0, 0, 0], 0.4)  # step
@@ -288,24 +329,16 @@ def test_position_interface_and_cartesian_impedance(sim, options):
     assert np.all(moving[:, COLUMN["impedance"]] == expected)
     if late:  # the robot's clock went on without a command: commands answered later states
         assert np.sum(np.diff(rec[rec[:, 2] == 0.0, 1]) > 1) >= 5
+        assert lost_ticks(rec) >= 5
     if options.get("interface") == "position":
         dq, a, j = commanded_position_derivatives(rec)
+        _, a0, j0 = commanded_position_derivatives(rec, start=True)
+        assert np.max(np.abs(a0)) <= FR3_AMAX * (1 + 2e-2) and np.max(np.abs(j0)) <= FR3_JMAX * (1 + 2e-2)
     else:
         dq, a, j = commanded_derivatives(rec)
-    # positions: the derivatives start from the q_d recorded with a motion's first command, which lies up
-    # to ~2e-8 rad from the q_d the driver started the motion at (measured: 0.01–0.2 % of the first step's
-    # acceleration; the simulator's desired position still settling after the previous motion), hence the
-    # relative 5e-3 there
-    rel = 5e-3 if options.get("interface") == "position" else 1e-6
     assert np.all(np.abs(dq) <= FR3_VMAX * (1 + 1e-6)), np.max(np.abs(dq), axis=0)
-    # missed cycles: velocity and acceleration stay within their limits (before the positions followed the
-    # robot's clock: 494 rad/s² at a missed cycle). The jerk is not asserted there: the loop's limits work on
-    # its fixed 1 ms period, so where the robot's clock went on 2–3 ms the acceleration drops for one step
-    # and comes back (5333–8333 rad/s³ measured by these finite differences) — a known limit of the
-    # fixed-period loop, documented in docs/connect.md
-    assert np.max(np.abs(a)) <= FR3_AMAX * (1 + rel), f"max acceleration {np.max(np.abs(a)):.2f} rad/s²"
-    if not late:
-        assert np.max(np.abs(j)) <= FR3_JMAX * (1 + rel), f"max jerk {np.max(np.abs(j)):.0f} rad/s³"
+    assert np.max(np.abs(a)) <= FR3_AMAX * (1 + 1e-6), f"max acceleration {np.max(np.abs(a)):.2f} rad/s²"
+    assert np.max(np.abs(j)) <= FR3_JMAX * (1 + 1e-6), f"max jerk {np.max(np.abs(j)):.0f} rad/s³"
 
 
 def test_a_wrong_model_is_refused_with_one_line(sim, tmp_path):
@@ -318,7 +351,6 @@ def test_a_wrong_model_is_refused_with_one_line(sim, tmp_path):
     cmd = [sys.executable, "-m", "fdcontrol.server", "serve", "--host", "127.0.0.1", "--port", "0",
            "--robot", str(wrong), "--driver", "franka"]
     env = {"FDCONTROL_DRIVER_OPTIONS": json.dumps(opts), "FDCONTROL_BASE": "fr3_link0", "FDCONTROL_TIP": "fr3_link8"}
-    import os
 
     out = subprocess.run(cmd, cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
@@ -327,14 +359,33 @@ def test_a_wrong_model_is_refused_with_one_line(sim, tmp_path):
     assert "does not match the robot" in lines[0] and "10.0 mm" in lines[0] and "refusing to start" in lines[0]
 
 
-def test_a_killed_simulator_faults_into_hold_and_reconnects(sim):
-    """Kill the simulator in mid-motion: the loop faults into hold within 100 ms of the robot's last
-    state, measured on the loop's own clock (the driver's deadline on each state, not libfranka's
-    1 s receive timeout); the API says why; reconnecting is explicit and works."""
+def health_while(svc: Service, seconds: float) -> list[tuple[int, dict]]:
+    """/health polled for `seconds` (bounded in count and time)."""
+    out, end = [], time.monotonic() + seconds
+    for _ in range(int(seconds / 0.05) + 1):
+        if time.monotonic() >= end:
+            break
+        r = httpx.get(svc.url + "/health", timeout=5)
+        out.append((r.status_code, r.json()))
+        time.sleep(0.05)
+    return out
+
+
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_a_lost_robot_is_a_robot_fault_and_reconnects(sim, how):
+    """The robot is lost in mid-motion — it stops sending (SIGSTOP: a pulled cable, its TCP connection
+    stays open) or it closes the connection (SIGKILL: powered off). The loop faults into hold with
+    "robot connection lost" within state_timeout + one cycle of the robot's last state, on the loop's
+    own clock; it stays alive: /health answers 200 throughout with that reason (its heartbeat and its
+    cycles are fresh: a stale heartbeat answers 503), the supervisor replaces nothing; reconnecting is
+    explicit (POST /control/reconnect), refused while the robot is gone, and works once it is back —
+    the same simulator resumed, or a new one — without restarting the service."""
     host = sim.host
+    # the heartbeat and the loop's cycles count as stale after the watchdog period (WATCHDOG: 2 s)
     svc = franka_service(host, options={"state_timeout": KILL_STATE_TIMEOUT})
+    sims = [sim]
     try:
-        for _ in range(5):  # bounded: a simulator starved of CPU may miss 50 ms before the kill (a loaded
+        for _ in range(5):  # bounded: a simulator starved of CPU may miss 50 ms before the loss (a loaded
             # machine): that loss is real but not the one under test — reconnect and move again
             assert post(svc, "/control/start").status_code == 200
             stream(svc, [15.0, 0, 0, 0, 0, 0], 0.3, check=False)
@@ -342,48 +393,69 @@ def test_a_killed_simulator_faults_into_hold_and_reconnects(sim):
             if st["fault"] is None and any(st["qd_ref"]):
                 break
             post(svc, "/control/stop")
-            assert post(svc, "/control/reconnect").status_code == 200
+            post(svc, "/control/reconnect")
             post(svc, "/control/hold", {"hold": False})
-        assert st["fault"] is None and any(st["qd_ref"]), st  # moving, before the kill
+        assert st["fault"] is None and any(st["qd_ref"]), st  # moving, before the loss
+        pid = httpx.get(svc.url + "/health", timeout=5).json()
+        loop_process = svc.children()
         before = time.monotonic()
-        sim.kill()
+        os.kill(sim.proc.pid, signal.SIGSTOP if how == "stop" else signal.SIGKILL)
         after = time.monotonic()
         st = wait_until(svc, lambda s: s["fault"], seconds=5.0)
-        assert st["fault"] and "connection lost" in st["fault"], st["fault"]
+        assert st["fault"] and "robot connection lost" in st["fault"], st["fault"]
         assert st["holding"] and st["safety_mode"] == "disconnected"
         stats = httpx.get(svc.url + "/stats", timeout=5).json()
         last, lost = stats["robot_last_state_at"], stats["robot_lost_at"]
-        # the loss is the kill's (time.monotonic() is one clock on this host) ...
+        # the loss is the signal's (time.monotonic() is one clock on this host) ...
         assert last <= after and lost >= before, (before, after, last, lost)
-        # ... and the loop faulted within 100 ms of the robot's last state, on the loop's clock
-        assert lost - last <= 0.1, f"fault {1e3 * (lost - last):.1f} ms after the last state"
-        # the loop's record agrees: the fault (fault_at) one wait for a state after the last cycle that
-        # had one (stamp); the cycle's own work and a wake-up on a loaded machine come on top
+        # ... declared within state_timeout + one cycle of the robot's last state, on the loop's clock (the
+        # cycle's own work and a wake-up on a loaded machine come on top: STAMP_SLACK)
+        assert lost - last <= KILL_STATE_TIMEOUT + DT + STAMP_SLACK, f"fault {1e3 * (lost - last):.1f} ms after"
+        # the loop's record agrees: the fault (fault_at) one wait for a state after the last cycle that had one
         noticed = st["fault_at"] - st["stamp"]
-        assert KILL_STATE_TIMEOUT <= noticed <= KILL_STATE_TIMEOUT + STAMP_SLACK, noticed
-        health = httpx.get(svc.url + "/health", timeout=5).json()
-        assert health["status"] == "fault" and "connection lost" in health["fault"]
-        # reconnecting is explicit: the service stays in hold until asked
-        time.sleep(0.2)
-        assert state(svc)["holding"]
-        sim2 = FrankaSim(host)
-        for _ in range(3):  # bounded: a new simulator starved of CPU may miss a state right after it starts
+        assert KILL_STATE_TIMEOUT <= noticed <= KILL_STATE_TIMEOUT + DT + STAMP_SLACK, noticed
+        # alive and holding: /health 200 with the reason, for 3 s — longer than a stale heartbeat takes to
+        # show (2 s): a loop process stuck in libfranka holding the GIL (as before) answers 503 and is replaced
+        seen = health_while(svc, 3.0)
+        assert all(code == 200 for code, _ in seen), [b for c, b in seen if c != 200][:1]
+        assert all(b["status"] == "fault" and "robot connection lost" in b["fault"] for _, b in seen), seen[-1]
+        assert all(b["restarts"] == 0 for _, b in seen) and pid["restarts"] == 0
+        assert seen[-1][1]["cycles"] == seen[0][1]["cycles"]  # no robot state since: the cycle count stands
+        assert seen[-1][1]["last_cycle_age_s"] < 0.5  # … but the loop thread goes on (holding)
+        assert state(svc)["holding"] and svc.children() == loop_process  # the same loop process
+        # reconnecting is explicit, and refused while the robot is gone (the loop goes on holding)
+        if how == "kill":
+            r = post(svc, "/control/reconnect")
+            assert r.status_code >= 400 and "robot connection lost" in r.text, r.text
+            assert httpx.get(svc.url + "/health", timeout=5).status_code == 200
+            sims.append(FrankaSim(host))  # a new robot on the same address
+        else:
+            os.kill(sim.proc.pid, signal.SIGCONT)  # the same robot is back
+        for _ in range(3):  # bounded: a simulator starved of CPU may miss a state right after it resumes, and
+            # a starved test process may leave its wrench stream quiet for a watchdog period (a hold)
             asked = time.monotonic()
             r = post(svc, "/control/reconnect")
-            assert r.status_code == 200, r.text
+            if r.status_code != 200:
+                time.sleep(0.5)
+                continue
             lost = httpx.get(svc.url + "/stats", timeout=5).json()["robot_lost_at"]
             assert lost is None or lost > asked  # the old loss is cleared (a new one would be after it)
             assert post(svc, "/control/hold", {"hold": False}).status_code == 200
             stream(svc, [15.0, 0, 0, 0, 0, 0], 0.5, check=False)
             st = state(svc)
-            if st["fault"] is None:
+            if st["fault"] is None and not st["holding"]:
                 break
-        assert st["fault"] is None and st["safety_mode"] == "Move" and not st["holding"], st["fault"]
+        assert st["fault"] is None and st["safety_mode"] == "Move" and not st["holding"], \
+            (st["fault"], st["watchdog"], st["holding"])
+        assert httpx.get(svc.url + "/health", timeout=5).json()["restarts"] == 0 and svc.children() == loop_process
         assert post(svc, "/control/stop").status_code == 200
     finally:
         svc.stop()
-        if "sim2" in locals():
-            sim2.stop()
+        if how == "stop" and sim.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                os.kill(sim.proc.pid, signal.SIGCONT)
+        for s in sims[1:]:
+            s.stop()
 
 
 def metric_lines(svc: Service, prefix: str) -> list[str]:

@@ -22,7 +22,7 @@ from fdcontrol.limits import (
     PositionEnvelope,
     braking_steps,
 )
-from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.limits.safety import BASIC_LIMITS, SafetyLimits
 
 EPS = 1e-9
 PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -72,12 +72,13 @@ def test_every_limit_is_registered_by_its_name():
 
 def test_safety_limits_compose_every_registered_limit(ur10):
     lim = SafetyLimits.from_robot(ur10)
+    # in composition order: the path-keeping limits (default) act between the velocity and acceleration limits
     assert [type(x) for x in lim.limits] == [LIMITS.get(n) for n in ("cartesian", "position", "velocity",
+                                                                      "path_speed", "path_acceleration",
                                                                       "acceleration")]
-    # optional, not default: path_acceleration, path_speed, jerk (opt-in); workspace joins with workspace volumes,
-    # collision with link geometry and volumes or self-collision
-    assert {x.name for x in lim.limits} == set(LIMITS.names()) - {"path_acceleration", "path_speed", "workspace",
-                                                                  "jerk", "collision"}
+    # optional, not default: jerk (opt-in); workspace joins with workspace volumes, collision with link
+    # geometry and volumes or self-collision
+    assert {x.name for x in lim.limits} == set(LIMITS.names()) - {"workspace", "jerk", "collision"}
 
 
 @PROPS
@@ -332,7 +333,7 @@ def test_cartesian_speed_limit_in_the_loop(ur10):
 @PROPS
 @given(joints(), st.data(), dts, st.floats(0.05, 3.0), st.floats(0.1, 5.0))
 def test_compiled_default_four_equals_the_limit_classes_bit_for_bit(j, data, dt, vlin, vang):
-    """SafetyLimits.apply with the default four limits runs their compiled twin
+    """SafetyLimits.apply with the four basic limits runs their compiled twin
     (fdcontrol.limits.compiled); it must give exactly what the classes' float loops give
     (base.run over the same limit objects): the reference and which limits acted."""
     pytest.importorskip("numba")
@@ -341,7 +342,7 @@ def test_compiled_default_four_equals_the_limit_classes_bit_for_bit(j, data, dt,
     n = j["n"]
     lim = SafetyLimits(j["lower"], j["upper"], j["vmax"], j["amax"], max_linear_speed=vlin,
                        max_angular_speed=vang, recovery_speed=data.draw(st.floats(0.01, 1.0)))
-    assert lim._compiled is not None  # the default four: the compiled path is the one under test
+    assert lim._compiled is not None  # the basic four (the constructor's): the compiled path is the one under test
     J = np.array(data.draw(st.lists(st.floats(-2.0, 2.0), min_size=6 * n, max_size=6 * n))).reshape(6, n)
     if data.draw(st.booleans()):
         J = np.asfortranarray(J)  # pinocchio hands over column-major Jacobians
@@ -357,14 +358,15 @@ def test_compiled_default_four_equals_the_limit_classes_bit_for_bit(j, data, dt,
     assert lim.active == want_active
 
 
-def test_compiled_twin_only_for_exactly_the_default_four(ur10):
+def test_compiled_twin_only_for_exactly_the_basic_four(ur10):
     """Another set (no Cartesian limit) runs the classes' loops; a parameter changed in place
     reaches the compiled path at once."""
     pytest.importorskip("numba")
     q, J = np.zeros(6), ur10.jacobian(np.full(6, 0.3))
-    assert SafetyLimits.from_robot(ur10)._compiled is not None
+    assert SafetyLimits.from_robot(ur10, limits=BASIC_LIMITS)._compiled is not None
     assert SafetyLimits.from_robot(ur10, limits=("position", "velocity", "acceleration"))._compiled is None
-    lim = SafetyLimits.from_robot(ur10)
+    assert SafetyLimits.from_robot(ur10)._compiled is None  # the default six (with the path-keeping limits)
+    lim = SafetyLimits.from_robot(ur10, limits=BASIC_LIMITS)
     lim.max_velocity[2] = 0.01  # in place, as callers do
     out = lim.apply(q, np.full(6, 0.5), np.full(6, 0.5), J, 0.002)
     assert abs(out[2]) <= 0.01 + 1e-12 and lim.active["velocity"]

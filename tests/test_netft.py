@@ -85,14 +85,14 @@ def test_a_quiet_sensor_is_stale_and_asked_again(peer):
     peer.counts = [1_000_000, 0, 0, 0, 0, 0]
     ft = NetFT(peer.sock.getsockname()[0], timeout=0.05)
     try:
-        assert read_until(ft, lambda w: w is not None) is not None
+        assert np.allclose(read_until(ft, lambda w: w is not None), [1.0, 0, 0, 0, 0, 0])  # 1e6 counts/N
         peer.paused = True
         assert read_until(ft, lambda w: w is None, seconds=3.0) is None
         starts = sum(1 for r in peer.requests if r[1] == 2)
         read_until(ft, lambda w: sum(1 for r in peer.requests if r[1] == 2) > starts, seconds=3.0)
         assert sum(1 for r in peer.requests if r[1] == 2) > starts
         peer.paused = False
-        assert read_until(ft, lambda w: w is not None) is not None
+        assert np.allclose(read_until(ft, lambda w: w is not None), [1.0, 0, 0, 0, 0, 0])
     finally:
         ft.close()
 
@@ -180,7 +180,7 @@ def test_a_sensor_gone_quiet_makes_a_law_that_reads_it_hold(peer):
     peer.counts = [5_000_000, 0, 0, 0, 0, 0]  # 5 N
     ft = NetFT(peer.sock.getsockname()[0], timeout=0.05)
     try:
-        assert read_until(ft, lambda w: w is not None) is not None
+        assert np.allclose(read_until(ft, lambda w: w is not None), [5.0, 0, 0, 0, 0, 0])
         r = P.rig(RobotModel.load("ur10"), law=P.force_law())
         r.drv.read_wrench = ft.read  # the driver's wrench reading is the network sensor's
 

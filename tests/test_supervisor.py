@@ -134,6 +134,7 @@ def test_a_dead_loop_process_is_replaced_at_the_next_look():
     rig.poll()
     assert len(rig.spawned) == 1 and rig.current is rig.spawned[0]
     assert rig.sup.restarts == 1 and old.closed and not rig.current.closed
+    assert rig.current.calls == [] and not rig.current.running  # never seen running: not started
 
 
 def test_a_running_loop_restarts_holding_and_a_stopped_one_stays_stopped():

@@ -74,7 +74,9 @@ class RobotDriver(ABC):
     :meth:`exchange` (the driver's own inputs and outputs, once per cycle after publishing);
     ``owns_clock`` (``read()`` blocks until the robot's next state: the robot paces the loop,
     fdcontrol.loop.paced) with ``clock_period`` (s), ``read_at`` (time.perf_counter() of the newest
-    state's arrival) and :meth:`clock_stats` (the robot's view: success rate, missed cycles);
+    state's arrival), ``clock_step`` (s, the robot's time from the state before to the newest, as
+    libfranka hands its control callback; None: the loop takes it from the states' ``t``) and
+    :meth:`clock_stats` (the robot's view: success rate, missed cycles);
     :meth:`recover` and :meth:`reconnect` (a robot's error recovery; ``can_recover``);
     :meth:`robot_errors` (the robot's error names, for the metrics).
     A simulated world (objects, a push on the tool) is the :class:`SimulatedWorld` protocol.
@@ -89,6 +91,7 @@ class RobotDriver(ABC):
     owns_clock: bool = False  # read() is the loop's tick (a robot with a clock of its own)
     clock_period: float | None = None  # s, the robot's period when it owns the clock
     read_at: float | None = None  # time.perf_counter() when the newest state arrived (clock-owning drivers)
+    clock_step: float | None = None  # s, the robot's time since the state before the newest (clock-owning drivers)
     can_recover: bool = False  # recover() and reconnect() do something
 
     def clock_stats(self) -> dict[str, float | int] | None:

@@ -43,6 +43,7 @@ answers with :meth:`send` in the same cycle.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import math
 import os
 import select
@@ -62,6 +63,8 @@ from fdcontrol.model.robot import RobotModel
 DEFAULT_TORQUE_THRESHOLDS = (20.0, 20.0, 18.0, 18.0, 16.0, 14.0, 12.0)  # N·m
 DEFAULT_FORCE_THRESHOLDS = (20.0, 20.0, 20.0, 25.0, 25.0, 25.0)  # N, N·m
 CLOCK_PERIOD = 1e-3  # s: the robot's state rate is 1 kHz
+COMMAND_PORT = 1337  # the robot's TCP command port (libfranka's research interface)
+LOST = "robot connection lost"  # how every lost-connection fault begins
 MAX_POSITION_STEP = 0.1  # s: the longest robot-time step a position command integrates (a lost robot faults sooner)
 
 
@@ -121,8 +124,8 @@ def error_names(errors: Any) -> tuple[str, ...]:
     return tuple(n for n in dir(errors) if not n.startswith("_") and getattr(errors, n, False) is True)
 
 
-def _udp_fds() -> set[int]:
-    """This process's file descriptors that are UDP sockets."""
+def _sockets(kind: int) -> set[int]:
+    """This process's file descriptors that are sockets of `kind` (``socket.SOCK_DGRAM``, ``SOCK_STREAM``)."""
     out = set()
     for name in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else ():
         fd = int(name)
@@ -133,11 +136,31 @@ def _udp_fds() -> set[int]:
         except OSError:
             continue
         try:
-            if s.type == socket.SOCK_DGRAM:
+            if s.type == kind:
                 out.add(fd)
         finally:
             s.close()
     return out
+
+
+def _udp_fds() -> set[int]:
+    """This process's file descriptors that are UDP sockets."""
+    return _sockets(socket.SOCK_DGRAM)
+
+
+#: libfranka objects of connections given up on a lost robot, kept alive for the process's lifetime:
+#: their destructors (libfranka's motion cancel, stop) wait for the robot's answer — forever on a robot
+#: that went silent — while holding the GIL, which would freeze the process (its heartbeat included)
+_ABANDONED: list[Any] = []
+
+
+def _abandon(*objs: Any) -> None:
+    """Keep `objs` alive for good, never run their destructors (see :data:`_ABANDONED`)."""
+    for o in objs:
+        if o is not None:
+            _ABANDONED.append(o)
+            with contextlib.suppress(Exception):  # not even at the interpreter's exit
+                ctypes.pythonapi.Py_IncRef(ctypes.py_object(o))
 
 
 def _library() -> Any:
@@ -202,6 +225,12 @@ class FrankaDriver(RobotDriver):
         self.controller_mode, self.realtime, self.wrench_source = controller_mode, realtime, wrench_source
         self.state_timeout, self.pose_tolerance = float(state_timeout), (tol[0], tol[1])
         self.robot_ip, self.rate_limit = str(robot_ip), bool(rate_limit)
+        pub = published_limits(robot.name) or published_limits("fr3")
+        # the last check (_guard): the robot's published acceleration (rad/s²), its jerk limit times one
+        # tick (rad/s²) and the model's velocity limits (rad/s), per joint
+        self._dynamic_limits = (list(map(float, pub.acceleration)),  # type: ignore[union-attr]
+                                [float(j) * CLOCK_PERIOD for j in pub.jerk],  # type: ignore[union-attr]
+                                [float(x) for x in robot.limits.velocity])
         self.lib = library or _library()
         self.sensor = None
         if sensor is not None:  # an external force–torque sensor on the flange (ATI/Schunk Net F/T, RDT over UDP)
@@ -230,15 +259,19 @@ class FrankaDriver(RobotDriver):
         self._robot: Any = None
         self._control: Any = None
         self._fd: int | None = None
+        self._tcp_fd: int | None = None
         self._state: Any = None
         self._t_last: float | None = None
+        self._t_read: float | None = None  # the robot's time of the last state read (clock_step)
         self.read_at: float | None = None
+        self.clock_step: float | None = None
         # the loop's clock (time.monotonic()): when the last robot state arrived, and when the driver
         # declared the connection lost (no state within state_timeout: the loop holds in that cycle)
         self.last_state_at = math.nan
         self.lost_at = math.nan
-        self._sent = (np.zeros(7), np.zeros(7))  # the last two velocities sent (for the braking safety net)
-        self._q_c: np.ndarray | None = None  # position interface: the last joint positions commanded
+        # the signal the robot executes: its velocities at the last two ticks (rad/s; the last one commanded)
+        self._sent: tuple[list[float], list[float]] = ([0.0] * 7, [0.0] * 7)
+        self._q_c: list[float] | None = None  # position interface: the last joint positions commanded
         self._t_cmd: float | None = None  # … and the robot's time of the state they answered
         try:
             self._connect()
@@ -257,16 +290,28 @@ class FrankaDriver(RobotDriver):
         return cls(robot, dt, **opts)
 
     # ------------------------------------------------------------------ connection
+    def _probe(self) -> None:
+        """Raise :class:`FrankaConnectionLost` unless the robot's command port accepts a TCP connection
+        within ``state_timeout`` (at least 0.2 s) — tried here, without the GIL, because libfranka's own
+        connect waits up to 1 s holding it."""
+        try:
+            with socket.create_connection((self.robot_ip, COMMAND_PORT), timeout=max(self.state_timeout, 0.2)):
+                pass
+        except OSError as exc:
+            raise FrankaConnectionLost(f"{LOST}: the robot at {self.robot_ip} does not answer ({exc})") from None
+
     def _connect(self) -> None:
         lib = self.lib
         rt = lib.RealtimeConfig.kEnforce if self.realtime == "enforce" else lib.RealtimeConfig.kIgnore
-        before = _udp_fds()
+        before, before_tcp = _udp_fds(), _sockets(socket.SOCK_STREAM)
         try:
             r = lib.Robot(self.robot_ip, rt)
         except Exception as exc:
             raise FrankaError(f"cannot connect to the Franka at {self.robot_ip}: {exc}") from None
         new = sorted(_udp_fds() - before)
         self._fd = os.dup(new[-1]) if new else None  # libfranka's state socket, to wait on without the GIL
+        tcp = sorted(_sockets(socket.SOCK_STREAM) - before_tcp)
+        self._tcp_fd = os.dup(tcp[-1]) if tcp else None  # its command connection, to end it on a loss
         try:
             r.set_collision_behavior(*self.thresholds)
             m, com, inertia = self.load
@@ -279,6 +324,7 @@ class FrankaDriver(RobotDriver):
             self._close_fd()
             raise
         self._robot, self._control, self._state, self._t_last = r, None, state, None
+        self._t_read, self.clock_step = None, None  # a new connection: the robot's time starts anew
         self.last_state_at = time.monotonic()
         self._update(state)
 
@@ -292,7 +338,10 @@ class FrankaDriver(RobotDriver):
                 f"{self.pose_tolerance[1]:g} rad); refusing to start")
 
     def reconnect(self) -> None:
-        """Drop the connection and connect anew (explicit: never done by the driver itself)."""
+        """Drop the connection and connect anew (explicit: never done by the driver itself). A robot
+        that does not accept the connection within ``state_timeout`` raises
+        :class:`FrankaConnectionLost` at once (the loop stays in its fault and hold)."""
+        self._probe()  # outside the lock: the loop thread goes on cycling (holding) meanwhile
         with self._lock:
             self._drop()
             self.error, self.error_names = None, ()
@@ -305,6 +354,9 @@ class FrankaDriver(RobotDriver):
             self._drop_if_lost()
             if self._robot is None:
                 raise FrankaError("not connected to the robot: reconnect first")
+            if not self._answering():  # libfranka's recovery would wait for a silent robot, holding the GIL
+                raise FrankaConnectionLost(f"{LOST}: no robot state for {self.state_timeout * 1e3:.0f} ms; "
+                                           "reconnect first")
             self._finish_quietly()
             try:
                 self._robot.automatic_error_recovery()
@@ -313,19 +365,40 @@ class FrankaDriver(RobotDriver):
             self.error, self.error_names = None, ()
 
     def _drop(self) -> None:
-        self._control, self._lost = None, False
-        r, self._robot = self._robot, None
-        if r is not None:
+        """End the connection. A live one is stopped; a lost one (no state within ``state_timeout``)
+        is abandoned without a word to libfranka, whose stop and destructors would wait for the
+        silent robot holding the GIL: its command connection is shut down (the robot, if it is still
+        there, sees its client gone) and its objects are kept (:func:`_abandon`)."""
+        c, r = self._control, self._robot
+        self._control = self._robot = None
+        lost, self._lost = self._lost, False
+        if lost or not self._answering():
+            if self._tcp_fd is not None:
+                with contextlib.suppress(OSError):
+                    socket.socket(fileno=os.dup(self._tcp_fd)).shutdown(socket.SHUT_RDWR)
+            _abandon(c, r)
+        elif r is not None:
+            del c
             with contextlib.suppress(Exception):
                 r.stop()
             del r
         self._close_fd()
 
+    def _answering(self) -> bool:
+        """A state came within ``state_timeout`` (or one is waiting now)."""
+        if self._fd is None:
+            return True
+        if time.monotonic() - self.last_state_at <= self.state_timeout:
+            return True
+        return bool(select.select([self._fd], [], [], 0)[0])
+
     def _close_fd(self) -> None:
-        if self._fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = None
+        for name in ("_fd", "_tcp_fd"):
+            fd = getattr(self, name)
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                setattr(self, name, None)
 
     # ------------------------------------------------------------------ in
     def _wait(self) -> None:
@@ -337,7 +410,7 @@ class FrankaDriver(RobotDriver):
             self.lost_at = now = time.monotonic()
             self.safety_mode = "disconnected"
             self._record_errors(("connection_lost",))
-            self.error = f"connection lost: no robot state for {self.state_timeout * 1e3:.0f} ms" + (
+            self.error = f"{LOST}: no robot state for {self.state_timeout * 1e3:.0f} ms" + (
                 f" (the last one arrived {(now - self.last_state_at) * 1e3:.0f} ms before this fault)"
                 if math.isfinite(self.last_state_at) else "")
             # raise at once: the loop records the fault and holds now; the teardown (libfranka's stop on a
@@ -353,7 +426,7 @@ class FrankaDriver(RobotDriver):
         with self._lock:
             self._drop_if_lost()
             if self._robot is None:
-                raise FrankaConnectionLost(self.error or "not connected to the robot: reconnect")
+                raise FrankaConnectionLost(self.error or f"{LOST}: not connected; POST /control/reconnect")
             self._wait()
             try:
                 if self._control is not None:
@@ -366,6 +439,9 @@ class FrankaDriver(RobotDriver):
             self.read_at = time.perf_counter()  # the tick: when the robot's state arrived
             self.last_state_at = time.monotonic()
             t = float(state.time.to_sec())
+            prev = self._t_read  # None: the first state of this connection, one period
+            self.clock_step = t - prev if prev is not None and t > prev else CLOCK_PERIOD
+            self._t_read = t
             if self._control is not None and self._t_last is not None:
                 gap = round((t - self._t_last) / CLOCK_PERIOD) - 1
                 if gap > 0:
@@ -418,7 +494,8 @@ class FrankaDriver(RobotDriver):
 
     # ------------------------------------------------------------------ out
     def _start(self) -> None:
-        self._sent = (np.zeros(7), np.zeros(7))
+        self._sent = ([0.0] * 7, [0.0] * 7)  # a motion starts at rest: velocity and acceleration zero
+        self._q_c = self._t_cmd = None
         lib = self.lib
         mode = lib.ControllerMode.JointImpedance if self.controller_mode == "joint" \
             else lib.ControllerMode.CartesianImpedance
@@ -426,32 +503,58 @@ class FrankaDriver(RobotDriver):
             else self._robot.start_joint_position_control
         self._control = start(mode)
         self._t_last = None
-        if self.interface == "position":  # the motion starts at rest at the robot's desired position q_d,
-            # as the robot sees it once the motion runs (read it: one state, so this cycle answers late once)
-            self._wait()
-            state, _ = self._control.readOnce()
-            self._state, self.last_state_at = state, time.monotonic()
-            self._q_c = np.asarray(state.q_d, dtype=float)
-            self._t_cmd = float(state.time.to_sec())
+        # the motion runs from the state libfranka read while starting it: read the next one (this cycle
+        # answers late once), so that the first command, and the robot's time the loop and this driver
+        # count the next steps from, are the motion's; the position interface starts at rest at the
+        # robot's desired position q_d as the robot sees it once the motion runs
+        self._wait()
+        state, _ = self._control.readOnce()
+        self._state, self.last_state_at = state, time.monotonic()
+        self._t_read = float(state.time.to_sec())  # the loop's next step counts from this state
+        if self.interface == "position":
+            self._q_c = [float(x) for x in state.q_d]
+
+    def _ticks(self) -> int:
+        """Robot cycles since the state the previous command answered (1: none missed), from the
+        robot's own time stamps; at most ``MAX_POSITION_STEP`` of them."""
+        t = float(self._state.time.to_sec()) if self._state is not None else None
+        n = 1
+        if t is not None and self._t_cmd is not None and t > self._t_cmd:
+            n = min(max(round((t - self._t_cmd) / CLOCK_PERIOD), 1), round(MAX_POSITION_STEP / CLOCK_PERIOD))
+        self._t_cmd = t
+        return n
 
     def _command(self, q_ref: np.ndarray | None, qd_ref: np.ndarray | None, finished: bool = False) -> Any:
+        """The command for the robot's current state, continuing the signal the robot executes.
+
+        Over each state that passed without a command (a missed cycle) the robot filled one itself,
+        the last command extrapolated with constant acceleration (libfranka's ``rate_limiting.h``:
+        "When a packet is lost, FCI assumes a constant acceleration model"). The command goes on
+        from there: the velocity sent is one tick from the filled velocity (and, with
+        ``rate_limit``, that tick's acceleration and jerk are kept within the robot's published
+        limits, :meth:`_guard`); in the position interface the positions are the robot's desired
+        position q_d at the motion's start plus the filled and the commanded velocities integrated
+        tick by tick — the same signal, so after a miss the positions go on with the robot's clock
+        (as libfranka's own position generators do) without a dip and a jump back."""
         lib = self.lib
+        n = self._ticks()
+        h, (p2, v) = CLOCK_PERIOD, self._sent
+        a = [(x - y) / h for x, y in zip(v, p2, strict=True)]  # the last tick's acceleration, held by the fill
+        q = self._q_c
+        if q is None and self.interface == "position":
+            q = [float(x) for x in (self._state.q_d if q_ref is None else q_ref)]
+        for _ in range(n - 1):  # the ticks the robot filled
+            v = [x + y * h for x, y in zip(v, a, strict=True)]
+            if q is not None:
+                q = [x + y * h for x, y in zip(q, v, strict=True)]
+        des = [0.0] * 7 if qd_ref is None else [float(x) for x in qd_ref]
+        out = self._guard(des, v, a) if self.rate_limit else des
+        self._sent = (v, out)
         if self.interface == "velocity":
-            cmd = lib.JointVelocities([0.0] * 7 if qd_ref is None else [float(v) for v in qd_ref])
-        else:  # positions: the robot's q_d at the motion's start + Σ q̇_ref·Δt (the same limited reference),
-            # Δt the robot's time since the previous command: after a missed robot cycle the positions go on
-            # with the robot's clock (as libfranka's own position generators do), so the velocity the robot
-            # sees is q̇_ref, not a dip and a jump back
-            if self._q_c is None:
-                self._q_c = np.asarray(self._state.q_d if q_ref is None else q_ref, dtype=float)
-            t = float(self._state.time.to_sec()) if self._state is not None else None
-            step = CLOCK_PERIOD
-            if t is not None and self._t_cmd is not None and t > self._t_cmd:
-                step = min(max(round((t - self._t_cmd) / CLOCK_PERIOD), 1) * CLOCK_PERIOD, MAX_POSITION_STEP)
-            self._t_cmd = t
-            if qd_ref is not None:
-                self._q_c = self._q_c + step * np.asarray(qd_ref, dtype=float)
-            cmd = lib.JointPositions([float(v) for v in self._q_c])
+            cmd = lib.JointVelocities(out)
+        else:
+            self._q_c = q = [x + y * h for x, y in zip(q, out, strict=True)]  # type: ignore[arg-type]
+            cmd = lib.JointPositions(q)
         cmd.motion_finished = finished
         return cmd
 
@@ -466,31 +569,32 @@ class FrankaDriver(RobotDriver):
                 # a motion starts from rest (the robot's desired velocity is zero): the limits ramp
                 # the first reference from zero, so it is sent as it is
                 self._start()
-            if self.rate_limit:
-                qd_ref = self._guard(np.zeros(7) if qd_ref is None else np.asarray(qd_ref, dtype=float))
             try:
-                self._control.writeOnce(self._command(q_ref, qd_ref))
-                if qd_ref is not None:
-                    self._sent = (self._sent[-1], np.array(qd_ref, dtype=float))
+                self._control.writeOnce(self._command(q_ref, None if qd_ref is None else np.asarray(qd_ref)))
             except Exception as exc:
                 self._aborted(exc)
                 raise FrankaError(self.error) from None
 
-    def _guard(self, qd: np.ndarray) -> np.ndarray:
-        """The last check before the robot, as libfranka's rate limiting: the step from the last
-        two velocities sent kept within the robot's published acceleration and jerk limits and
-        the model's velocity limits (|a| ≤ a_max, then |a − a_prev| ≤ j_max dt). A no-op for the
-        loop's references (its limits are tighter); it catches a command that bypassed them, such
-        as a zero velocity sent to a moving robot when the loop thread did not end in time."""
-        pub = published_limits(self.robot.name) or published_limits("fr3")
-        A, J = np.array(pub.acceleration), np.array(pub.jerk)  # type: ignore[union-attr]
-        dt, (p2, p1) = CLOCK_PERIOD, self._sent
-        a_prev = (p1 - p2) / dt
-        a_raw = np.nan_to_num((qd - p1) / dt)
-        a = np.clip(np.clip(a_raw, -A, A), a_prev - J * dt, a_prev + J * dt)
-        vmax = self.robot.limits.velocity
-        out = np.where(a == a_raw, np.nan_to_num(qd), p1 + a * dt)  # untouched where within the limits
-        return np.clip(out, -vmax, vmax)
+    def _guard(self, qd: list[float], v: list[float], a_prev: list[float]) -> list[float]:
+        """The last check before the robot, as libfranka's rate limiting: the tick from the velocity
+        v the robot is at (after filling any missed states) to the one sent keeps the robot's
+        published acceleration and jerk limits (|a| ≤ a_max, then |a − a_prev| ≤ j_max h, with a_prev
+        the acceleration the robot's fill held) and the model's velocity limits. A no-op for the
+        loop's references (its jerk limit continues the same fill); it catches a command that
+        bypassed them, such as a zero velocity sent to a moving robot when the loop thread did not
+        end in time. Seven floats: plain Python is faster than numpy here."""
+        A, J, V = self._dynamic_limits
+        h = CLOCK_PERIOD
+        out = []
+        for x, vj, ap, amax, jh, vmax in zip(qd, v, a_prev, A, J, V, strict=True):
+            if x != x:  # NaN: hold the velocity the robot is at
+                x = vj
+            a_raw = (x - vj) / h
+            a = amax if a_raw > amax else (-amax if a_raw < -amax else a_raw)
+            a = ap + jh if a > ap + jh else (ap - jh if a < ap - jh else a)
+            y = x if a == a_raw else vj + a * h  # untouched where within the limits
+            out.append(vmax if y > vmax else (-vmax if y < -vmax else y))
+        return out
 
     def finish_motion(self) -> None:
         """End the active motion with ``motion_finished`` (the reference must be at rest)."""
@@ -520,23 +624,23 @@ class FrankaDriver(RobotDriver):
         J = np.array(pub.jerk)  # type: ignore[union-attr]
 
         def at_rest() -> bool:  # zero velocity, and an acceleration that may drop to zero in one step
-            p2, p1 = self._sent
+            p2, p1 = np.asarray(self._sent[0]), np.asarray(self._sent[1])
             return not np.any(p1) and bool(np.all(np.abs(p1 - p2) <= J * CLOCK_PERIOD ** 2))
 
         if at_rest():
             return
         lim = JointJerk(J, np.array(pub.acceleration))  # type: ignore[union-attr]
-        lim.limit(np.zeros(7), self._sent[-1], self._sent[-2], None, CLOCK_PERIOD)  # its a_prev
-        prev = self._sent[-1]
+        prev = np.asarray(self._sent[1])
+        lim.limit(np.zeros(7), prev, np.asarray(self._sent[0]), None, CLOCK_PERIOD)  # its a_prev
         for _ in range(5000):
             if at_rest():
                 return
             self._wait()
             state, _ = c.readOnce()
             self._state, self.last_state_at = state, time.monotonic()
+            self._t_read = float(state.time.to_sec())
             prev = lim.limit(np.zeros(7), np.zeros(7), prev, None, CLOCK_PERIOD)
             c.writeOnce(self._command(None, prev))
-            self._sent = (self._sent[-1], prev)
 
     def exchange(self, loop: Any, state: Any) -> None:
         """After each cycle (loop hook): finish the motion on stop, fault, or a hold at rest."""

@@ -122,8 +122,8 @@ def table(height: float = 0.0, center: tuple[float, float] = (0.6, 0.0), **kw: A
 def _urdf_of(robot: RobotModel, path: str | None) -> str:
     if path is not None:
         return path
-    if getattr(robot, "source", None) is not None and str(robot.source).endswith(".urdf"):
-        return str(robot.source)
+    if getattr(robot, "source", None) is not None and str(robot.source).lower().endswith((".urdf", ".xml", ".mjcf")):
+        return str(robot.source)  # the description the model was loaded from: URDF or MJCF
     if robot.name in SHIPPED:
         return str(URDF_DIR / SHIPPED[robot.name][0])
     raise ModelError("MujocoRobot needs the robot's URDF: pass urdf=<path>")
@@ -205,13 +205,22 @@ class MujocoRobot(RobotDriver):
         spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
         base, tip = spec.body(self.robot.base), spec.body(self.robot.tip)
         if base is None or tip is None:
-            raise ModelError(f"base {self.robot.base!r} and tip {self.robot.tip!r} must be URDF links")
+            raise ModelError(f"base {self.robot.base!r} and tip {self.robot.tip!r} must be bodies (URDF links)")
         joints = [spec.joint(n) for n in self.robot.joint_names]
         if any(j is None for j in joints) or len(spec.joints) != self.dof:
-            raise ModelError("the URDF's moving joints must be exactly the controller's chain")
+            raise ModelError("the description's moving joints must be exactly the controller's chain")
+        # an MJCF arm brings its own actuators: their force limits become the joints' (the servo below
+        # replaces them, as a robot controller replaces the motor drivers' own loops)
+        effort = self.robot.model.effortLimit.copy()
+        for a in list(spec.actuators):
+            if a.trntype == mujoco.mjtTrn.mjTRN_JOINT and a.target in self.robot.joint_names and (
+                    a.forcelimited == mujoco.mjtLimited.mjLIMITED_TRUE or
+                    (a.forcelimited == mujoco.mjtLimited.mjLIMITED_AUTO and np.any(a.forcerange))):
+                i = self.robot.joint_names.index(a.target)
+                effort[i] = min(effort[i], float(np.max(np.abs(a.forcerange)) * abs(a.gear[0])))
+            spec.delete(a)
         for b in spec.bodies[1:]:
             b.gravcomp = 1.0
-        effort = self.robot.model.effortLimit
         for j, e in zip(joints, effort, strict=True):
             j.armature, j.frictionloss = armature, 0.0
             j.damping = np.zeros(3)
@@ -228,15 +237,17 @@ class MujocoRobot(RobotDriver):
             g.contype, g.conaffinity = 0, 1
             g.solref = [-o.stiffness, -o.damping]
             g.solimp = [0.99, 0.99, 0.001, 0.5, 2.0]
-        for name, j in zip(self.robot.joint_names, joints, strict=True):
-            lo, hi = j.range
+        lim = self.robot.limits  # radians whatever the file's angle unit; ±∞ for a joint without a range
+        for name, lo, hi in zip(self.robot.joint_names, lim.lower, lim.upper, strict=True):
+            bounded = bool(math.isfinite(lo) and math.isfinite(hi))
             iv = spec.add_actuator(name=f"{name}_{'intvel' if self.interface == 'velocity' else 'pos'}",
                                    target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
             iv.gaintype, iv.biastype = mujoco.mjtGain.mjGAIN_FIXED, mujoco.mjtBias.mjBIAS_AFFINE
             if self.interface == "velocity":  # activation = ∫ q̇_ref, limited to the joint range
                 iv.dyntype = mujoco.mjtDyn.mjDYN_INTEGRATOR
-                iv.actlimited = mujoco.mjtLimited.mjLIMITED_TRUE
-                iv.actrange = [lo, hi]
+                iv.actlimited = mujoco.mjtLimited.mjLIMITED_TRUE if bounded else mujoco.mjtLimited.mjLIMITED_FALSE
+                if bounded:
+                    iv.actrange = [lo, hi]
             else:
                 iv.dyntype = mujoco.mjtDyn.mjDYN_NONE
                 iv.actlimited = mujoco.mjtLimited.mjLIMITED_FALSE

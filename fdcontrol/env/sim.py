@@ -78,8 +78,8 @@ class SimEnv(gym.Env):
         a = self._law_args
         law = ControlLaw(mode=a["mode"], force=ForceTerm(gain=a["force_gain"]),
                          motion=MotionTerm(stiffness=a["stiffness"], damping=a["damping"], error_clip=a["error_clip"]))
-        solver = make_solver(make_mapping("fd", self.robot, gamma=self._gamma), make_integrator("euler"),
-                             decay=self._decay)
+        mapping = make_mapping("fd", self.robot, gamma=self._gamma, gamma_schedule="conditioning")  # as the service
+        solver = make_solver(mapping, make_integrator("euler"), decay=self._decay)
         tool = self.driver.tool
         return ControlLoop(self.robot, self.driver, solver, law=law, limits=SafetyLimits.from_robot(self.robot),
                            wrench_filter=WrenchFilter(tool_mass=tool.mass, tool_com=np.array(tool.com)),

@@ -22,6 +22,11 @@ from fdcontrol.model.robot import HOME, ModelError, RobotModel
 EXTERNAL: dict[str, tuple[str, str, str, tuple[float, ...]]] = {
     "xarm7": ("robots/xarm_description/urdf/xarm7.urdf", "link_base", "link7",
               (0.0, 0.3, 0.0, 1.2, 0.0, 0.9, 0.0)),
+    # Unitree Z1 (6-DoF); no default of fdcontrol was tuned on it
+    "z1": ("robots/z1_description/urdf/z1.urdf", "link00", "link06", (0.0, 1.0, -1.2, 0.2, 0.0, 0.0)),
+    # Kinova Jaco2 6-DoF (j2s6s200): joints 1, 4 and 6 are continuous
+    "kinova": ("robots/kinova_description/robots/kinova.urdf", "j2s6s200_link_base", "j2s6s200_end_effector",
+               (0.0, 2.9, 1.3, -2.07, 1.4, 0.0)),
 }
 ARMS: tuple[str, ...] = ("ur10", "panda", "xarm7")
 

@@ -13,7 +13,7 @@ import numpy as np
 from tqdm import tqdm
 
 from fdcontrol.model.robot import RobotModel
-from fdcontrol.model.virtual import VirtualModel
+from fdcontrol.model.virtual import GAMMA, GAMMA_STRAIGHT, VirtualModel, scheduled_gamma
 
 
 @dataclass
@@ -56,7 +56,19 @@ def joint_space(b: Batch, name: str, param: float | None = None) -> np.ndarray:
         return np.linalg.solve(b.JtJ + float(param) ** 2 * eye, Jt)  # type: ignore[arg-type]
     if name == "fd":
         return np.linalg.solve(b.JtJ + b.Hl / float(param), Jt)  # type: ignore[arg-type]
+    if name == "fd_scheduled":  # the default FD: γ scheduled on J's conditioning, from `param` (γ₀) up
+        g = gamma_schedule(b, GAMMA.default if param is None else float(param))
+        return np.linalg.solve(b.JtJ + b.Hl / g[:, None, None], Jt)
     raise ValueError(f"unknown mapping {name!r}")
+
+
+def gamma_schedule(b: Batch, gamma: float = GAMMA.default, gamma_straight: float = GAMMA_STRAIGHT.default
+                   ) -> np.ndarray:
+    """The scheduled γ (fdcontrol.model.virtual.scheduled_gamma) at every configuration, (B,)."""
+    _, s, Vt = np.linalg.svd(b.J, full_matrices=False)
+    V = np.transpose(Vt, (0, 2, 1))
+    h = np.einsum("bik,bij,bjk->bk", V, b.Hl, V)
+    return scheduled_gamma(s, h, gamma, gamma_straight)
 
 
 def cartesian(b: Batch, M: np.ndarray) -> np.ndarray:

@@ -61,7 +61,8 @@ def press(robot: RobotModel, p: Press = Press(), seconds: float = 3.0, gap: floa
     if p.bandwidth != 20.0:  # the same arm with a stiffer (or softer) servo
         r.drv._set_gains(r.drv.read().q, p.bandwidth)
     r.loop.filter.cutoff = p.cutoff
-    kw = {"alpha": p.alpha} if p.mapping == "dls" else ({"gamma": 1e3} if p.mapping == "fd" else {})
+    kw = {"alpha": p.alpha} if p.mapping == "dls" else (
+        {"gamma": 1e3, "gamma_schedule": "fixed"} if p.mapping == "fd" else {})
     r.loop.solver = make_solver(make_mapping(p.mapping, robot, **kw), decay=p.decay)
     r.loop.config = r.loop._configuration()
     F = np.empty(round(seconds / P.DT))

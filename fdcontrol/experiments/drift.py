@@ -38,7 +38,7 @@ from fdcontrol.drivers.base import JointState, RobotDriver
 from fdcontrol.drivers.mujoco import MujocoRobot, Tool
 from fdcontrol.experiments.arms import ARMS, Arm, load_arm
 from fdcontrol.experiments.common import Context, table, write_results
-from fdcontrol.limits.safety import DEFAULT_LIMITS, SafetyLimits
+from fdcontrol.limits.safety import BASIC_LIMITS, SafetyLimits
 from fdcontrol.loop.cycle import ControlLoop
 from fdcontrol.loop.reference import ReferenceIntegration
 from fdcontrol.loop.solvers import DEFAULT_DECAY, make_solver
@@ -65,6 +65,8 @@ class Variant:
     mapping: str = "fd"
     wrench_cutoff: float = 0.0  # Hz, the sensor model's low-pass (0: off)
     gamma: float = GAMMA
+    schedule: str = "fixed"  # the FD mapping's gamma_schedule ("conditioning": the default's, from γ up)
+    gamma_straight: float = 1e6  # γ away from singularities under the schedule
     substeps: int = 1
     push: float = PUSH
     tool_mass: float = TOOL.mass  # kg (MuJoCo arm; the sensor model is configured with it)
@@ -147,14 +149,16 @@ class ConsistentSensorArm(MujocoRobot):
 
 
 def limits_for(robot: RobotModel, which: str) -> SafetyLimits:
-    if which == "all":
+    if which == "all":  # the four basic limits (the default before path_acceleration and path_speed joined)
+        return SafetyLimits.from_robot(robot, limits=BASIC_LIMITS)
+    if which == "default":  # the default limits (as a user gets them)
         return SafetyLimits.from_robot(robot)
     if which == "no_cartesian":
         return SafetyLimits.from_robot(robot, limits=("position", "velocity", "acceleration"))
     if which == "path":  # the default limits and the path-keeping acceleration limit before theirs
-        return SafetyLimits.from_robot(robot, limits=(*DEFAULT_LIMITS, "path_acceleration"))
+        return SafetyLimits.from_robot(robot, limits=(*BASIC_LIMITS, "path_acceleration"))
     if which == "path_speed":  # … and the speed cap that keeps the path within the acceleration limits
-        return SafetyLimits.from_robot(robot, limits=(*DEFAULT_LIMITS, "path_acceleration", "path_speed"))
+        return SafetyLimits.from_robot(robot, limits=(*BASIC_LIMITS, "path_acceleration", "path_speed"))
     lim = robot.limits
     if which == "no_acceleration":  # the acceleration limit out of reach, the others as by default
         return SafetyLimits(lim.lower, lim.upper, 0.5 * lim.velocity, np.full(robot.dof, 1e7))
@@ -184,7 +188,8 @@ def build(arm: Arm, q0: np.ndarray, v: Variant, law: ControlLaw | None = None,
     else:
         raise ValueError(f"servo must be 'mujoco' or 'ideal', got {v.servo!r}")
     drv.push_point = np.array([0.0, 0.0, v.push_at])
-    kw = {"gamma": v.gamma} if v.mapping == "fd" else {}
+    kw = {"gamma": v.gamma, "gamma_schedule": v.schedule, "gamma_straight": v.gamma_straight} \
+        if v.mapping == "fd" and v.schedule != "default" else {}  # "default": the mapping as a user gets it
     mapping = make_mapping(v.mapping, robot, **kw)
     solver = make_solver(mapping, decay=decay, **({"coriolis": v.coriolis, "substeps": v.substeps}
                                                   if v.mapping == "fd" else {}))
@@ -197,24 +202,68 @@ def build(arm: Arm, q0: np.ndarray, v: Variant, law: ControlLaw | None = None,
                        wrench_filter=filt, rate=1 / DT)
 
 
-def guide(arm: Arm, q0: np.ndarray, v: Variant = Variant(), seconds: float = GUIDE_S) -> dict:
-    """Drift of the tip under a ``v.push`` N push along base +x for `seconds` (see the module doc)."""
+def guide(arm: Arm, q0: np.ndarray, v: Variant = Variant(), seconds: float = GUIDE_S,
+          direction: np.ndarray | tuple[float, float, float] = (1.0, 0.0, 0.0), every_cycle: bool = False) -> dict:
+    """Drift of the tip under a ``v.push`` N push along the base-frame unit vector `direction` (+x
+    unless given) for `seconds` (see the module doc); ``sigma_min`` from the loop's telemetry, or
+    from every cycle's J with `every_cycle`."""
     loop = build(arm, q0, v)
     robot = arm.robot
+    u = np.asarray(direction, dtype=float)
+    u = u / np.linalg.norm(u)
     p0 = robot.pose(q0)[:3, 3]
-    loop.driver.set_push(np.array([v.push, 0, 0, 0, 0, 0]))  # type: ignore[attr-defined]
-    smin, limited = np.inf, 0
+    loop.driver.set_push(np.concatenate((v.push * u, np.zeros(3))))  # type: ignore[attr-defined]
+    smin, limited, virtual, gammas = np.inf, 0, 0, []
+    mapping = loop.solver.mapping
     n = round(seconds / DT)
     for i in range(n):
         s = loop.step(now=i * DT)
-        smin = min(smin, s.sigma_min_j) if np.isfinite(s.sigma_min_j) else smin
-        limited += bool(s.limits_active.get("position", False)) if hasattr(s, "limits_active") else 0
+        if every_cycle:  # σ_min(J) of every cycle (the telemetry's is decimated)
+            smin = min(smin, float(np.linalg.svd(robot.jacobian(s.q), compute_uv=False)[-1]))
+        elif np.isfinite(s.sigma_min_j):
+            smin = min(smin, s.sigma_min_j)
+        limited += bool(s.limits_active.get("position", False))
+        virtual += bool(s.limits_active.get("virtual_joint_limit", False))
+        gammas.append(getattr(mapping, "gamma", np.nan))
     q1 = loop.driver.read().q
     d = robot.pose(q1)[:3, 3] - p0
-    along = float(d[0])
-    lateral = float(np.linalg.norm(d[1:]))
+    along = float(d @ u)
+    lateral = float(np.linalg.norm(d - along * u))
     return {"along_m": along, "lateral_m": lateral, "drift": lateral / max(abs(along), 1e-12),
-            "sigma_min": float(smin), "fault": loop.fault, "position_limited_cycles": limited}
+            "sigma_min": float(smin), "fault": loop.fault, "position_limited_cycles": limited,
+            "virtual_limited_cycles": virtual, "gamma_min": float(np.min(gammas)), "gamma_max": float(np.max(gammas))}
+
+
+#: the settings as a user gets them, on the ideal arm (the controller alone)
+DEFAULTS = Variant(servo="ideal", limits="default", schedule="default")
+#: the six push directions of the defaults' check: ±x, ±y, ±z of the base
+DIRECTIONS: tuple[tuple[float, float, float], ...] = (
+    (1.0, 0.0, 0.0), (-1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, -1.0, 0.0), (0.0, 0.0, 1.0), (0.0, 0.0, -1.0))
+LIMIT_CLEARANCE = 0.2  # rad: the defaults' check draws its poses this far inside every position limit
+
+
+def regular_pushes(arm: Arm, n_poses: int = 20, v: Variant = DEFAULTS, seconds: float = GUIDE_S,
+                   seed: int = SEED) -> list[dict]:
+    """The defaults' check: `n_poses` seeded poses at least ``LIMIT_CLEARANCE`` inside the joint
+    limits (within ±π) and with the tip above z = 0.1 m, each pushed along ±x, ±y, ±z; every push is
+    returned with ``regular`` — σ_min(J) ≥ ``SIGMA_MIN`` at every cycle of the push and no position
+    limit (nor the virtual model's) engaged — and its pose, direction and drift."""
+    robot, rng = arm.robot, np.random.default_rng(seed)
+    lo = np.maximum(robot.limits.lower, -np.pi) + LIMIT_CLEARANCE
+    hi = np.minimum(robot.limits.upper, np.pi) - LIMIT_CLEARANCE
+    out: list[dict] = []
+    poses = 0
+    while poses < n_poses:
+        q = lo + rng.random(robot.dof) * (hi - lo)
+        if robot.pose(q)[2, 3] < 0.1 or np.linalg.svd(robot.jacobian(q), compute_uv=False)[-1] < SIGMA_MIN:
+            continue
+        poses += 1
+        for u in DIRECTIONS:
+            r = guide(arm, q, v, seconds, u, every_cycle=True)
+            r.update(pose=q.tolist(), direction=list(u), regular=bool(
+                r["sigma_min"] >= SIGMA_MIN and not r["position_limited_cycles"] and not r["virtual_limited_cycles"]))
+            out.append(r)
+    return out
 
 
 def random_poses(arm: Arm, n: int, seed: int = SEED, max_tries: int = 2000) -> list[np.ndarray]:
@@ -321,6 +370,50 @@ def sweep(arms: tuple[str, ...] = ARMS, n_poses: int = 20, variants: tuple[Varia
 
 
 
+#: the candidates for the default, on the ideal arm with the default limits: the fixed γ of the paper's
+#: experiments, the two fixed values that make the model straight, and the schedule (the default)
+CANDIDATES: tuple[tuple[str, Variant], ...] = (
+    ("fixed γ = 1e3", Variant(servo="ideal", limits="default", gamma=1e3)),
+    ("fixed γ = 1e4", Variant(servo="ideal", limits="default", gamma=1e4)),
+    ("fixed γ = 1e6", Variant(servo="ideal", limits="default", gamma=1e6)),
+    ("γ scheduled on J's conditioning (default)", DEFAULTS),
+)
+#: the MuJoCo arm (servo, tool, flange sensor) with every setting at its default
+MUJOCO_DEFAULTS = Variant(limits="default", schedule="default")
+
+
+def singular_path_peak(v: Variant, robot_name: str = "ur10", n: int = 601) -> float:
+    """FD's largest gain σmax(H⁻¹Jᵀ) along the paper's singular path (fdcontrol.experiments.singular_path)."""
+    from fdcontrol.experiments.batch import evaluate, joint_space, sigmas
+    from fdcontrol.experiments.singular_path import path
+
+    robot = load_arm(robot_name).robot
+    _, Q = path(n, robot.dof)
+    b = evaluate(robot, Q)
+    return float(sigmas(joint_space(b, "fd_scheduled" if v.schedule == "default" else "fd", v.gamma))[:, 0].max())
+
+
+def candidate_study(arms: tuple[str, ...], n_poses: int = 20, seconds: float = GUIDE_S, seed: int = SEED,
+                    progress: bool = False) -> dict:
+    """Each candidate of :data:`CANDIDATES`: drift over the regular pushes of :func:`regular_pushes`
+    per arm, and the peak gain on the UR10 singular path."""
+    res: dict = {}
+    for label, v in CANDIDATES:
+        res[label] = {"singular_path_peak_gain": singular_path_peak(v)}
+        for name in arms:
+            pushes = regular_pushes(load_arm(name), n_poses, v, seconds, seed)
+            reg = [r for r in pushes if r["regular"]]
+            worst = max(reg, key=lambda r: r["drift"])
+            res[label][name] = {**percentiles([r["drift"] for r in reg]), "regular": len(reg), "pushes": len(pushes),
+                                "faults": sum(bool(r["fault"]) for r in pushes), "worst_pose": worst["pose"],
+                                "worst_direction": worst["direction"]}
+            if progress:
+                r = res[label][name]
+                print(f"{name:6} {label:45} p50 {r['p50']:6.3f}  max {r['max']:6.3f} %  "
+                      f"regular {len(reg)}/{len(pushes)}", flush=True)
+    return res
+
+
 def rows(res: dict) -> list[list[object]]:
     out = []
     for key, r in res.items():
@@ -345,7 +438,14 @@ def run_experiment(ctx: Context) -> dict:
     n = ctx.n(20, 1)
     res = sweep(arms, n, SOURCES, SEED + ctx.seed, progress=ctx.progress)
     study = sweep(arms, n, GAMMA_STUDY, SEED + ctx.seed, progress=ctx.progress)
-    out = {**res, **{f"gamma_study/{k}": v for k, v in study.items()}}
+    defaults = sweep(arms, n, (MUJOCO_DEFAULTS,), SEED + ctx.seed, progress=ctx.progress)
+    cand_arms = (*arms, "kinova") if not ctx.quick else arms
+    cands = candidate_study(cand_arms, n, GUIDE_S, SEED + ctx.seed, progress=ctx.progress)
+    out = {**res, **{f"gamma_study/{k}": v for k, v in study.items()},
+           **{f"defaults/{k}": v for k, v in defaults.items()}, "candidates": cands}
+    cand_rows = [[label, f"{c['singular_path_peak_gain']:.1f}",
+                  *(f"{c[a]['p50']:.3f} / {c[a]['max']:.3f} ({c[a]['regular']}/{c[a]['pushes']})" for a in cand_arms)]
+                 for label, c in cands.items()]
     write_results(ctx.folder("drift"), out, f"""# Sideways drift of hand guiding: its sources
 
 `fdcontrol experiments drift` — {n} seeded poses per arm (σ_min(J) ≥ {SIGMA_MIN} along the whole
@@ -370,6 +470,20 @@ read at the period's end like the default, but computed with the acceleration th
 and `path_speed`.
 
 {table(HEADER, rows(study))}
+
+## The defaults
+
+The MuJoCo arm with every setting at its default (γ scheduled on J's conditioning, the default limits
+with `path_acceleration` and `path_speed`), the same poses and push:
+
+{table(HEADER, rows(defaults))}
+
+The candidates for the default on the ideal arm (the controller alone) with the default limits: {n} seeded
+poses at least {LIMIT_CLEARANCE} rad inside the joint limits, each pushed {PUSH} N along ±x, ±y, ±z for {GUIDE_S} s;
+drift p50 / max (%) over the regular pushes (σ_min(J) ≥ {SIGMA_MIN} all along, no position limit; their
+count in brackets), and FD's peak gain σmax(H⁻¹Jᵀ) on the UR10 singular path (section 4.3):
+
+{table(["candidate", "peak gain, singular path", *cand_arms], cand_rows)}
 """)
     return out
 

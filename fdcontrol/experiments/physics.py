@@ -25,7 +25,7 @@ from fdcontrol.control.sensing import WrenchFilter
 from fdcontrol.drivers.mujoco import EnvObject, MujocoRobot, Tool
 from fdcontrol.experiments import drift
 from fdcontrol.experiments.common import Context, table, write_results
-from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.limits.safety import BASIC_LIMITS, SafetyLimits
 from fdcontrol.loop.cycle import ControlLoop
 from fdcontrol.loop.solvers import make_solver
 from fdcontrol.mappings import make_mapping
@@ -52,8 +52,10 @@ def rig(robot: RobotModel, mapping: str = "fd", mode: str = "velocity", law: Con
     drv = MujocoRobot(robot, dt=DT, mode=mode, q0=q0, tool=tool, objects=objects or [],  # type: ignore[arg-type]
                       sensor_sign=sign)
     filt = WrenchFilter(tool_mass=tool.mass, tool_com=np.array(tool.com), sign=sign)  # type: ignore[arg-type]
-    solver = make_solver(make_mapping(mapping, robot))
-    loop = ControlLoop(robot, drv, solver, law=law, limits=SafetyLimits.from_robot(robot),
+    # this experiment's FD names its γ (the paper's fixed 1e3) and its limits (the basic four), as measured
+    kw = {"gamma": 1e3, "gamma_schedule": "fixed"} if mapping == "fd" else {}
+    solver = make_solver(make_mapping(mapping, robot, **kw))
+    loop = ControlLoop(robot, drv, solver, law=law, limits=SafetyLimits.from_robot(robot, limits=BASIC_LIMITS),
                        wrench_filter=filt, rate=1 / DT)
     return Rig(loop, drv, robot)
 

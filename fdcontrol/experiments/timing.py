@@ -22,8 +22,9 @@ def methods(robot: RobotModel) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
     f = np.ones(6)
     jt, ji, dls = (make_mapping(n, robot) for n in ("jt", "ji", "dls"))
     sdls = make_mapping("sdls", robot)
-    fd_c, fd_a = make_mapping("fd", robot), make_mapping("fd", robot, algorithm="aba")
-    fd_q = make_mapping("fd", robot, algorithm="qr")
+    # the paper's FD: a fixed γ (1e3), each algorithm
+    fd_c, fd_a = make_mapping("fd", robot, gamma=1e3), make_mapping("fd", robot, gamma=1e3, algorithm="aba")
+    fd_q = make_mapping("fd", robot, gamma=1e3, algorithm="qr")
     return {
         "JT": lambda q: jt.joint_space(q) @ f,
         "JI": lambda q: ji.joint_space(q) @ f,

@@ -28,15 +28,23 @@ INF = float("inf")
 
 
 class Cycle:
-    """The inputs of one cycle as float lists, and the boxes the limits narrow."""
+    """The inputs of one cycle as float lists, and the boxes the limits narrow.
 
-    __slots__ = ("J", "dt", "hard_hi", "hard_lo", "hi", "lo", "n", "prev", "q")
+    ``dt`` (s) is the time since the previous reference; ``period`` (s, default ``dt``) the loop's
+    nominal period. A loop paced by a robot's clock passes the robot's time since its last state as
+    ``dt``: after a missed robot cycle dt is a multiple of the period (the robot filled the missing
+    commands itself, see :class:`~fdcontrol.limits.jerk.JointJerk`).
+    """
 
-    def __init__(self, q: np.ndarray, qd_prev: np.ndarray, J: np.ndarray | None, dt: float) -> None:
+    __slots__ = ("J", "dt", "hard_hi", "hard_lo", "hi", "lo", "n", "period", "prev", "q")
+
+    def __init__(self, q: np.ndarray, qd_prev: np.ndarray, J: np.ndarray | None, dt: float,
+                 period: float | None = None) -> None:
         self.q: list[float] = q.tolist()
         self.prev: list[float] = qd_prev.tolist()
         self.J = J
         self.dt = float(dt)
+        self.period = self.dt if period is None else float(period)
         self.n = n = len(self.q)
         self.lo, self.hi = [-INF] * n, [INF] * n
         self.hard_lo, self.hard_hi = [-INF] * n, [INF] * n
@@ -89,9 +97,11 @@ class Limit(ABC):
 
 
 def run(limits: Sequence[Limit], q: np.ndarray, qd: np.ndarray, qd_prev: np.ndarray,
-        J: np.ndarray | None, dt: float, active: dict[str, bool] | None = None) -> np.ndarray:
-    """Apply ``limits`` in order, then the hard box; record which acted in ``active``."""
-    c = Cycle(q, qd_prev, J, dt)
+        J: np.ndarray | None, dt: float, active: dict[str, bool] | None = None,
+        period: float | None = None) -> np.ndarray:
+    """Apply ``limits`` in order, then the hard box; record which acted in ``active``. ``period``:
+    the loop's nominal period when ``dt`` may be longer (a robot-paced loop after a missed cycle)."""
+    c = Cycle(q, qd_prev, J, dt, period)
     out = qd.tolist()
     for lim in limits:
         hit = lim.apply(c, out)

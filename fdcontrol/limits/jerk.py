@@ -41,14 +41,27 @@ class JointJerk(Limit):
     override it. Runs after the acceleration limit (``order`` 45). A non-finite desired
     velocity brakes that joint to zero.
 
-    The limit keeps the previous cycle's q̇_prev to know a_prev; a loop that restarts from
-    rest (q̇_prev = 0 after a reference far from zero) starts from a_prev = 0.
+    A missed robot cycle (a loop paced by the robot's clock, whose ``dt`` is then k ≥ 2 of its
+    periods h, :class:`~fdcontrol.limits.base.Cycle`): a Franka fills each command that did not
+    come with the last one extrapolated at constant acceleration (libfranka's ``rate_limiting.h``,
+    ``kTolNumberPacketsLost``: "When a packet is lost, FCI assumes a constant acceleration
+    model"), so the robot's velocity went on to q̇_prev + (k−1)·a_prev·h. The reference after the
+    miss continues that signal: the rules above apply to the one tick h from there, and the
+    signal the robot executes, tick by tick, keeps |a| ≤ a_max and |Δa| ≤ j_max h also around the
+    miss. ``a_prev`` is then the acceleration of the last tick, not the mean over the k ticks. A
+    reference at rest (q̇_prev = 0 in every joint) is not extrapolated: a reference at rest never
+    starts to move by itself after a missed cycle.
+
+    The limit keeps the previous cycle's q̇_prev and its last tick's acceleration to know a_prev;
+    a loop that restarts from rest (q̇_prev = 0 after a reference far from zero) starts from a_prev
+    = 0, and a reference changed outside the limit between two cycles counts with its own step.
     """
 
     max_jerk: np.ndarray  # rad/s³
     max_acceleration: np.ndarray  # rad/s²
     _prev2: list[float] | None = field(default=None, init=False, repr=False)
     _last: list[float] | None = field(default=None, init=False, repr=False)
+    _acc: list[float] | None = field(default=None, init=False, repr=False)  # the last tick's acceleration
 
     name = "jerk"
     order = 45.0
@@ -78,36 +91,51 @@ class JointJerk(Limit):
 
     def reset(self) -> None:
         """Forget the previous cycles (the next reference starts from a_prev = 0)."""
-        self._prev2 = self._last = None
+        self._prev2 = self._last = self._acc = None
 
     def apply(self, c: Cycle, qd: list[float]) -> bool:
         dt, prev, n = c.dt, c.prev, c.n
+        # k robot ticks of h since the last reference: k − 1 of them filled by the robot (see the class doc)
+        k = round(dt / c.period) if dt > 1.5 * c.period else 1
+        h = dt / k
         jerk, acc = self.max_jerk.tolist(), self.max_acceleration.tolist()
-        p2, last = self._prev2, self._last
+        p2, last, acc_last = self._prev2, self._last, self._acc
         restart = p2 is None or len(p2) != n or (
             last is not None and not any(prev) and any(abs(x) > a * dt for x, a in zip(last, acc, strict=True)))
+        own = not restart and acc_last is not None and last == prev  # prev is the reference this limit made
+        moving = any(prev)  # at rest the robot has no motion to extrapolate (a Franka ends it there)
         hit = False
+        out_acc = [0.0] * n
         for j in range(n):
             A, J, v = acc[j], jerk[j], prev[j]
-            a_prev = 0.0 if restart else (v - p2[j]) / dt  # type: ignore[index]
+            if restart:
+                a_prev = 0.0
+            elif own:
+                a_prev = acc_last[j]  # type: ignore[index]
+            else:  # changed outside this limit: its own step
+                a_prev = (v - p2[j]) / dt  # type: ignore[index]
+            if k > 1 and moving:
+                v = v + (k - 1) * a_prev * h  # where the robot's constant-acceleration fill took it
             target = qd[j] if math.isfinite(qd[j]) else 0.0
             e = target - v
             r = abs(e)
-            a_star = 2.0 * r / (math.sqrt(dt * dt + 2.0 * r / J) + dt)  # = j(√(dt² + 2r/j) − dt), no cancellation
-            a_t = r / dt if r / dt <= a_star else a_star
+            a_star = 2.0 * r / (math.sqrt(h * h + 2.0 * r / J) + h)  # = j(√(h² + 2r/j) − h), no cancellation
+            a_t = r / h if r / h <= a_star else a_star
             a_t = a_t if e >= 0 else -a_t
             a = a_t if a_t <= A else A
             a = a if a >= -A else -A
-            s = J * dt
+            s = J * h
             if a > a_prev + s:
                 a = a_prev + s
             elif a < a_prev - s:
                 a = a_prev - s
-            if a == r / dt or a == -r / dt:  # reached exactly (no round-off residue at standstill)
+            if a == r / h or a == -r / h:  # reached exactly (no round-off residue at standstill)
                 qd[j] = target
             else:
-                qd[j] = v + a * dt
+                qd[j] = v + a * h
                 hit = True
+            out_acc[j] = a
         self._prev2 = list(prev)
         self._last = list(qd)
+        self._acc = out_acc
         return hit

@@ -76,10 +76,13 @@ def _compiled_default_four() -> Callable[..., tuple] | None:
     return default_four
 
 
-__all__ = ["BRAKING_MARGIN", "DEFAULT_LIMITS", "LimitParams", "SafetyLimits", "check_limit_names"]
+__all__ = ["BASIC_LIMITS", "BRAKING_MARGIN", "DEFAULT_LIMITS", "LimitParams", "SafetyLimits", "check_limit_names"]
 
-#: the limits composed unless configured otherwise, in their order
-DEFAULT_LIMITS: tuple[str, ...] = ("cartesian", "position", "velocity", "acceleration")
+#: the four basic limits (the compiled fast path's set)
+BASIC_LIMITS: tuple[str, ...] = ("cartesian", "position", "velocity", "acceleration")
+#: the limits composed unless configured otherwise, in their order: the basic four and the two that keep a
+#: pushed tool on its line while they act (docs/limits.md, "Straight paths at the limits")
+DEFAULT_LIMITS: tuple[str, ...] = (*BASIC_LIMITS, "path_acceleration", "path_speed")
 
 #: the limits' parameters, declared once (fdcontrol.params): bounds that may only be tightened at run time
 PARAMS = declare(
@@ -203,11 +206,13 @@ class SafetyLimits:
             lim.validate()
 
     def apply(self, q: np.ndarray, qd: np.ndarray, qd_prev: np.ndarray, J: np.ndarray,
-              dt: float) -> np.ndarray:
-        """Return the limited joint velocity reference (see the module doc for the order)."""
+              dt: float, period: float | None = None) -> np.ndarray:
+        """Return the limited joint velocity reference (see the module doc for the order). ``dt`` is
+        the time since the previous reference, ``period`` the loop's nominal period (default ``dt``):
+        a robot-paced loop passes the robot's time, a multiple of the period after a missed cycle."""
         kernel, act = self._compiled, self.active
         if kernel is None:
-            return run(self.limits, q, qd, qd_prev, J, dt, self.active)
+            return run(self.limits, q, qd, qd_prev, J, dt, self.active, period)
         c, p, v, a = self.cartesian, self.position, self.velocity, self.acceleration
         if J is None:
             raise ValueError("the Cartesian speed limit needs the Jacobian J")

@@ -3,7 +3,8 @@
 Inputs are latest-wins slots (an immutable object swapped by reference — no queue, no
 lock on the hot path). Each cycle publishes an immutable :class:`LoopState`.
 
-Cycle (period dt = 1/rate):
+Cycle (period dt = 1/rate; a loop paced by a robot's clock takes each cycle's dt from the robot:
+its time since the last state, 2 ms after a missed 1 ms cycle — fdcontrol.loop.paced):
 
 0. apply the changes queued by :meth:`ControlLoop.reconfigure` (a cycle boundary: no cycle
    sees half of a change),
@@ -57,7 +58,7 @@ from fdcontrol.limits.braking import BrakingProfile
 from fdcontrol.limits.safety import SafetyLimits
 from fdcontrol.loop.action import Action, ActionInput
 from fdcontrol.loop.liveness import LOAD_QUIET, Following, Liveness
-from fdcontrol.loop.paced import run_paced
+from fdcontrol.loop.paced import robot_step, run_paced
 from fdcontrol.loop.solvers import Solver
 from fdcontrol.loop.state import LoopState, new_state  # declared once, with units: fdcontrol/loop/state.py
 from fdcontrol.model.configuration import Configuration
@@ -408,6 +409,7 @@ class ControlLoop:
         self.cycle = 0
         self._held = False
         self._goals_ended = 0
+        self.robot_t: float | None = None  # a robot-paced loop: the robot's time of the last state (paced.py)
 
     def step(self, now: float | None = None) -> LoopState:
         """One control cycle (public so tests and simulations can run the loop synchronously).
@@ -431,8 +433,9 @@ class ControlLoop:
                 braking = True  # a change of meaning waits for standstill: this cycle brakes
             else:
                 self._apply_pending()
-        dt = self.period
         js = self.driver.read()  # first, so that inputs that arrive meanwhile still count in this cycle
+        # the cycle's time step: the period, or on a robot's clock the robot's time since its last state
+        dt = robot_step(self, js.t) if self.driver.owns_clock else self.period
         if self.io is not None:
             self.io.poll(self)
         now = time.monotonic() if now is None else now
@@ -519,7 +522,7 @@ class ControlLoop:
                 self.fault = f"non-finite value in the model at cycle {self.cycle}; holding"
                 self.fault_at = now if math.isnan(self.fault_at) else self.fault_at
                 holding, qd_des = True, np.zeros(self.robot.dof)
-        qd_ref = self.limits.apply(q, qd_des, self.qd_ref, J, dt)
+        qd_ref = self.limits.apply(q, qd_des, self.qd_ref, J, dt, self.period)
         if holding or resting:  # braking: never softer than the profile fixed when the stop began
             self.braking.begin(self.limits.max_acceleration)
             qd_ref = self.braking.clamp(qd_ref, self.qd_ref, dt)
@@ -588,7 +591,8 @@ class ControlLoop:
                          self.action.seq if self.action is not None else 0,
                          self.action.used_at if self.action is not None else math.nan,
                          *(self.task.telemetry() if self.task is not None else _NO_TASK), self.fault_at,
-                         *(self.task.link_telemetry() if self.task is not None else _NO_LINKS))
+                         *(self.task.link_telemetry() if self.task is not None else _NO_LINKS),
+                         c_vm.gamma if (c_vm := self.solver.virtual) is not None else math.nan)
 
     # ------------------------------------------------------------------ thread
     @property

@@ -12,6 +12,10 @@ then waits ``FAILED_CYCLE_PAUSE`` before the next try, so a dead robot does not 
 spin; such a cycle counts as the loop's sign of life (``last_cycle_at``): the loop is alive and
 holding with a fault — the API reports the fault, the supervisor does not replace the process
 (a new one could not reach the robot either; reconnecting is explicit).
+
+The robot's clock is also the cycle's time step (:func:`robot_step`): libfranka hands its control
+callback the time since the last state — 1 ms, 2 ms after a missed cycle — and so does this loop:
+the limits, the solver's integration and the reference see a missed cycle as the time it was.
 """
 
 from __future__ import annotations
@@ -24,6 +28,25 @@ if TYPE_CHECKING:
 
 
 FAILED_CYCLE_PAUSE = 0.01  # s between tries while the driver fails (e.g. the robot is gone)
+MAX_STEP_PERIODS = 100  # the longest time step a cycle integrates, in periods (a lost robot faults sooner)
+
+
+def robot_step(loop: ControlLoop, t: float) -> float:
+    """This cycle's time step on the robot's clock, in whole periods (1 ms, 2 ms after a missed cycle,
+    …), at most ``MAX_STEP_PERIODS``: the driver's ``clock_step`` (the robot's time since the state
+    before, as libfranka hands it to its control callback) or else the robot's time ``t`` (s) of this
+    state minus that of the previous cycle's; one period for the first state, and where the robot's
+    time did not advance or started anew (a reconnect)."""
+    prev, loop.robot_t = loop.robot_t, t
+    period = loop.period
+    step = loop.driver.clock_step
+    if step is None:
+        if prev is None:
+            return period
+        step = t - prev
+    if not step > 0.5 * period:
+        return period
+    return min(round(step / period), MAX_STEP_PERIODS) * period
 
 
 def run_paced(loop: ControlLoop, report: object) -> None:

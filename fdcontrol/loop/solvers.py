@@ -200,6 +200,9 @@ class ForwardDynamicsSolver(_AccelerationSolver):
     def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
              tau: np.ndarray | None = None, config: Configuration | None = None
              ) -> tuple[np.ndarray, np.ndarray]:
+        # γ scheduled at this q (the mapping's gamma_schedule): the virtual model and, when γ moved,
+        # the cycle's Cholesky factor follow; q̇ is carried as is (the mapping's `schedule`)
+        self.mapping.schedule(q, config)  # type: ignore[attr-defined]
         c = self.constraints
         if (self._fast and config is not None and config.q is q and self.substeps == 1
                 and type(self.integrator) is SemiImplicitEuler and self.joint_limits == "constraints"

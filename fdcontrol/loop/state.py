@@ -127,6 +127,9 @@ class LoopState:
         "(< 0: overlapping); null without link geometry checks", "m", nullable=True))
     link_pair: str | None = field(default=None, metadata=text(
         "the link and the volume (or the other link) of link_distance, as 'link ↔ volume'; null without"))
+    gamma: float = field(default=math.nan, metadata=scalar(
+        "float", "γ of the FD virtual model at this cycle (the value of its conditioning schedule now); null for "
+        "the other mappings", nullable=True))
 
 
 FIELDS = fields(LoopState)

@@ -1,49 +1,118 @@
-"""Forward dynamics of the virtual model (seed 004 eq. 10, 13–14)."""
+"""Forward dynamics of the virtual model (seed 004 eq. 10, 13–14), with γ scheduled on J's conditioning."""
 
 from __future__ import annotations
+
+import math
+from typing import Literal
 
 import numpy as np
 
 from fdcontrol.mappings.base import MAPPINGS, Mapping
 from fdcontrol.model.configuration import Configuration
 from fdcontrol.model.robot import ModelError, RobotModel
-from fdcontrol.model.virtual import ALGORITHM, ALGORITHMS, GAMMA, Algorithm, VirtualModel, check_gamma
+from fdcontrol.model.virtual import (
+    ALGORITHM,
+    ALGORITHMS,
+    GAIN_MARGIN,
+    GAMMA,
+    GAMMA_SCHEDULE,
+    GAMMA_STRAIGHT,
+    REGULAR_SIGMA,
+    Algorithm,
+    VirtualModel,
+    check_gamma,
+    scheduled_gamma,
+)
 from fdcontrol.params import declare
+
+Schedule = Literal["conditioning", "fixed"]
 
 
 @MAPPINGS.register("fd")
 class ForwardDynamics(Mapping):
     """Seed eq. 10: q̈ = H⁻¹(q) Jᵀ f on the γ-conditioned virtual model (eq. 13–14).
 
-    The mapping owns the solver's one ``VirtualModel``.
+    ``gamma_schedule="conditioning"`` (the default, and the service's): γ(q) =
+    :func:`~fdcontrol.model.virtual.scheduled_gamma` — ``gamma_straight`` away from singularities
+    (J H⁻¹ Jᵀ ≈ I: the tool moves along the push),
+    falling to ``gamma`` near them (the paper's regularization), never raising FD's gain above its
+    peak at ``gamma``. ``"fixed"``: γ = ``gamma`` everywhere, the paper's model. Called with a
+    ``gamma`` and no ``gamma_schedule`` (``ForwardDynamics(robot, 1e4)``), the mapping is that fixed γ.
+
+    The mapping owns the solver's one ``VirtualModel``; :meth:`schedule` sets its γ at q.
     """
 
     name = "fd"
     solver = "forward_dynamics"
-    PARAMS = declare("mapping fd", GAMMA, ALGORITHM)
+    PARAMS = declare("mapping fd", GAMMA, ALGORITHM, GAMMA_SCHEDULE, GAMMA_STRAIGHT)
 
-    def __init__(self, robot: RobotModel, gamma: float = GAMMA.default, algorithm: Algorithm = ALGORITHM.default
-                 ) -> None:
+    def __init__(self, robot: RobotModel, gamma: float | None = None, algorithm: Algorithm = ALGORITHM.default,
+                 gamma_schedule: Schedule | None = None, gamma_straight: float = GAMMA_STRAIGHT.default) -> None:
         super().__init__(robot)
+        if gamma_schedule is None:  # a γ named in the call is that γ (the paper's experiments name theirs)
+            gamma_schedule = "fixed" if gamma is not None else GAMMA_SCHEDULE.default
+        gamma = GAMMA.default if gamma is None else gamma
         if algorithm not in ALGORITHMS:
             raise ModelError(f"unknown algorithm {algorithm!r}; expected 'cholesky', 'aba' or 'qr'")
-        check_gamma(gamma, algorithm)
+        if gamma_schedule not in ("conditioning", "fixed"):
+            raise ModelError(f"unknown gamma_schedule {gamma_schedule!r}; expected 'conditioning' or 'fixed'")
+        self.gamma0 = check_gamma(gamma, algorithm)
+        self.scheduled = gamma_schedule == "conditioning"
+        self.gamma_straight = check_gamma(gamma_straight, algorithm) if self.scheduled else self.gamma0
         self.virtual = VirtualModel(robot, gamma)
         self.algorithm: Algorithm = algorithm
+        self._svd_at: tuple[np.ndarray, float] | None = None  # (J₀, σ_min(J₀)) of the last SVD
 
     @property
     def gamma(self) -> float:
+        """γ of the virtual model now (with the schedule: its value at the last scheduled q)."""
         return self.virtual.gamma
 
+    def gamma_at(self, q: np.ndarray, J: np.ndarray | None = None) -> float:
+        """The scheduled γ at q (``gamma`` itself when the schedule is off); `J`: J(q) if known."""
+        if not self.scheduled:
+            return self.gamma0
+        J = self.robot.jacobian(q) if J is None else J
+        ref = self._svd_at
+        if ref is not None:  # Weyl: |σ_i(J) − σ_i(J₀)| ≤ ‖J − J₀‖₂ ≤ ‖J − J₀‖_F
+            d = J - ref[0]
+            if ref[1] - math.sqrt(float((d * d).sum())) >= REGULAR_SIGMA:
+                return self.gamma_straight  # σ_min(J) ≥ REGULAR_SIGMA: past every band (no SVD needed)
+        _, s, Vt = np.linalg.svd(J, full_matrices=False)
+        self._svd_at = (J.copy(), float(s[-1]))
+        h = self.virtual.link_inertia(q, Vt.T)
+        # the common case first: every σ_k past the schedule's band (its end 2s/ρ, scheduled_gamma)
+        end = min(2.0 * math.sqrt(max(float(h.min()), 0.0) / self.gamma0) / GAIN_MARGIN, REGULAR_SIGMA)
+        if s[-1] >= end:
+            return self.gamma_straight
+        return float(scheduled_gamma(s, h, self.gamma0, self.gamma_straight))
+
+    def schedule(self, q: np.ndarray, conf: Configuration | None = None) -> bool:
+        """Set the virtual model's γ to its scheduled value at q; with `conf` (updated at q on this
+        virtual model) refactor it when γ moved. True when γ changed."""
+        if not self.scheduled:
+            return False
+        own = conf is not None and conf.virtual is self.virtual and conf.q is q
+        g = self.gamma_at(q, conf.jacobian if own else None)  # type: ignore[union-attr]
+        if g == self.virtual.gamma:
+            return False
+        self.virtual.set_gamma(g)
+        if own:
+            conf.update(q, check=False)  # type: ignore[union-attr]
+        return True
+
     def joint_space(self, q: np.ndarray) -> np.ndarray:
+        self.schedule(q)
         return self.virtual.joint_space(q, self.algorithm)
 
     def joint_space_at(self, conf: Configuration) -> np.ndarray:
         """H⁻¹Jᵀ from the configuration's Cholesky factor when it is this mapping's virtual model
         and algorithm; otherwise by the algorithm at the configuration's q."""
         if self.algorithm == "cholesky" and conf.virtual is self.virtual:
+            self.schedule(conf.q, conf)
             return conf.inertia_inverse @ conf.jacobian.T
         return self.joint_space(conf.q)
 
     def params(self) -> dict[str, float | str]:
-        return {"gamma": self.gamma, "algorithm": self.algorithm}
+        return {"gamma": self.gamma0, "algorithm": self.algorithm,
+                "gamma_schedule": "conditioning" if self.scheduled else "fixed", "gamma_straight": self.gamma_straight}

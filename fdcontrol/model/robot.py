@@ -40,7 +40,8 @@ SHIPPED: dict[str, tuple[str, str, str]] = {
 #: the robot model's parameters, declared once (fdcontrol.params)
 PARAMS = declare(
     "robot",
-    Param("robot", "str", "ur10", f"a shipped robot ({', '.join(SHIPPED)}) or a .urdf path", policy="stopped"),
+    Param("robot", "str", "ur10", f"a shipped robot ({', '.join(SHIPPED)}), a .urdf path or an MJCF (.xml) path",
+          policy="stopped"),
     Param("base", "str", None, "base frame of the chain (default: the shipped robot's)", policy="startup",
           nullable=True),
     Param("tip", "str", None, "tip frame of the chain (default: the shipped robot's)", policy="startup",
@@ -82,15 +83,72 @@ def _supports(model: pin.Model, frame: int) -> list[int]:
     return [j for j in model.supports[model.frames[frame].parentJoint] if j != 0]
 
 
+def _continuous_as_revolute(path: Path) -> tuple[str, list[str]]:
+    """The URDF's text with every ``continuous`` joint declared ``revolute``, and those joints' names.
+
+    pinocchio models a continuous joint as an unbounded revolute one with q = (cos θ, sin θ)
+    (nq = 2, nv = 1); fdcontrol keeps q an angle everywhere (q̇ = dq/dt, q + dt q̇, the limits), so
+    the joint is loaded as a revolute joint whose position limits are then set to ±∞: the same
+    kinematics and dynamics, no position limit. Its ``<limit>`` (velocity, effort) is kept."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as exc:
+        raise ModelError(f"cannot parse URDF {path}: {exc}") from exc
+    names: list[str] = []
+    for j in root.iter("joint"):
+        if j.get("type") == "continuous":
+            j.set("type", "revolute")
+            names.append(str(j.get("name")))
+            lim = j.find("limit")
+            if lim is None:
+                lim = ET.SubElement(j, "limit", {"effort": "0", "velocity": "0"})
+            lim.set("lower", "0")
+            lim.set("upper", "0")  # replaced by ±∞ once parsed
+    return ET.tostring(root, encoding="unicode"), names
+
+
+def _unbound(model: pin.Model, names: list[str]) -> None:
+    """Position limits ±∞ for the named joints (those of them in `model`)."""
+    lo, hi = model.lowerPositionLimit.copy(), model.upperPositionLimit.copy()
+    for n in names:
+        if model.existJointName(n):
+            i = model.joints[model.getJointId(n)].idx_q
+            lo[i], hi[i] = -np.inf, np.inf
+    model.lowerPositionLimit, model.upperPositionLimit = lo, hi
+
+
+_SUPPORTED = "revolute, continuous and prismatic joints"
+
+
+def _check_joints(model: pin.Model, base: str, tip: str) -> None:
+    """One line naming the first chain joint fdcontrol cannot drive, and what to do."""
+    for j in range(1, model.njoints):
+        jm = model.joints[j]
+        kind = jm.shortname()
+        ok = jm.nq == jm.nv == 1 and kind.startswith(("JointModelR", "JointModelP")) and "UB" not in kind
+        if ok:
+            continue
+        what = {"JointModelFreeFlyer": "a floating base (free joint)", "JointModelPlanar": "a planar joint",
+                "JointModelSpherical": "a spherical (ball) joint",
+                "JointModelSphericalZYX": "a spherical (ball) joint"}.get(kind, f"a {kind[len('JointModel'):]} joint")
+        raise ModelError(f"joint {model.names[j]!r} on the chain {base!r} → {tip!r} is {what} "
+                         f"(nq = {jm.nq}, nv = {jm.nv}); fdcontrol drives {_SUPPORTED}: fix the arm to its base "
+                         "or pick base and tip frames so that the chain between them has only such joints")
+
+
 def _reduce(full: pin.Model, base: str, tip: str) -> pin.Model:
     """`full` with every joint off the chain base → tip locked at its neutral value."""
     base_id, tip_id = _frame_id(full, base), _frame_id(full, tip)
     base_chain, tip_chain = _supports(full, base_id), _supports(full, tip_id)
     if base_chain != tip_chain[: len(base_chain)]:
-        raise ModelError(f"frame {base!r} is not an ancestor of {tip!r}")
+        raise ModelError(f"frame {base!r} is not an ancestor of {tip!r} (no path from the base down to the tip): "
+                         "pick base and tip frames on one chain, the base nearer the root")
     chain = tip_chain[len(base_chain):]
     if not chain:
-        raise ModelError(f"no moving joint between {base!r} and {tip!r}")
+        raise ModelError(f"no moving joint between {base!r} and {tip!r}: pick a tip frame on a moving link "
+                         "below the base")
     lock = [j for j in range(1, full.njoints) if j not in chain]
     return pin.buildReducedModel(full, lock, pin.neutral(full)) if lock else full
 
@@ -114,20 +172,84 @@ def _mujoco_world(full: pin.Model, path: Path) -> pin.SE3:
     return data.oMf[full.getFrameId(root)] * in_mujoco.inverse()
 
 
+#: rad/s: the joint velocity limit of an MJCF arm loaded by name (MJCF declares none); the loop's
+#: limit is ``velocity_scale`` (0.5) of it
+MJCF_VELOCITY_LIMIT = 1.0
+
+
+def _mjcf_unlimited(path: Path) -> list[str]:
+    """The hinge and slide joints MuJoCo compiles without a range (``limited="false"``, or no range)."""
+    try:
+        import mujoco
+    except ImportError:  # pragma: no cover - mujoco is a dependency of the default robot
+        return []
+    try:
+        m = mujoco.MjModel.from_xml_path(str(path))
+    except Exception:  # pinocchio's reader reports the file's errors
+        return []
+    kinds = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+    return [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, j) for j in range(m.njnt)
+            if int(m.jnt_type[j]) in kinds and not m.jnt_limited[j]]
+
+
+def is_mjcf(robot: str | Path) -> bool:
+    """A path to an MJCF (MuJoCo XML) file: ``.xml`` or ``.mjcf``."""
+    return str(robot).lower().endswith((".xml", ".mjcf"))
+
+
+def _mjcf_has_velocity_limits(path: str | Path) -> bool:
+    """Whether pinocchio reads finite joint velocity limits from the MJCF (it reads none today)."""
+    try:
+        v = pin.buildModelFromMJCF(str(path)).velocityLimit
+    except Exception:  # the real load reports the error
+        return True
+    return bool(len(v) and np.all(np.isfinite(v)) and np.all(v > 0) and np.all(v < 1e10))
+
+
+def mjcf_tip(path: str | Path) -> str:
+    """The tip body of an MJCF arm: its one body without children below a moving joint (ModelError
+    naming the candidates when there are several)."""
+    try:
+        import mujoco
+    except ImportError as exc:  # pragma: no cover - mujoco is a dependency
+        raise ModelError("an MJCF robot needs the mujoco package") from exc
+    if not Path(path).is_file():
+        raise ModelError(f"MJCF file not found: {path}")
+    try:
+        m = mujoco.MjModel.from_xml_path(str(path))
+    except Exception as exc:
+        raise ModelError(f"cannot parse MJCF {path}: {exc}") from exc
+    parents = set(m.body_parentid[1:].tolist())
+
+    def below_a_joint(b: int) -> bool:
+        while b > 0:
+            if m.body_dofnum[b] > 0:
+                return True
+            b = int(m.body_parentid[b])
+        return False
+
+    moving = [b for b in range(1, m.nbody) if b not in parents and below_a_joint(b)]
+    names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, b) for b in moving]
+    if len(names) != 1:
+        raise ModelError(f"{path}: the tip body is ambiguous ({', '.join(map(str, names)) or 'no moving body'}); "
+                         "pass --tip (the tool flange's body)")
+    return str(names[0])
+
+
 class RobotModel:
     """The chain base → tip of a URDF with every joint off that chain locked at zero."""
 
     def __init__(self, model: pin.Model, base: str, tip: str, name: str = "robot") -> None:
         self.name = name
         self.source: Path | None = None  # the description file, when loaded from one
+        self.continuous: list[str] = []  # joints declared continuous: revolute without position limits
         self.geometry: LinkGeometry | None = None  # the links' collision capsules (fdcontrol.model.collision)
         self.model = model
         self.data = model.createData()
         self.base, self.tip = base, tip
         self.base_id = _frame_id(model, base)
         self.tip_id = _frame_id(model, tip)
-        if model.nq != model.nv:
-            raise ModelError("only revolute / prismatic chains are supported (nq must equal nv)")
+        _check_joints(model, base, tip)
         pin.framesForwardKinematics(model, self.data, pin.neutral(model))
         # the base is not on the chain, so its world placement is constant
         self._oMb = self.data.oMf[self.base_id].copy()
@@ -142,11 +264,16 @@ class RobotModel:
         path = Path(path)
         if not path.is_file():
             raise ModelError(f"URDF file not found: {path}")
+        text, continuous = _continuous_as_revolute(path)
         try:
-            full = pin.buildModelFromUrdf(str(path))
+            full = pin.buildModelFromXML(text)
         except Exception as exc:  # pinocchio raises RuntimeError/ValueError on bad XML
             raise ModelError(f"cannot parse URDF {path}: {exc}") from exc
-        robot = cls(_reduce(full, base, tip), base, tip, name or path.stem)
+        _unbound(full, continuous)
+        reduced = _reduce(full, base, tip)
+        _unbound(reduced, continuous)
+        robot = cls(reduced, base, tip, name or path.stem)
+        robot.continuous = [n for n in continuous if reduced.existJointName(n)]
         robot.source = path
         from fdcontrol.model.collision import load_geometry
 
@@ -174,7 +301,12 @@ class RobotModel:
             raise ModelError(f"cannot parse MJCF {path}: {exc}") from exc
         if base == "world" and not full.existFrame("world"):  # MuJoCo's worldbody
             full.addFrame(pin.Frame("world", 0, 0, _mujoco_world(full, path), pin.FrameType.FIXED_JOINT))
-        robot = cls(_reduce(full, base, tip), base, tip, name or path.stem)
+        unlimited = _mjcf_unlimited(path)  # MuJoCo's limited="false" (pinocchio reads the range regardless)
+        _unbound(full, unlimited)
+        reduced = _reduce(full, base, tip)
+        _unbound(reduced, unlimited)
+        robot = cls(reduced, base, tip, name or path.stem)
+        robot.continuous = [n for n in unlimited if reduced.existJointName(n)]
         robot.source = path
         robot._set_velocity_limits(velocity_limits, path)
         return robot
@@ -209,9 +341,12 @@ class RobotModel:
         if robot in SHIPPED:
             file, b, t = SHIPPED[robot]
             return cls.from_urdf(URDF_DIR / file, base or b, tip or t, robot)
+        if is_mjcf(robot):
+            return cls.from_mjcf(robot, base or "world", tip or mjcf_tip(robot), velocity_limits=(
+                None if _mjcf_has_velocity_limits(robot) else MJCF_VELOCITY_LIMIT))
         if not robot.endswith(".urdf") and not Path(robot).exists():
             raise ModelError(f"unknown robot {robot!r}; shipped robots: {', '.join(SHIPPED)} "
-                             "or a path to a .urdf file")
+                             "or a path to a .urdf or MJCF (.xml) file")
         if base is None or tip is None:
             raise ModelError("a URDF path needs --base and --tip frame names")
         return cls.from_urdf(robot, base, tip)

@@ -35,8 +35,24 @@ GAMMA_MAX: dict[str, float] = {"cholesky": 1e9, "aba": 1e10, "qr": 1e12}
 
 #: γ, declared once: its default, its widest bound (the QR algorithm's) and its lower bound (1/γ
 #: must stay a normal float: a subnormal γ makes the virtual links' inertia infinite)
-GAMMA = Param("gamma", "float", 1e3, "mass dominance γ = m_e/m_l of the virtual model (the bound depends on the "
-              "algorithm: cholesky ≤ 1e9, aba ≤ 1e10, qr ≤ 1e12)", ge=1e-6, le=max(GAMMA_MAX.values()))
+GAMMA = Param("gamma", "float", 1e3, "mass dominance γ = m_e/m_l of the virtual model: near singularities (the "
+              "paper's regularizing value) with gamma_schedule 'conditioning', everywhere with 'fixed' (the bound "
+              "depends on the algorithm: cholesky ≤ 1e9, aba ≤ 1e10, qr ≤ 1e12)", ge=1e-6, le=max(GAMMA_MAX.values()))
+#: γ away from singularities under the conditioning schedule (:func:`scheduled_gamma`)
+GAMMA_STRAIGHT = Param("gamma_straight", "float", 1e6, "γ away from singularities when gamma_schedule is "
+                       "'conditioning': the virtual model's coupling J H⁻¹ Jᵀ − I falls as 1/γ, so the tool moves "
+                       "along the push (≤ the algorithm's bound, like gamma)", ge=1e-6, le=max(GAMMA_MAX.values()))
+GAMMA_SCHEDULE = Param("gamma_schedule", "choice", "conditioning", "'conditioning': γ = gamma_straight away from "
+                       "singularities, falling to gamma near them so that FD's gain never exceeds its peak at gamma "
+                       "(docs/physics.md); 'fixed': γ = gamma everywhere (the paper's setting)",
+                       choices=("conditioning", "fixed"))
+#: the schedule keeps FD's gain along each singular direction at ≤ GAIN_MARGIN × the peak gain of the
+#: fixed γ wherever it raises γ above it (the peak itself, at σ = √(h/γ), is reached only at γ)
+GAIN_MARGIN = 0.9
+#: σ_k of J (m, or rad for rotation) from which on the schedule is at gamma_straight in any case: the
+#: schedule's band never reaches past it, so FD's gain there is ≤ 1/REGULAR_SIGMA = 20 (a regular pose)
+REGULAR_SIGMA = 0.05
+
 ALGORITHM = Param("algorithm", "choice", "cholesky", "how q̈ = H⁻¹Jᵀf is solved: CRBA + Cholesky, ABA, "
                   "or QR of the square-root form", choices=ALGORITHMS)
 
@@ -56,6 +72,38 @@ def check_gamma(gamma: float, algorithm: str = "qr") -> float:
     return g
 
 
+def scheduled_gamma(sigma: np.ndarray, h: np.ndarray, gamma: float, gamma_straight: float,
+                    margin: float = GAIN_MARGIN, regular: float = REGULAR_SIGMA) -> np.ndarray:
+    """γ scheduled on the conditioning of J (docs/physics.md, "The default γ").
+
+    Per singular direction k of J (σ_k, right singular vector v_k, light-link inertia at unit link
+    mass h_k = v_kᵀ H_l v_k) FD's gain along it is g_k = σ_k / (σ_k² + h_k/γ). At the fixed γ₀ =
+    `gamma` it peaks at G = ½√(γ₀/h) where σ_k = s = √(h/γ₀); with h the smallest h_k here (the
+    direction with the largest such peak), the gain stays ≤ ρG (ρ = `margin`) for every γ up to
+
+        f_k(σ) = h_k / (σ (2s/ρ − σ))   (σ < 2s/ρ; any γ beyond).
+
+    The band ends at σ = 2s/ρ; where that would lie beyond σ_reg = `regular` (a heavily loaded
+    direction, whose peak gain at γ₀ is below 1/σ_reg) s/ρ is lowered to σ_reg/2, so the gain there
+    stays ≤ 1/σ_reg instead. The schedule is γ₀ up to σ_k = s/ρ (the minimum of f_k: the singular
+    neighbourhood keeps the paper's regularization), then rises continuously and never above f_k,
+
+        γ_k = γ₀ + max(0, f_k(σ_k) − max(f_k(s/ρ), γ₀)),   γ_k = ∞ from σ_k ≥ 2s/ρ on,
+        γ   = min(γ_straight, max(γ₀, min_k γ_k)).
+
+    `sigma` and `h` are (..., k) arrays; returns (...).
+    """
+    sigma, h = np.asarray(sigma, dtype=float), np.asarray(h, dtype=float)
+    s = np.minimum(np.sqrt(np.maximum(h.min(axis=-1, keepdims=True), 0.0) / gamma) / margin, regular / 2)  # s/ρ
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = h / (sigma * (2 * s - sigma))
+        knee = np.maximum(h / (s * s), gamma)  # max(f_k(s/ρ), γ₀)
+        g = np.where(sigma >= 2 * s, np.inf,
+                     np.where(sigma <= s, gamma, gamma + np.maximum(0.0, f - knee)))
+    g = np.where(np.isnan(g), gamma, g)
+    return np.minimum(gamma_straight, np.maximum(gamma, g.min(axis=-1)))
+
+
 class VirtualModel:
     """Virtual forward-dynamics model of `robot` with end-effector mass dominance γ.
 
@@ -68,6 +116,7 @@ class VirtualModel:
                  ip_e: float = 1.0, gravity: bool = False, coriolis: bool = False) -> None:
         self.robot = robot
         self.gamma = check_gamma(gamma)
+        self._m_e, self._ip_e = m_e, ip_e
         self.gravity, self.coriolis = gravity, coriolis
         model = robot.model.copy()
         tip = model.frames[robot.tip_id]
@@ -92,6 +141,25 @@ class VirtualModel:
     @property
     def dof(self) -> int:
         return self.model.nv
+
+    def set_gamma(self, gamma: float) -> None:
+        """Change γ in place: the light links' mass and inertia become m_e/γ and ip_e/γ (eq. 13).
+
+        The joint velocities are the state carried across cycles, not the momentum H q̇: changing γ
+        changes H and so the next q̈, never q̇ itself (no jump in the joint velocity reference)."""
+        if gamma == self.gamma:
+            return
+        self.gamma = check_gamma(gamma)
+        light = pin.Inertia(self._m_e / self.gamma, np.zeros(3), self._ip_e / self.gamma * np.eye(3))
+        for j in range(1, self.model.njoints):
+            if j != self.tip_joint:
+                self.model.inertias[j] = light
+
+    def link_inertia(self, q: np.ndarray, directions: np.ndarray) -> np.ndarray:
+        """h_k = v_kᵀ H_l v_k = ‖A v_k‖² for the columns v_k of `directions` (N×k): the light links'
+        inertia at unit link mass along each joint-space direction (independent of γ)."""
+        AV = self.link_jacobians(q) @ directions
+        return (AV * AV).sum(axis=0)
 
     # ------------------------------------------------------------------ matrices
     def inertia(self, q: np.ndarray) -> np.ndarray:

@@ -61,6 +61,7 @@ function onState(s) {
   $("fmeas").textContent = Math.hypot(...s.f_measured.slice(0, 3)).toFixed(1);
   $("sigmaj").textContent = s.sigma_min_j.toFixed(3);
   $("sigmaj").style.color = s.sigma_min_j < SIGMA_J_WARN ? "#c92a2a" : "";
+  $("gammanow").textContent = s.gamma == null ? "–" : s.gamma.toPrecision(3);
   taskBadge(s); // task.js
   singularBadge(s);
   leaseBadge(s.lease);

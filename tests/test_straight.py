@@ -1,0 +1,298 @@
+"""Straight hand guiding by default, on any arm: the γ schedule, the default limits, and arms with
+continuous joints (docs/physics.md, "The default γ: scheduled on the conditioning")."""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from fdcontrol import RobotModel, make_mapping
+from fdcontrol.control.law import ControlLaw, ForceTerm
+from fdcontrol.experiments import drift as D
+from fdcontrol.experiments.arms import example_robot_data_dir, load_arm, stripped_urdf
+from fdcontrol.experiments.batch import evaluate, joint_space, sigmas
+from fdcontrol.experiments.singular_path import path
+from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop.solvers import make_solver
+from fdcontrol.model.robot import ModelError
+from fdcontrol.model.virtual import GAMMA, GAMMA_STRAIGHT, scheduled_gamma
+
+DT = D.DT
+#: the defaults' check: a 10 N push, every regular one under 0.5 % sideways (the controller alone)
+BOUND = 0.005
+#: the push's duration in the tests (the experiment's is 1 s): long enough for the path to bend
+#: (the tip travels 5–15 cm), short enough for CI
+SECONDS = 0.4
+FIXED = {"gamma": 1e3, "gamma_schedule": "fixed"}
+
+
+# ------------------------------------------------------------------------------------------- the defaults
+@pytest.mark.parametrize("name", ["ur10", "panda", "fr3", "kinova"])
+def test_defaults_push_straight_on_every_regular_pose(name):
+    """20 seeded poses ≥ 0.2 rad inside the joint limits, each pushed 10 N along ±x, ±y, ±z with the
+    settings a user gets (the FD mapping and the limits as built with no argument), on the ideal arm:
+    every regular push (σ_min(J) ≥ 0.05 all along, no position limit) drifts < 0.5 %. ``kinova`` is
+    the Kinova Jaco2 from example-robot-data (continuous joints; no default was tuned on it)."""
+    arm = load_arm(name)
+    pushes = D.regular_pushes(arm, 20, D.DEFAULTS, SECONDS)
+    regular = [r for r in pushes if r["regular"]]
+    assert not [r for r in pushes if r["fault"]]
+    assert len(regular) >= 0.5 * len(pushes), len(regular)
+    worst = max(regular, key=lambda r: r["drift"])
+    drifts = 100 * np.array([r["drift"] for r in regular])
+    print(f"{name}: {len(regular)}/{len(pushes)} regular pushes, drift p50 {np.median(drifts):.3f} % "
+          f"max {drifts.max():.3f} %, worst pose {np.round(worst['pose'], 4).tolist()} "
+          f"pushed along {worst['direction']}, σmin {worst['sigma_min']:.3f}, γ ≥ {worst['gamma_min']:.3g}")
+    assert worst["drift"] < BOUND
+    assert all(r["along_m"] > 0.002 for r in regular)  # the tool did move along the push
+
+
+def test_the_paper_gamma_is_not_straight_at_the_same_pushes():
+    """The check can fail: at the paper's fixed γ = 1e3 (default limits otherwise) the same UR10
+    pushes drift beyond the bound."""
+    arm = load_arm("ur10")
+    pushes = D.regular_pushes(arm, 6, D.Variant(servo="ideal", limits="default"), SECONDS)
+    assert max(r["drift"] for r in pushes if r["regular"]) > BOUND
+
+
+# ------------------------------------------------------------------------------------ near singularities
+def test_singular_path_gain_no_larger_than_the_fixed_gamma():
+    """The paper's UR10 path through four singular configurations (section 4.3): the default
+    mapping's largest joint-space gain σmax(H⁻¹Jᵀ) — joint acceleration per newton (eq. 10), and
+    joint velocity per newton over c in steady state — is no larger than the fixed γ = 1e3's, while
+    γ does rise to gamma_straight between the crossings and falls to γ = 1e3 at them."""
+    robot = RobotModel.load("ur10")
+    s, Q = path(601, robot.dof)
+    fixed = sigmas(joint_space(evaluate(robot, Q), "fd", 1e3))[:, 0]  # batched: H(γ) = JᵀJ + H_l/γ
+    fd = make_mapping("fd", robot)  # the default, evaluated by pinocchio's CRBA at its scheduled γ
+    default, gammas = np.empty(len(Q)), np.empty(len(Q))
+    for i, q in enumerate(Q):
+        default[i] = np.linalg.svd(fd.joint_space(q), compute_uv=False)[0]
+        gammas[i] = fd.gamma
+    print(f"peak gain: default {default.max():.4f}, fixed γ=1e3 {fixed.max():.4f}")
+    assert default.max() <= fixed.max() * (1 + 1e-9)
+    assert gammas.max() == GAMMA_STRAIGHT.default and gammas.min() == GAMMA.default
+    for c in (1 / 6, 0.5, 5 / 6):  # at the elbow crossings: the paper's regularization
+        assert gammas[int(np.argmin(np.abs(s - c)))] == GAMMA.default
+    # the gain is larger than the fixed γ's where γ was raised (the schedule did something) but
+    # never beyond the fixed γ's peak
+    assert np.any(default > fixed * 1.1)
+
+
+def test_the_schedule_is_continuous_and_monotone_in_sigma():
+    """γ(σ) for one singular direction: γ₀ near σ = 0, non-decreasing, gamma_straight from
+    σ ≥ 0.05 on, FD's gain along it never above the larger of γ₀'s peak and 1/0.05, and no jump
+    (a fine sweep changes the model's 1/γ by small steps)."""
+    sigma = np.linspace(0.0, 0.08, 40001)
+    for h in (0.1, 0.38, 1.2, 5.0):
+        others = np.tile([[1.0, 0.8, 0.5, 0.3, 0.2]], (len(sigma), 1))
+        g = scheduled_gamma(np.column_stack((others, sigma)), np.full((len(sigma), 6), h), 1e3, 1e6)
+        assert g[0] == 1e3 and g[-1] == 1e6 and np.all(np.diff(g) >= 0)
+        assert np.all(g[sigma >= 0.05] == 1e6)
+        gain = sigma / (sigma ** 2 + h / g)
+        peak = 0.5 * np.sqrt(1e3 / h)
+        assert gain.max() <= max(peak, 1 / 0.05) * (1 + 1e-12)
+        inside = (g > 1e3) & (g < 1e6)
+        assert inside.any()
+        # no jump in the model: H = JᵀJ + H_l/γ moves with 1/γ, which moves by < 0.2 % of 1/γ₀ per 2 µm of σ
+        assert np.max(np.abs(np.diff(1 / g))) * 1e3 < 2e-3
+
+
+def test_the_mappings_schedule_is_the_equation_along_a_random_walk(ur10):
+    """The mapping's γ (its shortcut past the band by Weyl's bound, and its SVD) equals
+    scheduled_gamma evaluated from scratch, along a random walk that crosses the elbow singularity."""
+    fd = make_mapping("fd", ur10)
+    rng = np.random.default_rng(0)
+    q = np.array([0.2, -1.0, 0.6, -1.2, 0.5, 0.3])
+    seen = set()
+    for _ in range(1500):
+        q = q + rng.normal(size=6) * 0.01
+        q[2] = 0.6 * np.sin(0.01 * _)  # through q3 = 0 (elbow stretched) and back
+        _, s, Vt = np.linalg.svd(ur10.jacobian(q), full_matrices=False)
+        expected = float(scheduled_gamma(s, fd.virtual.link_inertia(q, Vt.T), GAMMA.default, GAMMA_STRAIGHT.default))
+        assert fd.gamma_at(q) == expected
+        seen.add("low" if expected == GAMMA.default else "high" if expected == GAMMA_STRAIGHT.default else "band")
+    assert seen == {"low", "band", "high"}
+
+
+def _push_loop(robot, q0, force, **mapping):
+    drv = D.IdealArm(robot, q0)
+    law = ControlLaw(mode="force", force=ForceTerm(gain=np.ones(6), target=np.zeros(6)))
+    loop = ControlLoop(robot, drv, make_solver(make_mapping("fd", robot, **mapping)), law=law,
+                       limits=SafetyLimits.from_robot(robot), rate=1 / DT)
+    p = robot.pose(q0)[:3, 3]
+    u = np.array([p[0], p[1], 0.0]) / np.linalg.norm(p[:2])
+    drv.set_push(np.concatenate((force * u, np.zeros(3))))
+    return loop
+
+
+def test_pushed_through_the_stretched_singularity_no_faster_than_the_fixed_gamma():
+    """UR10 at the paper path's start, pushed radially outwards (10 N, then 50 N) for 2 s on the ideal arm
+    with the default limits: it stretches through the elbow singularity without a fault, and the
+    default's peak joint speed and joint acceleration references are no larger than the fixed
+    γ = 1e3's; the published γ falls to 1e3 at the singularity."""
+    robot = RobotModel.load("ur10")
+    q0 = path(2, robot.dof)[1][0]
+    for force in (10.0, 50.0):
+        peaks = {}
+        for label, kw in (("default", {}), ("fixed", FIXED)):
+            loop = _push_loop(robot, q0, force, **kw)
+            states = [loop.step(now=k * DT) for k in range(1000)]
+            qd = np.array([s.qd_ref for s in states])
+            sig = min(np.linalg.svd(robot.jacobian(s.q), compute_uv=False)[-1] for s in states)
+            assert loop.fault is None and sig < 1e-2, (loop.fault, sig)  # it went through
+            peaks[label] = (np.abs(qd).max(), np.abs(np.diff(qd, axis=0)).max() / DT)
+            if label == "default":
+                g = np.array([s.gamma for s in states])
+                assert g.min() == GAMMA.default and g[0] == GAMMA_STRAIGHT.default
+        print(force, peaks)
+        assert peaks["default"][0] <= peaks["fixed"][0] + 1e-9
+        assert peaks["default"][1] <= peaks["fixed"][1] + 1e-6
+
+
+def test_gamma_moving_keeps_the_joint_velocity_state():
+    """When γ moves between cycles the solver's q̇ is carried as is: one step with no wrench, no
+    decay and no Coriolis term returns the q̇ it was given, at the new γ's virtual model."""
+    robot = RobotModel.load("ur10")
+    fd = make_mapping("fd", robot)
+    solver = make_solver(fd, decay=1e-9, coriolis=False)
+    q_far, q_near = np.array([0.2, -1.0, 0.9, -1.2, 0.5, 0.3]), np.array([0.2, -1.0, 0.02, -1.2, 0.5, 0.3])
+    qd = np.array([0.1, -0.2, 0.3, 0.1, 0.0, 0.2])
+    _, v1 = solver.step(q_far, qd, np.zeros(6), DT)
+    g1 = fd.gamma
+    _, v2 = solver.step(q_near, v1, np.zeros(6), DT)
+    assert g1 == GAMMA_STRAIGHT.default and fd.gamma == GAMMA.default
+    np.testing.assert_allclose(v2, qd, rtol=1e-10)
+
+
+# ----------------------------------------------------------------------------------- continuous joints
+def _continuous_twin(tmp_path, joints=("shoulder_pan_joint", "wrist_1_joint", "wrist_3_joint")):
+    """The shipped UR10 URDF with `joints` declared continuous (their <limit> kept for velocity)."""
+    from fdcontrol.model.robot import URDF_DIR
+
+    text = (URDF_DIR / "ur10.urdf").read_text()
+    for j in joints:
+        key = f'<joint name="{j}" type="revolute">'
+        assert key in text
+        text = text.replace(key, f'<joint name="{j}" type="continuous">')
+    out = tmp_path / "ur10_continuous.urdf"
+    out.write_text(text)
+    return out
+
+
+def test_continuous_joints_load_as_unbounded_revolute(tmp_path, ur10):
+    """A URDF with continuous joints: same Jacobian, FD mapping and drift as its revolute twin, no
+    position limit on those joints; and the same kinematics as pinocchio's own continuous model
+    (q = (cos θ, sin θ)), an independent construction."""
+    f = _continuous_twin(tmp_path)
+    r = RobotModel.from_urdf(f, "base_link", "tool0")
+    assert r.dof == 6 and r.continuous == ["shoulder_pan_joint", "wrist_1_joint", "wrist_3_joint"]
+    lim = r.limits
+    for i in (0, 3, 5):
+        assert lim.lower[i] == -np.inf and lim.upper[i] == np.inf
+    np.testing.assert_array_equal(lim.velocity, ur10.limits.velocity)
+    full = pin.buildModelFromUrdf(str(f))  # pinocchio's continuous joints: nq = 9, nv = 6
+    assert (full.nq, full.nv) == (9, 6)
+    data = full.createData()
+    fid = full.getFrameId("tool0")
+    rng = np.random.default_rng(4)
+    for _ in range(10):
+        q = ur10.random_q(rng)
+        np.testing.assert_allclose(r.jacobian(q), ur10.jacobian(q), atol=1e-14)
+        np.testing.assert_allclose(make_mapping("fd", r).joint_space(q), make_mapping("fd", ur10).joint_space(q),
+                                   rtol=1e-10, atol=1e-12)
+        qc = []
+        for jid in range(1, full.njoints):
+            th = q[full.joints[jid].idx_v]
+            qc += [np.cos(th), np.sin(th)] if full.joints[jid].nq == 2 else [th]
+        J = pin.computeFrameJacobian(full, data, np.array(qc), fid, pin.LOCAL_WORLD_ALIGNED)
+        np.testing.assert_allclose(r.jacobian(q), J, atol=1e-12)
+    # beyond ±2π, where the revolute twin's limits would stop it
+    q = np.array([7.0, -1.0, 0.9, -7.5, 0.5, 9.0])
+    np.testing.assert_allclose(r.pose(q), ur10.pose(q - np.array([2 * np.pi, 0, 0, -2 * np.pi, 0, 2 * np.pi])),
+                               atol=1e-12)
+    twin = D.Arm("twin", r, str(f), np.array(ur10.limits.lower) * 0)
+    shipped = load_arm("ur10")
+    q0 = np.array(shipped.home)
+    a = D.guide(twin, q0, D.DEFAULTS, 0.2, (0.0, 1.0, 0.0))
+    b = D.guide(shipped, q0, D.DEFAULTS, 0.2, (0.0, 1.0, 0.0))
+    assert a["drift"] == pytest.approx(b["drift"], rel=1e-6, abs=1e-9)
+    assert a["along_m"] == pytest.approx(b["along_m"], rel=1e-9)
+
+
+@pytest.mark.parametrize(("joint", "kind", "words"), [
+    ("floating", "floating", "floating base"), ("planar", "planar", "planar joint")])
+def test_unsupported_joints_are_refused_in_one_line(tmp_path, joint, kind, words):
+    from fdcontrol.model.robot import URDF_DIR
+
+    text = (URDF_DIR / "ur10.urdf").read_text().replace(
+        '<joint name="elbow_joint" type="revolute">', f'<joint name="elbow_joint" type="{kind}">')
+    f = tmp_path / f"ur10_{joint}.urdf"
+    f.write_text(text)
+    with pytest.raises(ModelError) as e:
+        RobotModel.from_urdf(f, "base_link", "tool0")
+    msg = str(e.value)
+    assert "\n" not in msg and "'elbow_joint'" in msg and words in msg and "fdcontrol drives" in msg
+
+
+def test_frames_without_a_path_are_refused_naming_them(ur10):
+    from fdcontrol.model.robot import SHIPPED, URDF_DIR
+
+    f = URDF_DIR / SHIPPED["ur10"][0]
+    with pytest.raises(ModelError, match=r"'tool0' is not an ancestor of 'base_link'.*pick base and tip"):
+        RobotModel.from_urdf(f, "tool0", "base_link")
+
+
+def test_kinova_from_example_robot_data_has_three_continuous_joints():
+    arm = load_arm("kinova")
+    assert arm.robot.continuous == ["j2s6s200_joint_1", "j2s6s200_joint_4", "j2s6s200_joint_6"]
+    src = example_robot_data_dir() / "robots/kinova_description/robots/kinova.urdf"
+    assert 'type="continuous"' in stripped_urdf(src, "kinova").read_text()
+
+
+# ------------------------------------------------------------------------------------------- the twist path
+@pytest.mark.parametrize("name", ["ur10", "panda", "fr3"])
+def test_a_commanded_twist_is_tracked_under_the_defaults(name):
+    """A 50 mm/s tool twist along base x, y and z at the start pose (the loop's defaults: FD with its
+    γ schedule, the default limits, the twist term's defaults; kinematic simulator): over the last
+    0.5 s of 2 s the tip moves at the commanded speed within 1 % and sideways by < 0.5 % of it."""
+    from fdcontrol.drivers import SimulatedRobot
+    from fdcontrol.model.robot import HOME
+
+    robot = RobotModel.load(name)
+    for axis in range(3):
+        sim = SimulatedRobot(robot, dt=DT, q0=np.array(HOME[name]))
+        loop = ControlLoop(robot, sim, make_solver(make_mapping("fd", robot)), rate=1 / DT)
+        v_c = np.zeros(6)
+        v_c[axis] = 0.05
+        tips = []
+        for i in range(1000):
+            loop.set_twist(v_c, "base", t=i * DT)
+            s = loop.step(now=i * DT)
+            tips.append(s.tip_pose[:3, 3].copy())
+        v = (tips[-1] - tips[-251]) / (250 * DT)
+        along = float(v[axis])
+        side = float(np.linalg.norm(np.delete(v, axis)))
+        print(f"{name} axis {axis}: {along * 1e3:.3f} mm/s, sideways {side / 0.05 * 100:.4f} %, γ {s.gamma:g}")
+        assert abs(along / 0.05 - 1) < 0.01 and side < 0.005 * 0.05
+        assert s.watchdog == "ok" and not s.holding and s.fault is None
+
+
+def test_analyze_command_on_a_urdf_with_continuous_joints(tmp_path):
+    """`fdcontrol analyze` (a real subprocess) on the continuous twin gives the shipped UR10's numbers."""
+    import json
+    import subprocess
+    import sys
+
+    f = _continuous_twin(tmp_path)
+    q = "7.0,-1.2,1.5,-0.3,1.2,-6.0"  # joints 1 and 6 beyond ±2π: no position limit
+    outs = []
+    for robot in (["--robot", str(f), "--base", "base_link", "--tip", "tool0"], ["--robot", "ur10"]):
+        p = subprocess.run([sys.executable, "-m", "fdcontrol.cli", "analyze", *robot, "--q", q, "--mapping", "fd",
+                            "--json"], capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        outs.append(json.loads(p.stdout))
+    np.testing.assert_allclose(outs[0]["mappings"]["fd"]["singular_values"],
+                               outs[1]["mappings"]["fd"]["singular_values"], rtol=1e-9)
