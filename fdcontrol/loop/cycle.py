@@ -26,9 +26,11 @@ not configured is not in the list):
 
 Activation is jump-free: q̇_state starts at zero and the first reference is the measured q.
 
-Braking: hold, watchdog, stop and a fault all command q̇ = 0 *through the limits*, so the
-reference decelerates within the acceleration limit, |Δq̇_ref| ≤ a·dt per cycle; ``stop()``
-brakes to standstill first and only then ends the thread. When a cycle raises (driver or
+Braking: hold, watchdog, stop, a fault and the end of every live input (fdcontrol.loop.liveness)
+all command q̇ = 0 *through the limits*, bounded by the braking profile fixed when the stop began
+(fdcontrol.limits.braking: never softer than the limits the loop was built with), so the reference
+decelerates at a·dt per cycle whatever was changed at run time; ``stop()`` brakes to standstill
+first and only then ends the thread. Every stop ends the goals (target, actions, move). When a cycle raises (driver or
 bug), the loop records the fault, holds, and sends one braking step itself (if the driver
 still takes commands); nothing in that path can end the loop thread.
 """
@@ -36,6 +38,7 @@ still takes commands); nothing in that path can end the loop thread.
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import os
 import sys
@@ -54,8 +57,10 @@ from fdcontrol.control.posture import PostureTask
 from fdcontrol.control.task import TaskSpace
 from fdcontrol.control.twist import TwistError, check_twist
 from fdcontrol.drivers.base import RobotDriver
+from fdcontrol.limits.braking import BrakingProfile
 from fdcontrol.limits.safety import SafetyLimits
 from fdcontrol.loop.action import Action, ActionInput
+from fdcontrol.loop.liveness import LOAD_QUIET, Following, Liveness
 from fdcontrol.loop.paced import run_paced
 from fdcontrol.loop.solvers import Solver
 from fdcontrol.loop.stages import Frame, Stage, compose
@@ -117,6 +122,10 @@ class Stats:
                 "period_error_max_us": float(e.max() * 1e6) if k else 0.0,
                 "integrator_nonconverged": self.integrator_nonconverged,
                 **(self.clock() if self.clock is not None else {})}
+
+
+class SensorLoaded(InputError):
+    """Zeroing the sensor refused: it reads a load, or read one within the last ``LOAD_QUIET`` s."""
 
 
 class LoopIO(Protocol):
@@ -210,6 +219,11 @@ class ControlLoop:
         self._pending_lock = threading.Lock()
         self.config = self._configuration()
         self._zero6 = np.zeros(6)
+        # stops brake at least as hard as the limits this loop was built with (fdcontrol.limits.braking)
+        self.braking = BrakingProfile(self.limits.max_acceleration)
+        self.liveness = Liveness()
+        self.following = Following()
+        self._carry_bias: WrenchFilter | None = None  # the sensor model before a change: its bias carried over
         self._zero_dof = np.zeros(robot.dof)
         for st in stages:
             if not isinstance(st, Stage):
@@ -264,10 +278,7 @@ class ControlLoop:
             self.action = None
             self._wake = True
             return
-        T = _checked_pose(pose, "target")
-        d, r = float(np.linalg.norm(T[:3, 3])), reach(self.robot)
-        if d > r:
-            raise InputError(f"target position is {d:.3f} m from the base, beyond the arm's reach ({r:.3f} m)")
+        T = self._checked_goal(pose, "target")
         self._target = T
         self.action = None  # a target set directly replaces a policy's interpolated goals
         if self.task is not None and self.task.move is not None:  # an explicit target ends a move
@@ -279,7 +290,7 @@ class ControlLoop:
     def set_action(self, pose: np.ndarray, step: float, seq: int, t: float | None = None) -> None:
         """A policy's goal pose (4×4, tip in base), reached over ``step`` s by the target interpolator
         (fdcontrol.control.interpolator); like a target, it drops a stale wrench or twist."""
-        T = _checked_pose(pose, "action pose")
+        T = self._checked_goal(pose, "action pose")
         if not (math.isfinite(step) and 0 < step <= 10):
             raise InputError("action step must be in (0, 10] s")
         now = time.monotonic() if t is None else t
@@ -292,6 +303,19 @@ class ControlLoop:
         self._command = None
         self._twist = None
 
+    def _checked_goal(self, pose: np.ndarray, what: str) -> np.ndarray:
+        """A finite homogeneous pose within the arm's reach (and the workspace, when one is set), else InputError."""
+        T = _checked_pose(pose, what)
+        d, r = float(np.linalg.norm(T[:3, 3])), reach(self.robot)
+        if d > r:
+            raise InputError(f"{what} position is {d:.3g} m from the base, beyond the arm's reach ({r:.3f} m)")
+        ws = self.task.workspace if self.task is not None else None
+        if ws is not None:
+            bad = ws.violations({what: T[:3, 3]})
+            if bad:
+                raise InputError("out of the workspace: " + "; ".join(bad[:3]))
+        return T
+
     def hold(self, on: bool = True) -> None:
         """Decelerate to standstill within the acceleration limit and stay there."""
         self._hold_request = on
@@ -299,10 +323,39 @@ class ControlLoop:
             self.fault, self.fault_at = None, math.nan
             self._command = None
             self._twist = None
+            self.end_goals()  # a release starts from rest: a goal set before the hold does not resume
+            self.following.reset()
+
+    def end_goals(self) -> None:
+        """Drop the target, a policy's actions and a move: after a stop, only a new request moves the arm."""
+        self._target = None
+        self.action = None
+        self._goals_ended += 1
+        task = self.task
+        if task is not None and task.move is not None:
+            task.move.cancel()
+
+    def switch_mode(self, mode: str) -> None:
+        """A new control law mode (a reaction's switch, in the loop thread): like every change of what the law
+        means it applies at standstill — at once when the arm is at rest, else the loop brakes first — and
+        resumes from rest without the goals of the old mode."""
+        if mode == self.law.mode:
+            return
+        law = copy.copy(self.law)
+        law.mode = mode
+        self.reconfigure(law=law, rest=True)
 
     def zero_sensor(self) -> None:
         """Request sensor bias zeroing: on the next cycle at standstill (every reference velocity zero) —
-        a bias taken under a moving arm would hold its inertial forces."""
+        a bias taken under a moving arm would hold its inertial forces.
+
+        Refused (:class:`SensorLoaded`) while the sensor reads a load or read one within the last
+        ``LOAD_QUIET`` s (fdcontrol.loop.liveness): a bias taken under a hand would make the hand's
+        force a push of its own once the hand lets go. Checked again when the bias is taken."""
+        why = self.liveness.loaded_reason(self.last_cycle_at if self.cycle else math.nan)
+        if why:
+            raise SensorLoaded(f"the sensor is not zeroed while {why}: let go of the tool, wait "
+                               f"{LOAD_QUIET:g} s, then zero it")
         self._zero_request = True
 
     # ------------------------------------------------------------------ run-time changes
@@ -349,13 +402,16 @@ class ControlLoop:
             changes, done = self._pending, self._pending_done
             self._pending, self._pending_done = {}, []
         rest, rezero = changes.pop("rest", False), changes.pop("rezero", False)
+        if rezero and "filter" in changes and self._carry_bias is None:
+            # the sensor model changed: its bias is carried over, not re-taken (from the last model that read
+            # the sensor: several changes before the next reading carry from the first one's)
+            self._carry_bias = self.filter
         for name, value in changes.items():
             setattr(self, name, _SCALARS[name](value) if name in _SCALARS else value)  # type: ignore[operator]
         if rest:  # what the sensor or the law means changed (at standstill): resume from rest, fresh inputs
             self.qd_state = np.zeros(self.robot.dof)
             self._command = self._twist = None
-        if rezero:  # the sensor model changed: its bias taken again at the held pose
-            self._zero_request = True
+            self.end_goals()  # the old mode's target or move is not a request for the new one
         self.stages = self._compose()  # the parts changed: so may the stages
         for e in done:
             e.applied_cycle = self.cycle  # type: ignore[attr-defined]
@@ -388,6 +444,8 @@ class ControlLoop:
         self.qd_state = np.zeros(self.robot.dof)
         self.qd_ref = np.zeros(self.robot.dof)
         self.cycle = 0
+        self._held = False
+        self._goals_ended = 0
         self.robot_t: float | None = None  # a robot-paced loop: the robot's time of the last state (paced.py)
 
     def step(self, now: float | None = None) -> LoopState:
@@ -484,11 +542,9 @@ class ControlLoop:
         self._thread.start()
 
     def braking_time(self) -> float:
-        """Time (s) to bring the current reference to zero at the acceleration limit."""
-        amax = np.asarray(self.limits.max_acceleration, dtype=float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t = np.abs(self.qd_ref) / amax
-        return float(np.nanmax(t)) if t.size and finite(t) else 0.0
+        """Time (s) to bring the current reference to zero with the braking profile (never softer than the
+        limits the loop was built with, whatever was changed since: fdcontrol.limits.braking)."""
+        return self.braking.time(self.qd_ref, self.limits.max_acceleration)
 
     def stop(self, timeout: float = 2.0) -> None:
         """Brake to standstill within the acceleration limit, then end the thread."""
@@ -603,9 +659,13 @@ def _hold_after(loop: ControlLoop, exc: Exception) -> None:
         loop.fault_at = time.monotonic()
     loop.fault = f"{type(exc).__name__}: {exc}"[:400]
     loop._hold_request = True
+    loop._held = True
+    with contextlib.suppress(Exception):
+        loop.end_goals()  # the input that made the cycle raise is gone: the next cycle holds without it
+    loop.last_cycle_at = time.monotonic()  # the loop cycles (holding): not a stalled loop
     try:
-        amax = loop.limits.max_acceleration
-        qd = brake_step(np.asarray(loop.qd_ref, dtype=float), amax, loop.period)
+        loop.braking.begin(loop.limits.max_acceleration)
+        qd = loop.braking.bound(np.asarray(loop.qd_ref, dtype=float), loop.period)
         if not finite(qd):
             qd = np.zeros(loop.robot.dof)
     except Exception:

@@ -25,6 +25,7 @@ import numpy as np
 
 from fdcontrol.control.law import ControlInput
 from fdcontrol.control.posture import nullspace_transpose
+from fdcontrol.control.sensing import carry_bias
 from fdcontrol.loop.paced import robot_step
 from fdcontrol.model.spatial import finite
 
@@ -57,14 +58,14 @@ class Frame:
     Units as in :class:`~fdcontrol.loop.state.LoopState`; ``dt`` the cycle's period (s), ``now`` the
     loop's clock (s), ``tau`` the joint load on the virtual model (N·m, None: none)."""
 
-    __slots__ = ("J", "braking", "cmd", "conf", "dt", "f_applied", "f_meas", "fc", "holding", "js", "now",
-                 "nt", "pose", "q", "q_ref", "qd_des", "qd_ref", "target", "tau", "tw", "twist", "v_cmd",
+    __slots__ = ("J", "braking", "cmd", "conf", "dt", "f_applied", "f_meas", "fc", "goals", "holding", "js", "now",
+                 "nt", "pose", "q", "q_ref", "qd_des", "qd_ref", "resting", "target", "tau", "tw", "twist", "v_cmd",
                  "watchdog", "x_in")
 
     def __init__(self) -> None:
         for name in self.__slots__:
             setattr(self, name, None)
-        self.braking = self.holding = False
+        self.braking = self.holding = self.resting = False
         self.watchdog = "idle"
 
 
@@ -104,6 +105,10 @@ class Read(Stage):
         conf.update(js.q)
         c.js, c.conf, c.q, c.pose, c.J = js, conf, conf.q, conf.pose, conf.jacobian
         c.twist = conf.twist(js.qd)
+        if loop.cycle and loop.fault is None:  # does the arm do what the loop asked the cycle before?
+            why = loop.following.check(js.qd, loop.qd_ref, c.now)
+            if why is not None:
+                loop.fault, loop.fault_at = why, c.now
 
 
 # ---------------------------------------------------------------------- sense
@@ -120,12 +125,20 @@ class Sensor(Stage):
         if raw is None:
             c.f_meas = loop._zero6
             return
-        loop._sensor_at = c.now
+        now = c.now
+        loop._sensor_at = now
         R = c.pose[:3, :3]
+        if loop._carry_bias is not None:  # a new sensor model reads what the old one read at this pose
+            carry_bias(loop._carry_bias, loop.filter, raw, R)
+            loop._carry_bias = None
         if zero:
-            loop.filter.zero(raw, R)
-            loop._zero_request = False
-        c.f_meas = loop.filter.apply(raw, R, c.dt, c.twist)  # the twist: the tool's inertia (if compensated)
+            if loop.liveness.loaded_reason(now):  # a hand came meanwhile: no bias under a load
+                loop._zero_request = False
+            else:
+                loop.filter.zero(raw, R)
+                loop._zero_request = False
+        c.f_meas = f_meas = loop.filter.apply(raw, R, c.dt, c.twist)  # the twist: the tool's inertia (if compensated)
+        loop.liveness.sensed(f_meas, now)
 
 
 class Inputs(Stage):
@@ -150,6 +163,7 @@ class Inputs(Stage):
             else:
                 watchdog, v_cmd = ("tripped" if watchdog == "tripped" else "ok"), tw.wrench
         c.watchdog, c.f_applied, c.v_cmd, c.target = watchdog, f_applied, v_cmd, loop._target
+        c.goals = loop._goals_ended  # a rule's switch may end the goals in this cycle (the law then has none)
 
 
 class SensorWatchdog(Stage):
@@ -229,8 +243,12 @@ class Law(Stage):
     name, order = "law", LAW + 50
 
     def run(self, loop: ControlLoop, c: Frame) -> None:
-        c.holding = loop._hold_request or loop._stop_request or c.watchdog in ("tripped", "sensor_stale") \
+        if loop._goals_ended != c.goals:  # a rule's switch ended the goals: none in this cycle either
+            c.target = None
+        c.holding = holding = loop._hold_request or loop._stop_request or c.watchdog in ("tripped", "sensor_stale") \
             or loop.fault is not None or c.braking
+        # no motion without a live input: a stream within its watchdog, a goal a request set, a hand on the sensor
+        c.resting = not holding and not loop.liveness.live(loop, c.watchdog, c.f_meas, c.target, c.now)
         c.x_in = ControlInput(c.pose, c.twist, c.f_meas, c.f_applied, c.target, c.v_cmd)
         c.fc = loop.law(c.x_in)
 
@@ -251,7 +269,7 @@ class Posture(Stage):
     name, order = "posture", LOADS
 
     def run(self, loop: ControlLoop, c: Frame) -> None:
-        if c.holding:
+        if c.holding or c.resting:
             return
         conf = c.conf
         c.nt = nullspace_transpose(conf.inertia, conf.jacobian)
@@ -265,9 +283,11 @@ class LinkLoadStage(Stage):
     name, order = "link_loads", LOADS + 10
 
     def run(self, loop: ControlLoop, c: Frame) -> None:
-        if c.holding:
-            return
         ll = loop.link_loads
+        if c.holding or c.resting:
+            if ll.loads:  # their clearance for the state (telemetry) while no load acts
+                ll.joint_forces(c.q, np.zeros(loop.robot.dof))
+            return
         if ll.mode == "projected" and c.nt is None:
             c.nt = nullspace_transpose(c.conf.inertia, c.conf.jacobian)
         t = ll.torque(c.q, loop.qd_state, c.nt)
@@ -280,7 +300,7 @@ class VolumesLoad(Stage):
     name, order = "volumes_load", LOADS + 20
 
     def run(self, loop: ControlLoop, c: Frame) -> None:
-        if c.holding:
+        if c.holding or c.resting:
             return
         t = loop.task.joint_torque(c.q, loop.qd_state)
         if t is not None:
@@ -293,8 +313,11 @@ class Solve(Stage):
     name, order = "solver", SOLVE
 
     def run(self, loop: ControlLoop, c: Frame) -> None:
-        if c.holding:
-            c.qd_des = loop._zero_dof
+        if c.holding and not loop._held:  # a stop begins: goals end, only a new request moves the arm again
+            loop.end_goals()
+        loop._held = c.holding
+        if c.holding or c.resting:
+            c.qd_des = np.zeros(loop.robot.dof)
             return
         solver = loop.solver
         _, qd_des = solver.step(c.q, loop.qd_state, c.fc, c.dt, c.tau, config=c.conf)
@@ -315,6 +338,11 @@ class Limits(Stage):
 
     def run(self, loop: ControlLoop, c: Frame) -> None:
         qd_ref = loop.limits.apply(c.q, c.qd_des, loop.qd_ref, c.J, c.dt, loop.period)
+        if c.holding or c.resting:  # braking: never softer than the profile fixed when the stop began
+            loop.braking.begin(loop.limits.max_acceleration)
+            qd_ref = loop.braking.clamp(qd_ref, loop.qd_ref, c.dt)
+        else:
+            loop.braking.end()
         if loop.cycle == 0:  # activation: the first reference is the measured state
             qd_ref = np.zeros(loop.robot.dof)
         if not finite(qd_ref):  # never send a NaN
@@ -417,7 +445,9 @@ def compose(loop: ControlLoop, extra: tuple[Stage, ...] = ()) -> list[Stage]:
 
 def _received(c: Any, now: float) -> Any:
     """`c`, stamped with `now` (its receipt by the loop) when it came without a time; in place,
-    so a newer command set meanwhile by another thread is never replaced by this one."""
-    if c is not None and c.t is None:
+    so a newer command set meanwhile by another thread is never replaced by this one. A stamp that is not a
+    number, or later than ``now`` (another clock's), counts as a receipt now too: no stamp keeps a command
+    fresh beyond the watchdog."""
+    if c is not None and (c.t is None or not c.t <= now):
         c.t = now
     return c
