@@ -152,7 +152,7 @@ def without(robot: RobotModel, part: str) -> ControlLoop:
     loop = make_loop(robot)
     hold_wrench(loop)
     if part == "limits":
-        loop.limits.apply = lambda q, qd, prev, J, dt: qd  # type: ignore[method-assign]
+        loop.limits.apply = lambda q, qd, prev, J, dt, *rest: qd  # type: ignore[method-assign]
     elif part == "solver":
         zero = np.zeros(robot.dof)
         loop.solver.step = lambda q, qd, f, dt, tau=None, config=None: (q, zero)  # type: ignore[method-assign]

@@ -84,6 +84,9 @@ class Param:
     nullable: bool = False
     owner: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)  # kind-specific (e.g. the API type of a spec)
+    #: a ``tighten`` bound whose tightening lengthens the braking distance (a lower acceleration or jerk
+    #: limit, a limit added): refused while the arm moves, applied at standstill (fdcontrol.limits.braking)
+    brakes: bool = False
 
     @property
     def keyword(self) -> str:
@@ -204,15 +207,18 @@ def check_kwargs(params: Iterable[Param], kwargs: Mapping[str, Any], what: str) 
 
 
 def change_errors(params: Mapping[str, Param], changes: Mapping[str, Any], current: Mapping[str, Any],
-                  startup: Mapping[str, Any], phase: Literal["stopped", "holding", "moving"]
-                  ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+                  startup: Mapping[str, Any], phase: Literal["stopped", "holding", "moving"],
+                  at_rest: bool | None = None) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """The run-time policy of each changed parameter, checked in one place for the API and the loop.
 
     ``phase``: the loop is ``stopped``, ``holding`` the arm at standstill, or ``moving`` (running
     otherwise). Returns (conflicts, refusals): conflicts need another phase (HTTP 409), refusals
     are values the policy never allows at run time (HTTP 422). Unchanged values always pass;
     ``holding`` changes pass in every phase: the loop applies them at standstill (see the module doc).
+    ``at_rest``: every joint's reference velocity is zero (default: the phase is not ``moving``); a
+    ``brakes`` bound is tightened only at rest.
     """
+    moving = phase == "moving" if at_rest is None else not at_rest
     conflicts: list[tuple[str, str]] = []
     refusals: list[tuple[str, str]] = []
     for name in sorted(changes):
@@ -235,7 +241,18 @@ def change_errors(params: Mapping[str, Param], changes: Mapping[str, Any], curre
                                      f"{', '.join(map(str, bound))}"))
             elif isinstance(bound, int | float) and new > bound:
                 refusals.append((name, f"policy 'tighten': {name} {POLICY_TEXT['tighten']} ({bound:g})"))
+            if p.brakes and moving and _lengthens(new, old):
+                conflicts.append((name, f"{name}: tightening it while the arm moves would lengthen the braking "
+                                  "distance; hold the arm (POST /control/hold), change it at standstill, then "
+                                  "release"))
     return conflicts, refusals
+
+
+def _lengthens(new: Any, old: Any) -> bool:
+    """A lower bound (a smaller acceleration or jerk limit) or a longer set of limits than ``old``."""
+    if isinstance(new, list | tuple):
+        return isinstance(old, list | tuple) and any(x not in old for x in new)
+    return isinstance(new, int | float) and isinstance(old, int | float) and new < old
 
 
 __all__ = ["POLICIES", "POLICY_TEXT", "Param", "ParamError", "Policy", "change_errors", "check_kwargs", "declare",

@@ -184,7 +184,8 @@ class Runtime:
             new = ControlParams.model_validate({**self.params.model_dump(), **changes})
             current = self.params.model_dump()
             conflicts, refusals = change_errors(PARAMS, new.model_dump(include=set(changes)), current,
-                                                self.startup(), loop_phase(self.loop))
+                                                self.startup(), loop_phase(self.loop),
+                                                at_rest=not np.any(self.loop.qd_ref))
             if refusals:
                 raise PolicyError("; ".join(m for _, m in refusals))
             if conflicts:

@@ -43,7 +43,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from fdcontrol.control.twist import TwistError, check_twist
-from fdcontrol.loop.cycle import ControlLoop, InputError, check_wrench
+from fdcontrol.loop.cycle import ControlLoop, InputError, SensorLoaded, check_wrench
 from fdcontrol.loop.state import LoopState
 from fdcontrol.server.shm_layout import FAULT_BYTES, LAYOUT, MAX_DOF, OUT_SIZE  # noqa: F401  (re-exported)
 from fdcontrol.server.sim_ops import sim_call
@@ -310,7 +310,7 @@ def _worker_main(settings_json: str, shm_name: str, conn: Connection, notify: Co
             else:
                 result = handlers[cmd](*args)
             conn.send(("ok", result))
-        except ConflictError as exc:
+        except (ConflictError, SensorLoaded) as exc:  # SensorLoaded: zeroing under a load (409)
             conn.send(("conflict", str(exc)))
         except PolicyError as exc:
             conn.send(("invalid", str(exc)))

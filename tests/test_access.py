@@ -178,8 +178,9 @@ def test_failed_authentication_is_throttled_but_the_right_token_gets_through(sec
 
 def test_x_forwarded_for_does_not_escape_the_throttle(secured):
     """A fresh X-Forwarded-For per request is ignored (no trusted proxy configured): the guesses
-    still count against the connection's own address."""
-    with client_from("127.0.0.7") as guesser:
+    still count against the connection's own address — 127.0.0.1, the address a proxy on the same
+    host would have (the one uvicorn would trust by default)."""
+    with client_from("127.0.0.1") as guesser:
         codes = []
         for i in range(30):
             r = guesser.get(secured.url + "/state", headers={"Authorization": f"Bearer guess-{i:04d}-xxxxxxxx",

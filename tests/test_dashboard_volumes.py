@@ -65,9 +65,10 @@ def test_volumes_set_by_another_client_appear_change_and_disappear(service, brow
     http = httpx.Client(base_url=service.url, timeout=10)
     tip = http.get("/state").json()["tip_pose"]
     p = [tip[0][3], tip[1][3], tip[2][3]]
-    ball = {"name": "ball", "sphere": {"center": [p[0], p[1], p[2] + 0.3], "radius": 0.1}}
-    post = {"name": "post", "sphere": {"center": [p[0], p[1] - 0.35, p[2] + 0.1], "radius": 0.07}}
-    wall = {"name": "wall", "plane": {"point": [p[0], p[1] + 0.4, p[2]], "normal": [0, -1, 0]}}
+    # clear of every link's shape by more than the margins (a change that would move the arm is refused)
+    ball = {"name": "ball", "sphere": {"center": [p[0], p[1], p[2] + 0.7], "radius": 0.1}}
+    post = {"name": "post", "sphere": {"center": [p[0], p[1] - 0.5, p[2] + 0.6], "radius": 0.07}}
+    wall = {"name": "wall", "plane": {"point": [0.0, 0.0, -0.3], "normal": [0, 0, 1]}}
     box = {"min": [p[0] - 1, p[1] - 1, p[2] - 1], "max": [p[0] + 1, p[1] + 1, p[2] + 1]}
     page = browser.new_page()
     try:
@@ -79,12 +80,13 @@ def test_volumes_set_by_another_client_appear_change_and_disappear(service, brow
         before = page.evaluate(GREEN_IN_DISC, [ball["sphere"]["center"], 0.1, N])[0]
         assert before < N // 4, before  # nothing green there yet: the check below can fail
 
-        r = http.patch("/config", json={"workspace_box": box, "keep_out": [ball, wall]})
+        # volumes for the tool only (collision_links off): the wall's far side holds the arm's base
+        r = http.patch("/config", json={"workspace_box": box, "keep_out": [ball, wall], "collision_links": "off"})
         assert r.status_code == 200, r.text
         wait_drawn(page, ["workspace", "ball", "wall"])
         settle(page)
-        # the tip is 0.2 m from the ball's surface, 0.4 m from the wall and 1 m inside the box: all beyond their
-        # 0.05 m margins, so green (a change that would put the arm inside a margin is refused by the service)
+        # the tip is 0.6 m from the ball's surface, 0.68 m above the floor plane and 1 m inside the box: all beyond
+        # their 0.05 m margins, so green (a change that would put the arm inside a margin is refused by the service)
         kinds = {d["name"]: (d["kind"], d["color"]) for d in drawn(page)}
         assert kinds == {"workspace": ("workspace", "#2f9e44"), "ball": ("sphere", "#2f9e44"),
                          "wall": ("plane", "#2f9e44")}
@@ -93,8 +95,8 @@ def test_volumes_set_by_another_client_appear_change_and_disappear(service, brow
         tip_now = [state[0][3], state[1][3], state[2][3]]
         shown = {d["name"]: d["distance"] for d in page.evaluate("window.arm3d.drawn")}
         ball_d = sum((a - b) ** 2 for a, b in zip(tip_now, ball["sphere"]["center"], strict=True)) ** 0.5 - 0.1
-        assert abs(shown["ball"] - ball_d) < 2e-3 and abs(shown["wall"] - 0.4) < 2e-3, shown
-        assert "ball 0.2" in page.inner_text("#volumes-info")
+        assert abs(shown["ball"] - ball_d) < 2e-3 and abs(shown["wall"] - (tip_now[2] + 0.3)) < 2e-3, shown
+        assert f"ball {shown['ball']:.3f} m" in page.inner_text("#volumes-info")
         hit, _, radius_px = page.evaluate(GREEN_IN_DISC, [ball["sphere"]["center"], 0.1, N])
         assert radius_px > 8 and hit >= 3 * N // 4, (hit, radius_px)
 
@@ -109,4 +111,4 @@ def test_volumes_set_by_another_client_appear_change_and_disappear(service, brow
         wait_drawn(page, [])
     finally:
         page.close()
-        http.patch("/config", json={"workspace_box": None, "keep_out": []})
+        http.patch("/config", json={"workspace_box": None, "keep_out": [], "collision_links": "keep_out"})

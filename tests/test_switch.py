@@ -179,7 +179,8 @@ def switch_during_move(svc, rule: dict, dz: float) -> tuple[list[dict], dict | N
             else:
                 states.append(msg)
                 started = started or msg["move_status"] in ("moving", "paused")
-                if started and msg["move_status"] == "done":
+                if started and (msg["move_status"] == "done" or (msg["move_status"] == "cancelled"
+                                                                   and event is not None and not any(msg["qd_ref"]))):
                     break
     return states, event
 
@@ -202,9 +203,12 @@ def test_a_rule_switches_the_law_mid_move_in_its_cycle(svc):
         states, event = switch_during_move(svc, rule, -0.04)
         assert event is not None and f"to-{new}" in event["text"] and f"mode {new}" in event["text"], event
         fired = [s for s in states if s["reaction_count"] > count0]
-        assert fired and fired[-1]["move_status"] == "done"
-        # the mode changes in the cycle the rule fires: never one without the other in any state
-        assert all((s["reaction_count"] > count0) == (s["mode"] == new) for s in states)
+        # a change of what the law means never comes under a moving arm: the switch brakes the move to
+        # standstill, ends it (its goal was a request for the old mode) and applies the mode at rest
+        assert fired and fired[-1]["move_status"] == "cancelled"
+        switched = [s for s in states if s["mode"] == new]
+        assert switched and not any(switched[0]["qd_ref"]), switched[:1]
+        assert all(s["reaction_count"] > count0 for s in switched)  # never before the rule fired
         assert state(svc)["mode"] == new
         assert httpx.get(svc.url + "/config", timeout=5).json()["mode"] == new  # the configuration says so
         assert metric(svc) == metric0 + 1

@@ -180,3 +180,14 @@ class WrenchFilter:
 def _deadband(v: np.ndarray, d: float) -> np.ndarray:
     n = float(np.linalg.norm(v))
     return np.zeros(3) if n <= d else v * (1 - d / n)
+
+
+def carry_bias(old: WrenchFilter, new: WrenchFilter, raw: np.ndarray, R: np.ndarray) -> None:
+    """Give ``new`` (a changed sensor model: tool, sign, sensor pose) the bias that makes it read, for this
+    raw reading at tip rotation R, the same sensor-frame wrench f_S = s r + W − b as ``old``:
+    b' = s' r + W'(R) − f_S. Not a zeroing: a load on the tool stays a load (a hand pushing while the
+    model changes is not taken into the bias), and no load stays no load."""
+    raw = np.asarray(raw, dtype=float)
+    f_s = old._s * raw + old.gravity_wrench(R) - old.bias
+    new.bias = new._s * raw + new.gravity_wrench(R) - f_s
+    new._state = None

@@ -131,8 +131,8 @@ class TaskSpace:
             goal[:3, 3] += r.distance * u
             self.move = Move(loop.robot, conf.pose, loop.period, self.move_limits, goal_pose=goal)
         elif r.action == "switch":
-            if r.mode:
-                loop.law.mode = r.mode
+            if r.mode:  # like every change of what the law means: at standstill, without the old goals
+                loop.switch_mode(r.mode)
             if r.params:
                 apply_switch(loop, self, r.params, r.ramp_time)
                 if self.ramp is not None:  # this cycle already runs on the ramp's first step

@@ -90,14 +90,14 @@ PARAMS = declare(
     Param("velocity_scale", "float", 0.5, "joint velocity limit as a fraction of the robot description's",
           policy="tighten", gt=0, le=1),
     Param("max_joint_acceleration", "float", 4.0, "joint acceleration limit", "rad/s²", policy="tighten",
-          gt=0, le=50),
+          gt=0, le=50, brakes=True),
     Param("max_joint_jerk", "float", 5000.0, "joint jerk limit of the limit 'jerk', lowered per joint to the "
-          "robot's published values", "rad/s³", policy="tighten", gt=0, le=1e6),
+          "robot's published values", "rad/s³", policy="tighten", gt=0, le=1e6, brakes=True),
     Param("max_linear_speed", "float", 0.5, "tip speed limit", "m/s", policy="tighten", gt=0, le=3),
     Param("max_angular_speed", "float", 1.5, "tip angular speed limit", "rad/s", policy="tighten", gt=0, le=10),
     Param("limits", "names", list(DEFAULT_LIMITS), "the safety limits composed after the solver, in their "
           "fixed order; position, velocity and acceleration are required; at run time limits may be added, "
-          "not removed", policy="tighten", choices=lambda: LIMITS.names()),
+          "not removed", policy="tighten", choices=lambda: LIMITS.names(), brakes=True),
 )
 
 

@@ -24,9 +24,11 @@ its time since the last state, 2 ms after a missed 1 ms cycle — fdcontrol.loop
 
 Activation is jump-free: q̇_state starts at zero and the first reference is the measured q.
 
-Braking: hold, watchdog, stop and a fault all command q̇ = 0 *through the limits*, so the
-reference decelerates within the acceleration limit, |Δq̇_ref| ≤ a·dt per cycle; ``stop()``
-brakes to standstill first and only then ends the thread. When a cycle raises (driver or
+Braking: hold, watchdog, stop, a fault and the end of every live input (fdcontrol.loop.liveness)
+all command q̇ = 0 *through the limits*, bounded by the braking profile fixed when the stop began
+(fdcontrol.limits.braking: never softer than the limits the loop was built with), so the reference
+decelerates at a·dt per cycle whatever was changed at run time; ``stop()`` brakes to standstill
+first and only then ends the thread. Every stop ends the goals (target, actions, move). When a cycle raises (driver or
 bug), the loop records the fault, holds, and sends one braking step itself (if the driver
 still takes commands); nothing in that path can end the loop thread.
 """
@@ -34,6 +36,7 @@ still takes commands); nothing in that path can end the loop thread.
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import os
 import sys
@@ -47,11 +50,14 @@ import numpy as np
 from fdcontrol.control.law import ControlInput, ControlLaw, WrenchFilter
 from fdcontrol.control.link_loads import LinkLoads
 from fdcontrol.control.posture import PostureTask, joint_load
+from fdcontrol.control.sensing import carry_bias
 from fdcontrol.control.task import TaskSpace
 from fdcontrol.control.twist import TwistError, check_twist
 from fdcontrol.drivers.base import RobotDriver
+from fdcontrol.limits.braking import BrakingProfile
 from fdcontrol.limits.safety import SafetyLimits
 from fdcontrol.loop.action import Action, ActionInput
+from fdcontrol.loop.liveness import LOAD_QUIET, Following, Liveness
 from fdcontrol.loop.paced import robot_step, run_paced
 from fdcontrol.loop.solvers import Solver
 from fdcontrol.loop.state import LoopState, new_state  # declared once, with units: fdcontrol/loop/state.py
@@ -130,6 +136,10 @@ class InputError(ValueError):
     """A rejected input; the loop keeps its previous valid one."""
 
 
+class SensorLoaded(InputError):
+    """Zeroing the sensor refused: it reads a load, or read one within the last ``LOAD_QUIET`` s."""
+
+
 def check_wrench(wrench: np.ndarray | list[float], max_force: float, max_torque: float,
                  frame: str = "base") -> np.ndarray:
     """A finite 6-vector [F; τ] within |F| ≤ max_force, |τ| ≤ max_torque, else InputError."""
@@ -202,6 +212,11 @@ class ControlLoop:
         self._pending_lock = threading.Lock()
         self.config = self._configuration()
         self._zero6 = np.zeros(6)
+        # stops brake at least as hard as the limits this loop was built with (fdcontrol.limits.braking)
+        self.braking = BrakingProfile(self.limits.max_acceleration)
+        self.liveness = Liveness()
+        self.following = Following()
+        self._carry_bias: WrenchFilter | None = None  # the sensor model before a change: its bias carried over
         self._reset_state()
         js = driver.read()
         self.state = self._publish(js.t, js.q, js.qd, js.q, np.zeros(robot.dof),
@@ -247,10 +262,7 @@ class ControlLoop:
             self._target = None
             self.action = None
             return
-        T = _checked_pose(pose, "target")
-        d, r = float(np.linalg.norm(T[:3, 3])), reach(self.robot)
-        if d > r:
-            raise InputError(f"target position is {d:.3f} m from the base, beyond the arm's reach ({r:.3f} m)")
+        T = self._checked_goal(pose, "target")
         self._target = T
         self.action = None  # a target set directly replaces a policy's interpolated goals
         if self.task is not None and self.task.move is not None:  # an explicit target ends a move
@@ -261,7 +273,7 @@ class ControlLoop:
     def set_action(self, pose: np.ndarray, step: float, seq: int, t: float | None = None) -> None:
         """A policy's goal pose (4×4, tip in base), reached over ``step`` s by the target interpolator
         (fdcontrol.control.interpolator); like a target, it drops a stale wrench or twist."""
-        T = _checked_pose(pose, "action pose")
+        T = self._checked_goal(pose, "action pose")
         if not (math.isfinite(step) and 0 < step <= 10):
             raise InputError("action step must be in (0, 10] s")
         now = time.monotonic() if t is None else t
@@ -273,6 +285,19 @@ class ControlLoop:
         self._command = None
         self._twist = None
 
+    def _checked_goal(self, pose: np.ndarray, what: str) -> np.ndarray:
+        """A finite homogeneous pose within the arm's reach (and the workspace, when one is set), else InputError."""
+        T = _checked_pose(pose, what)
+        d, r = float(np.linalg.norm(T[:3, 3])), reach(self.robot)
+        if d > r:
+            raise InputError(f"{what} position is {d:.3g} m from the base, beyond the arm's reach ({r:.3f} m)")
+        ws = self.task.workspace if self.task is not None else None
+        if ws is not None:
+            bad = ws.violations({what: T[:3, 3]})
+            if bad:
+                raise InputError("out of the workspace: " + "; ".join(bad[:3]))
+        return T
+
     def hold(self, on: bool = True) -> None:
         """Decelerate to standstill within the acceleration limit and stay there."""
         self._hold_request = on
@@ -280,10 +305,39 @@ class ControlLoop:
             self.fault, self.fault_at = None, math.nan
             self._command = None
             self._twist = None
+            self.end_goals()  # a release starts from rest: a goal set before the hold does not resume
+            self.following.reset()
+
+    def end_goals(self) -> None:
+        """Drop the target, a policy's actions and a move: after a stop, only a new request moves the arm."""
+        self._target = None
+        self.action = None
+        self._goals_ended += 1
+        task = self.task
+        if task is not None and task.move is not None:
+            task.move.cancel()
+
+    def switch_mode(self, mode: str) -> None:
+        """A new control law mode (a reaction's switch, in the loop thread): like every change of what the law
+        means it applies at standstill — at once when the arm is at rest, else the loop brakes first — and
+        resumes from rest without the goals of the old mode."""
+        if mode == self.law.mode:
+            return
+        law = copy.copy(self.law)
+        law.mode = mode
+        self.reconfigure(law=law, rest=True)
 
     def zero_sensor(self) -> None:
         """Request sensor bias zeroing: on the next cycle at standstill (every reference velocity zero) —
-        a bias taken under a moving arm would hold its inertial forces."""
+        a bias taken under a moving arm would hold its inertial forces.
+
+        Refused (:class:`SensorLoaded`) while the sensor reads a load or read one within the last
+        ``LOAD_QUIET`` s (fdcontrol.loop.liveness): a bias taken under a hand would make the hand's
+        force a push of its own once the hand lets go. Checked again when the bias is taken."""
+        why = self.liveness.loaded_reason(self.last_cycle_at if self.cycle else math.nan)
+        if why:
+            raise SensorLoaded(f"the sensor is not zeroed while {why}: let go of the tool, wait "
+                               f"{LOAD_QUIET:g} s, then zero it")
         self._zero_request = True
 
     # ------------------------------------------------------------------ run-time changes
@@ -330,13 +384,16 @@ class ControlLoop:
             changes, done = self._pending, self._pending_done
             self._pending, self._pending_done = {}, []
         rest, rezero = changes.pop("rest", False), changes.pop("rezero", False)
+        if rezero and "filter" in changes and self._carry_bias is None:
+            # the sensor model changed: its bias is carried over, not re-taken (from the last model that read
+            # the sensor: several changes before the next reading carry from the first one's)
+            self._carry_bias = self.filter
         for name, value in changes.items():
             setattr(self, name, _SCALARS[name](value) if name in _SCALARS else value)  # type: ignore[operator]
         if rest:  # what the sensor or the law means changed (at standstill): resume from rest, fresh inputs
             self.qd_state = np.zeros(self.robot.dof)
             self._command = self._twist = None
-        if rezero:  # the sensor model changed: its bias taken again at the held pose
-            self._zero_request = True
+            self.end_goals()  # the old mode's target or move is not a request for the new one
         for e in done:
             e.applied_cycle = self.cycle  # type: ignore[attr-defined]
             e.set()
@@ -350,6 +407,8 @@ class ControlLoop:
         self.qd_state = np.zeros(self.robot.dof)
         self.qd_ref = np.zeros(self.robot.dof)
         self.cycle = 0
+        self._held = False
+        self._goals_ended = 0
         self.robot_t: float | None = None  # a robot-paced loop: the robot's time of the last state (paced.py)
 
     def step(self, now: float | None = None) -> LoopState:
@@ -387,6 +446,10 @@ class ControlLoop:
         conf.update(js.q)
         q, pose, J = conf.q, conf.pose, conf.jacobian
         twist = conf.twist(js.qd)
+        if self.cycle and self.fault is None:  # does the arm do what the loop asked the cycle before?
+            why = self.following.check(js.qd, self.qd_ref, now)
+            if why is not None:
+                self.fault, self.fault_at = why, now
         zero = self._zero_request and not np.any(self.qd_ref)  # the bias only at standstill
         if zero:
             self.driver.zero_sensor()  # a sensor that zeroes itself (UR's zeroFtSensor), in the loop thread
@@ -395,10 +458,17 @@ class ControlLoop:
         if raw is not None:
             self._sensor_at = now
             R = pose[:3, :3]
+            if self._carry_bias is not None:  # a new sensor model reads what the old one read at this pose
+                carry_bias(self._carry_bias, self.filter, raw, R)
+                self._carry_bias = None
             if zero:
-                self.filter.zero(raw, R)
-                self._zero_request = False
+                if self.liveness.loaded_reason(now):  # a hand came meanwhile: no bias under a load
+                    self._zero_request = zero = False
+                else:
+                    self.filter.zero(raw, R)
+                    self._zero_request = False
             f_meas = self.filter.apply(raw, R, dt, twist)  # the twist: the tool's inertia (if compensated)
+            self.liveness.sensed(f_meas, now)
         cmd, tw = _received(self._command, now), _received(self._twist, now)
         watchdog: Literal["idle", "ok", "tripped"] = "idle"
         f_applied = self._zero6
@@ -420,15 +490,26 @@ class ControlLoop:
             target = act.target(now)
         task = self.task
         if task is not None:  # rules fire on this cycle's signals; a move gives the target
+            ended = self._goals_ended
             target, v_cmd = task.before(self, conf, js.qd, f_meas, target, v_cmd)
+            if self._goals_ended != ended:  # a rule's switch ended the goals: none in this cycle either
+                target = None
         holding = self._hold_request or self._stop_request or watchdog in ("tripped", "sensor_stale") \
             or self.fault is not None or braking
+        # no motion without a live input: a stream within its watchdog, a goal a request set, a hand on the sensor
+        resting = not holding and not self.liveness.live(self, watchdog, f_meas, target, now)
         x_in = ControlInput(pose, twist, f_meas, f_applied, target, v_cmd)
         fc = self.law(x_in)
         if task is not None:
             fc = fc + task.wrench(self.law, x_in)
-        if holding:
+        if holding and not self._held:  # a stop begins: goals end, only a new request moves the arm again
+            self.end_goals()
+        self._held = holding
+        if holding or resting:
             qd_des = np.zeros(self.robot.dof)
+            ll = self.link_loads
+            if ll is not None and ll.loads:  # their clearance for the state (telemetry) while no load acts
+                ll.joint_forces(q, qd_des)
         else:  # null-space loads need the FD virtual model
             tau = joint_load(vm, q, self.qd_state, self.posture, self.link_loads, conf) if vm is not None else None
             tau_task = task.joint_torque(q, self.qd_state) if task is not None and vm is not None else None
@@ -442,6 +523,11 @@ class ControlLoop:
                 self.fault_at = now if math.isnan(self.fault_at) else self.fault_at
                 holding, qd_des = True, np.zeros(self.robot.dof)
         qd_ref = self.limits.apply(q, qd_des, self.qd_ref, J, dt, self.period)
+        if holding or resting:  # braking: never softer than the profile fixed when the stop began
+            self.braking.begin(self.limits.max_acceleration)
+            qd_ref = self.braking.clamp(qd_ref, self.qd_ref, dt)
+        else:
+            self.braking.end()
         if self.cycle == 0:  # activation: the first reference is the measured state
             qd_ref = np.zeros(self.robot.dof)
         if not finite(qd_ref):  # never send a NaN
@@ -525,11 +611,9 @@ class ControlLoop:
         self._thread.start()
 
     def braking_time(self) -> float:
-        """Time (s) to bring the current reference to zero at the acceleration limit."""
-        amax = np.asarray(self.limits.max_acceleration, dtype=float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t = np.abs(self.qd_ref) / amax
-        return float(np.nanmax(t)) if t.size and finite(t) else 0.0
+        """Time (s) to bring the current reference to zero with the braking profile (never softer than the
+        limits the loop was built with, whatever was changed since: fdcontrol.limits.braking)."""
+        return self.braking.time(self.qd_ref, self.limits.max_acceleration)
 
     def stop(self, timeout: float = 2.0) -> None:
         """Brake to standstill within the acceleration limit, then end the thread."""
@@ -633,8 +717,10 @@ def _fresh(c: Command | None, now: float | None, timeout: float) -> Command | No
 
 def _received(c: Command | None, now: float) -> Command | None:
     """`c`, stamped with `now` (its receipt by the loop) when it came without a time; in place,
-    so a newer command set meanwhile by another thread is never replaced by this one."""
-    if c is not None and c.t is None:
+    so a newer command set meanwhile by another thread is never replaced by this one. A stamp that is not a
+    number, or later than ``now`` (another clock's), counts as a receipt now too: no stamp keeps a command
+    fresh beyond the watchdog."""
+    if c is not None and (c.t is None or not c.t <= now):
         c.t = now
     return c
 def brake_step(qd_ref: np.ndarray, amax: np.ndarray | float, dt: float) -> np.ndarray:
@@ -653,9 +739,13 @@ def _hold_after(loop: ControlLoop, exc: Exception) -> None:
         loop.fault_at = time.monotonic()
     loop.fault = f"{type(exc).__name__}: {exc}"[:400]
     loop._hold_request = True
+    loop._held = True
+    with contextlib.suppress(Exception):
+        loop.end_goals()  # the input that made the cycle raise is gone: the next cycle holds without it
+    loop.last_cycle_at = time.monotonic()  # the loop cycles (holding): not a stalled loop
     try:
-        amax = loop.limits.max_acceleration
-        qd = brake_step(np.asarray(loop.qd_ref, dtype=float), amax, loop.period)
+        loop.braking.begin(loop.limits.max_acceleration)
+        qd = loop.braking.bound(np.asarray(loop.qd_ref, dtype=float), loop.period)
         if not finite(qd):
             qd = np.zeros(loop.robot.dof)
     except Exception:

@@ -107,7 +107,8 @@ def patch_config(patch: ConfigPatch, request: Request) -> Any:  # type: ignore[v
     if robot is not None and robot != startup["robot"] and robot not in SHIPPED:  # no file paths from the network
         errors.append({"loc": ["body", "robot"], "msg": f"robot must be {startup['robot']!r} (startup) or a "
                        f"shipped one: {', '.join(SHIPPED)}"})
-    conflicts, refusals = change_errors(PARAMS, new, current, startup, phase(request))
+    conflicts, refusals = change_errors(PARAMS, new, current, startup, phase(request),
+                                        at_rest=not any(worker(request).state()[0].qd_ref))
     errors += [{"loc": ["body", k], "msg": m} for k, m in refusals]
     if errors:
         return JSONResponse(status_code=422, content={"detail": errors})

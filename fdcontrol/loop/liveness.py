@@ -1,0 +1,101 @@
+"""What may move the arm: a live input now, and the check that the arm does what the loop asks.
+
+**Live input** (:class:`Liveness`). The loop moves the arm only while one of these is live this cycle;
+otherwise it brakes to rest with its braking profile (fdcontrol.limits.braking) — whatever the law,
+its setpoints or a reaction's switch would ask:
+
+* a streamed wrench or twist within its watchdog (``watchdog == "ok"``),
+* a goal a request set — a target, a policy's actions, a move — on a law that tracks it (a law with
+  the motion term, or a move in progress); every stop (hold, watchdog, fault, ``stop``, a change that
+  waits for standstill) ends the goals, so only a new request moves the arm again,
+* a hand on the sensor: a law that reads the force sensor, and the sensor reads a load now
+  (|F| > ``LOAD_FORCE`` or |τ| > ``LOAD_TORQUE`` after the sensor model and its deadband).
+
+So a force setpoint in free space, a reaction switching to force or motion, or a sensor bias smaller
+than the load threshold never moves the arm by itself.
+
+**Load.** The sensor reads a load when |F| > ``LOAD_FORCE`` or |τ| > ``LOAD_TORQUE``; zeroing the
+sensor is refused while it does and for ``LOAD_QUIET`` s after the last load.
+
+**Following** (:class:`Following`). The arm does not do what the loop asks when its measured joint
+velocity differs from the reference sent the cycle before by more than ``FOLLOW_SPEED`` for longer
+than ``FOLLOW_TIME``: the loop records a fault (so it holds, and ``/health`` says why).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from fdcontrol.loop.cycle import ControlLoop
+
+LOAD_FORCE = 1.0  # N
+LOAD_TORQUE = 0.1  # N·m
+LOAD_QUIET = 1.0  # s without a load before the sensor may be zeroed
+FOLLOW_SPEED = 0.5  # rad/s between the measured velocity and the reference of the cycle before
+FOLLOW_TIME = 0.25  # s
+
+
+def loaded(f: np.ndarray) -> bool:
+    """The wrench [F; τ] (N, N·m) is a load on the tool."""
+    return bool(np.linalg.norm(f[:3]) > LOAD_FORCE or np.linalg.norm(f[3:]) > LOAD_TORQUE)
+
+
+class Liveness:
+    """Whether an input that may move the arm is live this cycle, and when the sensor last read a load."""
+
+    def __init__(self) -> None:
+        self.loaded_at = -math.inf  # the loop's time of the newest cycle whose reading was a load
+        self.loaded_now = False
+
+    def sensed(self, f_meas: np.ndarray, now: float) -> None:
+        self.loaded_now = loaded(f_meas)
+        if self.loaded_now:
+            self.loaded_at = now
+
+    def loaded_reason(self, now: float) -> str | None:
+        """Why the sensor may not be zeroed at ``now`` (the loop's clock), or None."""
+        if self.loaded_now:
+            return "it reads a load"
+        if math.isfinite(now) and now - self.loaded_at < LOAD_QUIET:
+            return f"it read a load {now - self.loaded_at:.2f} s ago"
+        return None
+
+    def live(self, loop: ControlLoop, watchdog: str, f_meas: np.ndarray, target: Any, now: float) -> bool:
+        if watchdog == "ok":
+            return True
+        task = loop.task
+        if task is not None and task.move is not None and task.move.status not in ("cancelled", "done"):
+            return True  # a move a request started (its own goal, tracked on any law)
+        terms = getattr(loop.law, "_law", None)
+        terms = getattr(terms, "terms", ())
+        if target is not None and "motion" in terms:
+            return True
+        return "force" in terms and self.loaded_now
+
+
+class Following:
+    """Counts how long the measured joint velocity has been off the reference sent the cycle before."""
+
+    def __init__(self) -> None:
+        self.since = math.nan
+
+    def reset(self) -> None:
+        self.since = math.nan
+
+    def check(self, qd: np.ndarray, qd_ref_prev: np.ndarray, now: float) -> str | None:
+        """A fault text once the deviation lasted ``FOLLOW_TIME``, else None."""
+        dev = np.abs(np.asarray(qd, dtype=float) - qd_ref_prev)
+        j = int(np.argmax(dev)) if dev.size else 0
+        if not dev.size or not dev[j] > FOLLOW_SPEED:  # (NaN: the driver's own fault path reports it)
+            self.since = math.nan
+            return None
+        if math.isnan(self.since):
+            self.since = now
+        if now - self.since < FOLLOW_TIME:
+            return None
+        return (f"the arm does not follow the reference: joint {j} moves at {float(qd[j]):.3f} rad/s, "
+                f"the loop asked {float(qd_ref_prev[j]):.3f} rad/s for {now - self.since:.2f} s; holding")

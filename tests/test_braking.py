@@ -1,0 +1,179 @@
+"""The braking profile: a stop brakes at least as hard as the limits the loop was built with, whatever
+was changed at run time; a cycle that raises holds and keeps cycling; an arm that does not follow is a
+fault. Library level: the loop stepped on its own clock (simulated arm)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from fdcontrol import make_mapping
+from fdcontrol.drivers.simulated import SimulatedRobot
+from fdcontrol.limits.braking import BrakingProfile
+from fdcontrol.limits.jerk import JointJerk
+from fdcontrol.limits.safety import SafetyLimits
+from fdcontrol.loop.cycle import ControlLoop, SensorLoaded
+from fdcontrol.loop.liveness import FOLLOW_TIME, LOAD_QUIET
+from fdcontrol.loop.solvers import make_solver
+
+Q0 = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2])
+DT = 0.002
+A0 = 4.0  # rad/s², the limits the loop is built with
+
+
+def make(robot, driver=None):
+    sim = driver or SimulatedRobot(robot, dt=DT, q0=Q0)
+    loop = ControlLoop(robot, sim, make_solver(make_mapping("fd", robot)),
+                       limits=SafetyLimits.from_robot(robot, max_acceleration=A0), rate=1 / DT)
+    return loop, sim
+
+
+def moving(loop, seconds=0.5):
+    t = 0.0
+    for i in range(round(seconds / DT)):
+        t = i * DT
+        loop.set_wrench([60.0, 0, 0, 0, 0, 0], t=t)
+        loop.step(now=t)
+    assert np.abs(loop.qd_ref).max() > 0.1
+    return t + DT
+
+
+def brake_until_rest(loop, t, limit=3.0):
+    """Cycles until the reference is at rest: (seconds it took, per-joint distance the reference covered)."""
+    v0, dist, n = loop.qd_ref.copy(), np.zeros(loop.robot.dof), 0
+    while loop.qd_ref.any():
+        loop.step(now=t + n * DT)
+        dist += np.abs(loop.qd_ref) * DT
+        n += 1
+        assert n * DT < limit, f"still moving after {limit} s: {loop.qd_ref}"
+    return n * DT, dist, v0
+
+
+def check_ramp(v0, took, dist, a=A0, after=0.0):
+    """Came to rest as the ramp at a from v0 does (after `after` s of the watchdog) — time and distance."""
+    tb = float(np.max(np.abs(v0))) / a
+    assert took <= after + tb + 3 * DT, (took, tb)
+    assert np.all(dist <= np.abs(v0) * (after + tb / 2 + 2 * DT) + 1e-9), (dist, v0)
+
+
+def test_a_tiny_acceleration_limit_set_while_moving_does_not_weaken_the_stop(ur10):
+    loop, _ = make(ur10)
+    t = moving(loop)
+    weak = SafetyLimits.from_robot(ur10, max_acceleration=1e-6)
+    loop.reconfigure(limits=weak)  # the library applies it (the service refuses it while the arm moves)
+    loop.hold(True)
+    took, dist, v0 = brake_until_rest(loop, t)
+    check_ramp(v0, took, dist)
+
+
+def test_a_tiny_jerk_limit_does_not_weaken_the_stop(ur10):
+    loop, _ = make(ur10)
+    t = moving(loop)
+    lim = SafetyLimits.from_robot(ur10, max_acceleration=A0)
+    lim = SafetyLimits.compose([*lim.limits, JointJerk(np.full(6, 1e-3), np.full(6, A0))])
+    loop.reconfigure(limits=lim)
+    t += 0.2  # the stream ends: the watchdog stops the arm
+    took, dist, v0 = brake_until_rest(loop, t)
+    check_ramp(v0, took, dist, after=loop.command_timeout + DT)
+
+
+def test_the_profile_is_fixed_when_the_stop_begins(ur10):
+    loop, _ = make(ur10)
+    t = moving(loop)
+    loop.hold(True)
+    loop.step(now=t)
+    a = loop.braking.deceleration.copy()
+    loop.reconfigure(limits=SafetyLimits.from_robot(ur10, max_acceleration=0.01))  # during the stop
+    took, dist, v0 = brake_until_rest(loop, t + DT)
+    np.testing.assert_array_equal(loop.braking.deceleration, a)
+    check_ramp(v0, took, dist)
+    assert loop.braking_time() == 0.0
+
+
+def test_braking_profile_bound_is_the_uniform_ramp():
+    p = BrakingProfile(np.array([4.0, 2.0]))
+    p.begin(np.array([1e-6, 8.0]))  # the stricter per joint: 4 (floor) and 8 (the limit in force)
+    np.testing.assert_array_equal(p.deceleration, [4.0, 8.0])
+    qd = np.array([1.0, -1.0])
+    b = p.bound(qd, 0.01)
+    # r = max(1/(4·0.01), 1/(8·0.01)) = 25: every joint scaled by 1 − 1/25, direction kept
+    np.testing.assert_allclose(b, qd * (1 - 1 / 25))
+    np.testing.assert_allclose(p.clamp(np.array([2.0, -0.5]), qd, 0.01), [0.96, -0.5])
+    assert p.time(qd, np.ones(2)) == 0.25
+
+
+def test_zeroing_is_refused_under_a_load_and_for_a_second_after(ur10):
+    from fdcontrol.drivers.simulated import SimulatedSensor
+
+    sensor = SimulatedSensor(bias=np.array([8.0, 0, 0, 0, 0, 0]))  # a hand pushing with 8 N
+    loop, _sim = make(ur10, SimulatedRobot(ur10, dt=DT, q0=Q0, sensor=sensor))
+    loop.hold(True)
+    for i in range(10):
+        loop.step(now=i * DT)
+    try:
+        loop.zero_sensor()
+        raise AssertionError("zeroing under a load was accepted")
+    except SensorLoaded as exc:
+        assert "load" in str(exc)
+    sensor.bias = np.zeros(6)  # the hand lets go
+    t = 10 * DT
+    loop.step(now=t)
+    try:
+        loop.zero_sensor()
+        raise AssertionError("zeroing right after a load was accepted")
+    except SensorLoaded:
+        pass
+    n = round(LOAD_QUIET / DT) + 1
+    for i in range(n):
+        loop.step(now=t + (i + 1) * DT)
+    loop.zero_sensor()  # a second without a load: allowed
+    loop.step(now=t + (n + 1) * DT)
+    assert not loop._zero_request
+
+
+class Runaway(SimulatedRobot):
+    """An arm that keeps moving joint 0 at 1 rad/s, whatever it is sent (a lost servo)."""
+
+    def read(self):  # type: ignore[override]
+        js = super().read()
+        js.qd[0] = 1.0
+        return js
+
+
+def test_an_arm_that_does_not_follow_is_a_fault(ur10):
+    loop, _ = make(ur10, Runaway(ur10, dt=DT, q0=Q0))
+    states = [loop.step(now=i * DT) for i in range(round(2 * FOLLOW_TIME / DT))]
+    faulted = [s for s in states if s.fault]
+    assert faulted and "does not follow" in faulted[0].fault and faulted[-1].holding
+    assert faulted[0].stamp - states[0].stamp >= FOLLOW_TIME - DT
+
+
+class Failing(SimulatedRobot):
+    fail = False
+
+    def read(self):  # type: ignore[override]
+        if self.fail:
+            raise RuntimeError("robot lost")
+        return super().read()
+
+
+def test_a_cycle_that_raises_holds_and_the_loop_keeps_cycling(ur10):
+    sim = Failing(ur10, dt=DT, q0=Q0)
+    loop, _ = make(ur10, sim)
+    loop.start()
+    try:
+        end = time.monotonic() + 20
+        while loop.cycle < 20 and time.monotonic() < end:
+            time.sleep(0.01)
+        sim.fail = True
+        seen = loop.last_cycle_at
+        while not (loop.state.fault and loop.last_cycle_at > seen + 0.05) and time.monotonic() < end:
+            time.sleep(0.01)
+        assert loop.state.fault and "robot lost" in loop.state.fault and loop.state.holding
+        assert loop.last_cycle_at > seen + 0.05  # it cycles (holding): the service sees no stalled loop
+        assert any(t.name == "fdcontrol-loop" for t in threading.enumerate())
+        sim.fail = False
+    finally:
+        loop.stop()

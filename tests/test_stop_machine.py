@@ -1,0 +1,191 @@
+"""A stateful property test: sequences of the service's calls on the in-process loop of the MuJoCo arm.
+
+hypothesis's RuleBasedStateMachine draws sequences of run-time PATCHes (valid random values of every
+run-time parameter), mode switches, reaction rules, targets, actions, streamed wrenches, zeroing the
+sensor, hold/release, stop and hand pushes on the MuJoCo arm (its own physics). The loop is stepped
+synchronously on its own clock (``step(now=…)``), as its thread would. After every step the input
+ends, and the test checks on the loop's own record:
+
+* with no live input the arm comes to rest within the braking distance of the profile in force when the
+  input ended (the larger of the acceleration limit then and the startup limit: fdcontrol.limits.braking),
+  after at most the watchdog period;
+* ``stop`` always reaches rest, within the braking time;
+* a cycle never raises (the loop thread would record a fault and hold: the process never restarts).
+
+Derandomized, a few short examples: bounded for CI on a loaded machine.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+pytest.importorskip("mujoco")
+
+from fdcontrol.server import runtime as runtime_module
+from fdcontrol.server.runtime import ConflictError, PolicyError, Runtime
+from fdcontrol.server.settings import PARAMS, Settings
+from fdcontrol.server.taskspace import task_call
+
+from .test_params import TASKS, random_value
+
+MODES = ("admittance", "motion", "force", "compliance")
+#: run-time parameters a sequence PATCHes (not those that rebuild the loop, not the arm's tasks, not the robot)
+NAMES = sorted(n for n, p in PARAMS.items() if p.policy not in ("startup", "stopped") and n not in TASKS)
+
+
+class StopMachine(RuleBasedStateMachine):
+    @initialize()
+    def build(self) -> None:
+        runtime_module.BRAKE_WAIT = 0.0  # the test steps the loop itself: PATCH never waits for a thread
+        self.rt = Runtime(Settings(realtime=False))
+        self.loop = self.rt.loop
+        self.loop._running.set()  # "running" without a thread: the test is its clock
+        self.startup = self.rt.startup()
+        self.floor = self.loop.braking.floor.copy()
+        self.t = 0.0
+        self.seq = 0
+        self.steps(5)
+
+    def teardown(self) -> None:
+        if hasattr(self, "rt"):
+            self.loop._running.clear()
+            self.rt.loop.driver.close()
+
+    # ------------------------------------------------------------------ helpers
+    def steps(self, n: int, wrench: list[float] | None = None) -> None:
+        for _ in range(n):
+            if wrench is not None:
+                self.loop.set_wrench(wrench, t=self.t)
+            self.loop.step(now=self.t)  # never raises: that is the property "the loop never restarts"
+            self.t += self.loop.period
+
+    def patch(self, changes: dict) -> None:
+        try:
+            self.rt.update(changes)
+        except (ConflictError, PolicyError, ValueError):
+            pass  # refused with a reason, as the API answers 409/422
+        self.loop = self.rt.loop
+
+    # ------------------------------------------------------------------ rules
+    @rule(data=st.data(), k=st.integers(1, 3))
+    def patch_parameters(self, data: st.DataObject, k: int) -> None:
+        rnd = data.draw(st.randoms(use_true_random=False))
+        current = self.rt.params.model_dump()
+        chosen = rnd.sample(NAMES, k)
+        self.patch({n: random_value(PARAMS[n], self.startup.get(n, current[n]), rnd) for n in chosen})
+
+    @rule(mode=st.sampled_from(MODES), force=st.floats(-30, 30))
+    def switch_mode(self, mode: str, force: float) -> None:
+        self.patch({"mode": mode, "force_target": [force, 0.0, 0.0, 0.0, 0.0, 0.0]})
+
+    @rule(mode=st.sampled_from(MODES))
+    def rule_switches_mode(self, mode: str) -> None:
+        task_call(self.rt, "rules", [{"name": "switch", "signal": "force", "op": ">=", "value": 0.0,
+                                      "action": "switch", "mode": mode}])
+        self.steps(3)
+
+    @rule(d=st.lists(st.floats(-0.1, 0.1), min_size=3, max_size=3))
+    def target(self, d: list[float]) -> None:
+        T = self.loop.state.tip_pose.copy()
+        T[:3, 3] += d
+        self.loop.set_target(T)
+        self.steps(100)
+
+    @rule(d=st.lists(st.floats(-0.1, 0.1), min_size=3, max_size=3), step=st.floats(0.02, 0.5))
+    def action(self, d: list[float], step: float) -> None:
+        T = self.loop.state.tip_pose.copy()
+        T[:3, 3] += d
+        self.seq += 1
+        self.loop.set_action(T, step, self.seq, t=self.t)
+        self.steps(100)
+
+    @rule(w=st.lists(st.floats(-60, 60), min_size=3, max_size=3), n=st.integers(20, 150))
+    def stream(self, w: list[float], n: int) -> None:
+        try:
+            self.steps(n, [*w, 0.0, 0.0, 0.0])
+        except ValueError:
+            pass  # beyond a tightened max_force: refused
+
+    @rule(w=st.lists(st.floats(-40, 40), min_size=3, max_size=3), n=st.integers(20, 150))
+    def hand_push(self, w: list[float], n: int) -> None:
+        self.loop.driver.set_push([*w, 0.0, 0.0, 0.0])
+        self.steps(n)
+        self.loop.driver.set_push([0.0] * 6)
+
+    @rule()
+    def zero_sensor(self) -> None:
+        try:
+            self.loop.zero_sensor()
+        except ValueError:
+            pass  # loaded: refused
+        self.steps(2)
+
+    @rule(on=st.booleans())
+    def hold(self, on: bool) -> None:
+        self.loop.hold(on)
+        self.steps(2)
+
+    @rule()
+    def stop(self) -> None:
+        """As the loop thread does: brake through the limits, end at rest; then start again."""
+        v0 = self.loop.qd_ref.copy()
+        tb = float(np.max(np.abs(v0) / np.maximum(self.loop.limits.max_acceleration, self.floor)))
+        self.loop._stop_request = True
+        n = 0
+        while self.loop.qd_ref.any():
+            self.steps(1)
+            n += 1
+            assert n * self.loop.period <= tb + 3 * self.loop.period, "stop did not reach rest in its braking time"
+        self.loop._stop_request = False
+        self.loop.hold(True)  # a restarted loop holds until released
+        self.steps(1)
+
+    # ------------------------------------------------------------------ after every step: the input ends
+    @invariant()
+    def comes_to_rest_within_the_braking_distance(self) -> None:
+        if not hasattr(self, "loop"):
+            return
+        loop = self.loop
+        loop.driver.set_push([0.0] * 6)
+        task = loop.task
+        goal = loop._target is not None or loop.action is not None or (
+            task is not None and task.move is not None and task.move.active)
+        released = not loop._hold_request
+        if goal:  # a goal a request set is a live input until a stop ends it: the operator holds
+            loop.hold(True)
+        timeout = loop.command_timeout
+        # the stream may stay live for one watchdog period: the arm may go on for that long (bounded below)
+        self.steps(math.ceil(timeout / loop.period) + 1)
+        v0 = loop.qd_ref.copy()
+        a = np.maximum(loop.limits.max_acceleration, self.floor)  # the profile a stop beginning now fixes
+        tb = float(np.max(np.abs(v0) / a))
+        q0, travelled, n = loop.state.q.copy(), np.zeros_like(v0), 0
+        while loop.qd_ref.any():
+            self.steps(1)
+            travelled += np.abs(loop.qd_ref) * loop.period
+            n += 1
+            assert n * loop.period <= tb + 3 * loop.period, (
+                f"not at rest {n * loop.period:.3f} s after the input ended (braking time {tb:.3f} s)")
+        bound = np.abs(v0) * (tb / 2 + 2 * loop.period)
+        assert np.all(travelled <= bound + 1e-9), (travelled, bound)
+        self.steps(25)  # at rest it stays there: nothing moves it without an input
+        assert not loop.qd_ref.any()
+        moved = np.abs(loop.state.q - q0)
+        lag = np.abs(v0) * 0.05 + 0.01  # the physical arm: its servo's lag behind the reference (≤ 50 ms) on top
+        assert np.all(moved <= bound + lag), (moved, bound)
+        if goal and released:
+            loop.hold(False)  # released again: starts from rest, without the old goal
+            self.steps(25)
+            assert not loop.qd_ref.any()
+
+
+TestStopMachine = StopMachine.TestCase
+TestStopMachine.settings = settings(max_examples=6, stateful_step_count=8, derandomize=True, deadline=None,
+                                    suppress_health_check=list(HealthCheck), print_blob=True)
+

@@ -1,0 +1,251 @@
+"""The arm always stops and never moves unbidden, whatever a client sends, in any order: the audit's
+requests against the real service on loopback (the MuJoCo UR10, its own physics).
+
+Each test reads outcomes from the loop's own record (the state's ``cycle``, ``stamp``, ``fault``); a
+wait is a deadline that only ends a hung test.
+"""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+from .service import Service
+
+pytest.importorskip("mujoco")
+
+DEADLINE = 20.0  # s, ends only a hung test
+
+
+@pytest.fixture(scope="module")
+def svc():
+    s = Service()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def http(svc):
+    """A client on a freshly reset service: loop running, released, admittance, nothing pushing."""
+    c = httpx.Client(base_url=svc.url, timeout=30)
+    _reset(c)
+    yield c
+    _reset(c)
+    c.close()
+
+
+def _reset(c: httpx.Client) -> None:
+    c.delete("/sim/push")
+    c.delete("/control/rules")
+    c.post("/control/hold", json={"hold": True})
+    wait(c, lambda s: s["holding"] and not any(s["qd_ref"]))
+    r = c.patch("/config", json={"mode": "admittance", "force_target": [0.0] * 6})
+    assert r.status_code == 200, r.text
+    if not c.get("/state").json()["running"]:
+        assert c.post("/control/start").status_code == 200
+    c.post("/control/hold", json={"hold": False})
+
+
+def state(c: httpx.Client) -> dict:
+    r = c.get("/state")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def tip(s: dict) -> np.ndarray:
+    return np.array(s["tip_pose"])[:3, 3]
+
+
+def wait(c: httpx.Client, done, timeout: float = DEADLINE) -> dict:
+    end = time.monotonic() + timeout
+    s = state(c)
+    while not done(s):
+        assert time.monotonic() < end, f"hung: {s}"
+        time.sleep(0.01)
+        s = state(c)
+    return s
+
+
+def cycles(c: httpx.Client, n: int) -> dict:
+    """The state ``n`` loop cycles after now (the loop's own count, not a sleep)."""
+    c0 = state(c)["cycle"]
+    return wait(c, lambda s: s["cycle"] >= c0 + n)
+
+
+def stream(c: httpx.Client, wrench: list[float], n: int) -> dict:
+    """``n`` wrench messages, each after the loop's next cycle (a live stream)."""
+    s = state(c)
+    for _ in range(n):
+        assert c.put("/control/wrench", json={"wrench": wrench}).status_code == 200
+        s = cycles(c, 1)
+    return s
+
+
+def speed(s: dict) -> float:
+    return float(np.abs(s["qd_ref"]).max())
+
+
+def test_stopping_is_not_configurable_away_by_a_tiny_acceleration_or_jerk_limit(http):
+    s = stream(http, [40.0, 0, 0, 0, 0, 0], 60)
+    assert speed(s) > 0.05  # moving
+    for change in ({"max_joint_acceleration": 1e-6}, {"max_joint_jerk": 1e-3}, {"limits": [
+            "cartesian", "position", "velocity", "acceleration", "jerk"]}):
+        r = http.patch("/config", json=change)  # would lengthen the braking distance while moving
+        assert r.status_code == 409 and "braking distance" in r.text, (change, r.text)
+    assert http.get("/config").json()["max_joint_acceleration"] == 4.0
+    # the stream ends: the watchdog brakes within the startup limit, the tip stops within its braking distance
+    p0, v0, t0 = tip(s), speed(s), s["stamp"]
+    s = wait(http, lambda s: s["watchdog"] == "tripped" and not any(s["qd_ref"]))
+    tb = v0 / 4.0  # braking time at the startup acceleration limit (s)
+    assert s["stamp"] - t0 < 0.1 + tb + 0.1  # command_timeout + braking + margin, on the loop's clock
+    assert np.linalg.norm(tip(s) - p0) < 0.5 * 0.5 * (0.1 + tb) + 0.05  # ≤ v_tip (timeout + braking) + margin
+    # at rest, held: the change is allowed, and the next stop still brakes at the startup limit
+    assert http.post("/control/hold", json={"hold": True}).status_code == 200
+    r = http.patch("/config", json={"max_joint_acceleration": 0.5})
+    assert r.status_code == 200, r.text
+    http.post("/control/hold", json={"hold": False})
+    r = http.patch("/config", json={"max_joint_acceleration": 4.0})  # back to the startup value for the others
+    assert r.status_code == 200, r.text
+
+
+def test_stop_answers_within_a_braking_time_and_health_reports_the_stop(http):
+    s = stream(http, [40.0, 0, 0, 0, 0, 0], 40)
+    assert speed(s) > 0.05
+    t = time.monotonic()
+    r = http.post("/control/stop")
+    took = time.monotonic() - t
+    assert r.status_code == 200 and not r.json()["running"], r.text
+    assert took < 10.0  # bounded (the loop brakes at 4 rad/s²: well under a second of braking)
+    s = state(http)
+    assert not s["running"] and not any(s["qd_ref"])
+    assert http.post("/control/start").status_code == 200
+
+
+def test_force_target_with_nobody_streaming_does_not_move_the_arm(http):
+    assert http.post("/control/hold", json={"hold": True}).status_code == 200
+    r = http.patch("/config", json={"mode": "force", "force_target": [15.0, 0, 0, 0, 0, 0]})
+    assert r.status_code == 200, r.text
+    p0 = tip(state(http))
+    assert http.post("/control/hold", json={"hold": False}).status_code == 200
+    s = cycles(http, 500)  # 1 s of the loop's cycles
+    assert not s["holding"] and s["mode"] == "force"
+    assert np.linalg.norm(tip(s) - p0) < 1e-3
+    # a hand on the sensor is a live input: the arm follows it
+    assert http.put("/sim/push", json={"wrench": [0, 0, 30.0, 0, 0, 0]}).status_code == 200
+    s = cycles(http, 250)
+    assert np.linalg.norm(tip(s) - p0) > 5e-3
+    http.delete("/sim/push")
+    p1 = tip(wait(http, lambda s: not any(s["qd_ref"])))  # the hand let go: the arm comes to rest
+    s = cycles(http, 250)
+    assert np.linalg.norm(tip(s) - p1) < 1e-3
+
+
+def test_a_rule_switching_to_motion_or_force_does_not_move_the_arm(http):
+    p0 = tip(state(http))
+    goal = (p0 + [0.2, 0, 0]).tolist()
+    assert http.put("/control/target", json={"position": goal}).status_code == 200  # admittance: unused
+    rules = [{"name": "to-motion", "signal": "force", "op": ">=", "value": 0.0, "action": "switch", "mode": "motion"}]
+    r = http.put("/control/rules", json={"rules": rules})
+    assert r.status_code == 200, r.text
+    s = wait(http, lambda s: s["mode"] == "motion")
+    s = cycles(http, 500)
+    assert np.linalg.norm(tip(s) - p0) < 1e-3, "the old target is no request for the new mode"
+    http.delete("/control/rules")
+    assert http.post("/control/hold", json={"hold": True}).status_code == 200
+    wait(http, lambda s: s["holding"] and not any(s["qd_ref"]))
+    assert http.patch("/config", json={"mode": "admittance", "force_target": [15.0, 0, 0, 0, 0, 0]}).status_code == 200
+    assert http.post("/control/hold", json={"hold": False}).status_code == 200
+    rules = [{"name": "to-force", "signal": "force", "op": ">=", "value": 0.0, "action": "switch", "mode": "force"}]
+    assert http.put("/control/rules", json={"rules": rules}).status_code == 200
+    wait(http, lambda s: s["mode"] == "force")
+    p1 = tip(state(http))
+    s = cycles(http, 500)
+    assert np.linalg.norm(tip(s) - p1) < 1e-3
+
+
+def test_a_rule_switches_the_mode_only_at_standstill(http):
+    rules = [{"name": "to-force", "signal": "tip_speed", "op": ">", "value": 0.02, "action": "switch",
+              "mode": "force"}]
+    r = http.put("/control/rules", json={"rules": rules})
+    assert r.status_code == 200, r.text
+    count0 = state(http)["reaction_count"]
+    s = state(http)
+    for _ in range(300):  # the stream moves the arm until the rule fires
+        http.put("/control/wrench", json={"wrench": [40.0, 0, 0, 0, 0, 0]})
+        s = cycles(http, 1)
+        if s["reaction_count"] > count0:
+            break
+    assert s["reaction_count"] > count0, "the rule did not fire"
+    # fired under a moving arm: the mode waits until the loop has braked to standstill (test_switch sees
+    # every cycle of it on /ws/state)
+    assert s["mode"] == "admittance" or speed(s) == 0.0, (s["mode"], speed(s))
+    s = wait(http, lambda s: s["mode"] == "force")
+    assert speed(s) == 0.0
+    assert s["cycle"] > 0
+
+
+def test_zeroing_the_sensor_under_a_load_is_refused_and_no_patch_rezeroes_it(http):
+    assert http.post("/control/hold", json={"hold": True}).status_code == 200
+    assert http.patch("/config", json={"mode": "force"}).status_code == 200
+    assert http.put("/sim/push", json={"wrench": [30.0, 0, 0, 0, 0, 0]}).status_code == 200
+    wait(http, lambda s: np.linalg.norm(s["f_measured"][:3]) > 20)
+    r = http.post("/control/zero-sensor")
+    assert r.status_code == 409 and "load" in r.text, r.text
+    bias_free = np.array(state(http)["f_measured"])
+    r = http.patch("/config", json={"tool_mass": 0.5})  # a sensor-model change: the reading is carried over
+    assert r.status_code == 200, r.text
+    s = cycles(http, 50)
+    assert np.linalg.norm(np.array(s["f_measured"][:3]) - bias_free[:3]) < 3.0  # the hand still reads as a load
+    http.delete("/sim/push")
+    wait(http, lambda s: np.linalg.norm(s["f_measured"][:3]) < 1.0)  # the hand let go: nothing was absorbed
+    r = http.post("/control/zero-sensor")
+    assert r.status_code == 409, r.text  # pushed within the last second
+    time.sleep(1.2)
+    assert http.post("/control/zero-sensor").status_code == 200
+    p0 = tip(state(http))
+    assert http.post("/control/hold", json={"hold": False}).status_code == 200
+    s = cycles(http, 500)
+    assert np.linalg.norm(tip(s) - p0) < 1e-3
+    assert http.patch("/config", json={"tool_mass": 0.0}).status_code == 200
+
+
+@pytest.mark.parametrize("position", [[1e100, 0, 0.5], [1e308, 0, 0.5], [3.0, 0, 0.5]])
+def test_absurd_goals_are_refused_and_the_loop_keeps_cycling(http, position):
+    assert http.post("/control/hold", json={"hold": True}).status_code == 200
+    assert http.patch("/config", json={"mode": "motion"}).status_code == 200
+    http.post("/control/hold", json={"hold": False})
+    for _ in range(3):
+        r = http.put("/control/action", json={"position": position, "seq": 1})
+        assert r.status_code == 422 and "reach" in r.text, r.text
+        r = http.put("/control/target", json={"position": position})
+        assert r.status_code == 422 and "reach" in r.text, r.text
+    s = cycles(http, 50)
+    assert s["fault"] is None and s["running"]
+    h = http.get("/health")
+    assert h.status_code == 200 and h.json()["restarts"] == 0, h.text
+
+
+def test_a_stamped_command_from_another_clock_or_nan_cannot_disable_the_watchdog():
+    """The library loop: a wrench stamped far in the future, or NaN, never counts as fresh forever."""
+    from fdcontrol import RobotModel, make_mapping
+    from fdcontrol.drivers.simulated import SimulatedRobot
+    from fdcontrol.loop.cycle import ControlLoop
+    from fdcontrol.loop.solvers import make_solver
+
+    robot = RobotModel.load("ur10")
+    q0 = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2])
+    for stamp in (1e9, float("nan"), -1e9):
+        loop = ControlLoop(robot, SimulatedRobot(robot, dt=0.002, q0=q0), make_solver(make_mapping("fd", robot)),
+                           rate=500)
+        try:
+            loop.set_wrench([40.0, 0, 0, 0, 0, 0], t=stamp)
+        except ValueError:
+            continue  # refused: as good
+        s = None
+        for i in range(300):  # 0.6 s of the loop's own time, nothing streamed after the one message
+            s = loop.step(now=i * 0.002)
+        assert s is not None and not any(s.qd_ref) and s.watchdog != "ok", stamp
+        assert np.linalg.norm(robot.pose(s.q)[:3, 3] - robot.pose(q0)[:3, 3]) < 0.05
