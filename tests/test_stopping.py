@@ -13,6 +13,8 @@ import httpx
 import numpy as np
 import pytest
 
+from fdcontrol.limits.safety import DEFAULT_LIMITS
+
 from .service import Service
 
 pytest.importorskip("mujoco")
@@ -91,8 +93,8 @@ def speed(s: dict) -> float:
 def test_stopping_is_not_configurable_away_by_a_tiny_acceleration_or_jerk_limit(http):
     s = stream(http, [40.0, 0, 0, 0, 0, 0], 60)
     assert speed(s) > 0.05  # moving
-    for change in ({"max_joint_acceleration": 1e-6}, {"max_joint_jerk": 1e-3}, {"limits": [
-            "cartesian", "position", "velocity", "acceleration", "jerk"]}):
+    for change in ({"max_joint_acceleration": 1e-6}, {"max_joint_jerk": 1e-3},
+                   {"limits": [*DEFAULT_LIMITS, "jerk"]}):  # the startup set plus the jerk limit
         r = http.patch("/config", json=change)  # would lengthen the braking distance while moving
         assert r.status_code == 409 and "braking distance" in r.text, (change, r.text)
     assert http.get("/config").json()["max_joint_acceleration"] == 4.0

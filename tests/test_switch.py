@@ -179,9 +179,9 @@ def switch_during_move(svc, rule: dict, dz: float) -> tuple[list[dict], dict | N
             else:
                 states.append(msg)
                 started = started or msg["move_status"] in ("moving", "paused")
-                if started and (msg["move_status"] == "done" or (msg["move_status"] == "cancelled"
-                                                                   and event is not None and not any(msg["qd_ref"]))):
-                    break
+                if started and (msg["move_status"] == "done" or (msg["move_status"] == "cancelled" and event is not None
+                                                                   and msg["mode"] != states[0]["mode"])):
+                    break  # a cancelled move: once the switched mode applied (at standstill)
     return states, event
 
 

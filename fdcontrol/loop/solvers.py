@@ -249,7 +249,8 @@ class ForwardDynamicsSolver(_AccelerationSolver):
 
     def before_substep(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None
                        ) -> tuple[np.ndarray, np.ndarray]:
-        """Project onto the limits, decide the active set for this sub-step, zero locked q̇."""
+        """Schedule γ at this sub-step's q, project onto the limits, decide the active set, zero locked q̇."""
+        self.mapping.schedule(q, self._at(q))  # type: ignore[attr-defined]
         self._locked = None
         if self.joint_limits != "constraints":
             return q, qd
