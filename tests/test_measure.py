@@ -135,7 +135,9 @@ def check_franka(text: str, entry: dict) -> None:
     r = entry["output"]["results"]
     (table,) = [t for t in tables(text) if t["__head__"][0] == "cycles"]
     row = table[str(r["cycles"])]
-    assert row[0] == str(r["cycles"]) and row[5] == f"{r['missed_cycles']} of {r['cycles'] + r['missed_cycles']}"
+    total = r["cycles"] + r["missed_cycles"]
+    share = 100.0 * r["missed_cycles"] / max(total, 1)  # the share of robot states that passed without a command
+    assert row[0] == str(r["cycles"]) and row[5] == f"{r['missed_cycles']} of {total} ({share:.2f} %)"
 
 
 CHECKS = {"cycle": check_cycle, "loop": check_loop, "ws": check_ws, "franka": check_franka}
