@@ -21,11 +21,15 @@ def switch_on(preferred) -> tuple[np.ndarray, np.ndarray, ControlLoop]:
     robot = RobotModel.load("panda")
     sim = SimulatedRobot(robot, dt=DT, q0=Q0)
     loop = ControlLoop(robot, sim, make_solver(make_mapping("fd", robot)), rate=1 / DT)
-    for k in range(50):  # running, released, no input
+    # running, released, a live stream of zero wrenches (the null-space loads act only while an input is
+    # live: docs/security.md, what counts as a live input)
+    for k in range(50):
+        loop.set_wrench(np.zeros(6), t=k * DT)
         loop.step(now=k * DT)
     q0 = sim.q.copy()
     loop.reconfigure(posture=PostureTask(robot, stiffness=10.0, preferred=preferred))
     for k in range(50, 50 + round(2.0 / DT)):
+        loop.set_wrench(np.zeros(6), t=k * DT)
         loop.step(now=k * DT)
     return q0, sim.q.copy(), loop
 
