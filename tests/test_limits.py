@@ -275,6 +275,7 @@ def test_activation_beyond_a_limit_ramps_instead_of_stepping(ur10):
                        limits=lim, rate=1 / dt)
     prev, speeds = np.zeros(6), []
     for i in range(500):
+        loop.set_wrench(np.zeros(6), t=i * dt)  # a live input: the arm moves (here: back inside) only on one
         s = loop.step(now=i * dt)
         assert np.all(np.abs(s.qd_ref - prev) <= lim.max_acceleration * dt + 1e-12), i
         prev = s.qd_ref
