@@ -104,6 +104,8 @@ def force_press(robot: RobotModel, mapping: str = "fd", mode: str = "velocity", 
     r = press_rig(robot, mapping, mode)
     F, M = [], []
     for i in range(round(seconds / DT)):
+        # an operator's live stream (a zero wrench): the force setpoint moves the arm only on a live input
+        r.loop.set_wrench(np.zeros(6), t=i * DT)
         s = r.loop.step(now=i * DT)
         F.append(float(r.drv.contact_force()[2]))
         M.append(float(-s.f_measured[2]))

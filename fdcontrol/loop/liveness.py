@@ -88,7 +88,11 @@ class Following:
 
     def check(self, qd: np.ndarray, qd_ref_prev: np.ndarray, now: float) -> str | None:
         """A fault text once the deviation lasted ``FOLLOW_TIME``, else None."""
-        dev = np.abs(np.asarray(qd, dtype=float) - qd_ref_prev)
+        qd = np.asarray(qd, dtype=float)
+        # runs on: faster than asked, or against the reference (an arm held back — contact, a wall — moves
+        # slower than asked along it, and that is no fault: the admittance is what lets it push)
+        same = np.sign(qd) == np.sign(qd_ref_prev)
+        dev = np.where(same, np.abs(qd) - np.abs(qd_ref_prev), np.abs(qd))
         j = int(np.argmax(dev)) if dev.size else 0
         if not dev.size or not dev[j] > FOLLOW_SPEED:  # (NaN: the driver's own fault path reports it)
             self.since = math.nan
