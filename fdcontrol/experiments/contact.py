@@ -67,6 +67,7 @@ def press(robot: RobotModel, p: Press = Press(), seconds: float = 3.0, gap: floa
     r.loop.config = r.loop._configuration()
     F = np.empty(round(seconds / P.DT))
     for i in range(len(F)):
+        r.loop.set_wrench(np.zeros(6), t=i * P.DT)  # an operator's live stream: the setpoint acts on live input
         r.loop.step(now=i * P.DT)
         F[i] = r.drv.contact_force()[2]
     last = F[-round(1.0 / P.DT):]

@@ -63,9 +63,15 @@ def rig(robot: RobotModel, mapping: str = "fd", mode: str = "velocity", law: Con
 
 
 def advance(r: Rig, seconds: float, push: np.ndarray | None = None, t0: float = 0.0) -> list:
+    """`seconds` of cycles with an operator's live stream of zero wrenches beside the hand's `push` (the
+    loop moves the arm only on a live input: the experiments study the mapping, not that rule)."""
     if push is not None:
         r.drv.set_push(push)
-    return [r.loop.step(now=t0 + i * DT) for i in range(round(seconds / DT))]
+    out = []
+    for i in range(round(seconds / DT)):
+        r.loop.set_wrench(np.zeros(6), t=t0 + i * DT)
+        out.append(r.loop.step(now=t0 + i * DT))
+    return out
 
 
 def force_law(target: np.ndarray | None = None, gain: float = 1.0) -> ControlLaw:
