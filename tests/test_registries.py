@@ -17,7 +17,7 @@ import pytest
 from fdcontrol.control.laws import LAWS
 from fdcontrol.drivers.registry import DRIVERS
 from fdcontrol.limits import LIMITS
-from fdcontrol.limits.safety import DEFAULT_LIMITS, SafetyLimits
+from fdcontrol.limits.safety import DEFAULT_LIMITS, SafetyLimits, check_limit_names
 from fdcontrol.loop.integrators import INTEGRATORS
 from fdcontrol.mappings import MAPPING_NAMES, MAPPINGS
 from fdcontrol.registry import Registry
@@ -315,7 +315,7 @@ def test_plugin_parts_through_the_real_service(plugin_dir, tmp_path):
         assert "plugin_euler" in enums["integrator"] and "joint0_cap" in enums["limits"]
         cfg = http.get("/config").json()
         assert (cfg["mode"], cfg["integrator"], cfg["limits"]) == (
-            "plugin_admittance", "plugin_euler", ["cartesian", "position", "velocity", "acceleration"])
+            "plugin_admittance", "plugin_euler", list(check_limit_names(DEFAULT_LIMITS)))
 
         # without the plugin limit the push turns the first joint faster than the cap
         free, acted = _push_joint0(http, 30.0, 1.0)
@@ -323,7 +323,9 @@ def test_plugin_parts_through_the_real_service(plugin_dir, tmp_path):
         _rest(http)
         r = http.patch("/config", json={"limits": [*cfg["limits"], "joint0_cap"]})
         assert r.status_code == 200, r.text
-        assert r.json()["limits"] == ["cartesian", "position", "velocity", "joint0_cap", "acceleration"]
+        got = r.json()["limits"]  # composed in the limits' order: the cap (order 35) before the acceleration limit
+        assert sorted(got) == sorted([*cfg["limits"], "joint0_cap"])
+        assert got.index("velocity") < got.index("joint0_cap") < got.index("acceleration")
         capped, acted = _push_joint0(http, -30.0, 1.0)
         assert acted and CAP * 0.9 <= capped <= CAP + 1e-12, capped
         _rest(http)
@@ -359,11 +361,11 @@ def test_limits_may_be_added_at_run_time_never_removed(service):
     """The startup set (the four) may grow; required limits say why they stay; others: removing loosens."""
     http = httpx.Client(base_url=service.url)
     start = http.get("/config").json()["limits"]
-    assert start == ["cartesian", "position", "velocity", "acceleration"]
+    assert start == list(check_limit_names(DEFAULT_LIMITS))  # the defaults, in their composition order
     for name in ("position", "velocity", "acceleration"):
         msg = _msgs(http.patch("/config", json={"limits": [n for n in start if n != name]}))
         assert f"'{name}' limit may not be left out" in msg and LIMITS.get(name).required in msg, msg
-    msg = _msgs(http.patch("/config", json={"limits": ["position", "velocity", "acceleration"]}))
+    msg = _msgs(http.patch("/config", json={"limits": [n for n in start if n != "cartesian"]}))
     assert "may not remove cartesian at run time" in msg, msg
     assert _msgs(http.patch("/config", json={"limits": [*start, "velocity"]}))  # twice
     assert http.get("/config").json()["limits"] == start
@@ -440,7 +442,7 @@ def test_dashboard_offers_the_integrators_and_limits(service):
         pytest.skip("needs Debian's chromium (apt-get install chromium; .ci/run installs it)")
     http = httpx.Client(base_url=service.url)
     start = http.get("/config").json()["limits"]
-    assert start == list(DEFAULT_LIMITS)
+    assert start == list(check_limit_names(DEFAULT_LIMITS))  # the defaults, in their composition order
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=["--headless=new", "--no-sandbox", "--disable-gpu"])
         page = browser.new_page()
@@ -451,7 +453,7 @@ def test_dashboard_offers_the_integrators_and_limits(service):
         boxes = page.evaluate("[...document.querySelectorAll('#limit-set input')].map("
                               "b => [b.value, b.checked, b.disabled])")
         assert [b[0] for b in boxes] == list(LIMITS.names())
-        # the started set checked (an optional limit, e.g. path_acceleration, is not on by default)
+        # the started set checked (an optional limit, e.g. jerk, is not on by default)
         assert all(checked == (n in start) and disabled == bool(LIMITS.get(n).required)
                    for n, checked, disabled in boxes)
         page.select_option("#integrator", "rk4")
