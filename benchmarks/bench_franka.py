@@ -210,15 +210,16 @@ def run_standin(seconds: float) -> dict[str, Any]:
     return res
 
 
-def schedstat(pid: int) -> dict[int, tuple[float, float]]:
-    """Per thread of process `pid`: (s on a CPU, s waiting for one) — Linux's /proc/…/schedstat."""
+def schedstat(pids: list[int]) -> dict[int, tuple[float, float]]:
+    """Per thread of the processes `pids`: (s on a CPU, s waiting for one) — Linux's /proc/…/schedstat."""
     out = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            run, wait, _ = Path(task, "schedstat").read_text().split()
-        except (OSError, ValueError):
-            continue
-        out[int(task.name)] = (int(run) * 1e-9, int(wait) * 1e-9)
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                run, wait, _ = Path(task, "schedstat").read_text().split()
+            except (OSError, ValueError):
+                continue
+            out[int(task.name)] = (int(run) * 1e-9, int(wait) * 1e-9)
     return out
 
 
@@ -245,10 +246,10 @@ def run_sim(seconds: float, n: int) -> dict[str, Any]:
         p = watchers(svc.url, n, 10) if n else None
         note = ""
         try:
-            loop_pid = svc.children()[0]
+            loop_pids = svc.children()  # the loop process (and multiprocessing's resource tracker)
             s0 = httpx.get(svc.url + "/stats", timeout=10).json()
             t_robot0 = httpx.get(svc.url + "/state", timeout=10).json()["t"]
-            sched0 = schedstat(loop_pid)
+            sched0 = schedstat(loop_pids)
             start = time.monotonic()
             for _ in range(int(seconds / 0.02) + 1):  # bounded in count and time
                 el = time.monotonic() - start
@@ -258,7 +259,7 @@ def run_sim(seconds: float, n: int) -> dict[str, Any]:
                 httpx.put(svc.url + "/control/wrench", json={"wrench": w}, timeout=5)
                 time.sleep(0.02)
             wall = time.monotonic() - start
-            sched1 = schedstat(loop_pid)
+            sched1 = schedstat(loop_pids)
             s1 = httpx.get(svc.url + "/stats", timeout=10).json()
             st = httpx.get(svc.url + "/state", timeout=10).json()
         finally:
