@@ -409,7 +409,7 @@ def login_router(access: Access) -> APIRouter:
         response.delete_cookie(COOKIE, path="/")
         return {"ok": True}
 
-    @router.post("/auth/token", response_model=LoginOut, responses={**errors, 422: {"model": _ErrorModel}})
+    @router.post("/auth/token", response_model=LoginOut, responses={**errors, 422: {"model": _InvalidModel}})
     def rotate(body: TokenIn, request: Request) -> Any:
         """Replace the API token without a restart; needs the current token as a bearer token (a
         session cookie is not enough). Every session ends and every WebSocket opened with the old
@@ -454,3 +454,9 @@ def login_router(access: Access) -> APIRouter:
 
 class _ErrorModel(BaseModel):
     detail: str
+
+
+class _InvalidModel(BaseModel):
+    """A 422: the request's fields (a list, as every route's validation errors) or a refused value (text)."""
+
+    detail: list[dict[str, Any]] | str
