@@ -358,7 +358,14 @@ def test_force_mode_with_a_simulated_wall():
                 time.sleep(0.05)
             assert c.zero_sensor()["ok"]
             c.hold(False)
-            st = cycles_later(c.state, 3 * c.config()["rate"])  # 3 s of the loop's time: settled on the wall
+            # the force setpoint moves the arm only on a live input: an operator's stream of zero wrenches
+            start, n = c.state()["cycle"], 3 * c.config()["rate"]  # 3 s of the loop's time: settled on the wall
+            deadline = time.monotonic() + 120  # only ends a hung test
+            with c.control_stream(decimation=50) as stream:
+                while (st := c.state())["cycle"] < start + n and time.monotonic() < deadline:
+                    stream.send_wrench([0, 0, 0, 0, 0, 0])
+                    time.sleep(0.02)
+            assert st["cycle"] >= start + n
             assert abs(st["f_measured"][0] - 10.0) < 0.5, st["f_measured"]
     finally:
         svc.stop()
