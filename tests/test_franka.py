@@ -512,15 +512,16 @@ def test_an_external_force_torque_sensor_is_the_wrench_source(sim):
                                               "counts_per_torque": 1e6}})
     try:
         R = np.array(state(svc)["tip_pose"])[:3, :3]  # the flange = the sensor frame (fr3_link8)
-        push = np.array([-0.5, 0.0, 0.0])  # N, base frame: the hand on the tool
+        push = np.array([-2.0, 0.0, 0.0])  # N, base frame: the hand on the tool (a hand is a live input above 1 N)
         peer.counts = [round(c) for c in np.r_[R.T @ push * 1e6, np.zeros(3)]]
         assert post(svc, "/control/start").status_code == 200
         # the sensor's first reading: its stream starts with the service (bounded: a starved peer thread)
-        wait_until(svc, lambda s: np.linalg.norm(s["f_measured"]) > 0.4, seconds=30.0)
+        wait_until(svc, lambda s: np.linalg.norm(s["f_measured"]) > 1.6, seconds=30.0)
         t0 = state(svc)["t"]
         st = wait_until(svc, lambda s: s["t"] - t0 >= 1.5, seconds=30.0)  # 1.5 s of the robot's time
         assert st["fault"] is None and st["watchdog"] != "sensor_stale", st
-        assert np.allclose(st["f_measured"], [0.5, 0, 0, 0, 0, 0], atol=0.02), st["f_measured"]
+        # (the sensor's counts are fixed in its frame while the flange turns a little as the arm yields: 5 %)
+        assert np.allclose(st["f_measured"], [2.0, 0, 0, 0, 0, 0], atol=0.1), st["f_measured"]
         assert post(svc, "/control/stop").status_code == 200
     finally:
         svc.stop()
