@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fdcontrol.server.settings import load_settings
@@ -65,3 +66,53 @@ def test_dockerfile_is_honest():
     for src in re.findall(r"- \./([^:\s]+):", compose):
         assert (ROOT / src).exists()
     assert load_settings(str(ROOT / "examples" / "config.yaml")).driver.endswith("UdpBridgeDriver")
+
+
+def _start_box(robot: str):
+    import numpy as np
+
+    from fdcontrol.control.workspace import start_box
+    from fdcontrol.model.robot import HOME, RobotModel
+
+    return start_box(RobotModel.load(robot), np.array(HOME[robot]))
+
+
+@pytest.mark.parametrize("driver", ["mujoco", "simulated"])
+@pytest.mark.parametrize("robot", ["ur10", "panda"])
+def test_a_simulated_arm_starts_with_its_workspace_box(robot, driver):
+    box = load_settings(robot=robot, driver=driver).workspace_box
+    assert box is not None and box.model_dump() == _start_box(robot)
+
+
+def test_a_real_arm_gets_no_workspace_box_unless_configured(tmp_path):
+    assert load_settings(driver="udp").workspace_box is None  # its cell is not known: the operator sizes one
+    given = {"min": [-1.0, -1.0, 0.1], "max": [1.0, 1.0, 1.0]}
+    assert load_settings(driver="udp", workspace_box=given).workspace_box.max == [1.0, 1.0, 1.0]
+    assert load_settings(workspace_box=given).workspace_box.min == [-1.0, -1.0, 0.1]  # a given box wins
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("workspace_box: null\n")  # none at all on the simulated arm
+    assert load_settings(str(cfg)).workspace_box is None
+
+
+def test_the_start_box_is_the_chosen_robots_whatever_the_environment_says(monkeypatch):
+    monkeypatch.setenv("FDCONTROL_ROBOT", "panda")
+    assert load_settings().workspace_box.model_dump() == _start_box("panda")
+    # a flag over the environment: the box is the UR10's, not the one derived from the environment's panda
+    assert load_settings(robot="ur10").workspace_box.model_dump() == _start_box("ur10")
+
+
+def test_the_start_box_follows_a_robot_change_and_a_given_box_stays():
+    from fdcontrol.server.runtime import Runtime
+
+    rt = Runtime(load_settings(driver="simulated"))  # the loop is not started: the robot may change
+    try:
+        rt.update({"robot": "panda"})
+        assert rt.params.workspace_box.model_dump() == _start_box("panda")
+        box = rt.loop.task.workspace.zones[0].volume
+        assert np.allclose(box.hi, _start_box("panda")["max"])  # the loop runs with it
+        given = {"min": [-1.0, -1.0, 0.1], "max": [1.0, 1.0, 1.2]}
+        rt.update({"workspace_box": given})
+        rt.update({"robot": "fr3"})
+        assert rt.params.workspace_box.max == [1.0, 1.0, 1.2]  # the operator's box is never replaced
+    finally:
+        rt.close()
