@@ -116,3 +116,27 @@ def test_the_start_box_follows_a_robot_change_and_a_given_box_stays():
         assert rt.params.workspace_box.max == [1.0, 1.0, 1.2]  # the operator's box is never replaced
     finally:
         rt.close()
+
+
+def test_an_arm_inside_the_margin_of_an_unchanged_box_may_change_other_parameters():
+    """A change that leaves the workspace alone does not change what the box does to the arm: it is not
+    refused because the arm is in the box's margin (pushed there by a hand); a new box still is."""
+    from fdcontrol.server.runtime import Runtime
+
+    rt = Runtime(load_settings(driver="simulated", realtime=False))
+    try:
+        loop, box = rt.loop, rt.params.workspace_box
+        t, dt = 0.0, loop.period
+        for _ in range(3000):  # a hand streams +x until the tip is inside the +x face's margin
+            loop.set_wrench([30.0, 0, 0, 0, 0, 0])
+            s = loop.step(now=t)
+            t += dt
+            if s.workspace_distance < box.margin / 2:
+                break
+        assert s.workspace_distance < box.margin / 2, s.workspace_distance
+        rt.update({"decay": 12.0})  # refused before: "the workspace would move the arm by itself"
+        assert rt.params.decay == 12.0
+        with pytest.raises(ValueError, match="move the arm by itself"):
+            rt.update({"workspace_box": {**box.model_dump(), "stiffness": 1000.0}})
+    finally:
+        rt.close()
