@@ -93,6 +93,10 @@ class Runtime:
         """Validate and apply a partial update under each parameter's run-time policy
         (fdcontrol.params): the same check as the API's, here against the loop itself."""
         with self._lock:
+            # the rules' firings so far, read before the configuration (which takes in their switches): a rule
+            # that fires after this is found at the swap, where the change is refused (see below)
+            task = self.loop.task
+            built_at, seen = self.loop.cycle, (task.reactions.count if task is not None else None)
             current = self.params.model_dump()
             changes = follow_start_box(current, changes)  # a simulated arm's start box follows its robot
             new = ControlParams.model_validate({**current, **changes})
@@ -123,9 +127,17 @@ class Runtime:
                 # the new law goes on from the gains the loop runs with; changed gains are ramped, never stepped
                 carry_gains(loop, parts["law"], parts["task"], changed)
                 done = loop.reconfigure(
-                    **parts, **({"rest": True, "rezero": bool(changed & _SENSOR)} if changed & _MEANING else {}))
+                    **parts, **({"rest": True, "rezero": bool(changed & _SENSOR)} if changed & _MEANING else {}),
+                    reactions=seen)
                 # applied at the next cycle (a change of meaning: at standstill, after braking): answer after it
                 done.wait(BRAKE_WAIT if changed & _MEANING else max(0.5, 20 * loop.period))
+                event = getattr(done, "refused", None)
+                if event is not None:  # the rule's action stands; the configuration is the one it left
+                    raise ConflictError(
+                        f"a rule fired while this change was being applied (rule {event.rule!r}, {event.text}; "
+                        f"the change was built at cycle {built_at} and refused at cycle {done.applied_cycle}): "
+                        "nothing was changed — read GET /config, which shows what the rule switched, and send "
+                        "the change again")
             self.params = new
             return new
 

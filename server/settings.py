@@ -283,9 +283,11 @@ class Settings(ControlParams, BaseSettings):
     @model_validator(mode="after")
     def _simulated_start_box(self) -> Settings:
         """A simulated arm starts inside a workspace box (:func:`start_workspace_box`) unless one is given
-        (``workspace_box: null`` for none). Set without marking the field as given: a box derived from
+        (``workspace_box: null`` for none) or ``collision_links`` is ``all`` (a box that holds every link
+        is the operator's to size). Set without marking the field as given: a box derived from
         one robot is never carried over as if chosen for another (load_settings merges given fields)."""
-        if "workspace_box" not in self.model_fields_set and self.workspace_box is None:  # type: ignore[has-type]
+        if "workspace_box" not in self.model_fields_set and self.workspace_box is None and \
+                self.collision_links != "all":  # type: ignore[has-type]  # (all: the box must hold every link)
             box = start_workspace_box(self.robot, self.base, self.tip, self.driver,  # type: ignore[attr-defined]
                                       self.driver_options)  # type: ignore[attr-defined]
             if box is not None:

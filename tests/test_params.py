@@ -32,6 +32,9 @@ SPECIAL: dict[str, object] = {
     "posture_preferred": [0.1, -1.2, 1.5, -0.3, 1.2, 0.4],
     "tool_inertia": [0.002, 0.002, 0.001, 0.0, 0.0, 0.0],
     "error_clip": [0.01, 0.01, 0.01, 0.05, 0.05, 0.05],
+    # "all" would hold every link in the simulated arm's start box, which surrounds the tool only: refused
+    # as a change that moves the arm (tests/test_settings.py); "off" is the other valid value
+    "collision_links": "off",
     "workspace_box": {"min": [-5.0, -5.0, -5.0], "max": [5.0, 5.0, 5.0], "margin": 0.05, "stiffness": 2000.0,
                       "damping": 90.0},
     "workspace_links": ["wrist_3_link"],
