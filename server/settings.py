@@ -224,11 +224,10 @@ class _Checks(BaseModel):
     @field_validator("robot", check_fields=False)
     @classmethod
     def _robot_known(cls, v: str) -> str:
-        from fdcontrol.model.robot import SHIPPED, is_mjcf
+        from fdcontrol.model.robot import SHIPPED, is_mjcf, unknown_robot
 
         if v not in SHIPPED and not v.endswith(".urdf") and not is_mjcf(v):
-            raise ValueError(f"unknown robot {v!r}; shipped robots: {', '.join(SHIPPED)}, a .urdf path or an "
-                             "MJCF (.xml) path")
+            raise ValueError(unknown_robot(v))
         return v
 
     @field_validator("tool_inertia", check_fields=False)
