@@ -130,6 +130,9 @@ class LoopState:
     gamma: float = field(default=math.nan, metadata=scalar(
         "float", "γ of the FD virtual model at this cycle (the value of its conditioning schedule now); null for "
         "the other mappings", nullable=True))
+    sensor_status: str | None = field(default=None, metadata=text(
+        "the force–torque sensor's own error report (e.g. a Net F/T's non-zero status word); null while it "
+        "reports none or without such a sensor"))
 
 
 FIELDS = fields(LoopState)
