@@ -112,8 +112,9 @@ class Read(Stage):
 
 
 class GammaSchedule(Stage):
-    """The FD mapping's γ scheduled at this cycle's q (fdcontrol.mappings.fd) before any stage reads the
-    virtual model's H — the joint loads and their null-space projector see the γ the solver then uses."""
+    """The FD mapping's γ scheduled at this cycle's q (fdcontrol.mappings.fd) before a joint load reads the
+    virtual model's H — the loads and their null-space projector see the γ the solver then uses (without
+    joint loads the solver schedules γ itself and this stage is not in the cycle)."""
 
     name, order = "gamma_schedule", READ + 10
 
@@ -430,8 +431,6 @@ def compose(loop: ControlLoop, extra: tuple[Stage, ...] = ()) -> list[Stage]:
     """The stages of the loop's next cycles, from its parts now (a part not configured: no stage)."""
     fd = loop.solver.virtual is not None  # joint loads act on the FD virtual model only
     stages: list[Stage] = [Read(), Sensor(), Inputs()]
-    if fd and getattr(getattr(loop.solver, "mapping", None), "scheduled", False):
-        stages.append(GammaSchedule())
     if loop.law.uses_sensor:
         stages.append(SensorWatchdog())
     if loop.action is not None:
@@ -450,6 +449,9 @@ def compose(loop: ControlLoop, extra: tuple[Stage, ...] = ()) -> list[Stage]:
         if "move" in parts:
             stages.append(TaskMove())
     stages.append(Law())
+    joint_loads = loop.posture is not None or loop.link_loads is not None or "volumes" in parts
+    if fd and joint_loads and getattr(getattr(loop.solver, "mapping", None), "scheduled", False):
+        stages.append(GammaSchedule())  # the joint loads read H before the solver would schedule γ
     if "volumes" in parts or "move" in parts or "reactions" in parts:
         stages.append(TaskWrench())
     if fd and loop.posture is not None:
