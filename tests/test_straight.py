@@ -261,6 +261,31 @@ def test_unsupported_joints_are_refused_in_one_line(tmp_path, joint, kind, words
     assert "\n" not in msg and "'elbow_joint'" in msg and words in msg and "fdcontrol drives" in msg
 
 
+@pytest.mark.parametrize(("kind", "words"), [("ball", "spherical (ball) joint"), ("free", "floating base")])
+def test_mjcf_ball_and_free_joints_are_refused_in_one_line(tmp_path, kind, words):
+    """The shipped UR10 converted to MJCF by MuJoCo with its elbow a ball joint, or its base on a free joint:
+    refused in one line naming the joint and what to do."""
+    import mujoco
+
+    from fdcontrol.model.robot import URDF_DIR
+
+    spec = mujoco.MjSpec.from_file(str(URDF_DIR / "ur10.urdf"))
+    spec.compiler.discardvisual, spec.compiler.fusestatic = True, False
+    if kind == "ball":
+        j = spec.joint("elbow_joint")
+        j.type, j.range = mujoco.mjtJoint.mjJNT_BALL, [0.0, 3.0]
+    else:
+        spec.body("base_link").add_freejoint()
+    spec.compile()  # MuJoCo takes the model as it is
+    f = tmp_path / "arm.xml"
+    f.write_text(spec.to_xml())
+    with pytest.raises(ModelError) as e:
+        RobotModel.from_mjcf(f, "world", "tool0", velocity_limits=2.0)
+    msg = str(e.value)
+    assert "\n" not in msg and words in msg and "fdcontrol drives" in msg and "fix the arm to its base" in msg
+    assert ("'elbow_joint'" in msg) if kind == "ball" else ("Joint" in msg)
+
+
 def test_frames_without_a_path_are_refused_naming_them(ur10):
     from fdcontrol.model.robot import SHIPPED, URDF_DIR
 
