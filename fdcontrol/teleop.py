@@ -31,9 +31,6 @@ import numpy as np
 
 #: the mouse's axes (pyspacemouse state attributes) in command order [vx, vy, vz, wx, wy, wz]
 MOUSE_AXES: tuple[str, ...] = ("x", "y", "z", "roll", "pitch", "yaw")
-#: the command's component names, the LeRobot action names of the twist and wrench kinds
-TWIST_NAMES: tuple[str, ...] = ("vx", "vy", "vz", "wx", "wy", "wz")
-WRENCH_NAMES: tuple[str, ...] = ("fx", "fy", "fz", "tx", "ty", "tz")
 
 #: the keyboard: key → (axis, sign); translation w/s x, a/d y, q/e z; rotation i/k about x,
 #: j/l about y, u/o about z (base frame). Space stops, h toggles hold.
@@ -67,10 +64,6 @@ class Mapping:
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0.0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return TWIST_NAMES if self.kind == "twist" else WRENCH_NAMES
 
     @property
     def scale(self) -> np.ndarray:
@@ -216,5 +209,5 @@ def run(client: Any, source: Source, mapping: Mapping, rate: float = 100.0, dura
     return {"sent": sent, "toggles": toggled}
 
 
-__all__ = ["KEYS", "MOUSE_AXES", "TWIST_NAMES", "WRENCH_NAMES", "Keyboard", "Mapping", "Source", "SpaceMouse",
+__all__ = ["KEYS", "MOUSE_AXES", "Keyboard", "Mapping", "Source", "SpaceMouse",
            "TeleopError", "run", "toggles"]
