@@ -224,3 +224,50 @@ def test_service_the_button_toggles_hold(service):
     assert len(at_rest) >= 2
     assert np.linalg.norm(position(at_rest[-1]) - position(at_rest[0])) < 1e-4  # the push while held moved nothing
     assert position(s1)[0] - position(s0)[0] > 0.01  # released: the next push moves the arm
+
+
+def test_service_keyboard_command_line(service):
+    """`fdcontrol teleop keyboard` as a user runs it, its keys from a pipe: a held `w` moves the tip along +x."""
+    import subprocess
+    import sys
+    import time
+
+    from fdcontrol.client import Client
+
+    with Client(service.url) as c:
+        c.hold(False)
+        s0 = cycles_later(c.state, 10)
+        p = subprocess.Popen([sys.executable, "-m", "fdcontrol.cli", "teleop", "keyboard", "--url", service.url,
+                              "--linear", "0.05", "--duration", "2.5"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            end = time.monotonic() + 1.0
+            while time.monotonic() < end:  # a held key repeats
+                p.stdin.write(b"w")
+                p.stdin.flush()
+                time.sleep(0.03)
+            out, err = p.communicate(timeout=60)
+        finally:
+            p.kill()
+        assert p.returncode == 0, err.decode()
+        assert '"sent"' in out.decode()
+        s1 = settle(c)
+    d = position(s1) - position(s0)
+    assert d[0] > 0.01 and np.linalg.norm(d[1:]) < 0.05 * d[0]
+
+
+def test_service_another_clients_stream_is_refused(service):
+    """The teleoperation stream takes the lease like any client: while another holds it, run() says so."""
+    import json
+
+    from websockets.sync.client import connect
+
+    from fdcontrol.client import Client
+    from fdcontrol.teleop import TeleopError
+
+    with Client(service.url) as c, connect(service.url.replace("http", "ws") + "/ws/control?client=other") as ws:
+        ws.send(json.dumps({"twist": [0, 0, 0, 0, 0, 0]}))  # the other client commands: it holds the lease
+        until(lambda: c.http.get("/control/lease").json(), lambda d: d.get("holder") is not None,
+              what="the other client holding the lease")
+        with pytest.raises(TeleopError, match=r"lease|control"):
+            run(c, Script([reports(x=0.5)]), Mapping(), rate=100.0, duration=2.0)
