@@ -20,13 +20,13 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing from the hub: the dataset is local
 pytest.importorskip("lerobot", reason="needs LeRobot (make test-lerobot installs it in its own venv)")
 
-from lerobot.datasets.lerobot_dataset import LeRobotDataset  # noqa: E402
-from mcap.reader import make_reader  # noqa: E402
+from lerobot.datasets.lerobot_dataset import LeRobotDataset
+from mcap.reader import make_reader
 
-from fdcontrol.env.features import action_names, observation_names  # noqa: E402
-from fdcontrol.env.service import ServiceEnv  # noqa: E402
-from fdcontrol.env.spaces import ActionSpec  # noqa: E402
-from tests.service import ROOT, Service  # noqa: E402
+from fdcontrol.env.features import action_names, observation_names
+from fdcontrol.env.service import ServiceEnv
+from fdcontrol.env.spaces import ActionSpec
+from tests.service import ROOT, Service
 
 FPS = 30
 TASKS = ("push along x", "lift along z")
