@@ -6,6 +6,7 @@ against finite differences, the capsules against the vendors' meshes they were f
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pinocchio as pin
@@ -13,7 +14,8 @@ import pytest
 
 from fdcontrol.control.workspace import clearance_for, workspace_from_config
 from fdcontrol.limits.base import Cycle
-from fdcontrol.limits.collision import CollisionAvoidance, CollisionError
+from fdcontrol.limits.collision import CollisionAvoidance
+from fdcontrol.loop import build_loop
 from fdcontrol.model.collision import BOX, CAPSULE, PLANE, SPHERE, Clearance, Obstacle
 from fdcontrol.model.robot import HOME, RobotModel
 
@@ -259,22 +261,63 @@ def test_damper_never_crosses_the_hard_margin(arm: str) -> None:
     assert _run(robot, cl, None, q0, i, 0.5, 1000) < 0.0  # without the damper the same motion goes in
 
 
-def test_damper_holds_with_a_fault_naming_link_and_volume_only_when_moving_in() -> None:
+def test_crossed_names_link_and_volume_only_when_moving_in() -> None:
+    """A volume moved onto the arm: the fault check names the link and the volume when the motion brings the
+    link nearer, not when it moves the link out; the damper lets every overlapping link move out only."""
     robot = RobotModel.load("panda")
     q = np.asarray(HOME["panda"])
     cl0 = Clearance(robot, robot.geometry, [])
     cl0.compute(q)
     c = cl0.A[4]
     box = Obstacle("fixture", BOX, c - 0.02, c + 0.02)  # moved onto the arm
-    cl = Clearance(robot, robot.geometry, [box])
+    cl = Clearance(robot, robot.geometry, [box], hard_margin=0.01)
     lim = CollisionAvoidance(cl, 0.01)
     cl.compute(q)
     i = int(np.argmin(cl.d))
     g = cl.rows[i]
-    with pytest.raises(CollisionError, match=r"panda_link[34] is -\d+\.\d mm from 'fixture'"):
-        lim.apply(Cycle(q, np.zeros(7), None, 0.002), (-0.5 * g / np.linalg.norm(g)).tolist())
+    inward = -0.5 * g / np.linalg.norm(g)
+    assert re.match(r"link panda_link[34] is -\d+\.\d mm from volume 'fixture', inside half the hard margin "
+                    r"of 10\.0 mm", cl.crossed(inward) or ""), cl.crossed(inward)
+    out = inward.tolist()
+    assert lim.apply(Cycle(q, np.zeros(7), None, 0.002), out)
+    assert cl.rows[cl.d < 0.01] @ np.asarray(out) == pytest.approx(0, abs=1e-9) or \
+        np.all(cl.rows[cl.d < 0.01] @ np.asarray(out) >= -1e-9)  # the damper: no approach below d_min
     deep = cl.d < 0.005
     away = np.linalg.pinv(cl.rows[deep]) @ np.full(int(deep.sum()), 0.05)  # every overlapping link moves out
+    assert cl.crossed(away) is None
     out = away.tolist()
-    lim.apply(Cycle(q, np.zeros(7), None, 0.002), out)  # allowed: no fault
+    lim.apply(Cycle(q, np.zeros(7), None, 0.002), out)
     assert np.all(cl.rows[deep] @ np.asarray(out) > 0)
+    # two links of the arm: named as a link
+    far = Clearance(robot, robot.geometry, [], self_collision=True, hard_margin=10.0)  # every pair "crossed"
+    far.compute(q)
+    j = int(np.argmin(far.d))
+    assert "from link" in (far.crossed(-far.rows[j]) or "")
+
+
+def test_the_loop_computes_the_distances_once_per_cycle_and_none_without_volumes() -> None:
+    """The assembled loop: nothing configured, no link stage and no distance computer at all; volumes and
+    self-collision configured, one Clearance shared by the loads, the damper and the fault check, computed
+    exactly once per cycle (a counter, not timing)."""
+    robot = RobotModel.load("panda")
+    loop = build_loop(driver="simulated", robot=robot)
+    names = [s.name for s in loop.stages]
+    assert "link_distances" not in names and "link_fault" not in names
+    assert not [lim for lim in loop.limits.limits if isinstance(lim, CollisionAvoidance)]
+    assert loop.task.workspace is None
+    far = {"name": "far", "sphere": {"center": [3.0, 0.0, 0.3], "radius": 0.2}}
+    loop = build_loop(driver="simulated", robot=robot, keep_out=[far], self_collision=True)
+    names = [s.name for s in loop.stages]
+    assert "link_distances" in names and "link_fault" in names
+    cl = loop.task.workspace.clearance
+    (damper,) = [lim for lim in loop.limits.limits if isinstance(lim, CollisionAvoidance)]
+    assert damper.clearance is cl and cl.hard_margin == 0.01
+    loop.set_wrench(np.array([5.0, 0, 0, 0, 0, 0]), t=1e12)  # the arm moves: a new q every cycle
+    distinct, last = 0, None
+    for k in range(20):
+        loop.step(now=k * 0.002)
+        q = loop.state.q.tolist()
+        distinct, last = distinct + (q != last), q
+    assert loop.fault is None and loop.cycle == 20
+    assert cl.count == distinct >= 18  # one computation per cycle at a new q (activation: the first q twice)
+    assert np.abs(np.asarray(loop.state.q) - HOME["panda"]).max() > 1e-6  # it did move
