@@ -321,3 +321,97 @@ def test_the_loop_computes_the_distances_once_per_cycle_and_none_without_volumes
     assert loop.fault is None and loop.cycle == 20
     assert cl.count == distinct >= 18  # one computation per cycle at a new q (activation: the first q twice)
     assert np.abs(np.asarray(loop.state.q) - HOME["panda"]).max() > 1e-6  # it did move
+
+
+def link_motion(robot: RobotModel, q0: np.ndarray, wrench: np.ndarray, link: str, cycles: int = 25
+                ) -> np.ndarray:
+    """The unit direction a link's capsule middle moves in when ``wrench`` is streamed to the assembled loop
+    from rest at q0 (a replica on the kinematic simulator)."""
+    from fdcontrol.drivers import SimulatedRobot
+
+    loop = build_loop(driver=SimulatedRobot(robot, dt=0.002, q0=q0), robot=robot)
+    cl = Clearance(robot, robot.geometry, [])
+    i = [c.link for c in robot.geometry.capsules].index(link)
+    cl.compute(q0)
+    m0 = (cl.A[i] + cl.B[i]) / 2
+    for k in range(cycles):
+        loop.set_wrench(wrench, t=k * 0.002)
+        loop.step(now=k * 0.002)
+    cl.compute(np.asarray(loop.state.q))
+    u = (cl.A[i] + cl.B[i]) / 2 - m0
+    assert np.linalg.norm(u) > 1e-5, "the link must move under the wrench"
+    return u / np.linalg.norm(u)
+
+
+def box_ahead(robot: RobotModel, q: np.ndarray, link: str, u: np.ndarray, gap: float, h: float = 0.05,
+              name: str = "fixture") -> tuple[dict, float]:
+    """A keep-out box (API form, margin 0) with its face across the axis nearest ``u`` at ``gap`` (m, signed)
+    from the link's capsule at q, ahead of the link moving along u; and that distance by brute force (20001
+    points along the segment, independent of the module's closed forms)."""
+    cl = Clearance(robot, robot.geometry, [])
+    cl.compute(q)
+    i = [c.link for c in robot.geometry.capsules].index(link)
+    a, b, r = cl.A[i].copy(), cl.B[i].copy(), float(cl.cr[i])
+    k = int(np.argmax(np.abs(u)))
+    e = np.zeros(3)
+    e[k] = np.sign(u[k])
+    p = a + np.linspace(0, 1, 20001)[:, None] * (b - a)
+
+    def dist(c: np.ndarray) -> float:
+        return float(np.linalg.norm(np.maximum(np.maximum(c - h - p, p - c - h), 0), axis=1).min()) - r
+
+    c = (a + b) / 2 + (r + h + gap) * e
+    for _ in range(3):  # the nearest segment point may not be the middle: shift the box along e onto the gap
+        c = c + (gap - dist(c)) * e
+    spec = {"name": name, "box": {"min": (c - h).tolist(), "max": (c + h).tolist()}, "margin": 0.0}
+    return spec, dist(c)
+
+
+def test_a_volume_moved_onto_a_running_arm_holds_it_with_a_fault_naming_link_and_volume() -> None:
+    """In-process, through the assembled loop: the arm moves under a streamed wrench; a keep-out box is moved
+    onto its forearm (2 mm into it, ahead of its motion) by a run-time change of the loop's parts. The next
+    cycle holds with a fault naming the link and the volume, the reference brakes to zero and the fault's
+    time is the cycle's; released after the volume is removed, the arm moves again without a fault."""
+    from fdcontrol.drivers import SimulatedRobot
+    from fdcontrol.loop.build import build_parts, loop_params
+
+    robot = RobotModel.load("ur10")
+    q0 = np.asarray(HOME["ur10"], dtype=float)
+    wrench = np.array([0.0, 0.0, 15.0, 0.0, 0.0, 0.0])
+    u = link_motion(robot, q0, wrench, "forearm_link")
+    loop = build_loop(driver=SimulatedRobot(robot, dt=0.002, q0=q0), robot=robot)
+    k = 0
+
+    def cycle() -> None:
+        nonlocal k
+        loop.set_wrench(wrench, t=k * 0.002)
+        loop.step(now=k * 0.002)
+        k += 1
+
+    for _ in range(10):
+        cycle()
+    assert loop.fault is None and np.abs(loop.qd_ref).max() > 0  # moving
+    spec, d = box_ahead(robot, np.asarray(loop.state.q), "forearm_link", u, -0.002)
+    assert d == pytest.approx(-0.002, abs=1e-4)
+    loop.reconfigure(**build_parts(robot, loop_params(keep_out=[spec]), loop=loop))
+    at = k
+    cycle()
+    assert loop.fault is not None and loop.state.holding, loop.fault
+    assert re.match(r"link forearm_link is -\d\.\d mm from volume 'fixture', inside half the hard margin of "
+                    r"10\.0 mm", loop.fault), loop.fault
+    assert loop.fault_at == pytest.approx(at * 0.002)
+    for _ in range(200):  # held: the reference brakes to standstill (within the acceleration limit)
+        cycle()
+        if not loop.qd_ref.any():
+            break
+    assert not loop.qd_ref.any() and loop.state.fault == loop.fault
+    cl = loop.task.workspace.clearance
+    assert cl.smallest()[1:] == ("forearm_link", "fixture") and cl.smallest()[0] > -0.01  # braked, not far in
+    # the volume removed and the hold released: the arm follows the wrench again, no fault
+    loop.reconfigure(**build_parts(robot, loop_params(), loop=loop))
+    loop.hold(False)
+    q = loop.state.q.copy()
+    for _ in range(20):
+        cycle()
+    assert loop.fault is None and not loop.state.holding
+    assert np.abs(loop.state.q - q).max() > 1e-5
