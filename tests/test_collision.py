@@ -415,3 +415,109 @@ def test_a_volume_moved_onto_a_running_arm_holds_it_with_a_fault_naming_link_and
         cycle()
     assert loop.fault is None and not loop.state.holding
     assert np.abs(loop.state.q - q).max() > 1e-5
+
+
+def _capsule_box(robot: RobotModel, q: np.ndarray, link: str, lo: np.ndarray, hi: np.ndarray) -> float:
+    """Brute force: the distance of a link's capsule at q from a box (20001 points along its segment)."""
+    cl = Clearance(robot, robot.geometry, [])
+    cl.compute(q)
+    i = [c.link for c in robot.geometry.capsules].index(link)
+    p = cl.A[i] + np.linspace(0, 1, 20001)[:, None] * (cl.B[i] - cl.A[i])
+    return float(np.linalg.norm(np.maximum(np.maximum(lo - p, p - hi), 0), axis=1).min()) - float(cl.cr[i])
+
+
+def _forearm_box(robot: RobotModel, q: np.ndarray, h: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    cl = Clearance(robot, robot.geometry, [])
+    cl.compute(q)
+    i = [c.link for c in robot.geometry.capsules].index("forearm_link")
+    c = (cl.A[i] + cl.B[i]) / 2
+    return c - h, c + h
+
+
+def test_a_move_that_drives_a_link_into_a_volume_is_refused_naming_both() -> None:
+    """Joint and Cartesian moves whose tool centre point stays clear but whose forearm would pass through a
+    keep-out box (brute-force capsule–box distances along the planned path say it would) are refused by the
+    whole-arm path check naming the link and the volume; the moves the other way pass; self-collision is
+    checked the same way."""
+    from fdcontrol.control.path_check import link_path_violations, path_violations, planned_samples
+    from fdcontrol.control.trajectory import Move, MoveLimits, solve_ik
+
+    robot = RobotModel.load("ur10")
+    q0 = np.asarray(HOME["ur10"], dtype=float)
+    T0 = robot.pose(q0)
+    lim = MoveLimits(joint_velocity=np.full(6, 1.0), joint_acceleration=np.full(6, 2.0), joint_jerk=np.full(6, 20.0))
+    # a joint move: the shoulder pans 1.2 rad; the box sits on the forearm's place halfway
+    q_mid, q_goal = q0.copy(), q0.copy()
+    q_mid[0] += 0.6
+    q_goal[0] += 1.2
+    lo, hi = _forearm_box(robot, q_mid)
+    keep = [{"name": "fixture", "box": {"min": lo.tolist(), "max": hi.tolist()}}]
+    ws = workspace_from_config(robot, None, keep, collision_links="keep_out")
+    mv = Move(robot, T0, 0.002, lim, goal_q=q_goal, start_q=q0)
+    _, qs = planned_samples(mv)
+    assert min(_capsule_box(robot, q, "forearm_link", lo, hi) for q in qs[::10]) < 0  # it would go through
+    assert _capsule_box(robot, q0, "forearm_link", lo, hi) > 0.05  # clear at the start
+    assert path_violations(mv, ws) == []  # the tool centre point passes clear: the tip check alone allows it
+    bad = link_path_violations(mv, ws, q0)
+    assert any(re.match(r"the path of link forearm_link passes through 'fixture' \(\d\.\d\d s into the move; "
+                        r"closest -\d+\.\d mm, margin 50 mm\)", b) for b in bad), bad
+    back = q0.copy()
+    back[0] -= 1.2
+    assert link_path_violations(Move(robot, T0, 0.002, lim, goal_q=back, start_q=q0), ws, q0) == []
+    # a Cartesian move: 0.3 m sideways; the box on the forearm's place at the goal (the arm followed by IK)
+    goal = T0.copy()
+    goal[:3, 3] += [0.0, 0.3, 0.0]
+    qg = solve_ik(robot, q0, goal)
+    assert qg is not None
+    lo, hi = _forearm_box(robot, qg, 0.04)
+    keep = [{"name": "fixture", "box": {"min": lo.tolist(), "max": hi.tolist()}}]
+    ws = workspace_from_config(robot, None, keep, collision_links="keep_out")
+    mv = Move(robot, T0, 0.002, lim, goal_pose=goal)
+    assert path_violations(mv, ws) == []
+    bad = link_path_violations(mv, ws, q0)
+    assert any(b.startswith("the path of link forearm_link passes through 'fixture'") for b in bad), bad
+    away = T0.copy()
+    away[:3, 3] += [0.0, -0.3, 0.0]
+    assert link_path_violations(Move(robot, T0, 0.002, lim, goal_pose=away), ws, q0) == []
+    # self-collision: folding the elbow shut brings the wrist onto the upper arm
+    folded = q0.copy()
+    folded[2] = np.sign(q0[2] or 1.0) * 3.0
+    ws = workspace_from_config(robot, None, [], collision_links="keep_out", self_collision=True)
+    bad = link_path_violations(Move(robot, T0, 0.002, lim, goal_q=folded, start_q=q0), ws, q0)
+    assert any("link '" in b for b in bad), bad
+
+
+def test_a_move_under_way_still_gets_the_damper() -> None:
+    """A joint move that sweeps the forearm through a keep-out box (margin 0: no repulsive load), started
+    in-process without the path check: the velocity damper holds every link off the box — at the hard margin of
+    10 mm, less what the simulated arm's 10 ms velocity lag carries it past its braking reference, never past
+    half of it (the fault threshold) — the loop does not fault, and the move does not reach its goal."""
+    from fdcontrol.control.trajectory import Move
+    from fdcontrol.drivers import SimulatedRobot
+
+    robot = RobotModel.load("ur10")
+    q0 = np.asarray(HOME["ur10"], dtype=float)
+    q_mid, q_goal = q0.copy(), q0.copy()
+    q_mid[0] += 0.6
+    q_goal[0] += 1.2
+    lo, hi = _forearm_box(robot, q_mid)
+    # margin 0: no repulsive load, the damper alone holds the arm off
+    keep = [{"name": "fixture", "box": {"min": lo.tolist(), "max": hi.tolist()}, "margin": 0.0}]
+    loop = build_loop(driver=SimulatedRobot(robot, dt=0.002, q0=q0), robot=robot, keep_out=keep)
+    loop.step(now=0.0)
+    task = loop.task
+    task.request(Move(robot, loop.state.tip_pose, loop.period, task.move_limits, goal_q=q_goal, start_q=q0,
+                      pause_error=task.pause_error))
+    dmin, k = np.inf, 1
+    cl = task.workspace.clearance
+    while k < 3000 and (task.move is None or task.move.status in ("moving", "paused")):
+        loop.step(now=k * 0.002)
+        dmin = min(dmin, cl.d.min(), _capsule_box(robot, loop.state.q, "forearm_link", lo, hi) if k % 50 == 0
+                   else np.inf)
+        k += 1
+    q = np.asarray(loop.state.q)
+    print(f"{k} cycles, move {task.move.status}, q[0] moved {q[0] - q0[0]:.3f} rad of 1.2, closest {dmin * 1e3:.1f} mm")
+    assert loop.fault is None
+    assert q[0] - q0[0] > 0.05  # it moved towards the box
+    assert abs(q[0] - q_goal[0]) > 0.2  # and was held off it
+    assert 0.005 < dmin < 0.015  # the damper held it at the hard margin (the lag: about 1 mm past it)

@@ -157,3 +157,33 @@ def test_a_volume_moved_onto_the_running_arm_holds_it_and_the_api_names_link_and
     while (s["fault"] is not None or s["holding"]) and time.monotonic() < deadline:
         s = state(svc)
     assert s["fault"] is None and not s["holding"]
+
+
+def test_a_move_that_would_drive_a_link_into_a_volume_is_refused_naming_both(svc):
+    """POST /control/move with a joint goal whose path sweeps the forearm through a keep-out box (the tool
+    passes clear): 422 naming the link and the volume; the arm did not move. The same move without the box
+    starts."""
+    from tests.test_collision import _forearm_box
+
+    robot = RobotModel.load("ur10")
+    s0 = state(svc)
+    q0 = np.asarray(s0["q"])
+    q_mid, q_goal = q0.copy(), q0.copy()
+    q_mid[0] += 0.6
+    q_goal[0] += 1.2
+    lo, hi = _forearm_box(robot, q_mid)
+    box = {"name": "fixture", "box": {"min": lo.tolist(), "max": hi.tolist()}, "margin": 0.02}  # the upper arm
+    r = httpx.patch(svc.url + "/config", json={"keep_out": [box]}, timeout=10)
+    assert r.status_code == 200, r.text
+    try:
+        r = httpx.post(svc.url + "/control/move", json={"q": q_goal.tolist(), "speed": 0.5}, timeout=30)
+        assert r.status_code == 422, r.text
+        assert "the path of link forearm_link passes through 'fixture'" in r.text, r.text
+        s = state(svc)
+        assert s["move_status"] in ("idle", "cancelled") and np.abs(np.asarray(s["q"]) - q0).max() < 1e-3
+    finally:
+        assert httpx.patch(svc.url + "/config", json={"keep_out": []}, timeout=10).status_code == 200
+    # the same move without the box is allowed: it starts (and is cancelled at once)
+    r = httpx.post(svc.url + "/control/move", json={"q": q_goal.tolist(), "speed": 0.5}, timeout=30)
+    assert r.status_code == 200, r.text
+    assert httpx.post(svc.url + "/control/move/cancel", timeout=10).status_code == 200

@@ -28,6 +28,7 @@ base frame.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -443,6 +444,15 @@ class Clearance:
     @property
     def empty(self) -> bool:
         return self.kind.shape[0] == 0
+
+    def copy(self) -> Clearance:
+        """The same pairs with buffers of their own (another thread may compute with it: a move's path check
+        while the loop thread computes with this one)."""
+        out = copy.copy(self)
+        for name in ("oR", "op", "oz", "A", "B", "d", "normal", "witness", "rows"):
+            setattr(out, name, getattr(self, name).copy())
+        out._key, out.nearest, out.count = None, -1, 0
+        return out
 
     def compute(self, q: np.ndarray | list[float]) -> int:
         """All distances at q; returns the index of the smallest (−1 without pairs). The same q as the
