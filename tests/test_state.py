@@ -74,6 +74,22 @@ def test_shared_memory_layout_round_trips_every_field(rng, loop_state):
         assert extra == {"last_cycle_at": 42.5}
 
 
+def test_unpacked_state_owns_its_arrays(rng):
+    """The unpacked state's arrays are its own: rewriting the packed vector afterwards (the next state in
+    a reused buffer) changes none of them, and each has its declared shape."""
+    lay = SharedLayout(max_dof=16)
+    s = synthetic(rng, dof=7)
+    buf = lay.empty()
+    lay.pack(s, buf)
+    back = lay.unpack(buf)[0]
+    buf[:] = 7.0
+    assert_same(dataclasses.replace(s, limits_active={k: bool(s.limits_active.get(k)) for k in st.LIMIT_KEYS}),
+                back)
+    assert back.q.shape == (7,) and back.tip_pose.shape == (4, 4)
+    back.q[0] = 99.0  # a consumer that writes one array touches no other field
+    assert back.qd[-1] == s.qd[-1] and back.q_ref[0] == s.q_ref[0]
+
+
 def test_shared_memory_bounds_and_text(rng):
     lay = SharedLayout(max_dof=6, text_bytes=16)
     with pytest.raises(ValueError, match="max_dof"):

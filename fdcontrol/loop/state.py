@@ -200,6 +200,7 @@ class SharedLayout:
         self._casts += [(n, lambda i, c=f.metadata["choices"]: c[int(i)]) for f in by_kind["choice"] for n in [f.name]]
         self._array_shapes = [(f.name, f.metadata["shape"], self.slots[f.name].start) for f in by_kind["array"]]
         self._extra = [(name, self.slots[name]) for name in extra]
+        self._names = tuple(f.name for f in FIELDS)
         self._plans: dict[int, tuple[int, int, list[tuple[str, int, int, tuple[int, ...]]]]] = {}
 
     def empty(self) -> np.ndarray:
@@ -268,7 +269,9 @@ class SharedLayout:
             n = int(arr[sl.start])
             values[name] = None if n < 0 else bytes(arr[sl.start + 1:sl.stop].view(np.uint8)[:n]).decode(
                 errors="ignore")
-        return new_state(*[values[n] for n in NAMES]), {k: float(arr[sl.start]) for k, sl in self._extra}
+        state = object.__new__(LoopState)  # as new_state: the instance's dict in one fill, field order
+        object.__setattr__(state, "__dict__", {n: values[n] for n in self._names})
+        return state, {k: float(arr[sl.start]) for k, sl in self._extra}
 
 
 def shape_of_rule(shape: Shape, dof: int) -> tuple[int, ...]:
