@@ -24,6 +24,7 @@ from fdcontrol.extras import missing
 try:
     import httpx
     import msgpack
+    import orjson
     from websockets.asyncio.client import ClientConnection as AsyncConnection
     from websockets.asyncio.client import connect as aconnect
     from websockets.sync.client import ClientConnection, connect
@@ -270,7 +271,7 @@ class Stream:
 
     def recv(self, timeout: float | None = 5.0) -> dict[str, Any]:
         raw = self.ws.recv(timeout=timeout)
-        return msgpack.unpackb(raw) if isinstance(raw, bytes) else json.loads(raw)
+        return msgpack.unpackb(raw) if isinstance(raw, bytes) else orjson.loads(raw)
 
     def poll(self) -> dict[str, Any] | None:
         """The next waiting message, or None at once when there is none."""
@@ -366,4 +367,4 @@ class AsyncStream:
 
     async def recv(self) -> dict[str, Any]:
         raw = await self.ws.recv()
-        return msgpack.unpackb(raw) if isinstance(raw, bytes) else json.loads(raw)
+        return msgpack.unpackb(raw) if isinstance(raw, bytes) else orjson.loads(raw)

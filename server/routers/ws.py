@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import msgpack
+import orjson
 from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
@@ -57,7 +58,8 @@ class Hub:
             d["lease"] = lease()  # who controls (server/lease.py), for the dashboard
         if robot is not None and robot.dof == len(s.q):
             d["frames"] = robot.joint_origins(s.q).tolist()
-        msg: str | bytes = msgpack.packb(d) if encoding == MSGPACK else json.dumps(d)
+        # JSON by orjson: ~10× faster than json.dumps on a state (a non-finite number is null, as JSON has none)
+        msg: str | bytes = msgpack.packb(d) if encoding == MSGPACK else orjson.dumps(d).decode()
         self._cache[key] = (s.cycle, msg)
         return msg
 
