@@ -13,7 +13,9 @@ whole path against franky-sim with /ws/state readers.
    loads such as the posture task, and the solver), limits, send, publish (the state and its
    shared-memory slot); the rest of the cycle (the loop's own bookkeeping between stages) is the
    cycle minus the phases, so the split adds up to the cycle; then each stage by name. The
-   wrappers add ~0.2 µs each.
+   wrappers add ~0.2 µs each. Last, the same FR3 loop on the stand-in and on the kinematic
+   simulator in process, cycle by cycle in this thread, interleaved: what the robot-paced path
+   adds to the cycle (the difference of their p50).
 2. ``sim`` (``--seconds`` > 0): franky-sim (a simulator of the libfranka network protocol, MuJoCo
    physics) in its own process on a loopback address, then ``fdcontrol serve --robot fr3 --driver
    franka`` (real uvicorn on 127.0.0.1); starts the loop, connects ``--watchers`` /ws/state readers
@@ -31,6 +33,7 @@ Bounded in time; loopback only. Not a test: numbers depend on the machine and it
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -51,14 +54,15 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 STAGES = ("wait", "read", "sense", "law", "map", "limits", "send", "publish")
 
 
-def standin_loop() -> tuple[Any, Any, Callable[[], None]]:
-    """The service's loop on the stand-in robot, publishing to shared memory as the loop process does."""
+def standin_loop(driver: str = "tests.franka_inject:StandInFranka") -> tuple[Any, Any, Callable[[], None]]:
+    """The service's loop on the stand-in robot (or on ``driver``), publishing to shared memory as the loop
+    process does."""
     from fdcontrol.server.metrics import LoopMetrics
     from fdcontrol.server.runtime import Runtime
     from fdcontrol.server.settings import Settings
     from fdcontrol.server.worker import Channel, ShmIO
 
-    settings = Settings(robot="fr3", driver="tests.franka_inject:StandInFranka", rate=1000.0,
+    settings = Settings(robot="fr3", driver=driver, rate=1000.0,
                         limits=["cartesian", "position", "velocity", "acceleration", "jerk"], command_timeout=10.0)
     runtime = Runtime(settings)
     loop = runtime.loop
@@ -170,6 +174,52 @@ def instrument(loop: Any) -> Timed:
     return t
 
 
+def paced_vs_inprocess(cycles: int, rounds: int) -> dict[str, Any]:
+    """The same FR3 loop (same settings, publishing to shared memory) on the stand-in robot and on the
+    kinematic simulator, each cycle called in this thread, interleaved in ``rounds`` so that machine load
+    hits both alike. Stand-in: from the state's arrival (``read_at``) to the end of the cycle, as the loop
+    counts it; simulator: the whole cycle (its read and send included). Their difference is what the
+    robot-paced path adds to the cycle (µs)."""
+    variants = {"paced": standin_loop(), "in-process": standin_loop("simulated")}
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    clock = time.perf_counter
+    try:
+        for loop, _, _ in variants.values():
+            loop._running.set()  # the cycles run as the loop thread would run them (not stopped)
+            loop.set_wrench([2.0, 1.0, 0, 0, 0, 0])
+            for _ in range(200):  # warm-up: the motion starts, the caches fill
+                loop._cycle(None)
+        for r in range(rounds):
+            for name, (loop, (drain, _), _) in variants.items():
+                d = loop.driver
+                for i in range(cycles):
+                    if i % 20 == 0:  # a streamed wrench, turning
+                        el = 0.02 * (r * cycles + i) / 20
+                        loop.set_wrench([2.0 * math.cos(0.5 * el), 2.0 * math.sin(0.5 * el), 0, 0, 0, 0])
+                    t0 = clock()
+                    loop._cycle(None)
+                    end = clock()
+                    times[name].append(end - (d.read_at if name == "paced" else t0))
+                    if i % 50 == 0:
+                        with contextlib.suppress(BlockingIOError):
+                            os.read(drain, 1 << 16)  # the API's feed reads the publish pipe
+    finally:
+        for loop, _, close in variants.values():
+            loop._running.clear()
+            close()
+    out: dict[str, Any] = {"cycles": cycles, "rounds": rounds}
+    for name, ts in times.items():
+        a = np.array(ts) * 1e6
+        out[name] = {"p50_us": float(np.percentile(a, 50)), "p99_us": float(np.percentile(a, 99)),
+                     "max_us": float(a.max())}
+    out["added_p50_us"] = out["paced"]["p50_us"] - out["in-process"]["p50_us"]
+    print(f"the same FR3 cycle, interleaved ({rounds} rounds of {cycles}), µs p50 / p99: robot-paced on the stand-in "
+          f"{out['paced']['p50_us']:.1f} / {out['paced']['p99_us']:.1f}, in process on the kinematic simulator "
+          f"{out['in-process']['p50_us']:.1f} / {out['in-process']['p99_us']:.1f}; the paced path adds "
+          f"{out['added_p50_us']:.1f} µs at p50")
+    return out
+
+
 def run_standin(seconds: float) -> dict[str, Any]:
     loop, (drain, _), close = standin_loop()
     try:
@@ -211,6 +261,7 @@ def run_standin(seconds: float) -> dict[str, Any]:
         by_stage[name] = [float(np.mean(col)), float(np.percentile(col, 50)), float(np.percentile(col, 99))]
         print(f"    {name:<16} {by_stage[name][0]:7.1f} {by_stage[name][1]:7.1f} {by_stage[name][2]:7.1f}")
     res["stages_us"] = by_stage
+    res["against_inprocess"] = paced_vs_inprocess(500, 6)
     return res
 
 

@@ -148,6 +148,9 @@ def check_franka(text: str, entry: dict) -> None:
     if stand is not None:
         ok = stand["compute_p99_us"] <= 200
         assert f"Goal compute p99 ≤ 200 µs on the stand-in: **{verdict(ok)}**" in flat(text)
+        cmp = stand.get("against_inprocess")
+        if cmp:
+            assert (f"the robot-paced path adds {cmp['added_p50_us']:.1f} µs at p50") in flat(text)
         (split,) = [t for t in tables(text) if t["__head__"][0] == "stage"]
         for name, v in stand["split_us"].items():
             close(split[name][1], v[0])
