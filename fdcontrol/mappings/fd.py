@@ -58,7 +58,7 @@ class ForwardDynamics(Mapping):
             raise ModelError(f"unknown gamma_schedule {gamma_schedule!r}; expected 'conditioning' or 'fixed'")
         self.gamma0 = check_gamma(gamma, algorithm)
         self.scheduled = gamma_schedule == "conditioning"
-        self.gamma_straight = check_gamma(gamma_straight, algorithm) if self.scheduled else self.gamma0
+        self.gamma_straight = check_gamma(gamma_straight, algorithm, GAMMA_STRAIGHT) if self.scheduled else self.gamma0
         self.virtual = VirtualModel(robot, gamma)
         self.algorithm: Algorithm = algorithm
         self._svd_at: tuple[np.ndarray, float] | None = None  # (J₀, σ_min(J₀)) of the last SVD
