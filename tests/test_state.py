@@ -113,6 +113,26 @@ def test_dict_json_msgpack_round_trip_every_field(rng, loop_state):
     assert d["kappa_h"] is None and "NaN" not in st.to_json(synthetic(rng, kappa=math.nan))
 
 
+def test_websocket_json_frame_is_the_state(rng, loop_state):
+    """The /ws/state JSON frame (encoded once per cycle for every reader) is strict JSON whose object is the
+    state's dict and ``stale``; a non-finite number inside an array is null, never a bare NaN."""
+    pytest.importorskip("fastapi")
+    import json
+
+    from fdcontrol.server.routers.ws import Hub
+
+    def strict(text: str) -> dict:
+        return json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in the frame"))
+
+    for s in [loop_state, *cases(rng)]:
+        frame = Hub().encode(s, "json")
+        assert isinstance(frame, str)
+        assert strict(frame) == {**st.to_dict(s), "stale": False}
+        assert_same(s, st.from_dict(strict(frame)))
+    odd = dataclasses.replace(loop_state, f_measured=np.array([np.nan, np.inf, 0, 0, 0, 0]))
+    assert strict(Hub().encode(odd, "json"))["f_measured"][:3] == [None, None, 0.0]
+
+
 def test_pydantic_model_round_trips_and_documents_units(rng, loop_state):
     model = st.state_model()
     for s in [loop_state, *cases(rng)]:
