@@ -176,8 +176,8 @@ def instrument(loop: Any) -> Timed:
 
 def paced_vs_inprocess(cycles: int, rounds: int) -> dict[str, Any]:
     """The same FR3 loop (same settings, publishing to shared memory) on the stand-in robot and on the
-    kinematic simulator, each cycle called in this thread, interleaved in ``rounds`` so that machine load
-    hits both alike. Stand-in: from the state's arrival (``read_at``) to the end of the cycle, as the loop
+    kinematic simulator, called in this thread one cycle of each in turn, so that machine load hits both
+    alike. Stand-in: from the state's arrival (``read_at``) to the end of the cycle, as the loop
     counts it; simulator: the whole cycle (its read and send included). Their difference is what the
     robot-paced path adds to the cycle (µs)."""
     variants = {"paced": standin_loop(), "in-process": standin_loop("simulated")}
@@ -190,16 +190,15 @@ def paced_vs_inprocess(cycles: int, rounds: int) -> dict[str, Any]:
             for _ in range(200):  # warm-up: the motion starts, the caches fill
                 loop._cycle(None)
         for r in range(rounds):
-            for name, (loop, (drain, _), _) in variants.items():
-                d = loop.driver
-                for i in range(cycles):
+            for i in range(cycles):
+                for name, (loop, (drain, _), _) in variants.items():  # one cycle of each in turn
                     if i % 20 == 0:  # a streamed wrench, turning
                         el = 0.02 * (r * cycles + i) / 20
                         loop.set_wrench([2.0 * math.cos(0.5 * el), 2.0 * math.sin(0.5 * el), 0, 0, 0, 0])
                     t0 = clock()
                     loop._cycle(None)
                     end = clock()
-                    times[name].append(end - (d.read_at if name == "paced" else t0))
+                    times[name].append(end - (loop.driver.read_at if name == "paced" else t0))
                     if i % 50 == 0:
                         with contextlib.suppress(BlockingIOError):
                             os.read(drain, 1 << 16)  # the API's feed reads the publish pipe
@@ -213,9 +212,9 @@ def paced_vs_inprocess(cycles: int, rounds: int) -> dict[str, Any]:
         out[name] = {"p50_us": float(np.percentile(a, 50)), "p99_us": float(np.percentile(a, 99)),
                      "max_us": float(a.max())}
     out["added_p50_us"] = out["paced"]["p50_us"] - out["in-process"]["p50_us"]
-    print(f"the same FR3 cycle, interleaved ({rounds} rounds of {cycles}), µs p50 / p99: robot-paced on the stand-in "
-          f"{out['paced']['p50_us']:.1f} / {out['paced']['p99_us']:.1f}, in process on the kinematic simulator "
-          f"{out['in-process']['p50_us']:.1f} / {out['in-process']['p99_us']:.1f}; the paced path adds "
+    print(f"the same FR3 cycle, one of each in turn ({rounds} × {cycles} each), µs p50 / p99: robot-paced on the "
+          f"stand-in {out['paced']['p50_us']:.1f} / {out['paced']['p99_us']:.1f}, in process on the kinematic "
+          f"simulator {out['in-process']['p50_us']:.1f} / {out['in-process']['p99_us']:.1f}; the paced path adds "
           f"{out['added_p50_us']:.1f} µs at p50")
     return out
 

@@ -219,8 +219,8 @@ def render_franka(entry: dict) -> list[str]:
             out += table(["cycle stage", "mean (µs)", "p50 (µs)", "p99 (µs)"], rows) + [""]
         cmp = stand.get("against_inprocess")
         if cmp:
-            out += [f"The same FR3 cycle called in one thread, interleaved ({cmp['rounds']} rounds of "
-                    f"{cmp['cycles']}): robot-paced on the stand-in p50 {num(cmp['paced']['p50_us'], 1)} µs, p99 "
+            out += [f"The same FR3 cycle called in one thread, one cycle of each in turn ({cmp['rounds']} × "
+                    f"{cmp['cycles']} each): robot-paced on the stand-in p50 {num(cmp['paced']['p50_us'], 1)} µs, p99 "
                     f"{num(cmp['paced']['p99_us'], 1)} µs; in process on the kinematic simulator p50 "
                     f"{num(cmp['in-process']['p50_us'], 1)} µs, p99 {num(cmp['in-process']['p99_us'], 1)} µs: the "
                     f"robot-paced path adds {num(cmp['added_p50_us'], 1)} µs at p50.", ""]
