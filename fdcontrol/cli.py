@@ -201,14 +201,35 @@ def _teleop(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.paths[0] == "lerobot":
+        return _export_lerobot(args)
     from fdcontrol.export import ExportError, export
 
+    if len(args.paths) != 1:
+        print("fdcontrol export: error: one recording (FILE.mcap), or: lerobot FILE.mcap OUT/", file=sys.stderr)
+        return 2
     try:
-        out = export(args.file, args.to, args.out)
+        out = export(args.paths[0], args.to, args.out)
     except (OSError, ValueError, ExportError) as exc:
         print(f"fdcontrol export: error: {exc}", file=sys.stderr)
         return 2
     print(out)
+    return 0
+
+
+def _export_lerobot(args: argparse.Namespace) -> int:
+    if len(args.paths) != 3:
+        print("fdcontrol export lerobot: error: give the recording and a new directory: "
+              "fdcontrol export lerobot FILE.mcap OUT/ --fps N", file=sys.stderr)
+        return 2
+    from fdcontrol.export_lerobot import export_lerobot
+
+    try:
+        out = export_lerobot(args.paths[1], args.paths[2], args.fps, args.per, args.task, args.action, args.repo_id)
+    except (OSError, ValueError) as exc:
+        print(f"fdcontrol export lerobot: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(out))
     return 0
 
 
@@ -276,10 +297,20 @@ def build_parser(*commands: Command) -> argparse.ArgumentParser:
     t.add_argument("--hold-button", type=int, default=0, help="the mouse button that holds/releases (index)")
     t.add_argument("--name", default=None, help="which 3-D mouse (pyspacemouse's device name; default: the first)")
     t.set_defaults(func=cmd_teleop)
-    ex = sub.add_parser("export", help="episodes of an MCAP recording as aligned arrays (npz or parquet)")
-    ex.add_argument("file", help="a recording (.mcap) holding episodes (POST /episode/start)")
+    ex = sub.add_parser("export", help="episodes of an MCAP recording as aligned arrays (npz or parquet) or as "
+                        "a LeRobot dataset (export lerobot FILE.mcap OUT/ --fps N)")
+    ex.add_argument("paths", nargs="+", metavar="FILE",
+                    help="a recording (.mcap) holding episodes (POST /episode/start); or: lerobot FILE.mcap OUT/")
     ex.add_argument("--to", default="npz", choices=("npz", "parquet"))
     ex.add_argument("--out", default=None, help="output file (default: next to the recording)")
+    ex.add_argument("--fps", type=float, default=30.0, help="lerobot: frames per second (sample-and-hold)")
+    ex.add_argument("--per", default="episode", choices=("episode", "recording"),
+                    help="lerobot: one dataset episode per recorded episode, or the whole recording as one")
+    ex.add_argument("--task", default=None, help="lerobot: the task of every episode (default: each one's own)")
+    ex.add_argument("--action", default="delta_pose", choices=("delta_pose", "pose", "twist", "joint_delta"),
+                    help="lerobot: the action kind (the step from one frame to the next)")
+    ex.add_argument("--repo-id", dest="repo_id", default=None, help="lerobot: the dataset's repo id "
+                    "(default local/FILE)")
     ex.set_defaults(func=cmd_export)
     return p
 

@@ -36,6 +36,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "franka": ("pylibfranka",),
     "foxglove": ("foxglove",),
     "spacemouse": ("pyspacemouse",),
+    "lerobot": ("lerobot",),
 }
 
 

@@ -79,6 +79,17 @@ class Mapping:
         return np.sign(a) * mag * self.scale
 
 
+def key_axes(pressed: Iterable[str]) -> np.ndarray:
+    """The axes of the keys held down together (:data:`KEYS`; opposite keys cancel): for a keyboard that
+    reports presses and releases (LeRobot's, through pynput)."""
+    a = np.zeros(6)
+    for ch in set(pressed):
+        if ch in KEYS:
+            axis, sign = KEYS[ch]
+            a[axis] += sign
+    return a
+
+
 class TeleopError(RuntimeError):
     """The service refused the teleoperation stream (its reason in the message)."""
 
@@ -210,4 +221,4 @@ def run(client: Any, source: Source, mapping: Mapping, rate: float = 100.0, dura
 
 
 __all__ = ["KEYS", "MOUSE_AXES", "Keyboard", "Mapping", "Source", "SpaceMouse",
-           "TeleopError", "run", "toggles"]
+           "TeleopError", "key_axes", "run", "toggles"]
