@@ -138,8 +138,8 @@ def test_stopping_is_not_configurable_away_by_a_tiny_acceleration_or_jerk_limit(
 def test_stop_answers_within_a_braking_time_and_health_reports_the_stop(http, svc):
     """``stop`` from motion, read on the loop's own record (an MCAP recording of every cycle): from the
     first cycle that brakes for the stop to the loop's last cycle, at most the braking time t_b of the
-    profile fixed when the stop began — the startup acceleration limit, 4 rad/s², here, computed from the
-    reference the cycle before the stop began: k = ⌈max_j |q̇_j| / (a dt)⌉ cycles — plus a cycle; in time,
+    profile fixed when the stop began — the startup acceleration limit, 4 rad/s², here, from the reference
+    when the stop began: k = ⌈max_j |q̇_j| / (a dt)⌉ cycles — plus a cycle; in time,
     t_b plus a margin for a loaded machine's late cycles. The reply says stopped, within t_b plus the
     request's own way there and back (a deadline for a hung service: 2 s)."""
     dt = 1.0 / http.get("/config").json()["rate"]
@@ -158,17 +158,20 @@ def test_stop_answers_within_a_braking_time_and_health_reports_the_stop(http, sv
     stamps = np.array([m["stamp"] for m in states])
     holding = np.array([m["holding"] for m in states])
     qd_ref = np.array([m["qd_ref"] for m in states])
-    assert np.all(np.diff([m["cycle"] for m in states]) == 1)  # every cycle of the loop
+    cycle = np.array([m["cycle"] for m in states])
     i0 = int(np.flatnonzero((stamps >= t_req) & holding)[0])  # the first cycle braking for the stop
     i1 = len(states) - 1  # the loop thread's last cycle
     assert not np.any(qd_ref[i1]) and holding[i0:].all()
-    v = np.abs(qd_ref[i0 - 1])  # the reference when the stop began
-    t_b = float(v.max()) / 4.0
-    k = int(np.ceil(float(v.max()) / (4.0 * dt) - 1e-9))
-    print(f"stop: t_b = {1e3 * t_b:.1f} ms ({k} cycles); braked in {i1 - i0 + 1} cycles, "
+    # the reference when the stop began: the first braking cycle's, one step of at most a·dt back up
+    # (read from that cycle: a cycle the recorder missed on a loaded machine cannot hide it)
+    v = float(np.abs(qd_ref[i0]).max()) + 4.0 * dt
+    t_b = v / 4.0
+    k = int(np.ceil(v / (4.0 * dt) - 1e-9))
+    n = int(cycle[i1] - cycle[i0]) + 1
+    print(f"stop: t_b = {1e3 * t_b:.1f} ms ({k} cycles); braked in {n} cycles, "
           f"{1e3 * (stamps[i1] - stamps[i0]):.1f} ms on the loop's clock; reply after {1e3 * took:.1f} ms "
           f"(request → first braking cycle {1e3 * (stamps[i0] - t_req):.1f} ms)")
-    assert i1 - i0 + 1 <= k + 1, (i1 - i0 + 1, k)
+    assert n <= k + 1, (n, k)
     assert stamps[i1] - stamps[i0] <= t_b + 10 * dt + 0.1
     assert took <= t_b + 2.0
     s = state(http)
