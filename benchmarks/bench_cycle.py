@@ -187,7 +187,7 @@ def publish_calls(loop: ControlLoop) -> dict:
 
     calls = {}
     try:
-        from fdcontrol.server.worker import Channel
+        from fdcontrol.server.channel import Channel
     except ImportError:  # the service is not installed: skip the worker's writer
         Channel = None
     layout = st.SharedLayout(extra=("last_cycle_at",))

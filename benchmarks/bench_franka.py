@@ -49,10 +49,10 @@ STAGES = ("wait", "read", "sense", "law", "map", "limits", "send", "publish")
 
 def standin_loop() -> tuple[Any, Any, Callable[[], None]]:
     """The service's loop on the stand-in robot, publishing to shared memory as the loop process does."""
+    from fdcontrol.server.channel import Channel, ShmIO
     from fdcontrol.server.metrics import LoopMetrics
     from fdcontrol.server.runtime import Runtime
     from fdcontrol.server.settings import Settings
-    from fdcontrol.server.worker import Channel, ShmIO
 
     settings = Settings(robot="fr3", driver="tests.franka_inject:StandInFranka", rate=1000.0,
                         limits=["cartesian", "position", "velocity", "acceleration", "jerk"], command_timeout=10.0)

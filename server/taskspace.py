@@ -1,6 +1,6 @@
 """The task space in the loop process: request schemas and the worker's "task" command.
 
-:func:`task_call` (run by server/worker.py in its command thread) validates a request, builds
+:func:`task_call` (run by server/loop_process.py in its command loop) validates a request, builds
 every part outside the loop thread and hands it over by reference; the loop picks it up at its
 next cycle. The REST routes are in server/routers/task.py.
 """

@@ -1,5 +1,5 @@
 """The state declaration: every field round-trips through shared memory, dict, JSON,
-MessagePack and the pydantic model — as the service wires them (server/worker.py's state slot,
+MessagePack and the pydantic model — as the service wires them (server/channel.py's state slot,
 server/app.py's state_dict, the app's OpenAPI State) — and a new field needs no other edit."""
 
 from __future__ import annotations
@@ -158,10 +158,10 @@ def service_encodings(s: LoopState):
 
     import msgpack
 
-    from fdcontrol.server import worker
+    from fdcontrol.server import channel
     from fdcontrol.server.app import state_dict
 
-    ch = worker.Channel()
+    ch = channel.Channel()
     try:
         ch.write_state(s, 12.5)
         back, last_cycle_at = ch.read_state()
@@ -214,7 +214,7 @@ extra = dataclasses.make_dataclass("LoopState", [("new_gauge", float, dataclasse
     bases=(st.LoopState,), frozen=True)
 st.LoopState, st.FIELDS = extra, dataclasses.fields(extra)
 
-from fdcontrol.server import schemas, worker
+from fdcontrol.server import channel, schemas
 from fdcontrol.server.app import create_app, state_dict
 from fdcontrol.server.settings import Settings
 
@@ -222,7 +222,7 @@ z = np.zeros(6)
 s = extra(t=1.0, cycle=2, q=z, qd=z, q_ref=z, qd_ref=z, tip_pose=np.eye(4), wrench=z, f_measured=z,
           mode="admittance", running=True, holding=False, watchdog="ok", seq_ack=3, fault=None,
           sigma_min_j=0.5, new_gauge=0.25)
-ch = worker.Channel()
+ch = channel.Channel()
 try:
     ch.write_state(s, 1.0)
     back = ch.read_state()[0]
@@ -256,9 +256,9 @@ def test_a_new_field_reaches_the_api():
 def test_liveness_read_matches_the_full_read(loop_state):
     """LoopWorker.problem reads only running and last_cycle_at: the same slots the full read decodes."""
     pytest.importorskip("fastapi")
-    from fdcontrol.server import worker
+    from fdcontrol.server import channel
 
-    ch = worker.Channel()
+    ch = channel.Channel()
     try:
         for running in (True, False):
             ch.write_state(dataclasses.replace(loop_state, running=running), 7.25)

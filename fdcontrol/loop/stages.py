@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fdcontrol.control.law import ControlInput
-from fdcontrol.control.posture import nullspace_transpose
+from fdcontrol.control.posture import at_gamma0, nullspace_transpose
 from fdcontrol.control.sensing import carry_bias
 from fdcontrol.loop.paced import robot_step
 from fdcontrol.model.spatial import finite
@@ -109,6 +109,17 @@ class Read(Stage):
             why = loop.following.check(js.qd, loop.qd_ref, c.now)
             if why is not None:
                 loop.fault, loop.fault_at = why, c.now
+
+
+class GammaSchedule(Stage):
+    """The FD mapping's γ scheduled at this cycle's q (fdcontrol.mappings.fd) before a joint load reads the
+    virtual model's H — the loads and their null-space projector see the γ the solver then uses (without
+    joint loads the solver schedules γ itself and this stage is not in the cycle)."""
+
+    name, order = "gamma_schedule", READ + 10
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        loop.solver.mapping.schedule(c.q, c.conf)
 
 
 # ---------------------------------------------------------------------- sense
@@ -277,6 +288,17 @@ class Posture(Stage):
         c.tau = t if c.tau is None else c.tau + t
 
 
+def _null_space_at_gamma0(loop: ControlLoop, c: Frame, t: np.ndarray) -> np.ndarray:
+    """A link load `t` (N·m) whose null-space part acts on the virtual model as it does at the mapping's
+    regularizing γ₀ whatever the scheduled γ: τ' = τ − (1 − γ₀/γ) N̄ᵀ τ (fdcontrol.control.posture.at_gamma0)."""
+    ratio = loop.solver.mapping.gamma0 / loop.solver.virtual.gamma
+    if ratio == 1.0 or not t.any():
+        return t
+    if c.nt is None:
+        c.nt = nullspace_transpose(c.conf.inertia, c.conf.jacobian)
+    return at_gamma0(t, c.nt, ratio)
+
+
 class LinkLoadStage(Stage):
     """Link loads' joint load (fdcontrol.control.link_loads), FD only."""
 
@@ -290,7 +312,7 @@ class LinkLoadStage(Stage):
             return
         if ll.mode == "projected" and c.nt is None:
             c.nt = nullspace_transpose(c.conf.inertia, c.conf.jacobian)
-        t = ll.torque(c.q, loop.qd_state, c.nt)
+        t = _null_space_at_gamma0(loop, c, ll.torque(c.q, loop.qd_state, c.nt))
         c.tau = t if c.tau is None else c.tau + t
 
 
@@ -304,6 +326,7 @@ class VolumesLoad(Stage):
             return
         t = loop.task.joint_torque(c.q, loop.qd_state)
         if t is not None:
+            t = _null_space_at_gamma0(loop, c, t)
             c.tau = t if c.tau is None else c.tau + t
 
 
@@ -426,6 +449,9 @@ def compose(loop: ControlLoop, extra: tuple[Stage, ...] = ()) -> list[Stage]:
         if "move" in parts:
             stages.append(TaskMove())
     stages.append(Law())
+    joint_loads = loop.posture is not None or loop.link_loads is not None or "volumes" in parts
+    if fd and joint_loads and getattr(getattr(loop.solver, "mapping", None), "scheduled", False):
+        stages.append(GammaSchedule())  # the joint loads read H before the solver would schedule γ
     if "volumes" in parts or "move" in parts or "reactions" in parts:
         stages.append(TaskWrench())
     if fd and loop.posture is not None:

@@ -1,7 +1,7 @@
 """WebSockets: /ws/control (wrenches, twists and targets in, states out) and /ws/state (states out).
 
 Each socket has a receiver (this handler) and a sender task (``stream``). Wrench and twist
-messages are one latest-wins shared-memory write (server/worker.py), so they never queue
+messages are one latest-wins shared-memory write (server/channel.py), so they never queue
 work for the loop process; targets take a pipe round-trip and run off the event loop.
 Subprotocol ``msgpack`` switches both directions to binary MessagePack. Messages larger than
 ``max_ws_message_bytes`` or nested deeper than ``max_json_depth`` get an error reply and the
