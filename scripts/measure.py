@@ -35,7 +35,7 @@ FULL = {"cycles": 4000, "rounds": 8, "robots": ["ur10", "panda"], "seconds": 30.
         "spin": 0.0002, "hogs": 1, "samples": 1000, "ws_rate": 500.0, "watchers": [0, 50],
         "ws_hogs": [0, 2], "franka_seconds": 60.0, "franka_watchers": 50}
 QUICK = {**FULL, "cycles": 400, "rounds": 4, "robots": ["ur10"], "seconds": 2.0, "samples": 100, "watchers": [0, 10],
-         "franka_seconds": 5.0, "franka_watchers": 10}
+         "ws_hogs": [0], "franka_seconds": 5.0, "franka_watchers": 10}
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "measure.py"
 BEGIN, END = "<!-- measured:begin -->", "<!-- measured:end -->"
 TINY = ["--cycles", "50", "--rounds", "2", "--robots", "ur10", "--seconds", "1", "--no-realtime",
-        "--samples", "20", "--watchers", "0", "--only", "cycle", "loop", "ws"]
+        "--samples", "20", "--watchers", "0", "--ws-hogs", "0", "--only", "cycle", "loop", "ws"]
 PART_COLUMNS = {"Configuration update": "config", "solver": "solver", "limits": "limits",
                 "simulator read + send": "sim_driver", "publish": "publish", "new wrench": "set_wrench"}
 
