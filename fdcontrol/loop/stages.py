@@ -8,11 +8,12 @@ the cycle's period ``c.dt`` (s) — every stage that integrates or limits reads 
 a constant of its own.
 
 :func:`compose` builds the list from the loop's parts: a part that is not configured (task space
-parts, posture, link loads, an action input, the sensor watchdog without a law that reads the
-sensor…) is not in the list, so it costs nothing. The loop composes again at a cycle boundary
-whenever its parts change (``reconfigure``, a new action, a task-space hand-over). ``order`` places
-a stage: the loop's ``stages`` argument adds further stages (e.g. a limit on link distances at
-``LIMITS - 10``, before the safety limits that always act last, or a joint load at ``LOADS``).
+parts, posture, link loads, the links' distances without volumes for them or self-collision, an action
+input, the sensor watchdog without a law that reads the sensor…) is not in the list, so it costs nothing.
+The loop composes again at a cycle boundary whenever its parts change (``reconfigure``, a new action, a
+task-space hand-over). ``order`` places a stage: the loop's ``stages`` argument adds further stages (e.g. a
+limit of your own at ``LIMITS - 10``, before the safety limits that always act last, or a joint load at
+``LOADS``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from fdcontrol.model.spatial import finite
 
 if TYPE_CHECKING:
     from fdcontrol.loop.cycle import ControlLoop
+    from fdcontrol.model.collision import Clearance
 
 #: the phases of a cycle in their order, and the ``order`` each begins at
 PHASES: tuple[tuple[str, int], ...] = (("read", 0), ("sense", 100), ("law", 200), ("map", 300),
@@ -186,6 +188,20 @@ class SensorWatchdog(Stage):
     def run(self, loop: ControlLoop, c: Frame) -> None:
         if loop.law.uses_sensor and math.isfinite(loop._sensor_at) and c.now - loop._sensor_at > loop.sensor_timeout:
             c.watchdog = "sensor_stale"  # hand guiding on a sensor stream gone quiet: hold until readings return
+
+
+class LinkDistances(Stage):
+    """The links' distances to the volumes and to each other (fdcontrol.model.collision), once per cycle at
+    the measured q: the repulsive loads, the velocity damper, the fault check and the state read them.
+    In the cycle only with link geometry and volumes for the links or self-collision."""
+
+    name, order = "link_distances", SENSE + 30
+
+    def __init__(self, clearance: Clearance) -> None:
+        self.clearance = clearance
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        self.clearance.compute(c.q)
 
 
 # ---------------------------------------------------------------------- law and task
@@ -352,6 +368,26 @@ class Solve(Stage):
         c.qd_des = qd_des
 
 
+class LinkFault(Stage):
+    """A margin crossed anyway: a link nearer a volume (or another link) than half the hard margin
+    (``collision_distance``) that this cycle's motion brings nearer still — a volume moved onto the arm —
+    holds the arm with a fault naming the link and the volume (:meth:`Clearance.crossed
+    <fdcontrol.model.collision.Clearance.crossed>`); moving away stays possible."""
+
+    name, order = "link_fault", SOLVE + 10
+
+    def __init__(self, clearance: Clearance) -> None:
+        self.clearance = clearance
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        if c.holding or c.resting:
+            return
+        why = self.clearance.crossed(c.qd_des)
+        if why is not None:
+            loop._record_fault(why, c.now)
+            c.holding, c.qd_des = True, np.zeros(loop.robot.dof)
+
+
 # ---------------------------------------------------------------------- limits
 class Limits(Stage):
     """The safety limits (fdcontrol.limits.safety); the first reference is the measured state
@@ -440,6 +476,9 @@ def compose(loop: ControlLoop, extra: tuple[Stage, ...] = ()) -> list[Stage]:
     if task is not None:
         task.take_pending()
         parts = task.parts()
+        ws = task.workspace
+        if ws is not None and ws.clearance is not None:  # link geometry with volumes or self-collision
+            stages += [LinkDistances(ws.clearance), LinkFault(ws.clearance)]
         if "gains" in parts:
             stages.append(TaskGains())
         if "volumes" in parts:
