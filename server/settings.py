@@ -33,7 +33,7 @@ from fdcontrol.loop.integrators import INTEGRATORS
 from fdcontrol.loop.parameters import declared
 from fdcontrol.mappings import mapping_names
 from fdcontrol.model.robot import ModelError
-from fdcontrol.model.virtual import check_gamma
+from fdcontrol.model.virtual import GAMMA_STRAIGHT, check_gamma
 from fdcontrol.params import Param, unknown_names
 
 MIN_TOKEN = 16  # characters of an API token
@@ -242,7 +242,7 @@ class _Checks(BaseModel):
     def _gamma_in_range(self) -> Any:
         try:  # γ's bound depends on the algorithm: the virtual model's own check, one place
             check_gamma(self.gamma, self.algorithm)  # type: ignore[attr-defined]
-            check_gamma(self.gamma_straight, self.algorithm)  # type: ignore[attr-defined]
+            check_gamma(self.gamma_straight, self.algorithm, GAMMA_STRAIGHT)  # type: ignore[attr-defined]
         except ModelError as exc:
             raise ValueError(str(exc)) from None
         return self
@@ -324,7 +324,8 @@ class Settings(ControlParams, BaseSettings):
                                           "faster sender is slowed down by back-pressure")
     # ---- supervision (server/supervisor.py)
     supervise: bool = Field(True, description="restart a dead or stuck loop process, into hold")
-    max_restarts: int = Field(5, ge=0, le=1000, description="restarts allowed per restart_window")
+    max_restarts: int = Field(5, ge=0, le=1000, description="crashed loop processes replaced per restart_window "
+                              "(a stuck process the supervisor kills is replaced without counting)")
     restart_window: float = Field(300.0, gt=0, description="s")
 
     def api_token(self) -> str | None:
