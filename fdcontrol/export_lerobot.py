@@ -99,7 +99,7 @@ def frames(path: str | Path, fps: float, per: str = "episode", task: str | None 
         raise LeRobotExportError(f"--per must be 'episode' or 'recording', got {per!r}")
     if action not in EXPORT_ACTIONS:
         raise LeRobotExportError(f"--action must be one of {', '.join(EXPORT_ACTIONS)}, got {action!r}")
-    rec = read_recording(path)
+    rec = read_recording(path, topics=(STATE_TOPIC, EPISODE_TOPIC))
     states = rec.messages.get(STATE_TOPIC, [])
     if not states:
         raise LeRobotExportError(f"{path}: the recording holds no loop state")

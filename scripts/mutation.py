@@ -49,6 +49,8 @@ TARGETS = (
     Target("sensing", "fdcontrol/control/sensing.py", ("tests/test_sensing.py", "tests/test_tool_inertia.py")),
     Target("loop-safety", "fdcontrol/loop/cycle.py", ("tests/test_loop.py",), LOOP_SAFETY),
     Target("limits", "fdcontrol/limits/*", ("tests/test_limits.py", "tests/test_jerk.py")),
+    Target("braking", "fdcontrol/limits/braking.py", ("tests/test_braking.py",)),
+    Target("liveness", "fdcontrol/loop/liveness.py", ("tests/test_braking.py",)),
 )
 KILLED = ("killed", "timeout", "segfault")
 

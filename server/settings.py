@@ -311,7 +311,8 @@ class Settings(ControlParams, BaseSettings):
                                           "faster sender is slowed down by back-pressure")
     # ---- supervision (server/supervisor.py)
     supervise: bool = Field(True, description="restart a dead or stuck loop process, into hold")
-    max_restarts: int = Field(5, ge=0, le=1000, description="restarts allowed per restart_window")
+    max_restarts: int = Field(5, ge=0, le=1000, description="crashed loop processes replaced per restart_window "
+                              "(a stuck process the supervisor kills is replaced without counting)")
     restart_window: float = Field(300.0, gt=0, description="s")
 
     def api_token(self) -> str | None:
