@@ -101,7 +101,7 @@ def test_the_schedule_is_continuous_and_monotone_in_sigma():
 
 
 def test_the_mappings_schedule_is_the_equation_along_a_random_walk(ur10):
-    """The mapping's γ (its shortcut past the band by Weyl's bound, and its SVD) equals
+    """The mapping's γ (its Cholesky test for a regular pose, and its SVD) equals
     scheduled_gamma evaluated from scratch, along a random walk that crosses the elbow singularity."""
     fd = make_mapping("fd", ur10)
     rng = np.random.default_rng(0)
@@ -115,6 +115,35 @@ def test_the_mappings_schedule_is_the_equation_along_a_random_walk(ur10):
         assert fd.gamma_at(q) == expected
         seen.add("low" if expected == GAMMA.default else "high" if expected == GAMMA_STRAIGHT.default else "band")
     assert seen == {"low", "band", "high"}
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_sigma_min_above_agrees_with_the_svd(compiled, monkeypatch):
+    """σ_min(J) > s by the shifted Cholesky test (compiled, and numpy's where numba is missing) against
+    the SVD, on random 6×N matrices (N = 2, 6, 7) scaled so σ_min lands on both sides of s, rank-deficient
+    ones among them; only where σ_min is within 1e-9 of s may the two differ."""
+    from fdcontrol.model import conditioning
+
+    if not compiled:
+        monkeypatch.setattr(conditioning, "numba", None)
+    rng = np.random.default_rng(1)
+    checked = {True: 0, False: 0}
+    for i in range(3000):
+        n = (2, 6, 7)[i % 3]
+        U, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+        V, _ = np.linalg.qr(rng.normal(size=(n, n)))
+        sv = np.sort(rng.uniform(0.0, 2.0, min(6, n)))[::-1]
+        sv[-1] = rng.choice([0.0, 0.05 * rng.uniform(0.5, 1.5), rng.uniform(0.0, 0.1)])
+        J = U[:, :len(sv)] @ np.diag(sv) @ V[:, :len(sv)].T
+        if i % 2:
+            J = np.asfortranarray(J)
+        smin = np.linalg.svd(J, compute_uv=False)[-1]
+        if abs(smin - 0.05) < 1e-9:
+            continue
+        got = conditioning.sigma_min_above(J, 0.05)
+        assert got == (smin > 0.05), (smin, J)
+        checked[got] += 1
+    assert min(checked.values()) > 500
 
 
 def _push_loop(robot, q0, force, **mapping):
