@@ -263,13 +263,17 @@ class SafetyLimits:
         kernels, act = self._compiled, self.active
         if kernels is None:
             return run(self.limits, q, qd, qd_prev, J, dt, self.active, period)
-        c, p, ps = self.cartesian, self.position, self.path_speed
+        c, p, ps, pa, V = self.cartesian, self.position, self.path_speed, self.path_acceleration, self._views
         if J is None:
             raise ValueError("the limits need the Jacobian J")
         if len(q) != len(p.lower):  # shorter vectors than q raise IndexError in the compiled loops
             raise ValueError(f"q has {len(q)} entries, the limits {len(p.lower)}")
-        if any(a is not b for a, b in zip(self._sources(), self._views, strict=True)):
-            self._pack()  # a parameter vector was replaced (not changed in place)
+        if (p.lower is not V[0] or p.upper is not V[1] or p.max_acceleration is not V[2]
+                or p.max_velocity is not V[3] or self.velocity.max_velocity is not V[4]
+                or self.acceleration.max_acceleration is not V[5]
+                or (pa is not None and pa.max_acceleration is not V[6])
+                or (ps is not None and ps.max_acceleration is not V[7])):
+            self._pack()  # a parameter vector was replaced (not changed in place): _sources() in order
         head, tail = kernels
         W, dt = self._work, float(dt)
         # J q̇ as CartesianSpeed computes it (J @ list): ndarray.dot gives the same bits, faster
@@ -287,10 +291,10 @@ class SafetyLimits:
                 jdot = ps.robot.jacobian_rate(q, d)
         out, hit_ps, hit_pa, act["acceleration"] = tail(
             qd_prev, J, jdot, dt, self._P, self._idx, W, ps.reserve if ps is not None else 1.0, ps is not None,
-            self.path_acceleration is not None)
+            pa is not None)
         if ps is not None:
             act["path_speed"] = hit_ps
-        if self.path_acceleration is not None:
+        if pa is not None:
             act["path_acceleration"] = hit_pa
         return out
 
