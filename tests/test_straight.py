@@ -117,6 +117,30 @@ def test_the_mappings_schedule_is_the_equation_along_a_random_walk(ur10):
     assert seen == {"low", "band", "high"}
 
 
+def test_the_one_pose_schedule_equals_the_array_form():
+    """scheduled_gamma_at (plain floats, what the mapping runs each cycle in the band) gives the bits of
+    scheduled_gamma (numpy) on random poses' σ and h: in the band, below it, past it, h = 0 and NaN."""
+    from fdcontrol.model.virtual import scheduled_gamma_at
+
+    rng = np.random.default_rng(2)
+    kinds = set()
+    for i in range(5000):
+        k = (2, 6, 7)[i % 3]
+        sigma = np.sort(rng.uniform(0.0, 1.0, k))[::-1]
+        sigma[-1] = rng.uniform(0.0, 0.06) * rng.choice([1.0, 0.1, 0.01])
+        h = rng.uniform(0.0, 3.0, k) * rng.choice([1.0, 0.01, 1e-4])
+        if i % 97 == 0:
+            h[rng.integers(k)] = 0.0
+        if i % 211 == 0:
+            (sigma if i % 2 else h)[rng.integers(k)] = np.nan
+        g0, gs = rng.choice([1e3, 1e4]), rng.choice([1e5, 1e6])
+        want = float(scheduled_gamma(sigma, h, g0, gs))
+        got = scheduled_gamma_at(sigma.tolist(), h.tolist(), g0, gs)
+        assert got == want or (np.isnan(got) and np.isnan(want)), (sigma, h, got, want)
+        kinds.add("low" if want == g0 else "high" if want == gs else "band")
+    assert kinds == {"low", "band", "high"}
+
+
 @pytest.mark.parametrize("compiled", [True, False])
 def test_sigma_min_above_agrees_with_the_svd(compiled, monkeypatch):
     """σ_min(J) > s by the shifted Cholesky test (compiled, and numpy's where numba is missing) against

@@ -22,7 +22,7 @@ from fdcontrol.model.virtual import (
     Algorithm,
     VirtualModel,
     check_gamma,
-    scheduled_gamma,
+    scheduled_gamma_at,
 )
 from fdcontrol.params import declare
 
@@ -81,7 +81,7 @@ class ForwardDynamics(Mapping):
         end = min(2.0 * math.sqrt(max(float(h.min()), 0.0) / self.gamma0) / GAIN_MARGIN, REGULAR_SIGMA)
         if s[-1] >= end:
             return self.gamma_straight
-        return float(scheduled_gamma(s, h, self.gamma0, self.gamma_straight))
+        return scheduled_gamma_at(s.tolist(), h.tolist(), self.gamma0, self.gamma_straight)
 
     def schedule(self, q: np.ndarray, conf: Configuration | None = None) -> bool:
         """Set the virtual model's γ to its scheduled value at q; with `conf` (updated at q on this
