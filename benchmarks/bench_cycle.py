@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 import time
 
 import numpy as np
@@ -294,6 +295,24 @@ def bench(robot: RobotModel, cycles: int, rounds: int) -> dict[str, np.ndarray]:
     return {k: np.array(v) / 1e3 for k, v in samples.items()}
 
 
+def stage_table(p: dict[str, tuple[float, float, float]]) -> dict[str, tuple[float, float, float]]:
+    """The per-stage table from the items' (p50, p99, max): the default cycle and each of its stages as
+    measured, then each optional part's added cost — its cycle minus the cycle without it (p50, p99 and
+    max differences; a difference of two noisy numbers: negative only within the noise)."""
+    out = {"core": p["core"], "default cycle": p["loop"]}
+    out.update({k: v for k, v in p.items() if k.startswith("stage:")})
+
+    def diff(a: str, b: str) -> tuple[float, float, float]:
+        return (p[a][0] - p[b][0], p[a][1] - p[b][1], p[a][2] - p[b][2])
+
+    out["+ path limits (default)"] = diff("loop", "four_limits")
+    for k in p:
+        if k.startswith("with:"):
+            out[f"+ {k[5:]}"] = diff(k, "loop")
+    out["+ link geometry"] = diff("loop_swaying_links", "loop_swaying")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cycles", type=int, default=4000, help="timed calls per item (bounded)")
@@ -305,6 +324,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     report: dict = {"cycles": cycles, "rounds": args.rounds, "loadavg": load, "goal_ratio": GOAL_RATIO,
                     "robots": {}}
+    print("PYTHONPATH=. python benchmarks/bench_cycle.py " + " ".join(sys.argv[1:]))
     print(f"1-min load average {load:.2f}; goal: loop p50 ≤ {GOAL_RATIO:g}× core p50")
     for name in args.robots:
         robot = RobotModel.load(name)
@@ -318,6 +338,12 @@ def main() -> None:
             print(f"{k:>24} {a:8.1f} {b:8.1f} {m:8.1f} {a / p['core'][0]:9.2f} {b / p['core'][1]:9.2f} {added}")
         print(f"loop / core p50: {base / p['core'][0]:.2f}× (goal ≤ {GOAL_RATIO:g}×: "
               f"{'met' if base <= GOAL_RATIO * p['core'][0] else 'not met'})")
+        added = stage_table(p)
+        print(f"\nper-stage cost ({name}): the default cycle, its stages, and what each optional part adds "
+              "when configured (p50 difference; × core p50)")
+        print(f"{'':>24} {'p50 µs':>8} {'p99 µs':>8} {'max µs':>8} {'× core':>7}")
+        for k, (a, b, m) in added.items():
+            print(f"{k:>24} {a:8.1f} {b:8.1f} {m:8.1f} {a / p['core'][0]:7.2f}")
         report["robots"][name] = {"dof": robot.dof, "calls": len(r["core"]), "items": {
             k: {"p50_us": a, "p99_us": b, "max_us": m, "ratio_p50": a / p["core"][0],
                 "ratio_p99": b / p["core"][1]} for k, (a, b, m) in p.items()}}
