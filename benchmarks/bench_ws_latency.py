@@ -88,20 +88,26 @@ def skip_arrived(s: Stream) -> None:
             s.ws.recv(timeout=0)
 
 
-def measure(url: str, samples: int, period: float, rng: np.random.Generator) -> np.ndarray:
-    lat = []
+def measure(url: str, samples: int, period: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Latencies (ms), and per sample the split (ms): [send → start of the cycle that took the wrench,
+    that cycle's start → its state received here] (the state's ``stamp`` is the loop's time.monotonic()
+    at the cycle's start, the same clock as this process's on one host)."""
+    lat, split = [], []
     with Client(url) as c, c.control_stream(decimation=1) as s:
         for i in range(samples):
             time.sleep(period * (1 + rng.uniform()))  # a random phase of the loop period
             skip_arrived(s)
-            t0 = time.perf_counter()
+            t0 = time.monotonic()
             seq = s.send_wrench([2.0 * np.sin(i / 20), 0, 0, 0, 0, 0])
-            while time.perf_counter() - t0 < 1.0:
+            while time.monotonic() - t0 < 1.0:
                 m = s.recv(timeout=1.0)
                 if m.get("seq_ack", 0) >= seq:
-                    lat.append(time.perf_counter() - t0)
+                    t1 = time.monotonic()
+                    lat.append(t1 - t0)
+                    stamp = m.get("stamp")
+                    split.append([stamp - t0, t1 - stamp] if stamp is not None else [np.nan, np.nan])
                     break
-    return np.array(lat) * 1e3
+    return np.array(lat) * 1e3, np.array(split).reshape(-1, 2) * 1e3
 
 
 def main() -> None:
@@ -127,7 +133,7 @@ def main() -> None:
                 p = watchers(svc.url, min(n, 500), args.watch_decimation, min(max(args.watchers_nice, 0), 19))
                 try:
                     s0 = c.stats()
-                    ms = measure(svc.url, samples, period, rng)
+                    ms, split = measure(svc.url, samples, period, rng)
                     s1 = c.stats()
                 finally:
                     note = stop_watchers(p)
@@ -136,12 +142,20 @@ def main() -> None:
                       f"{len(ms)} of {samples} acknowledged: wrench → ack p50 {np.percentile(ms, 50):.2f} ms, "
                       f"p99 {np.percentile(ms, 99):.2f} ms, max {ms.max():.2f} ms "
                       f"(target p99 ≤ {1e3 * period + 1:.1f} ms){note}")
+                waited, out = split[:, 0], split[:, 1]
+                print(f"  split: send → start of the cycle that took it p50 {np.nanpercentile(waited, 50):.2f} ms, "
+                      f"p99 {np.nanpercentile(waited, 99):.2f} ms (a random phase of the period: 0–{1e3 * period:.1f} "
+                      f"ms by design); that cycle's start → its state here p50 {np.nanpercentile(out, 50):.2f} ms, "
+                      f"p99 {np.nanpercentile(out, 99):.2f} ms")
                 print(f"  loop meanwhile: overruns {s1['overruns'] - s0['overruns']} of "
                       f"{s1['cycles'] - s0['cycles']} cycles, period error p99 {s1['period_error_p99_us']:.0f} µs")
                 rates = re.search(r"received (\S+) msg/s in all, the slowest (\S+) msg/s", note)
                 report["runs"].append({
                     "watchers": n, "acknowledged": len(ms), "p50_ms": np.percentile(ms, 50),
                     "p99_ms": np.percentile(ms, 99), "max_ms": ms.max(),
+                    "to_cycle_p50_ms": np.nanpercentile(waited, 50), "to_cycle_p99_ms": np.nanpercentile(waited, 99),
+                    "cycle_to_client_p50_ms": np.nanpercentile(out, 50),
+                    "cycle_to_client_p99_ms": np.nanpercentile(out, 99),
                     "watchers_msg_per_s": float(rates[1]) if rates else None,
                     "slowest_watcher_msg_per_s": float(rates[2]) if rates else None,
                     "loop_overruns": s1["overruns"] - s0["overruns"], "loop_cycles": s1["cycles"] - s0["cycles"],

@@ -1,6 +1,6 @@
 """The FastAPI application: settings, lifespan, error handlers, routers, access middleware.
 
-The control loop runs in its own process (server/worker.py ``LoopWorker``); handlers only
+The control loop runs in its own process (handle: server/worker.py ``LoopWorker``); handlers only
 swap its latest-wins inputs in shared memory or make one pipe call, and read its newest
 published state, so API traffic never queues work for it. The routes live in
 server/routers/, one module per concern; each reads the loop handle from

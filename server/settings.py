@@ -33,7 +33,7 @@ from fdcontrol.loop.integrators import INTEGRATORS
 from fdcontrol.loop.parameters import declared
 from fdcontrol.mappings import mapping_names
 from fdcontrol.model.robot import ModelError
-from fdcontrol.model.virtual import check_gamma
+from fdcontrol.model.virtual import GAMMA_STRAIGHT, check_gamma
 from fdcontrol.params import Param, unknown_names
 
 MIN_TOKEN = 16  # characters of an API token
@@ -243,7 +243,7 @@ class _Checks(BaseModel):
     def _gamma_in_range(self) -> Any:
         try:  # γ's bound depends on the algorithm: the virtual model's own check, one place
             check_gamma(self.gamma, self.algorithm)  # type: ignore[attr-defined]
-            check_gamma(self.gamma_straight, self.algorithm)  # type: ignore[attr-defined]
+            check_gamma(self.gamma_straight, self.algorithm, GAMMA_STRAIGHT)  # type: ignore[attr-defined]
         except ModelError as exc:
             raise ValueError(str(exc)) from None
         return self

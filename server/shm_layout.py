@@ -1,4 +1,4 @@
-"""The packed state's layout in shared memory, shared by the loop process (server/worker.py) and
+"""The packed state's layout in shared memory, shared by the state slot (server/channel.py) and
 the recording ring (server/record_ring.py) without either importing the other."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The simulated world's operations as the loop process runs them (server/worker.py handler "sim");
+"""The simulated world's operations as the loop process runs them (server/loop_process.py handler "sim");
 the HTTP side is server/routers/sim.py. No web framework here: the loop process imports this."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from fdcontrol.drivers.base import SimulatedWorld
 
 
 def sim_call(driver: Any, op: str, *args: Any) -> Any:
-    """Runs in the loop process (server/worker.py handler "sim")."""
+    """Runs in the loop process (server/loop_process.py handler "sim")."""
     if not isinstance(driver, SimulatedWorld):
         return {"error": f"the {type(driver).__name__} driver has no simulated environment"}
     if op == "environment":

@@ -2,8 +2,9 @@
 
 Policy:
 
-* every ``period`` s the supervisor asks the worker what is wrong (:meth:`LoopWorker.problem`:
-  process exited, heartbeat stale, loop cycles stale — each within one watchdog period);
+* every ``period`` s the supervisor asks the worker what is wrong (:meth:`LoopWorker.problem`, the
+  rules of fdcontrol.server.loop_health: process exited, heartbeat stale, loop cycles stale — each
+  within one watchdog period);
 * a dead process is replaced at once; a stuck one (alive, silent) gets ``kill_after`` s to
   recover, then is killed and replaced;
 * the new process gets the parameters in force before (PATCHes survive); when the loop had

@@ -124,6 +124,7 @@ class _StandInRobot:
         self.t, self.mode = 0.0, "Idle"
         self.eye = np.eye(4).reshape(-1).tolist()
         self.commands = 0
+        self.success_rate = 1.0  # control_command_success_rate the robot reports (a test sets it)
 
     def set_collision_behavior(self, *thresholds: Any) -> None:
         pass
@@ -146,7 +147,7 @@ class _StandInRobot:
         return SimpleNamespace(q=self.q.tolist(), dq=self.dq.tolist(), q_d=self.q_d.tolist(),
                                time=_Duration(self.t), O_T_EE=pose, F_T_EE=self.eye, EE_T_K=self.eye,
                                robot_mode=SimpleNamespace(name=self.mode),
-                               control_command_success_rate=1.0, O_F_ext_hat_K=[0.0] * 6,
+                               control_command_success_rate=self.success_rate, O_F_ext_hat_K=[0.0] * 6,
                                last_motion_errors=SimpleNamespace())
 
     def start_joint_velocity_control(self, mode: Any) -> _StandInControl:

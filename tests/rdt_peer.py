@@ -27,7 +27,8 @@ class RdtPeer:
         self.requests: list[tuple[int, int, int]] = []  # (header, command, sample count)
         self.client: tuple[str, int] | None = None
         self.sent = 0
-        self.paused = False  # True: a sensor that went quiet (cable pulled)
+        self.paused = False  # True: a sensor that went quiet (cable pulled); set it with pause()
+        self._sending = threading.Lock()  # held while a streamed record is sent: pause() waits for it
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -46,11 +47,18 @@ class RdtPeer:
                         self.client = None
             except (TimeoutError, ConnectionRefusedError):  # (refused: a client gone, ICMP port unreachable)
                 pass
-            if self.client is not None and not self.paused:
-                seq += 1
-                with contextlib.suppress(ConnectionRefusedError):
-                    self.send_raw(struct.pack("!3L6l", seq, seq, self.status, *self.counts))
+            with self._sending:
+                if self.client is not None and not self.paused:
+                    seq += 1
+                    with contextlib.suppress(ConnectionRefusedError):
+                        self.send_raw(struct.pack("!3L6l", seq, seq, self.status, *self.counts))
             time.sleep(self.period)
+
+    def pause(self) -> None:
+        """Go quiet: when this returns, no streamed record is sent any more (one being sent has
+        been sent: on loopback it is then in the client's socket buffer)."""
+        with self._sending:
+            self.paused = True
 
     def send_raw(self, data: bytes) -> None:
         if self.client is not None:

@@ -129,15 +129,35 @@ def check_ws(text: str, entry: dict) -> None:
         close(row[4], r["max_ms"])
         assert row[5] == verdict(r["p99_ms"] <= target)
         assert row[6] == f"{r['loop_overruns']} of {r['loop_cycles']}"
+        if "to_cycle_p50_ms" in r:  # the split at the acknowledging cycle's start
+            close(row[7], r["to_cycle_p50_ms"], r["to_cycle_p99_ms"])
+            close(row[8], r["cycle_to_client_p50_ms"], r["cycle_to_client_p99_ms"])
 
 
 def check_franka(text: str, entry: dict) -> None:
-    r = entry["output"]["results"]
-    (table,) = [t for t in tables(text) if t["__head__"][0] == "cycles"]
-    row = table[str(r["cycles"])]
-    total = r["cycles"] + r["missed_cycles"]
-    share = 100.0 * r["missed_cycles"] / max(total, 1)  # the share of robot states that passed without a command
-    assert row[0] == str(r["cycles"]) and row[5] == f"{r['missed_cycles']} of {total} ({share:.2f} %)"
+    res = entry["output"]["results"]
+    # {"standin": …, "sim": …}, or (older runs) the franky-sim run alone
+    stand, r = (res.get("standin"), res.get("sim")) if "sim" in res or "standin" in res else (None, res)
+    if r is not None:
+        (table,) = [t for t in tables(text) if t["__head__"][0] == "cycles"]
+        row = table[str(r["cycles"])]
+        total = r["cycles"] + r["missed_cycles"]
+        share = 100.0 * r["missed_cycles"] / max(total, 1)  # the share of robot states that passed without a command
+        assert row[0] == str(r["cycles"]) and row[5] == f"{r['missed_cycles']} of {total} ({share:.2f} %)"
+        assert f"Goal at most 0.5 % missed: **{verdict(share <= 0.5)}** ({share:.2f} %" in flat(text)
+    if stand is not None:
+        ok = stand["compute_p99_us"] <= 200
+        assert f"Goal compute p99 ≤ 200 µs on the stand-in: **{verdict(ok)}**" in flat(text)
+        cmp = stand.get("against_inprocess")
+        if cmp:
+            assert (f"the robot-paced path adds {cmp['added_p50_us']:.1f} µs at p50") in flat(text)
+        (split,) = [t for t in tables(text) if t["__head__"][0] == "stage"]
+        for name, v in stand["split_us"].items():
+            close(split[name][1], v[0])
+        if stand.get("stages_us"):
+            (stages,) = [t for t in tables(text) if t["__head__"][0] == "cycle stage"]
+            for name, v in stand["stages_us"].items():
+                close(stages[name][1], v[0])
 
 
 CHECKS = {"cycle": check_cycle, "loop": check_loop, "ws": check_ws, "franka": check_franka}

@@ -146,6 +146,26 @@ def test_link_loads_stage_only_when_configured(count):
     assert len(torque) >= 19
 
 
+def test_gamma_is_scheduled_before_the_joint_loads_only_when_there_are_some(count):
+    """With a joint load (here link loads) and the γ schedule, γ is set at the cycle's q before the loads
+    read H: one schedule evaluation per cycle (the solver finds it done); without joint loads, or with a
+    fixed γ, the stage is not in the cycle."""
+    from fdcontrol.mappings.fd import ForwardDynamics
+
+    gamma_at = count(ForwardDynamics, "gamma_at")
+    loop = build_loop(driver="simulated", robot="panda", rate=1 / DT, posture="off")
+    assert "gamma_schedule" not in names(loop)
+    loop = build_loop(driver="simulated", robot="panda", rate=1 / DT, posture="off", link_loads=LOAD,
+                      gamma_schedule="fixed")
+    assert "gamma_schedule" not in names(loop)
+    loop = build_loop(driver="simulated", robot="panda", rate=1 / DT, posture="off", link_loads=LOAD)
+    n = names(loop)
+    assert n.index("gamma_schedule") < n.index("link_loads") < n.index("solver")
+    del gamma_at[:]
+    run(loop, 20)
+    assert 10 <= len(gamma_at) <= 20  # at most once per cycle (none where q did not move), not again in the solver
+
+
 def test_action_interpolation_only_with_a_policy(count):
     target = count(ActionInput, "target")
     loop = lean(mode="compliance")

@@ -1,5 +1,5 @@
 """The state declaration: every field round-trips through shared memory, dict, JSON,
-MessagePack and the pydantic model — as the service wires them (server/worker.py's state slot,
+MessagePack and the pydantic model — as the service wires them (server/channel.py's state slot,
 server/app.py's state_dict, the app's OpenAPI State) — and a new field needs no other edit."""
 
 from __future__ import annotations
@@ -74,6 +74,22 @@ def test_shared_memory_layout_round_trips_every_field(rng, loop_state):
         assert extra == {"last_cycle_at": 42.5}
 
 
+def test_unpacked_state_owns_its_arrays(rng):
+    """The unpacked state's arrays are its own: rewriting the packed vector afterwards (the next state in
+    a reused buffer) changes none of them, and each has its declared shape."""
+    lay = SharedLayout(max_dof=16)
+    s = synthetic(rng, dof=7)
+    buf = lay.empty()
+    lay.pack(s, buf)
+    back = lay.unpack(buf)[0]
+    buf[:] = 7.0
+    assert_same(dataclasses.replace(s, limits_active={k: bool(s.limits_active.get(k)) for k in st.LIMIT_KEYS}),
+                back)
+    assert back.q.shape == (7,) and back.tip_pose.shape == (4, 4)
+    back.q[0] = 99.0  # a consumer that writes one array touches no other field
+    assert back.qd[-1] == s.qd[-1] and back.q_ref[0] == s.q_ref[0]
+
+
 def test_shared_memory_bounds_and_text(rng):
     lay = SharedLayout(max_dof=6, text_bytes=16)
     with pytest.raises(ValueError, match="max_dof"):
@@ -95,6 +111,26 @@ def test_dict_json_msgpack_round_trip_every_field(rng, loop_state):
         assert_same(s, st.from_msgpack(st.to_msgpack(s)))
     d = st.to_dict(synthetic(rng, kappa=math.nan))
     assert d["kappa_h"] is None and "NaN" not in st.to_json(synthetic(rng, kappa=math.nan))
+
+
+def test_websocket_json_frame_is_the_state(rng, loop_state):
+    """The /ws/state JSON frame (encoded once per cycle for every reader) is strict JSON whose object is the
+    state's dict and ``stale``; a non-finite number inside an array is null, never a bare NaN."""
+    pytest.importorskip("fastapi")
+    import json
+
+    from fdcontrol.server.routers.ws import Hub
+
+    def strict(text: str) -> dict:
+        return json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in the frame"))
+
+    for s in [loop_state, *cases(rng)]:
+        frame = Hub().encode(s, "json")
+        assert isinstance(frame, str)
+        assert strict(frame) == {**st.to_dict(s), "stale": False}
+        assert_same(s, st.from_dict(strict(frame)))
+    odd = dataclasses.replace(loop_state, f_measured=np.array([np.nan, np.inf, 0, 0, 0, 0]))
+    assert strict(Hub().encode(odd, "json"))["f_measured"][:3] == [None, None, 0.0]
 
 
 def test_pydantic_model_round_trips_and_documents_units(rng, loop_state):
@@ -158,10 +194,10 @@ def service_encodings(s: LoopState):
 
     import msgpack
 
-    from fdcontrol.server import worker
+    from fdcontrol.server import channel
     from fdcontrol.server.app import state_dict
 
-    ch = worker.Channel()
+    ch = channel.Channel()
     try:
         ch.write_state(s, 12.5)
         back, last_cycle_at = ch.read_state()
@@ -214,7 +250,7 @@ extra = dataclasses.make_dataclass("LoopState", [("new_gauge", float, dataclasse
     bases=(st.LoopState,), frozen=True)
 st.LoopState, st.FIELDS = extra, dataclasses.fields(extra)
 
-from fdcontrol.server import schemas, worker
+from fdcontrol.server import channel, schemas
 from fdcontrol.server.app import create_app, state_dict
 from fdcontrol.server.settings import Settings
 
@@ -222,7 +258,7 @@ z = np.zeros(6)
 s = extra(t=1.0, cycle=2, q=z, qd=z, q_ref=z, qd_ref=z, tip_pose=np.eye(4), wrench=z, f_measured=z,
           mode="admittance", running=True, holding=False, watchdog="ok", seq_ack=3, fault=None,
           sigma_min_j=0.5, new_gauge=0.25)
-ch = worker.Channel()
+ch = channel.Channel()
 try:
     ch.write_state(s, 1.0)
     back = ch.read_state()[0]
@@ -256,9 +292,9 @@ def test_a_new_field_reaches_the_api():
 def test_liveness_read_matches_the_full_read(loop_state):
     """LoopWorker.problem reads only running and last_cycle_at: the same slots the full read decodes."""
     pytest.importorskip("fastapi")
-    from fdcontrol.server import worker
+    from fdcontrol.server import channel
 
-    ch = worker.Channel()
+    ch = channel.Channel()
     try:
         for running in (True, False):
             ch.write_state(dataclasses.replace(loop_state, running=running), 7.25)

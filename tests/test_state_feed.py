@@ -1,6 +1,6 @@
 """Event-driven state sending: the loop process signals each publish on a pipe, the API
 process's event loop watches that pipe, reads the state once and wakes the WebSocket senders
-(server/worker.py StateFeed)."""
+(server/feed.py StateFeed)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from fdcontrol.loop.state import LoopState
-from fdcontrol.server.worker import LoopWorker, _Fanout  # the project's own module: an import error fails
+from fdcontrol.server.feed import _Fanout
+from fdcontrol.server.worker import LoopWorker  # the project's own module: an import error fails
 
 
 def state(cycle: int) -> LoopState:

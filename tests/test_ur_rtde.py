@@ -375,7 +375,7 @@ def test_speed_scaling_and_safety_mode_reach_the_state_and_the_api(ur10):
     """The fake's getSpeedScaling / getSafetyMode appear in LoopState, and in /state's encoding
     (the worker's shared memory → state_dict → the app's State model)."""
     pytest.importorskip("fastapi")
-    from fdcontrol.server import schemas, worker
+    from fdcontrol.server import channel, schemas
     from fdcontrol.server.app import state_dict
 
     drv, _ctl, rx, _log = make(ur10)
@@ -386,7 +386,7 @@ def test_speed_scaling_and_safety_mode_reach_the_state_and_the_api(ur10):
     rx.speed_scaling, rx.safety_mode = 0.3, 2
     st = loop.step()
     assert (st.speed_scaling, st.safety_mode) == (0.3, "REDUCED")
-    ch = worker.Channel()
+    ch = channel.Channel()
     try:
         ch.write_state(st, 1.0)
         d = {**state_dict(ch.read_state()[0]), "stale": False}

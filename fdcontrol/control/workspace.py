@@ -244,7 +244,9 @@ class Workspace:
                   else (SELF_STIFFNESS, SELF_DAMPING) for i, (_, v) in enumerate(cl.names)]
             self._ck = np.array([k for k, _ in kb], dtype=float)
             self._cb = np.array([b for _, b in kb], dtype=float)
-        self.link_force = np.zeros(0)  # the repulsive force on each pair at the last evaluation (N)
+            self._cmax = float(cl.margins.max())
+        self.link_force = np.zeros(0 if cl is None else len(cl.d))
+        self._loaded = False  # the repulsive force on each pair at the last evaluation (N)
 
     @property
     def empty(self) -> bool:
@@ -277,8 +279,14 @@ class Workspace:
         if cl is None:
             return tau
         cl.compute(q)
+        if cl.d[cl.nearest] >= self._cmax:  # no pair inside its margin (the common case: no load)
+            if self._loaded:
+                self.link_force[:] = 0.0
+                self._loaded = False
+            return tau
         inside = cl.d < cl.margins
-        self.link_force = np.zeros(len(cl.d))
+        self.link_force[:] = 0.0
+        self._loaded = True
         if inside.any():
             g = cl.rows[inside]
             mag = self._ck[inside] * (cl.margins[inside] - cl.d[inside]) - self._cb[inside] * np.minimum(g @ qd, 0.0)
@@ -366,28 +374,31 @@ def obstacles(zones: Sequence[Zone], box: bool = True) -> list[Obstacle]:
 
 
 def clearance_for(robot: RobotModel, zones: Sequence[Zone], collision_links: str = "keep_out",
-                  self_collision: bool = False, self_margin: float = 0.04) -> Clearance | None:
+                  self_collision: bool = False, self_margin: float = 0.04, hard_margin: float = 0.01
+                  ) -> Clearance | None:
     """The links' distance computer for ``zones`` (``collision_links``: "keep_out" the keep-out volumes,
     "all" the workspace box too, "off" none) and self-collision, or None when there is nothing to compute:
-    no collision geometry, or neither volumes for the links nor self-collision."""
+    no collision geometry, or neither volumes for the links nor self-collision. ``hard_margin`` (m): the
+    velocity damper's d_min (setting ``collision_distance``)."""
     if collision_links not in ("keep_out", "all", "off"):
         raise ValueError(f"collision_links must be 'keep_out', 'all' or 'off', got {collision_links!r}")
     geo = robot.geometry
     obs = [] if collision_links == "off" else obstacles(zones, box=collision_links == "all")
     if geo is None or not (obs or self_collision):
         return None
-    cl = Clearance(robot, geo, obs, self_collision, self_margin)
+    cl = Clearance(robot, geo, obs, self_collision, self_margin, hard_margin)
     return None if cl.empty else cl
 
 
 def workspace_from_config(robot: RobotModel, box: dict[str, Any] | None, keep_out: Sequence[dict[str, Any]],
                           links: Sequence[str] = (), collision_links: str = "off", self_collision: bool = False,
-                          self_margin: float = 0.04) -> Workspace:
+                          self_margin: float = 0.04, hard_margin: float = 0.01) -> Workspace:
     """Build from plain data (settings / API): ``box`` {min, max, margin, stiffness, damping} or None;
     ``keep_out`` items {name, sphere {center, radius} | box {min, max} | plane {point, normal}, margin,
     stiffness, damping}; ``links`` frame names whose origins obey the volumes too; ``collision_links``:
     which volumes every link's collision capsules obey ("keep_out", "all": the box too, "off"; the robot's
-    geometry), ``self_collision``: keep the links apart, ``self_margin`` (m) the margin between two links."""
+    geometry), ``self_collision``: keep the links apart, ``self_margin`` (m) the margin between two links,
+    ``hard_margin`` (m) the velocity damper's d_min (half of it crossed while moving in: the loop holds)."""
     zones = []
     gains = ("margin", "stiffness", "damping")
     if box is not None:
@@ -403,4 +414,4 @@ def workspace_from_config(robot: RobotModel, box: dict[str, Any] | None, keep_ou
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"keep_out[{i}]: {exc}") from exc
     return Workspace(robot, zones, list(links), clearance_for(robot, zones, collision_links, self_collision,
-                                                              self_margin))
+                                                              self_margin, hard_margin))

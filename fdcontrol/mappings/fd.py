@@ -59,9 +59,10 @@ class ForwardDynamics(Mapping):
             raise ModelError(f"unknown gamma_schedule {gamma_schedule!r}; expected 'conditioning' or 'fixed'")
         self.gamma0 = check_gamma(gamma, algorithm)
         self.scheduled = gamma_schedule == "conditioning"
-        self.gamma_straight = check_gamma(gamma_straight, algorithm) if self.scheduled else self.gamma0
+        self.gamma_straight = check_gamma(gamma_straight, algorithm, GAMMA_STRAIGHT) if self.scheduled else self.gamma0
         self.virtual = VirtualModel(robot, gamma)
         self.algorithm: Algorithm = algorithm
+        self._scheduled_at: list[float] | None = None  # the q the loop's Configuration was last scheduled at
 
     @property
     def gamma(self) -> float:
@@ -89,7 +90,11 @@ class ForwardDynamics(Mapping):
         if not self.scheduled:
             return False
         own = conf is not None and conf.virtual is self.virtual and conf.q is q
+        key = q.tolist() if own else None
+        if own and key == self._scheduled_at:  # the cycle's Configuration, scheduled already (the read stage)
+            return False
         g = self.gamma_at(q, conf.jacobian if own else None)  # type: ignore[union-attr]
+        self._scheduled_at = key
         if g == self.virtual.gamma:
             return False
         self.virtual.set_gamma(g)

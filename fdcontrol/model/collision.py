@@ -28,6 +28,7 @@ base frame.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -367,7 +368,7 @@ class Clearance:
     """
 
     def __init__(self, robot: RobotModel, geometry: LinkGeometry, obstacles: list[Obstacle],
-                 self_collision: bool = False, self_margin: float = 0.02) -> None:
+                 self_collision: bool = False, self_margin: float = 0.02, hard_margin: float = 0.01) -> None:
         model = robot.model
         nj = model.njoints
         kinds = {"JointModelRX": (0, 0), "JointModelRY": (1, 0), "JointModelRZ": (2, 0),
@@ -436,20 +437,32 @@ class Clearance:
         self.d, self.normal, self.witness = np.full(m, np.inf), np.zeros((m, 3)), np.zeros((m, 3))
         self.rows = np.zeros((m, nv))
         self.nearest = -1
-        self._q: np.ndarray | None = None
+        self.hard_margin = float(hard_margin)  # d_min (m): the velocity damper's; half of it crossed is a fault
+        self._key: list[float] | None = None  # q of the last compute, as a list (a cheap comparison)
         self.count = 0  # how many times the distances were computed (tests: none when nothing is configured)
 
     @property
     def empty(self) -> bool:
         return self.kind.shape[0] == 0
 
-    def compute(self, q: np.ndarray) -> int:
+    def copy(self) -> Clearance:
+        """The same pairs with buffers of their own (another thread may compute with it: a move's path check
+        while the loop thread computes with this one)."""
+        out = copy.copy(self)
+        for name in ("oR", "op", "oz", "A", "B", "d", "normal", "witness", "rows"):
+            setattr(out, name, getattr(self, name).copy())
+        out._key, out.nearest, out.count = None, -1, 0
+        return out
+
+    def compute(self, q: np.ndarray | list[float]) -> int:
         """All distances at q; returns the index of the smallest (−1 without pairs). The same q as the
-        last call reuses its results."""
-        q = np.asarray(q, dtype=float)
-        if self._q is not None and np.array_equal(q, self._q):
+        last call reuses its results: the loop computes them once per cycle (its ``link_distances`` stage)
+        and the loads, the damper, the fault check and the state read them."""
+        key = q if isinstance(q, list) else q.tolist()
+        if key == self._key:
             return self.nearest
-        self._q = q.copy()
+        self._key = list(key) if key is q else key  # a copy of a caller's list
+        q = np.asarray(q, dtype=float)
         self.count += 1
         self.nearest = int(clearances(q, self.parents, self.Rpl, self.ppl, self.axis,
                                       self.prism, self.idx_v, self.sup, self.R0, self.p0, self.cj, self.ca,
@@ -457,6 +470,27 @@ class Clearance:
                                       self.orad, self.oR, self.op, self.oz, self.A, self.B, self.d,
                                       self.normal, self.witness, self.rows))
         return self.nearest
+
+    def crossed(self, qd: np.ndarray) -> str | None:
+        """Why the loop must hold, or None: a pair nearer than half the hard margin that the joint velocity
+        ``qd`` (rad/s) brings nearer still (a volume moved onto the arm, or an arm pushed past the damper).
+        Moving away stays allowed. Reads the last compute."""
+        if self.nearest < 0 or self.d[self.nearest] >= 0.5 * self.hard_margin:
+            return None
+        deep = self.d < 0.5 * self.hard_margin
+        if not deep.any():
+            return None
+        rate = self.rows[deep] @ qd
+        inward = rate < 0.0
+        if not inward.any():
+            return None
+        idx = np.flatnonzero(deep)[inward]
+        i = int(idx[np.argmin(self.d[idx])])
+        link, other = self.names[i]
+        kind = "link" if i >= self.n_volume_pairs else "volume"
+        return (f"link {link} is {self.d[i] * 1e3:.1f} mm from {kind} {other!r}, inside half the hard margin of "
+                f"{self.hard_margin * 1e3:.1f} mm, and the motion brought it nearer: holding (move it away, or "
+                "remove the volume)")
 
     def smallest(self) -> tuple[float, str | None, str | None]:
         """(distance, link, volume or other link) of the nearest pair at the last compute."""

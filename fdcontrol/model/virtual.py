@@ -58,18 +58,19 @@ ALGORITHM = Param("algorithm", "choice", "cholesky", "how q̈ = H⁻¹Jᵀf is s
                   "or QR of the square-root form", choices=ALGORITHMS)
 
 
-def check_gamma(gamma: float, algorithm: str = "qr") -> float:
-    """γ within its declaration (:data:`GAMMA`) and ≤ GAMMA_MAX[algorithm] — the one check of γ, used
-    by the virtual model, the FD mapping and the service's settings alike."""
+def check_gamma(gamma: float, algorithm: str = "qr", param: Param = GAMMA) -> float:
+    """γ within its declaration (:data:`GAMMA`, or :data:`GAMMA_STRAIGHT` for ``param``) and
+    ≤ GAMMA_MAX[algorithm] — the one check of γ, used by the virtual model, the FD mapping and the
+    service's settings alike; the message names ``param``."""
     try:
-        g = GAMMA.check(gamma)
+        g = param.check(gamma)
     except ParamError as exc:
         raise ModelError(str(exc)) from None
     limit = GAMMA_MAX.get(algorithm, max(GAMMA_MAX.values()))
     if g > limit:
-        raise ModelError(f"gamma = {g:g} exceeds the accurate range of the {algorithm} algorithm "
+        raise ModelError(f"{param.name} = {g:g} exceeds the accurate range of the {algorithm} algorithm "
                          f"(≤ {limit:g}; q̈ would lose more than 1e-6 relative accuracy near "
-                         "singularities); use algorithm='qr' (≤ 1e12) or a smaller gamma")
+                         f"singularities); use algorithm='qr' (≤ 1e12) or a smaller {param.name}")
     return g
 
 

@@ -1,7 +1,7 @@
 """WebSockets: /ws/control (wrenches, twists and targets in, states out) and /ws/state (states out).
 
 Each socket has a receiver (this handler) and a sender task (``stream``). Wrench and twist
-messages are one latest-wins shared-memory write (server/worker.py), so they never queue
+messages are one latest-wins shared-memory write (server/channel.py), so they never queue
 work for the loop process; targets take a pipe round-trip and run off the event loop.
 Subprotocol ``msgpack`` switches both directions to binary MessagePack. Messages larger than
 ``max_ws_message_bytes`` or nested deeper than ``max_json_depth`` get an error reply and the
@@ -32,6 +32,16 @@ from fdcontrol.server.routers.state import state_dict
 from fdcontrol.server.routers.twist import TwistIn
 from fdcontrol.server.worker import LoopWorker, WorkerError
 
+try:  # the server extra brings orjson; an environment installed before it joined falls back to json
+    import orjson
+
+    def dumps(d: Any) -> str:
+        """JSON text of a state: orjson, ~10× json.dumps (a non-finite number is null: JSON has none)."""
+        return orjson.dumps(d).decode()
+except ImportError:  # pragma: no cover - depends on the install
+    def dumps(d: Any) -> str:
+        return json.dumps(d)
+
 router = APIRouter(tags=["streaming"])
 MSGPACK = "msgpack"  # WebSocket subprotocol that switches the stream to binary MessagePack
 
@@ -57,7 +67,7 @@ class Hub:
             d["lease"] = lease()  # who controls (server/lease.py), for the dashboard
         if robot is not None and robot.dof == len(s.q):
             d["frames"] = robot.joint_origins(s.q).tolist()
-        msg: str | bytes = msgpack.packb(d) if encoding == MSGPACK else json.dumps(d)
+        msg: str | bytes = msgpack.packb(d) if encoding == MSGPACK else dumps(d)
         self._cache[key] = (s.cycle, msg)
         return msg
 

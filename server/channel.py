@@ -1,0 +1,218 @@
+"""The shared memory between the API process and the loop process: what goes where, and how
+each side reads and writes it without locks across processes.
+
+Exchange, latest wins, no queue:
+
+* wrench in — a seqlock-protected slot written by the API process (version, wrench, frame,
+  seq, arrival time); the loop polls it at each cycle start (:class:`ShmIO`);
+* twist in — a second slot of the same layout (version, twist, frame, seq, arrival time);
+* hold requests — a counter the API bumps; the loop takes a hold at its next cycle start,
+  ahead of any queue;
+* state out — a seqlock-protected slot rewritten by the loop every cycle, and one byte on a
+  pipe per publish (``ShmIO.notify``; read by fdcontrol.server.feed.StateFeed);
+* heartbeat — a thread of the loop process writes time.monotonic() (system-wide clock) to its
+  own 8-byte slot every few ms (:func:`beat`), so the API tells a dead or stuck process from
+  a quiet one (fdcontrol.server.loop_health).
+
+Seqlock: the writer makes the version odd, writes, makes it even; a reader copies and
+retries while the version was odd or changed. One writer per slot: the wrench slot's writers
+in the API process (threadpool handlers, WebSocket handlers) take one lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from multiprocessing import shared_memory
+from typing import Any
+
+import numpy as np
+
+from fdcontrol.loop import ControlLoop
+from fdcontrol.loop.state import LoopState
+from fdcontrol.server.shm_layout import LAYOUT, OUT_SIZE
+
+# input slot (float64): version, wrench[6], frame (0 base, 1 tool), seq, t
+IN_SIZE = 10
+# state slot (float64): version, then the packed state (server/shm_layout.py: LAYOUT, OUT_SIZE)
+# block: wrench slot, twist slot (same layout), heartbeat, state slot
+TWIST_OFFSET = 8 * IN_SIZE
+HEARTBEAT_OFFSET = TWIST_OFFSET + 8 * IN_SIZE
+STATE_OFFSET = HEARTBEAT_OFFSET + 8
+# hold requests (float64 counter, API → loop): a hold is one store the loop sees at its next cycle start,
+# ahead of any queue (no pipe, no command thread), so a flood of stream frames cannot delay it
+HOLD_OFFSET = STATE_OFFSET + 8 * (1 + OUT_SIZE)
+SHM_BYTES = HOLD_OFFSET + 8
+HEARTBEAT_PERIOD = 0.01  # s
+SEQ_MAX = 2**53  # the slot holds float64: integers beyond this would not round-trip
+
+
+
+def _slot_write(slot: np.ndarray, vec: np.ndarray, frame: str, seq: int, t: float) -> None:
+    """Seqlock write: the record is built before the version turns odd, published when it turns even."""
+    rec = np.empty(IN_SIZE - 1)
+    rec[0:6] = vec
+    rec[6] = 1.0 if frame == "tool" else 0.0
+    rec[7] = float(seq)
+    rec[8] = t
+    v = slot[0]
+    slot[0] = v + 1
+    slot[1:] = rec
+    slot[0] = v + 2
+
+
+def _slot_read(slot: np.ndarray) -> tuple[int, np.ndarray, str, int, float] | None:
+    """(version, vector, frame, seq, t) of a consistent copy, or None when the writer kept it busy."""
+    for _ in range(100):
+        v1 = slot[0]
+        data = slot.copy()
+        if v1 % 2 == 0 and slot[0] == v1:
+            return (int(v1), data[1:7], "tool" if data[7] else "base", int(data[8]), float(data[9]))
+    return None
+
+class TornRead(RuntimeError):
+    """The state slot stayed mid-write (its writer died or stalled inside a write)."""
+
+
+class Channel:
+    """The shared-memory block: wrench slot, twist slot, heartbeat, state slot."""
+
+    def __init__(self, name: str | None = None) -> None:
+        self.shm = shared_memory.SharedMemory(name=name, create=name is None, size=SHM_BYTES)
+        buf = self.shm.buf
+        self.inp = np.ndarray((IN_SIZE,), dtype=np.float64, buffer=buf, offset=0)
+        self.twist = np.ndarray((IN_SIZE,), dtype=np.float64, buffer=buf, offset=TWIST_OFFSET)
+        self.heartbeat = np.ndarray((1,), dtype=np.float64, buffer=buf, offset=HEARTBEAT_OFFSET)
+        self.out = np.ndarray((1 + OUT_SIZE,), dtype=np.float64, buffer=buf, offset=STATE_OFFSET)
+        self.hold = np.ndarray((1,), dtype=np.float64, buffer=buf, offset=HOLD_OFFSET)
+        self._tmp = LAYOUT.empty()  # the packed state, built before the seqlock write (and copied by the ring)
+        if name is None:
+            self.inp[:] = 0
+            self.twist[:] = 0
+            self.out[:] = 0
+            self.heartbeat[:] = 0
+            self.hold[:] = 0
+
+    @property
+    def name(self) -> str:
+        return self.shm.name
+
+    # ------------------------------------------------------------------ input slots
+    # The wrench and twist slots share one layout, float64: version, vector[6], frame (1 = tool),
+    # seq, t. One writer at a time (the caller's lock: LoopWorker._wrench_lock / _twist_lock).
+    def write_wrench(self, w: np.ndarray, frame: str, seq: int, t: float) -> None:
+        _slot_write(self.inp, w, frame, seq, t)
+
+    def read_wrench(self) -> tuple[int, np.ndarray, str, int, float] | None:
+        return _slot_read(self.inp)
+
+    def write_twist(self, v: np.ndarray, frame: str, seq: int, t: float) -> None:
+        _slot_write(self.twist, v, frame, seq, t)
+
+    def read_twist(self) -> tuple[int, np.ndarray, str, int, float] | None:
+        return _slot_read(self.twist)
+
+    # ------------------------------------------------------------------ state slot
+    def write_state(self, s: LoopState, last_cycle_at: float) -> None:
+        """Pack ``s`` (fdcontrol.loop.state.SharedLayout), then one seqlock write of the packed vector."""
+        LAYOUT.pack(s, self._tmp, last_cycle_at=last_cycle_at)
+        v = self.out[0]
+        self.out[0] = v + 1
+        self.out[1:] = self._tmp
+        self.out[0] = v + 2
+
+    def _copy_state(self, tries: int = 1000) -> np.ndarray:
+        """A consistent copy of the packed state (seqlock read), yielding the CPU between tries."""
+        for _ in range(tries):
+            v1 = self.out[0]
+            o = self.out[1:].copy()
+            if v1 % 2 == 0 and self.out[0] == v1:
+                return o
+            time.sleep(0)
+        raise TornRead("the state slot stayed mid-write: the loop process is dead or stuck")
+
+    def read_state(self, tries: int = 1000) -> tuple[LoopState, float]:
+        """The newest state and its last_cycle_at (s, time.monotonic()), from a consistent copy."""
+        state, extra = LAYOUT.unpack(self._copy_state(tries))
+        return state, extra["last_cycle_at"]
+
+    def read_running(self) -> tuple[bool, float]:
+        """(running, last_cycle_at) of the newest state, without decoding the rest (liveness checks)."""
+        o = self._copy_state()
+        return bool(o[LAYOUT.slots["running"].start]), float(o[LAYOUT.slots["last_cycle_at"].start])
+
+    def read_reaction_count(self) -> int:
+        """The newest state's reaction_count, without decoding the rest (a rule's switch may have changed
+        the configuration in the loop process)."""
+        return int(self._copy_state()[LAYOUT.slots["reaction_count"].start])
+
+    def close(self, unlink: bool = False) -> None:
+        # drop our numpy views first, or SharedMemory.close() refuses (exported buffers)
+        del self.inp, self.out, self.twist, self.heartbeat, self.hold
+        with contextlib.suppress(Exception):
+            self.shm.close()
+        if unlink:
+            with contextlib.suppress(Exception):
+                self.shm.unlink()
+
+
+class ShmIO:
+    """The loop's hooks in the worker: take the newest wrench, publish each state."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.ch = channel
+        self.version = 0
+        self.twist_version = 0
+        self.holds_seen = float(channel.hold[0])  # hold requests counted so far (LoopWorker.request_hold)
+        self.ring: Any = None  # fdcontrol.server.record_ring.StateRing: every state, for the API's recorder
+        self.metrics: Any = None  # fdcontrol.server.metrics.LoopMetrics: edge counters
+        # the state slot's one-writer rule: the loop thread publishes every cycle, the command
+        # thread after stop() and reconfiguration; uncontended, the lock costs ~0.1 µs
+        self._publish_lock = threading.Lock()
+        self._ring_cycle = -1
+        self.notify: int | None = None  # write end of the publish pipe (non-blocking), see StateFeed
+
+    def poll(self, loop: ControlLoop) -> None:
+        holds = float(self.ch.hold[0])
+        if holds != self.holds_seen:  # a hold request: before this cycle's inputs
+            self.holds_seen = holds
+            loop.hold(True)
+        slot = self.ch.read_wrench()
+        if slot is not None and slot[0] != self.version:
+            self.version = slot[0]
+            _, w, frame, seq, t = slot
+            with contextlib.suppress(ValueError):  # validated by the API already
+                loop.set_wrench(w, frame, seq, t)
+        tw = self.ch.read_twist()
+        if tw is not None and tw[0] != self.twist_version:
+            self.twist_version = tw[0]
+            _, v, frame, seq, t = tw
+            with contextlib.suppress(ValueError):
+                loop.set_twist(v, frame, seq, t)
+
+    def publish(self, loop: ControlLoop, state: LoopState) -> None:
+        with self._publish_lock:
+            self.ch.write_state(state, loop.last_cycle_at)
+            # a row copy, only while recording; a re-publish of the same cycle (after a command or
+            # reconfiguration) is not a new state
+            if self.ring is not None and state.cycle != self._ring_cycle:
+                self._ring_cycle = state.cycle
+                self.ring.push(self.ch._tmp, loop)
+        if self.notify is not None:
+            # one byte per publish wakes the API's StateFeed; a full pipe means it has bytes to read
+            # already, a closed one that the API process is gone: neither may stall the loop
+            with contextlib.suppress(OSError):
+                os.write(self.notify, b"\0")
+        if self.metrics is not None:
+            self.metrics.observe(state)
+
+
+def beat(channel: Channel, stop: threading.Event, realtime: bool = False) -> None:
+    if realtime:  # as timely as the loop thread (SCHED_FIFO, below its priority) where permitted: on a
+        # loaded machine a normal thread's heartbeat goes stale while the loop cycles on time
+        with contextlib.suppress(AttributeError, OSError):
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(5))  # type: ignore[attr-defined]
+    while not stop.wait(HEARTBEAT_PERIOD):
+        channel.heartbeat[0] = time.monotonic()
