@@ -523,7 +523,8 @@ class ControlLoop:
                          self.action.used_at if self.action is not None else math.nan,
                          *(self.task.telemetry() if self.task is not None else _NO_TASK), self.fault_at,
                          *(self.task.link_telemetry() if self.task is not None else _NO_LINKS),
-                         c_vm.gamma if (c_vm := self.solver.virtual) is not None else math.nan)
+                         c_vm.gamma if (c_vm := self.solver.virtual) is not None else math.nan,
+                         (fw := self.following).ok, fw.joint, fw.error)
 
     # ------------------------------------------------------------------ thread
     @property
