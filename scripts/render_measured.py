@@ -180,6 +180,12 @@ def run_met(res: dict, run: dict) -> bool:
     return run["p99_ms"] <= res["period_ms"] + WS_MARGIN_MS
 
 
+def run_label(run: dict) -> str:
+    """A run's first cell: its watcher count, and the CPU hogs beside the service when there were any."""
+    hogs = run.get("hogs") or 0
+    return str(run["watchers"]) + (f" + {hogs} CPU hogs" if hogs else "")
+
+
 def render_ws(entry: dict) -> list[str]:
     res = entry["output"]["results"]
     target = res["period_ms"] + WS_MARGIN_MS
@@ -187,7 +193,7 @@ def render_ws(entry: dict) -> list[str]:
     out = [f"`{command(entry['output']['argv'])}` — a wrench on /ws/control → the first state acknowledging it, "
            f"real uvicorn on loopback, loop at {res['rate_hz']:.0f} Hz ({fifo}), each wrench at a random phase of the "
            f"period; /ws/state watchers at decimation {res['watch_decimation']} in a separate process:", ""]
-    rows = [[str(r["watchers"]), f"{r['acknowledged']} / {res['samples']}", num(r["p50_ms"], 2), num(r["p99_ms"], 2),
+    rows = [[run_label(r), f"{r['acknowledged']} / {res['samples']}", num(r["p50_ms"], 2), num(r["p99_ms"], 2),
              num(r["max_ms"], 2), met(run_met(res, r)), f"{r['loop_overruns']} of {r['loop_cycles']}",
              f"{num(r.get('to_cycle_p50_ms'), 2)} / {num(r.get('to_cycle_p99_ms'), 2)}",
              f"{num(r.get('cycle_to_client_p50_ms'), 2)} / {num(r.get('cycle_to_client_p99_ms'), 2)}"]
@@ -195,9 +201,11 @@ def render_ws(entry: dict) -> list[str]:
     out += table(["/ws/state watchers", "acknowledged", "p50 (ms)", "p99 (ms)", "max (ms)",
                   f"goal p99 ≤ {target:g} ms", "loop overruns meanwhile", "send → cycle start p50 / p99 (ms)",
                   "cycle start → client p50 / p99 (ms)"], rows)
-    verdicts = ", ".join(f"{r['watchers']} watchers {met(run_met(res, r))}" for r in res["runs"])
-    all_met = all(run_met(res, r) for r in res["runs"])
-    out += ["", f"Goal p99 ≤ one period + {WS_MARGIN_MS:g} ms = {target:g} ms: **{met(all_met)}** ({verdicts})."]
+    quiet = [r for r in res["runs"] if not r.get("hogs")]  # the goal is the machine's own; beside hogs: reported
+    verdicts = ", ".join(f"{r['watchers']} watchers {met(run_met(res, r))}" for r in quiet)
+    all_met = all(run_met(res, r) for r in quiet)
+    out += ["", f"Goal p99 ≤ one period + {WS_MARGIN_MS:g} ms = {target:g} ms without CPU hogs: **{met(all_met)}** "
+            f"({verdicts})."]
     if res["runs"]:
         extra = res["runs"][0]["p50_ms"] - res["period_ms"] / 2
         out[-1] += (f" A wrench waits up to one period for the next cycle, half a period ({res['period_ms'] / 2:g} ms) "
