@@ -138,6 +138,9 @@ class LoopState:
     follow_error: float = field(default=math.nan, metadata=scalar(
         "float", "|measured − reference| joint velocity of follow_joint; null while the arm follows", "rad/s",
         nullable=True))
+    sensor_status: str | None = field(default=None, metadata=text(
+        "the force–torque sensor's own error report (e.g. a Net F/T's non-zero status word); null while it "
+        "reports none or without such a sensor"))
 
 
 FIELDS = fields(LoopState)

@@ -27,7 +27,8 @@ def health(request: Request) -> Any:
     # the age is read before the verdict: a 200 never reports a cycle older than the verdict saw
     age = time.monotonic() - last if last else None
     problem = w.problem()
-    fault = problem or (s.fault if s is not None else None)
+    # the loop's fault and a force–torque sensor's own error report, each by name
+    fault = problem or "; ".join(x for x in ((s.fault, s.sensor_status) if s is not None else ()) if x) or None
     sup = getattr(request.app.state, "supervisor", None)
     body = {"status": "fault" if fault else "ok", "loop_running": bool(s and s.running and not problem),
             "last_cycle_age_s": age, "cycles": s.cycle if s else 0, "fault": fault,
