@@ -8,7 +8,7 @@ import pinocchio as pin
 import pytest
 
 from fdcontrol.control.law import WrenchFilter as CompatFilter
-from fdcontrol.control.sensing import WrenchFilter, move_wrench, physical_reading, tool_weight
+from fdcontrol.control.sensing import WrenchFilter, carry_bias, move_wrench, physical_reading, tool_weight
 from fdcontrol.model.robot import ModelError, RobotModel
 from fdcontrol.model.virtual import VirtualModel
 
@@ -223,3 +223,60 @@ def test_the_simulators_reading_defaults_to_robot_on_tool(rng):
     c, com, R = rng.normal(size=6), np.array([0.0, 0.0, 0.05]), rot(rng)
     np.testing.assert_allclose(physical_reading(c, 0.7, com, R), physical_reading(c, 0.7, com, R, "robot_on_tool"))
     np.testing.assert_allclose(physical_reading(c, 0.7, com, R), -physical_reading(c, 0.7, com, R, "tool_on_robot"))
+
+
+def test_a_mount_given_to_six_decimals_is_a_rotation_and_a_slow_low_pass_still_filters(rng):
+    """A sensor rotation typed from a drawing (six decimals: R Rᵀ off by ~1e-6) is accepted, and a
+    cut-off below 1 Hz filters like any other (the first-order step response)."""
+    R = np.round(pin.exp3(np.array([0.4, -1.1, 0.7])), 6)
+    assert not np.allclose(R @ R.T, np.eye(3), atol=1e-8)  # really off by more than float noise
+    WrenchFilter(sensor_rotation=R)
+    fc, dt = 0.5, 0.01
+    filt = WrenchFilter(cutoff=fc)
+    filt.apply(np.zeros(6), np.eye(3), dt)
+    step = np.array([10.0, 0, 0, 0, 0, 0])
+    y = [filt.apply(step, np.eye(3), dt)[0] for _ in range(3)]
+    np.testing.assert_allclose(y, 10.0 * (1 - np.exp(-2 * np.pi * fc * dt * np.arange(1, 4))), atol=1e-12)
+
+
+def test_a_corrected_tool_model_keeps_a_load_that_load_and_then_reads_the_physics(rng):
+    """carry_bias while a hand pushes: the tool really mounted is heavier than the model said. The
+    corrected model reads the same wrench as the old one for that raw reading (not a zeroing), and
+    with the hand gone it reads zero in every orientation (the sensor's own offset o stays in the
+    bias, the old model's error does not)."""
+    m_old, com_old = 0.5, np.array([0.0, 0.0, 0.04])
+    m, com = 1.2, np.array([0.01, 0.0, 0.08])  # the tool that is really mounted
+    o = rng.normal(size=6)  # the sensor's offset
+    R_s = rot(rng)
+    old = WrenchFilter(tool_mass=m_old, tool_com=com_old)
+    old.zero(physical_reading(np.zeros(6), m, com, R_s) + o, R_s)  # zeroed at rest with the old model
+    hand = np.array([3.0, -1.0, 2.0, 0.1, 0.0, -0.2])  # tool on environment, sensor frame
+    raw = physical_reading(hand, m, com, R_s) + o
+    old_reads = old.apply(raw, R_s, 0.002)
+    new = WrenchFilter(tool_mass=m, tool_com=com, cutoff=3.0)
+    new.apply(raw + 5.0, R_s, 0.002)  # a low-pass with a memory: the change starts it afresh
+    carry_bias(old, new, raw, R_s)
+    np.testing.assert_allclose(new.apply(raw, R_s, 0.002), old_reads, atol=1e-12)  # a load stays that load
+    new = WrenchFilter(tool_mass=m, tool_com=com)
+    carry_bias(old, new, raw, R_s)
+    for _ in range(3):
+        R = rot(rng)
+        np.testing.assert_allclose(new.apply(physical_reading(np.zeros(6), m, com, R) + o, R, 0.002), 0,
+                                   atol=1e-12)
+
+
+def test_a_corrected_sign_at_rest_reads_zero_in_every_orientation(rng):
+    """The sensor's convention was set wrong and is corrected at rest: no load stays no load, in
+    every orientation (the weight now compensated with the right sign)."""
+    m, com = 0.8, np.array([0.0, 0.02, 0.05])
+    o = rng.normal(size=6)
+    R_s = rot(rng)
+    old = WrenchFilter(tool_mass=m, tool_com=com, sign="robot_on_tool")
+    rest = physical_reading(np.zeros(6), m, com, R_s, "tool_on_robot") + o
+    old.zero(rest, R_s)
+    new = WrenchFilter(tool_mass=m, tool_com=com, sign="tool_on_robot")
+    carry_bias(old, new, rest, R_s)
+    for _ in range(3):
+        R = rot(rng)
+        np.testing.assert_allclose(new.apply(physical_reading(np.zeros(6), m, com, R, "tool_on_robot") + o, R,
+                                             0.002), 0, atol=1e-12)
