@@ -16,7 +16,7 @@ BASE ?= docker.io/library/python:3.11-slim
 EXTRAS ?= server,mujoco,ros2,fast
 HOST_PYTHON ?= python3
 
-.PHONY: serve test test-loaded browser install install-test bench measure clean image image-test
+.PHONY: serve test test-loaded browser install install-test bench measure clean image image-test lerobot test-lerobot
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,22 @@ test-loaded: install-test browser
 	sh -c 'while :; do :; done' & h1=$$!; sh -c 'while :; do :; done' & h2=$$!; \
 	  $(BIN)/python -m pytest -q -o console_output_style=count $(PYTEST_ARGS); rc=$$?; kill $$h1 $$h2; exit $$rc
 
+# LeRobot (lerobot-record, lerobot-replay, a policy) with this project's plugins, in a venv of its own
+# (.venv-lerobot: LeRobot pins torch, packaging and setuptools apart from the main test tools): `make lerobot`
+# installs fdcontrol[lerobot] and every plugin in plugins/ editable (first time: the torch download, see
+# README); `make test-lerobot` runs tests/lerobot there
+LR_VENV := .venv-lerobot
+PLUGINS := $(wildcard plugins/*/pyproject.toml)
+$(LR_VENV)/.installed: pyproject.toml $(PLUGINS)
+	test -x $(LR_VENV)/bin/python || $(PYTHON) -m venv $(LR_VENV)
+	$(LR_VENV)/bin/python -m pip install -q -e '.[lerobot]' 'pytest>=8,<10' $(foreach p,$(PLUGINS),-e $(dir $(p)))
+	touch $@
+
+lerobot: $(LR_VENV)/.installed
+
+test-lerobot: lerobot
+	$(LR_VENV)/bin/python -m pytest -q -o console_output_style=count tests/lerobot $(PYTEST_ARGS)
+
 bench: install-test  # the benchmarks use the experiments, the drivers and the test fixtures
 	$(BIN)/python benchmarks/bench_mappings.py
 
@@ -84,4 +100,4 @@ image-test: image
 	$(HOST_PYTHON) scripts/container.py test --tag $(IMAGE)
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(LR_VENV) build *.egg-info

@@ -7,9 +7,15 @@ whole path against franky-sim with /ws/state readers.
    (tests/franka_inject.py ``StandInLibrary``: no network, no simulator on the CPU). The loop
    thread runs for ``--standin-seconds``; printed: its compute time per cycle (p50/p99/max, from
    the state's arrival to the end of the cycle, the loop's own statistics) — then, on a second run
-   with each stage wrapped in a timer, where a cycle's time goes: wait for the robot, read, sense
-   (kinematics and the wrench reading), law, map (the solver), limits, send, publish (the state
-   and its shared-memory slot), and the rest of the cycle. The wrappers add ~0.2 µs each.
+   with each stage of the cycle (fdcontrol.loop.stages) wrapped in a timer, where a cycle's time
+   goes, per phase: wait for the robot (until its state arrived), read (the state, the streamed
+   inputs, kinematics), sense (the wrench reading), law (with the task-space parts), map (joint
+   loads such as the posture task, and the solver), limits, send, publish (the state and its
+   shared-memory slot); the rest of the cycle (the loop's own bookkeeping between stages) is the
+   cycle minus the phases, so the split adds up to the cycle; then each stage by name. The
+   wrappers add ~0.2 µs each. Last, the same FR3 loop on the stand-in and on the kinematic
+   simulator in process, cycle by cycle in this thread, interleaved: what the robot-paced path
+   adds to the cycle (the difference of their p50).
 2. ``sim`` (``--seconds`` > 0): franky-sim (a simulator of the libfranka network protocol, MuJoCo
    physics) in its own process on a loopback address, then ``fdcontrol serve --robot fr3 --driver
    franka`` (real uvicorn on 127.0.0.1); starts the loop, connects ``--watchers`` /ws/state readers
@@ -27,6 +33,7 @@ Bounded in time; loopback only. Not a test: numbers depend on the machine and it
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -47,14 +54,15 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 STAGES = ("wait", "read", "sense", "law", "map", "limits", "send", "publish")
 
 
-def standin_loop() -> tuple[Any, Any, Callable[[], None]]:
-    """The service's loop on the stand-in robot, publishing to shared memory as the loop process does."""
+def standin_loop(driver: str = "tests.franka_inject:StandInFranka") -> tuple[Any, Any, Callable[[], None]]:
+    """The service's loop on the stand-in robot (or on ``driver``), publishing to shared memory as the loop
+    process does."""
     from fdcontrol.server.channel import Channel, ShmIO
     from fdcontrol.server.metrics import LoopMetrics
     from fdcontrol.server.runtime import Runtime
     from fdcontrol.server.settings import Settings
 
-    settings = Settings(robot="fr3", driver="tests.franka_inject:StandInFranka", rate=1000.0,
+    settings = Settings(robot="fr3", driver=driver, rate=1000.0,
                         limits=["cartesian", "position", "velocity", "acceleration", "jerk"], command_timeout=10.0)
     runtime = Runtime(settings)
     loop = runtime.loop
@@ -101,77 +109,114 @@ def drive(loop: Any, seconds: float, drain: int) -> None:
 
 
 class Timed:
-    """Wraps callables with a timer that adds to a stage's total (s) per cycle."""
+    """Per cycle: the time (s) of each phase of :data:`STAGES`, and of each stage of the cycle by name."""
 
     def __init__(self) -> None:
         self.acc = dict.fromkeys(STAGES, 0.0)
+        self.by_stage: dict[str, float] = {}
         self.rows: list[list[float]] = []
+        self.stage_rows: list[dict[str, float]] = []
         self.clock = time.perf_counter
-
-    def wrap(self, stage: str, f: Callable[..., Any]) -> Callable[..., Any]:
-        acc, clock = self.acc, self.clock
-
-        def timed(*a: Any, **k: Any) -> Any:
-            t0 = clock()
-            try:
-                return f(*a, **k)
-            finally:
-                acc[stage] += clock() - t0
-        return timed
 
     def cycle_done(self) -> None:
         self.rows.append([self.acc[s] for s in STAGES])
+        self.stage_rows.append(dict(self.by_stage))
         for s in STAGES:
             self.acc[s] = 0.0
+        for s in self.by_stage:
+            self.by_stage[s] = 0.0
 
 
-class TimedLaw:
-    """The control law behind a timer (its attributes read through)."""
+class TimedStage:
+    """A stage of the cycle behind a timer that adds to its phase (its ``name`` and ``order`` read through);
+    the last stage of the cycle ends the cycle's row."""
 
-    def __init__(self, law: Any, timed: Timed) -> None:
-        self.__dict__["_law"], self.__dict__["_call"] = law, timed.wrap("law", law.__call__)
+    def __init__(self, stage: Any, phase: str, timed: Timed, last: bool) -> None:
+        self.stage, self.name, self.order = stage, stage.name, stage.order
+        self.phase, self.timed, self.last = phase, timed, last
 
-    def __call__(self, x: Any) -> Any:
-        return self._call(x)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._law, name)
+    def run(self, loop: Any, c: Any) -> None:
+        t = self.timed
+        t0 = t.clock()
+        try:
+            self.stage.run(loop, c)
+        finally:
+            dt = t.clock() - t0
+            t.acc[self.phase] += dt
+            t.by_stage[self.name] = t.by_stage.get(self.name, 0.0) + dt
+            if self.last:
+                t.cycle_done()
 
 
 def instrument(loop: Any) -> Timed:
-    """Each stage of the loop's cycle behind a timer (instance attributes: the classes are untouched)."""
+    """Each stage of the loop's cycle (fdcontrol.loop.stages) behind a timer, added up per phase (read,
+    sense, law, map, limits, send, publish: the stage's ``order``); the wait for the robot's state (until
+    the driver's ``read_at``, the tick the loop's compute time counts from), inside the read stage, is
+    counted on its own and taken out of read. Instance attributes only: the classes are untouched."""
+    from fdcontrol.loop.stages import phase_of
+
     t = Timed()
     d = loop.driver
-    d._wait = t.wrap("wait", d._wait)
     read = d.read
 
-    def read_minus_wait() -> Any:
-        w0 = t.acc["wait"]
+    def timed_read() -> Any:
         t0 = t.clock()
         js = read()
-        t.acc["read"] += t.clock() - t0 - (t.acc["wait"] - w0)
+        dt = max(d.read_at - t0, 0.0)  # until the state arrived (the loop's tick): the wait
+        t.acc["wait"] += dt
+        t.acc["read"] -= dt  # the read stage's timer counts it too
+        t.by_stage["read"] = t.by_stage.get("read", 0.0) - dt
         return js
-    d.read = read_minus_wait
-    d.read_wrench = t.wrap("sense", d.read_wrench)
-    conf = loop.config
-    conf.update = t.wrap("sense", conf.update)
-    conf.twist = t.wrap("sense", conf.twist)
-    loop.law = TimedLaw(loop.law, t)
-    loop.solver.step = t.wrap("map", loop.solver.step)
-    loop.limits.apply = t.wrap("limits", loop.limits.apply)
-    d.send = t.wrap("send", d.send)
-    loop._publish = t.wrap("publish", loop._publish)
-    io = loop.io
-    io.publish = t.wrap("publish", io.publish)
-    # one row per cycle: the exchange hook runs last in every cycle
-    exchange = loop.exchange
-
-    def exchange_and_row(lp: Any, st: Any) -> None:
-        if exchange is not None:
-            exchange(lp, st)
-        t.cycle_done()
-    loop.exchange = exchange_and_row
+    d.read = timed_read
+    stages = loop.stages
+    loop.stages = [TimedStage(s, phase_of(s.order), t, i == len(stages) - 1) for i, s in enumerate(stages)]
+    loop._wake = False  # a recomposition would drop the timers: the bench configures nothing meanwhile
     return t
+
+
+def paced_vs_inprocess(cycles: int, rounds: int) -> dict[str, Any]:
+    """The same FR3 loop (same settings, publishing to shared memory) on the stand-in robot and on the
+    kinematic simulator, called in this thread one cycle of each in turn, so that machine load hits both
+    alike. Stand-in: from the state's arrival (``read_at``) to the end of the cycle, as the loop
+    counts it; simulator: the whole cycle (its read and send included). Their difference is what the
+    robot-paced path adds to the cycle (µs)."""
+    variants = {"paced": standin_loop(), "in-process": standin_loop("simulated")}
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    clock = time.perf_counter
+    try:
+        for loop, _, _ in variants.values():
+            loop._running.set()  # the cycles run as the loop thread would run them (not stopped)
+            loop.set_wrench([2.0, 1.0, 0, 0, 0, 0])
+            for _ in range(200):  # warm-up: the motion starts, the caches fill
+                loop._cycle(None)
+        for r in range(rounds):
+            for i in range(cycles):
+                for name, (loop, (drain, _), _) in variants.items():  # one cycle of each in turn
+                    if i % 20 == 0:  # a streamed wrench, turning
+                        el = 0.02 * (r * cycles + i) / 20
+                        loop.set_wrench([2.0 * math.cos(0.5 * el), 2.0 * math.sin(0.5 * el), 0, 0, 0, 0])
+                    t0 = clock()
+                    loop._cycle(None)
+                    end = clock()
+                    times[name].append(end - (loop.driver.read_at if name == "paced" else t0))
+                    if i % 50 == 0:
+                        with contextlib.suppress(BlockingIOError):
+                            os.read(drain, 1 << 16)  # the API's feed reads the publish pipe
+    finally:
+        for loop, _, close in variants.values():
+            loop._running.clear()
+            close()
+    out: dict[str, Any] = {"cycles": cycles, "rounds": rounds}
+    for name, ts in times.items():
+        a = np.array(ts) * 1e6
+        out[name] = {"p50_us": float(np.percentile(a, 50)), "p99_us": float(np.percentile(a, 99)),
+                     "max_us": float(a.max())}
+    out["added_p50_us"] = out["paced"]["p50_us"] - out["in-process"]["p50_us"]
+    print(f"the same FR3 cycle, one of each in turn ({rounds} × {cycles} each), µs p50 / p99: robot-paced on the "
+          f"stand-in {out['paced']['p50_us']:.1f} / {out['paced']['p99_us']:.1f}, in process on the kinematic "
+          f"simulator {out['in-process']['p50_us']:.1f} / {out['in-process']['p99_us']:.1f}; the paced path adds "
+          f"{out['added_p50_us']:.1f} µs at p50")
+    return out
 
 
 def run_standin(seconds: float) -> dict[str, Any]:
@@ -199,7 +244,7 @@ def run_standin(seconds: float) -> dict[str, Any]:
         close()
     rows = np.array(timed.rows[-len(total):]) * 1e6
     total = total[-len(rows):] * 1e6
-    rest = total - rows.sum(axis=1)
+    rest = total - rows[:, 1:].sum(axis=1)  # the cycle's time counts from the state's arrival: without the wait
     print(f"where a cycle's time goes (second run, {len(rows)} cycles, µs: mean / p50 / p99):")
     split = {}
     for i, name in enumerate((*STAGES, "rest of the cycle", "cycle (wrapped)")):
@@ -207,6 +252,15 @@ def run_standin(seconds: float) -> dict[str, Any]:
         split[name] = [float(np.mean(col)), float(np.percentile(col, 50)), float(np.percentile(col, 99))]
         print(f"  {name:<18} {split[name][0]:7.1f} {split[name][1]:7.1f} {split[name][2]:7.1f}")
     res["split_us"] = split
+    names = list(timed.stage_rows[-1]) if timed.stage_rows else []
+    print("  each stage (read without the wait):")
+    by_stage = {}
+    for name in names:
+        col = np.array([r.get(name, 0.0) for r in timed.stage_rows[-len(rows):]]) * 1e6
+        by_stage[name] = [float(np.mean(col)), float(np.percentile(col, 50)), float(np.percentile(col, 99))]
+        print(f"    {name:<16} {by_stage[name][0]:7.1f} {by_stage[name][1]:7.1f} {by_stage[name][2]:7.1f}")
+    res["stages_us"] = by_stage
+    res["against_inprocess"] = paced_vs_inprocess(500, 6)
     return res
 
 

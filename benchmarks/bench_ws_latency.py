@@ -8,7 +8,14 @@ time until the first state whose ``seq_ack`` acknowledges it. Prints p50/p99/max
 target: one loop period + 1 ms (issue 14). Bounded: ``--samples`` per count, 1 s per sample
 at most. Not a test: numbers depend on the machine and its load.
 
-    PYTHONPATH=. python benchmarks/bench_ws_latency.py [--samples 1000] [--rate 500] [--watchers 0 50] [--json PATH]
+With ``--hogs 0 2`` every watcher count runs again with two CPU-bound processes beside the service
+(a loaded machine). Each latency is also split at the start of the cycle that took the wrench
+(the state's ``stamp``): the wait for that cycle (a random phase of the period by design), and
+that cycle's start → its state received here (the cycle, the hand-over between the processes,
+the WebSocket).
+
+    PYTHONPATH=. python benchmarks/bench_ws_latency.py [--samples 1000] [--rate 500] [--watchers 0 50] [--hogs 0 2]
+                                                       [--json PATH]
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 from benchjson import fifo_threads, write_json
+
+HOG = "while True: pass"
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -88,20 +97,58 @@ def skip_arrived(s: Stream) -> None:
             s.ws.recv(timeout=0)
 
 
-def measure(url: str, samples: int, period: float, rng: np.random.Generator) -> np.ndarray:
-    lat = []
+def measure(url: str, samples: int, period: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Latencies (ms), and per sample the split (ms): [send → start of the cycle that took the wrench,
+    that cycle's start → its state received here] (the state's ``stamp`` is the loop's time.monotonic()
+    at the cycle's start, the same clock as this process's on one host)."""
+    lat, split = [], []
     with Client(url) as c, c.control_stream(decimation=1) as s:
         for i in range(samples):
             time.sleep(period * (1 + rng.uniform()))  # a random phase of the loop period
             skip_arrived(s)
-            t0 = time.perf_counter()
+            t0 = time.monotonic()
             seq = s.send_wrench([2.0 * np.sin(i / 20), 0, 0, 0, 0, 0])
-            while time.perf_counter() - t0 < 1.0:
+            while time.monotonic() - t0 < 1.0:
                 m = s.recv(timeout=1.0)
                 if m.get("seq_ack", 0) >= seq:
-                    lat.append(time.perf_counter() - t0)
+                    t1 = time.monotonic()
+                    lat.append(t1 - t0)
+                    stamp = m.get("stamp")
+                    split.append([stamp - t0, t1 - stamp] if stamp is not None else [np.nan, np.nan])
                     break
-    return np.array(lat) * 1e3
+    return np.array(lat) * 1e3, np.array(split).reshape(-1, 2) * 1e3
+
+
+def one_run(c: Client, url: str, n: int, n_hogs: int, args: argparse.Namespace, samples: int, period: float,
+            rng: np.random.Generator) -> dict:
+    """``samples`` wrenches with ``n`` watchers connected: prints the numbers and returns them."""
+    p = watchers(url, min(n, 500), args.watch_decimation, min(max(args.watchers_nice, 0), 19))
+    try:
+        s0 = c.stats()
+        ms, split = measure(url, samples, period, rng)
+        s1 = c.stats()
+    finally:
+        note = stop_watchers(p)
+    nice = f", nice {args.watchers_nice}" if n and args.watchers_nice else ""
+    print(f"{args.rate:.0f} Hz, {n} /ws/state watchers (decimation {args.watch_decimation}{nice}), {n_hogs} CPU hogs "
+          f"beside, {len(ms)} of {samples} acknowledged: wrench → ack p50 {np.percentile(ms, 50):.2f} ms, "
+          f"p99 {np.percentile(ms, 99):.2f} ms, max {ms.max():.2f} ms (target p99 ≤ {1e3 * period + 1:.1f} ms){note}")
+    waited, out = split[:, 0], split[:, 1]
+    print(f"  split: send → start of the cycle that took it p50 {np.nanpercentile(waited, 50):.2f} ms, "
+          f"p99 {np.nanpercentile(waited, 99):.2f} ms (a random phase of the period: 0–{1e3 * period:.1f} "
+          f"ms by design); that cycle's start → its state here p50 {np.nanpercentile(out, 50):.2f} ms, "
+          f"p99 {np.nanpercentile(out, 99):.2f} ms")
+    print(f"  loop meanwhile: overruns {s1['overruns'] - s0['overruns']} of "
+          f"{s1['cycles'] - s0['cycles']} cycles, period error p99 {s1['period_error_p99_us']:.0f} µs")
+    rates = re.search(r"received (\S+) msg/s in all, the slowest (\S+) msg/s", note)
+    return {"watchers": n, "hogs": n_hogs, "acknowledged": len(ms), "p50_ms": np.percentile(ms, 50),
+            "p99_ms": np.percentile(ms, 99), "max_ms": ms.max(),
+            "to_cycle_p50_ms": np.nanpercentile(waited, 50), "to_cycle_p99_ms": np.nanpercentile(waited, 99),
+            "cycle_to_client_p50_ms": np.nanpercentile(out, 50), "cycle_to_client_p99_ms": np.nanpercentile(out, 99),
+            "watchers_msg_per_s": float(rates[1]) if rates else None,
+            "slowest_watcher_msg_per_s": float(rates[2]) if rates else None,
+            "loop_overruns": s1["overruns"] - s0["overruns"], "loop_cycles": s1["cycles"] - s0["cycles"],
+            "loop_period_error_p99_us": s1["period_error_p99_us"]}
 
 
 def main() -> None:
@@ -109,6 +156,9 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=1000)
     ap.add_argument("--rate", type=float, default=500.0)
     ap.add_argument("--watchers", type=int, nargs="+", default=[0, 50])
+    ap.add_argument("--hogs", type=int, nargs="+", default=[0],
+                    help="CPU-bound processes beside the service, per run (e.g. 0 2: every watcher count without, "
+                         "then with two)")
     ap.add_argument("--watch-decimation", type=int, default=10, help="the watchers' decimation (service default 10)")
     ap.add_argument("--watchers-nice", type=int, default=0, help="niceness of the watchers' process (0–19)")
     ap.add_argument("--json", metavar="PATH", help="also write the numbers as JSON to PATH")
@@ -123,29 +173,16 @@ def main() -> None:
         with Client(svc.url) as c:
             c.start()
             report["fifo_threads"] = sum(fifo_threads(pid) for pid in svc.children())
-            for n in args.watchers:
-                p = watchers(svc.url, min(n, 500), args.watch_decimation, min(max(args.watchers_nice, 0), 19))
+            for n_hogs in args.hogs:
+                # CPU-bound processes beside the service and the clients (a loaded machine), ended after the runs
+                hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(min(max(n_hogs, 0), 8))]
                 try:
-                    s0 = c.stats()
-                    ms = measure(svc.url, samples, period, rng)
-                    s1 = c.stats()
+                    for n in args.watchers:
+                        report["runs"].append(one_run(c, svc.url, n, n_hogs, args, samples, period, rng))
                 finally:
-                    note = stop_watchers(p)
-                nice = f", nice {args.watchers_nice}" if n and args.watchers_nice else ""
-                print(f"{args.rate:.0f} Hz, {n} /ws/state watchers (decimation {args.watch_decimation}{nice}), "
-                      f"{len(ms)} of {samples} acknowledged: wrench → ack p50 {np.percentile(ms, 50):.2f} ms, "
-                      f"p99 {np.percentile(ms, 99):.2f} ms, max {ms.max():.2f} ms "
-                      f"(target p99 ≤ {1e3 * period + 1:.1f} ms){note}")
-                print(f"  loop meanwhile: overruns {s1['overruns'] - s0['overruns']} of "
-                      f"{s1['cycles'] - s0['cycles']} cycles, period error p99 {s1['period_error_p99_us']:.0f} µs")
-                rates = re.search(r"received (\S+) msg/s in all, the slowest (\S+) msg/s", note)
-                report["runs"].append({
-                    "watchers": n, "acknowledged": len(ms), "p50_ms": np.percentile(ms, 50),
-                    "p99_ms": np.percentile(ms, 99), "max_ms": ms.max(),
-                    "watchers_msg_per_s": float(rates[1]) if rates else None,
-                    "slowest_watcher_msg_per_s": float(rates[2]) if rates else None,
-                    "loop_overruns": s1["overruns"] - s0["overruns"], "loop_cycles": s1["cycles"] - s0["cycles"],
-                    "loop_period_error_p99_us": s1["period_error_p99_us"]})
+                    for h in hogs:
+                        h.kill()
+                        h.wait()
     finally:
         svc.stop()
     write_json(args.json, "ws", report)

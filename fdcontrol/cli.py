@@ -129,15 +129,107 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _terminal_keys():  # pragma: no cover - a terminal is needed
+    """A poll() of the characters typed (cbreak mode on a terminal; a pipe is read as it comes)."""
+    import select
+
+    fd = sys.stdin.fileno()
+
+    def poll() -> list[str]:
+        out: list[str] = []
+        while select.select([fd], [], [], 0)[0]:
+            b = os.read(fd, 64)
+            if not b:
+                break
+            out += list(b.decode(errors="ignore"))
+        return out
+
+    return poll
+
+
+def cmd_teleop(args: argparse.Namespace) -> int:
+    require("server", "teleoperation (the service's client)")
+    try:
+        return _teleop(args)
+    except (ValueError, RuntimeError, OSError) as exc:  # a bad setting, no mouse, a refused stream
+        print(f"fdcontrol teleop: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _teleop(args: argparse.Namespace) -> int:
+    from fdcontrol.client import Client
+    from fdcontrol.teleop import Keyboard, Mapping, SpaceMouse, run
+
+    mapping = Mapping(args.kind, args.deadband, args.linear, args.angular, args.force, args.torque, args.frame)
+    duration = args.duration if args.duration is not None else float("inf")
+    with Client(args.url, token=args.token or os.environ.get("FDCONTROL_TOKEN")) as client:
+        if args.device == "spacemouse":
+            mouse = SpaceMouse.open(args.name)
+            print(f"fdcontrol teleop: {args.kind} from the 3-D mouse; button {args.hold_button} holds/releases; "
+                  "Ctrl-C ends", file=sys.stderr)
+            try:
+                out = run(client, mouse, mapping, args.rate, duration, args.hold_button)
+            except KeyboardInterrupt:
+                out = {}
+            finally:
+                mouse.close()
+        else:
+            print("fdcontrol teleop: w/s x, a/d y, q/e z, i/k j/l u/o rotate about x/y/z; space stops, h holds/"
+                  "releases; Ctrl-C ends", file=sys.stderr)
+            keys = Keyboard()
+            restore = None
+            if sys.stdin.isatty():  # pragma: no cover - a terminal is needed
+                import termios
+                import tty
+
+                fd = sys.stdin.fileno()
+                saved = termios.tcgetattr(fd)
+                tty.setcbreak(fd)
+
+                def restore() -> None:
+                    termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+            try:
+                out = run(client, keys, mapping, args.rate, duration, 0, poll=_terminal_keys())
+            except KeyboardInterrupt:
+                out = {}
+            finally:
+                if restore is not None:
+                    restore()
+    if out:
+        print(json.dumps(out))
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.paths[0] == "lerobot":
+        return _export_lerobot(args)
     from fdcontrol.export import ExportError, export
 
+    if len(args.paths) != 1:
+        print("fdcontrol export: error: one recording (FILE.mcap), or: lerobot FILE.mcap OUT/", file=sys.stderr)
+        return 2
     try:
-        out = export(args.file, args.to, args.out)
+        out = export(args.paths[0], args.to, args.out)
     except (OSError, ValueError, ExportError) as exc:
         print(f"fdcontrol export: error: {exc}", file=sys.stderr)
         return 2
     print(out)
+    return 0
+
+
+def _export_lerobot(args: argparse.Namespace) -> int:
+    if len(args.paths) != 3:
+        print("fdcontrol export lerobot: error: give the recording and a new directory: "
+              "fdcontrol export lerobot FILE.mcap OUT/ --fps N", file=sys.stderr)
+        return 2
+    from fdcontrol.export_lerobot import export_lerobot
+
+    try:
+        out = export_lerobot(args.paths[1], args.paths[2], args.fps, args.per, args.task, args.action, args.repo_id)
+    except (OSError, ValueError) as exc:
+        print(f"fdcontrol export lerobot: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(out))
     return 0
 
 
@@ -189,10 +281,36 @@ def build_parser(*commands: Command) -> argparse.ArgumentParser:
     pl.add_argument("file", help="a recording (.mcap) from POST /recording/start or serve --record")
     pl.add_argument("--out", default=None, help="output directory (default: next to the file, FILE stem)")
     pl.set_defaults(func=cmd_plot)
-    ex = sub.add_parser("export", help="episodes of an MCAP recording as aligned arrays (npz or parquet)")
-    ex.add_argument("file", help="a recording (.mcap) holding episodes (POST /episode/start)")
+    t = sub.add_parser("teleop", help="stream a tip twist or wrench from a 3-D mouse or the keyboard to the service")
+    t.add_argument("device", choices=("spacemouse", "keyboard"))
+    t.add_argument("--url", default="http://127.0.0.1:8000", help="the service")
+    t.add_argument("--token", default=None, help="API token (or FDCONTROL_TOKEN)")
+    t.add_argument("--kind", default="twist", choices=("twist", "wrench"), help="what the axes command")
+    t.add_argument("--deadband", type=float, default=0.1, help="fraction of full deflection read as zero")
+    t.add_argument("--linear", type=float, default=0.1, help="m/s at full deflection (twist)")
+    t.add_argument("--angular", type=float, default=0.5, help="rad/s at full deflection (twist)")
+    t.add_argument("--force", type=float, default=20.0, help="N at full deflection (wrench)")
+    t.add_argument("--torque", type=float, default=2.0, help="N·m at full deflection (wrench)")
+    t.add_argument("--frame", default="base", choices=("base", "tool"))
+    t.add_argument("--rate", type=float, default=100.0, help="commands per second (Hz)")
+    t.add_argument("--duration", type=float, default=None, help="s (default: until Ctrl-C)")
+    t.add_argument("--hold-button", type=int, default=0, help="the mouse button that holds/releases (index)")
+    t.add_argument("--name", default=None, help="which 3-D mouse (pyspacemouse's device name; default: the first)")
+    t.set_defaults(func=cmd_teleop)
+    ex = sub.add_parser("export", help="episodes of an MCAP recording as aligned arrays (npz or parquet) or as "
+                        "a LeRobot dataset (export lerobot FILE.mcap OUT/ --fps N)")
+    ex.add_argument("paths", nargs="+", metavar="FILE",
+                    help="a recording (.mcap) holding episodes (POST /episode/start); or: lerobot FILE.mcap OUT/")
     ex.add_argument("--to", default="npz", choices=("npz", "parquet"))
     ex.add_argument("--out", default=None, help="output file (default: next to the recording)")
+    ex.add_argument("--fps", type=float, default=30.0, help="lerobot: frames per second (sample-and-hold)")
+    ex.add_argument("--per", default="episode", choices=("episode", "recording"),
+                    help="lerobot: one dataset episode per recorded episode, or the whole recording as one")
+    ex.add_argument("--task", default=None, help="lerobot: the task of every episode (default: each one's own)")
+    ex.add_argument("--action", default="delta_pose", choices=("delta_pose", "pose", "twist", "joint_delta"),
+                    help="lerobot: the action kind (the step from one frame to the next)")
+    ex.add_argument("--repo-id", dest="repo_id", default=None, help="lerobot: the dataset's repo id "
+                    "(default local/FILE)")
     ex.set_defaults(func=cmd_export)
     return p
 

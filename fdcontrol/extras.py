@@ -10,6 +10,7 @@ limits, the loop and ``fdcontrol analyze``. Everything else is an extra (pyproje
 * ``experiments`` — ``fdcontrol experiments`` and ``fdcontrol plot``,
 * ``fast`` — the compiled default limits (numba; without it the same limits run as Python loops),
 * ``foxglove`` — the live Foxglove server (``fdcontrol serve --foxglove PORT``, Foxglove's SDK),
+* ``spacemouse`` — a 3-D mouse for ``fdcontrol teleop spacemouse`` (pyspacemouse),
 * ``all`` — every one of them.
 
 A part whose extra is missing raises :class:`MissingExtra` at import, one line naming the extra
@@ -23,7 +24,7 @@ import importlib.util
 #: extra → the modules it brings (import names), for messages and tests
 EXTRAS: dict[str, tuple[str, ...]] = {
     "server": ("fastapi", "uvicorn", "websockets", "pydantic", "pydantic_settings", "yaml", "httpx", "msgpack",
-               "mcap", "prometheus_client"),
+               "orjson", "mcap", "prometheus_client"),
     "mujoco": ("mujoco",),
     "ros2": ("cyclonedds",),
     "ur": ("rtde_control", "rtde_receive"),
@@ -34,6 +35,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "task": ("ruckig",),
     "franka": ("pylibfranka",),
     "foxglove": ("foxglove",),
+    "spacemouse": ("pyspacemouse",),
+    "lerobot": ("lerobot",),
 }
 
 

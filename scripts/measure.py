@@ -33,9 +33,9 @@ from render_measured import ORDER, render_section, replace_section
 ROOT = Path(__file__).resolve().parent.parent
 FULL = {"cycles": 4000, "rounds": 8, "robots": ["ur10", "panda"], "seconds": 30.0, "rate": 1000.0,
         "spin": 0.0002, "hogs": 1, "samples": 1000, "ws_rate": 500.0, "watchers": [0, 50],
-        "franka_seconds": 60.0, "franka_watchers": 50}
+        "ws_hogs": [0, 2], "franka_seconds": 60.0, "franka_watchers": 50}
 QUICK = {**FULL, "cycles": 400, "rounds": 4, "robots": ["ur10"], "seconds": 2.0, "samples": 100, "watchers": [0, 10],
-         "franka_seconds": 5.0, "franka_watchers": 10}
+         "ws_hogs": [0], "franka_seconds": 5.0, "franka_watchers": 10}
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,10 @@ BENCHES = {
                   lambda o: 60 + 4 * o.seconds),  # two windows of o.seconds
     "ws": Bench("benchmarks/bench_ws_latency.py",
                 lambda o: ["--samples", str(o.samples), "--rate", f"{o.ws_rate:g}",
-                           "--watchers", *map(str, o.watchers)],
-                # the service's start (≤ 30 s), then per watcher count a connect and ~2 periods + ack per sample
-                lambda o: 60 + len(o.watchers) * (30 + o.samples * (0.03 + 4 / o.ws_rate))),
+                           "--watchers", *map(str, o.watchers), "--hogs", *map(str, o.ws_hogs)],
+                # the service's start (≤ 30 s), then per watcher count and hog count a connect and ~2 periods + ack
+                # per sample (slower beside the hogs)
+                lambda o: 60 + len(o.watchers) * len(o.ws_hogs) * (30 + o.samples * (0.03 + 8 / o.ws_rate))),
     "franka": Bench("benchmarks/bench_franka.py",
                     lambda o: ["--seconds", f"{o.franka_seconds:g}", "--watchers", str(o.franka_watchers)],
                     # two stand-in runs (3 s each and their imports), the simulator and service start, the run, the stop
@@ -202,6 +203,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--samples", type=int, help="bench_ws_latency: wrenches per watcher count")
     g.add_argument("--ws-rate", type=float, help="bench_ws_latency: loop rate (Hz)")
     g.add_argument("--watchers", type=int, nargs="+", help="bench_ws_latency: /ws/state watcher counts")
+    g.add_argument("--ws-hogs", type=int, nargs="+", help="bench_ws_latency: CPU hogs beside the service, per run")
     g.add_argument("--franka-seconds", type=float, help="bench_franka: length of the run (s)")
     g.add_argument("--franka-watchers", type=int, help="bench_franka: /ws/state readers")
     opts = ap.parse_args(argv)

@@ -5,7 +5,9 @@ disagree with the measurement. Goals (issue 14):
 
 * cycle: full ``ControlLoop.step`` p50 ≤ 4 × lean FD core p50, per robot;
 * loop: under SCHED_FIFO, |period error| p99 ≤ 100 µs and overruns ≤ 0.1 % of cycles, per window;
-* WebSocket: wrench → acknowledging state p99 ≤ one loop period + 1 ms, per watcher count.
+* WebSocket: wrench → acknowledging state p99 ≤ one loop period + 1 ms, per watcher count;
+* franka: the robot-paced cycle on the stand-in robot p99 ≤ 200 µs; on franky-sim with readers at most
+  0.5 % of the robot's cycles missed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ CYCLE_RATIO_GOAL = 4.0
 PERIOD_P99_GOAL_US = 100.0
 OVERRUN_GOAL_PCT = 0.1
 WS_MARGIN_MS = 1.0
+PACED_P99_GOAL_US = 200.0
+MISSED_GOAL_PCT = 0.5
 ROBOT_NAMES = {"ur10": "UR10", "panda": "Panda", "planar2": "planar 2-link"}
 PARTS = (("config", "Configuration update"), ("solver", "solver"), ("limits", "limits"),
          ("sim_driver", "simulator read + send"), ("publish", "publish"), ("set_wrench", "new wrench"))
@@ -80,9 +84,12 @@ def render_cycle(entry: dict) -> list[str]:
                      f"{num(loop['p50_us'], 1)} / {num(loop['p99_us'], 1)}",
                      f"{num(loop['ratio_p50'], 1)}× / {num(loop['ratio_p99'], 1)}×", met(cycle_met(it))])
         parts.append([robot_name(name)] + [num(it[k]["p50_us"], 1) if k in it else "—" for k, _ in PARTS])
+    six = any("four_limits" in r["items"] for r in robots.values())  # measured since `loop` has the default six
     out = [f"`{command(entry['output']['argv'])}` — one `ControlLoop.step` of the loop `build_loop` makes from "
-           "the default parameters (FD, the default four limits, nothing else configured; kinematic simulator, a "
-           "wrench applied) against the lean FD core (CRBA, frame Jacobian, Cholesky, Euler) in the same process, "
+           + ("the default parameters (FD with the γ schedule, the default six limits, nothing else configured; "
+              if six else "the default parameters (FD, the default four limits, nothing else configured; ")
+           + "kinematic simulator, a wrench applied) against the lean FD core (CRBA, frame Jacobian, Cholesky, "
+           "Euler) in the same process, "
            f"{calls} calls each in {res['rounds']} interleaved rounds:", ""]
     out += table(["robot", "lean core p50 / p99 (µs)", "full cycle p50 / p99 (µs)", "ratio p50 / p99",
                   f"goal p50 ≤ {CYCLE_RATIO_GOAL:g}×"], rows)
@@ -106,6 +113,12 @@ def render_cycle(entry: dict) -> list[str]:
             out += table(["part", "cycle p50 / p99 (µs)", "added p50 (µs)", "added / core"],
                          [[k, f"{num(x['p50_us'], 1)} / {num(x['p99_us'], 1)}", num(x["p50_us"] - base, 1),
                            f"{num((x['p50_us'] - base) / core, 1)}×"] for k, x in v.items()])
+    four = [(n, r["items"]) for n, r in robots.items() if "four_limits" in r["items"]]
+    if four:  # the default path limits' cost: the cycle with the basic four limits only
+        out += ["", "The default path limits (`path_speed`, `path_acceleration`) add "
+                + ", ".join(f"{num(it['loop']['p50_us'] - it['four_limits']['p50_us'], 1)} µs "
+                            f"({robot_name(n)}; its cycle with the basic four limits only: "
+                            f"{num(it['four_limits']['p50_us'], 1)} µs p50)" for n, it in four) + "."]
     out += ["", "Parts of the cycle alone, p50 (µs):", ""]
     out += table(["robot"] + [label for _, label in PARTS], parts)
     verdicts = ", ".join(f"{robot_name(n)} {r['items']['loop']['ratio_p50']:.1f}×" for n, r in robots.items())
@@ -167,6 +180,12 @@ def run_met(res: dict, run: dict) -> bool:
     return run["p99_ms"] <= res["period_ms"] + WS_MARGIN_MS
 
 
+def run_label(run: dict) -> str:
+    """A run's first cell: its watcher count, and the CPU hogs beside the service when there were any."""
+    hogs = run.get("hogs") or 0
+    return str(run["watchers"]) + (f" + {hogs} CPU hogs" if hogs else "")
+
+
 def render_ws(entry: dict) -> list[str]:
     res = entry["output"]["results"]
     target = res["period_ms"] + WS_MARGIN_MS
@@ -174,19 +193,27 @@ def render_ws(entry: dict) -> list[str]:
     out = [f"`{command(entry['output']['argv'])}` — a wrench on /ws/control → the first state acknowledging it, "
            f"real uvicorn on loopback, loop at {res['rate_hz']:.0f} Hz ({fifo}), each wrench at a random phase of the "
            f"period; /ws/state watchers at decimation {res['watch_decimation']} in a separate process:", ""]
-    rows = [[str(r["watchers"]), f"{r['acknowledged']} / {res['samples']}", num(r["p50_ms"], 2), num(r["p99_ms"], 2),
-             num(r["max_ms"], 2), met(run_met(res, r)), f"{r['loop_overruns']} of {r['loop_cycles']}"]
+    rows = [[run_label(r), f"{r['acknowledged']} / {res['samples']}", num(r["p50_ms"], 2), num(r["p99_ms"], 2),
+             num(r["max_ms"], 2), met(run_met(res, r)), f"{r['loop_overruns']} of {r['loop_cycles']}",
+             f"{num(r.get('to_cycle_p50_ms'), 2)} / {num(r.get('to_cycle_p99_ms'), 2)}",
+             f"{num(r.get('cycle_to_client_p50_ms'), 2)} / {num(r.get('cycle_to_client_p99_ms'), 2)}"]
             for r in res["runs"]]
     out += table(["/ws/state watchers", "acknowledged", "p50 (ms)", "p99 (ms)", "max (ms)",
-                  f"goal p99 ≤ {target:g} ms", "loop overruns meanwhile"], rows)
-    verdicts = ", ".join(f"{r['watchers']} watchers {met(run_met(res, r))}" for r in res["runs"])
-    all_met = all(run_met(res, r) for r in res["runs"])
-    out += ["", f"Goal p99 ≤ one period + {WS_MARGIN_MS:g} ms = {target:g} ms: **{met(all_met)}** ({verdicts})."]
+                  f"goal p99 ≤ {target:g} ms", "loop overruns meanwhile", "send → cycle start p50 / p99 (ms)",
+                  "cycle start → client p50 / p99 (ms)"], rows)
+    quiet = [r for r in res["runs"] if not r.get("hogs")]  # the goal is the machine's own; beside hogs: reported
+    verdicts = ", ".join(f"{r['watchers']} watchers {met(run_met(res, r))}" for r in quiet)
+    all_met = all(run_met(res, r) for r in quiet)
+    out += ["", f"Goal p99 ≤ one period + {WS_MARGIN_MS:g} ms = {target:g} ms without CPU hogs: **{met(all_met)}** "
+            f"({verdicts})."]
     if res["runs"]:
         extra = res["runs"][0]["p50_ms"] - res["period_ms"] / 2
         out[-1] += (f" A wrench waits up to one period for the next cycle, half a period ({res['period_ms'] / 2:g} ms) "
                     f"on average; the cycle and the hand-over between processes add the rest "
-                    f"(p50 without watchers exceeds half a period by {extra:.2f} ms).")
+                    f"(p50 without watchers exceeds half a period by {extra:.2f} ms). The last two columns split "
+                    "each latency at the start of the cycle that took the wrench (the state's stamp): the wait "
+                    "for that cycle, a random phase of the period by design, and what the cycle, the hand-over "
+                    "to the service and the WebSocket add.")
     return out
 
 
@@ -203,6 +230,20 @@ def render_franka(entry: dict) -> list[str]:
                 "(a second run with each stage behind a timer):", ""]
         rows = [[name, num(v[0], 1), num(v[1], 1), num(v[2], 1)] for name, v in stand["split_us"].items()]
         out += table(["stage", "mean (µs)", "p50 (µs)", "p99 (µs)"], rows) + [""]
+        if stand.get("stages_us"):
+            out += ["Each stage of the cycle by name (read without the wait):", ""]
+            rows = [[name, num(v[0], 1), num(v[1], 1), num(v[2], 1)] for name, v in stand["stages_us"].items()]
+            out += table(["cycle stage", "mean (µs)", "p50 (µs)", "p99 (µs)"], rows) + [""]
+        cmp = stand.get("against_inprocess")
+        if cmp:
+            out += [f"The same FR3 cycle called in one thread, one cycle of each in turn ({cmp['rounds']} × "
+                    f"{cmp['cycles']} each): robot-paced on the stand-in p50 {num(cmp['paced']['p50_us'], 1)} µs, p99 "
+                    f"{num(cmp['paced']['p99_us'], 1)} µs; in process on the kinematic simulator p50 "
+                    f"{num(cmp['in-process']['p50_us'], 1)} µs, p99 {num(cmp['in-process']['p99_us'], 1)} µs: the "
+                    f"robot-paced path adds {num(cmp['added_p50_us'], 1)} µs at p50.", ""]
+        ok = stand["compute_p99_us"] <= PACED_P99_GOAL_US
+        out += [f"Goal compute p99 ≤ {PACED_P99_GOAL_US:g} µs on the stand-in: **{met(ok)}** "
+                f"(p99 {num(stand['compute_p99_us'], 0)} µs).", ""]
     if r is not None:
         total = r["cycles"] + r["missed_cycles"]
         out += [f"Against franky-sim (libfranka's network protocol, MuJoCo physics) in its own process on loopback, "
@@ -215,8 +256,11 @@ def render_franka(entry: dict) -> list[str]:
                  str(r["success_rate"])]]
         out += table(["cycles", "compute p50 (µs)", "compute p99 (µs)", "compute max (µs)", "compute > 1 ms",
                       "missed cycles", "robot success rate"], rows)
+        share = 100.0 * r["missed_cycles"] / max(total, 1)
         out += ["", "Compute is from the robot state's arrival to the command's departure (the last "
-                f"{r['stats_window']} cycles); a missed cycle is a robot state that passed without a command."]
+                f"{r['stats_window']} cycles); a missed cycle is a robot state that passed without a command. "
+                f"Goal at most {MISSED_GOAL_PCT:g} % missed: **{met(share <= MISSED_GOAL_PCT)}** ({share:.2f} % over "
+                f"{r['seconds']:.0f} s)."]
     return out
 
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fdcontrol.control.gains import GainRamp, check_gains
 from fdcontrol.control.laws import LAWS
-from fdcontrol.control.path_check import path_violations
+from fdcontrol.control.path_check import link_path_violations, path_violations
 from fdcontrol.control.reactions import ACTIONS, OPS, SIGNALS, Reactions, rules_from_config
 from fdcontrol.control.switch import VectorRamp, check_switch
 from fdcontrol.control.task import TaskSpace
@@ -179,7 +179,7 @@ def start_move(runtime: Any, spec: dict[str, Any]) -> dict[str, Any]:
         move = Move(robot, s.tip_pose, loop.period, lim, goal_pose=goal, pause_error=task.pause_error)
     ws = task.workspace
     if ws is not None:  # the references the loop will send, checked against the volumes before it moves
-        bad = path_violations(move, ws)
+        bad = path_violations(move, ws) + link_path_violations(move, ws, np.asarray(s.q))  # tip, then every link
         if bad:
             raise MoveError("the move's path is not allowed: " + "; ".join(bad[:3]) +
                             " — choose a goal or a path (e.g. a waypoint) around it")

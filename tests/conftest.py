@@ -92,6 +92,7 @@ REQUIRE_REASONS = {
     "browser": ("chromium", "playwright"),
     "fifo": ("SCHED_FIFO", "CAP_SYS_NICE"),
     "extras": ("could not import", "is not installed", "needs pylibfranka", "needs franky-sim", "(test extra)"),
+    "lerobot": ("needs LeRobot",),  # tests/lerobot: LeRobot in its own venv (make test-lerobot)
 }
 
 
@@ -126,3 +127,18 @@ def pytest_runtest_makereport(item, call):
     if category is not None:
         rep.outcome = "failed"
         rep.longrepr = f"required test skipped (REQUIRE includes {category!r}): {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """The same for a whole module that skips at import (``pytest.importorskip`` at module level)."""
+    outcome = yield
+    rep = outcome.get_result()
+    names = getattr(collector.config, "_fdcontrol_required", set())
+    if not names or not rep.skipped:
+        return
+    reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+    category = required_category(reason, names)
+    if category is not None:
+        rep.outcome = "failed"
+        rep.longrepr = f"required tests skipped (REQUIRE includes {category!r}): {reason}"

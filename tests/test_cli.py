@@ -102,8 +102,8 @@ def test_the_fdcontrol_command_is_the_library_commands_plus_serve():
     def commands(text: str) -> list[str]:
         return re.search(r"\{([a-z,]+)\}", text).group(1).split(",")  # type: ignore[union-attr]
 
-    assert commands(full.stdout) == ["analyze", "experiments", "serve", "plot", "export"]
-    assert commands(lib.stdout) == ["analyze", "experiments", "plot", "export"]
+    assert commands(full.stdout) == ["analyze", "experiments", "serve", "plot", "teleop", "export"]
+    assert commands(lib.stdout) == ["analyze", "experiments", "plot", "teleop", "export"]
     args = ["analyze", "--robot", "ur10", "--q", "0.1,-1.2,1.5,-0.3,1.2,0.4", "--json"]
     same = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=60)
     assert same.returncode == 0 and json.loads(same.stdout) == json.loads(run(*args).stdout)

@@ -6,6 +6,7 @@ against finite differences, the capsules against the vendors' meshes they were f
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pinocchio as pin
@@ -13,7 +14,8 @@ import pytest
 
 from fdcontrol.control.workspace import clearance_for, workspace_from_config
 from fdcontrol.limits.base import Cycle
-from fdcontrol.limits.collision import CollisionAvoidance, CollisionError
+from fdcontrol.limits.collision import CollisionAvoidance
+from fdcontrol.loop import build_loop
 from fdcontrol.model.collision import BOX, CAPSULE, PLANE, SPHERE, Clearance, Obstacle
 from fdcontrol.model.robot import HOME, RobotModel
 
@@ -182,9 +184,19 @@ def test_capsules_enclose_the_vendor_meshes() -> None:
 
 def test_shipped_arms_have_geometry_and_planar2_says_it_has_none(caplog: pytest.LogCaptureFixture) -> None:
     for arm in ARMS:
-        g = RobotModel.load(arm).geometry
-        assert g is not None and len(g.links) >= RobotModel.load(arm).dof
+        robot = RobotModel.load(arm)
+        g = robot.geometry
+        assert g is not None and len(g.links) >= robot.dof
         assert g.self_pairs  # non-adjacent pairs are checked
+        # the base link is never checked against a volume (it cannot move), nor a link against a neighbour
+        cl = Clearance(robot, g, [Obstacle("wall", PLANE, np.zeros(3), np.array([0.0, 0.0, 1.0]))],
+                       self_collision=True)
+        base = {c.link for c in g.capsules if c.joint == 0}
+        assert base and not base & {link for link, _ in cl.names[:cl.n_volume_pairs]}
+        assert {link for link, _ in cl.names[:cl.n_volume_pairs]} == {c.link for c in g.capsules} - base
+        for link, other in cl.names[cl.n_volume_pairs:]:
+            j1, j2 = (next(c.joint for c in g.capsules if c.link == n) for n in (link, other))
+            assert j1 != j2 and robot.model.parents[max(j1, j2)] != min(j1, j2)
     with caplog.at_level(logging.INFO, logger="fdcontrol"):
         r = RobotModel.load("planar2")
     assert r.geometry is None
@@ -259,22 +271,263 @@ def test_damper_never_crosses_the_hard_margin(arm: str) -> None:
     assert _run(robot, cl, None, q0, i, 0.5, 1000) < 0.0  # without the damper the same motion goes in
 
 
-def test_damper_holds_with_a_fault_naming_link_and_volume_only_when_moving_in() -> None:
+def test_crossed_names_link_and_volume_only_when_moving_in() -> None:
+    """A volume moved onto the arm: the fault check names the link and the volume when the motion brings the
+    link nearer, not when it moves the link out; the damper lets every overlapping link move out only."""
     robot = RobotModel.load("panda")
     q = np.asarray(HOME["panda"])
     cl0 = Clearance(robot, robot.geometry, [])
     cl0.compute(q)
     c = cl0.A[4]
     box = Obstacle("fixture", BOX, c - 0.02, c + 0.02)  # moved onto the arm
-    cl = Clearance(robot, robot.geometry, [box])
+    cl = Clearance(robot, robot.geometry, [box], hard_margin=0.01)
     lim = CollisionAvoidance(cl, 0.01)
     cl.compute(q)
     i = int(np.argmin(cl.d))
     g = cl.rows[i]
-    with pytest.raises(CollisionError, match=r"panda_link[34] is -\d+\.\d mm from 'fixture'"):
-        lim.apply(Cycle(q, np.zeros(7), None, 0.002), (-0.5 * g / np.linalg.norm(g)).tolist())
+    inward = -0.5 * g / np.linalg.norm(g)
+    assert re.match(r"link panda_link[34] is -\d+\.\d mm from volume 'fixture', inside half the hard margin "
+                    r"of 10\.0 mm", cl.crossed(inward) or ""), cl.crossed(inward)
+    out = inward.tolist()
+    assert lim.apply(Cycle(q, np.zeros(7), None, 0.002), out)
+    assert cl.rows[cl.d < 0.01] @ np.asarray(out) == pytest.approx(0, abs=1e-9) or \
+        np.all(cl.rows[cl.d < 0.01] @ np.asarray(out) >= -1e-9)  # the damper: no approach below d_min
     deep = cl.d < 0.005
     away = np.linalg.pinv(cl.rows[deep]) @ np.full(int(deep.sum()), 0.05)  # every overlapping link moves out
+    assert cl.crossed(away) is None
     out = away.tolist()
-    lim.apply(Cycle(q, np.zeros(7), None, 0.002), out)  # allowed: no fault
+    lim.apply(Cycle(q, np.zeros(7), None, 0.002), out)
     assert np.all(cl.rows[deep] @ np.asarray(out) > 0)
+    # two links of the arm: named as a link
+    far = Clearance(robot, robot.geometry, [], self_collision=True, hard_margin=10.0)  # every pair "crossed"
+    far.compute(q)
+    j = int(np.argmin(far.d))
+    assert "from link" in (far.crossed(-far.rows[j]) or "")
+
+
+def test_the_loop_computes_the_distances_once_per_cycle_and_none_without_volumes() -> None:
+    """The assembled loop: nothing configured, no link stage and no distance computer at all; volumes and
+    self-collision configured, one Clearance shared by the loads, the damper and the fault check, computed
+    exactly once per cycle (a counter, not timing)."""
+    robot = RobotModel.load("panda")
+    loop = build_loop(driver="simulated", robot=robot)
+    names = [s.name for s in loop.stages]
+    assert "link_distances" not in names and "link_fault" not in names
+    assert not [lim for lim in loop.limits.limits if isinstance(lim, CollisionAvoidance)]
+    assert loop.task.workspace is None
+    far = {"name": "far", "sphere": {"center": [3.0, 0.0, 0.3], "radius": 0.2}}
+    loop = build_loop(driver="simulated", robot=robot, keep_out=[far], self_collision=True)
+    names = [s.name for s in loop.stages]
+    assert "link_distances" in names and "link_fault" in names
+    cl = loop.task.workspace.clearance
+    (damper,) = [lim for lim in loop.limits.limits if isinstance(lim, CollisionAvoidance)]
+    assert damper.clearance is cl and cl.hard_margin == 0.01
+    loop.set_wrench(np.array([5.0, 0, 0, 0, 0, 0]), t=1e12)  # the arm moves: a new q every cycle
+    distinct, last = 0, None
+    for k in range(20):
+        loop.step(now=k * 0.002)
+        q = loop.state.q.tolist()
+        distinct, last = distinct + (q != last), q
+    assert loop.fault is None and loop.cycle == 20
+    assert cl.count == distinct >= 18  # one computation per cycle at a new q (activation: the first q twice)
+    assert np.abs(np.asarray(loop.state.q) - HOME["panda"]).max() > 1e-6  # it did move
+
+
+def link_motion(robot: RobotModel, q0: np.ndarray, wrench: np.ndarray, link: str, cycles: int = 25
+                ) -> np.ndarray:
+    """The unit direction a link's capsule middle moves in when ``wrench`` is streamed to the assembled loop
+    from rest at q0 (a replica on the kinematic simulator)."""
+    from fdcontrol.drivers import SimulatedRobot
+
+    loop = build_loop(driver=SimulatedRobot(robot, dt=0.002, q0=q0), robot=robot)
+    cl = Clearance(robot, robot.geometry, [])
+    i = [c.link for c in robot.geometry.capsules].index(link)
+    cl.compute(q0)
+    m0 = (cl.A[i] + cl.B[i]) / 2
+    for k in range(cycles):
+        loop.set_wrench(wrench, t=k * 0.002)
+        loop.step(now=k * 0.002)
+    cl.compute(np.asarray(loop.state.q))
+    u = (cl.A[i] + cl.B[i]) / 2 - m0
+    assert np.linalg.norm(u) > 1e-5, "the link must move under the wrench"
+    return u / np.linalg.norm(u)
+
+
+def box_ahead(robot: RobotModel, q: np.ndarray, link: str, u: np.ndarray, gap: float, h: float = 0.05,
+              name: str = "fixture") -> tuple[dict, float]:
+    """A keep-out box (API form, margin 0) with its face across the axis nearest ``u`` at ``gap`` (m, signed)
+    from the link's capsule at q, ahead of the link moving along u; and that distance by brute force (20001
+    points along the segment, independent of the module's closed forms)."""
+    cl = Clearance(robot, robot.geometry, [])
+    cl.compute(q)
+    i = [c.link for c in robot.geometry.capsules].index(link)
+    a, b, r = cl.A[i].copy(), cl.B[i].copy(), float(cl.cr[i])
+    k = int(np.argmax(np.abs(u)))
+    e = np.zeros(3)
+    e[k] = np.sign(u[k])
+    p = a + np.linspace(0, 1, 20001)[:, None] * (b - a)
+
+    def dist(c: np.ndarray) -> float:
+        return float(np.linalg.norm(np.maximum(np.maximum(c - h - p, p - c - h), 0), axis=1).min()) - r
+
+    c = (a + b) / 2 + (r + h + gap) * e
+    for _ in range(3):  # the nearest segment point may not be the middle: shift the box along e onto the gap
+        c = c + (gap - dist(c)) * e
+    spec = {"name": name, "box": {"min": (c - h).tolist(), "max": (c + h).tolist()}, "margin": 0.0}
+    return spec, dist(c)
+
+
+def test_a_volume_moved_onto_a_running_arm_holds_it_with_a_fault_naming_link_and_volume() -> None:
+    """In-process, through the assembled loop: the arm moves under a streamed wrench; a keep-out box is moved
+    onto its forearm (2 mm into it, ahead of its motion) by a run-time change of the loop's parts. The next
+    cycle holds with a fault naming the link and the volume, the reference brakes to zero and the fault's
+    time is the cycle's; released after the volume is removed, the arm moves again without a fault."""
+    from fdcontrol.drivers import SimulatedRobot
+    from fdcontrol.loop.build import build_parts, loop_params
+
+    robot = RobotModel.load("ur10")
+    q0 = np.asarray(HOME["ur10"], dtype=float)
+    wrench = np.array([0.0, 0.0, 15.0, 0.0, 0.0, 0.0])
+    u = link_motion(robot, q0, wrench, "forearm_link")
+    loop = build_loop(driver=SimulatedRobot(robot, dt=0.002, q0=q0), robot=robot)
+    k = 0
+
+    def cycle() -> None:
+        nonlocal k
+        loop.set_wrench(wrench, t=k * 0.002)
+        loop.step(now=k * 0.002)
+        k += 1
+
+    for _ in range(10):
+        cycle()
+    assert loop.fault is None and np.abs(loop.qd_ref).max() > 0  # moving
+    spec, d = box_ahead(robot, np.asarray(loop.state.q), "forearm_link", u, -0.002)
+    assert d == pytest.approx(-0.002, abs=1e-4)
+    loop.reconfigure(**build_parts(robot, loop_params(keep_out=[spec]), loop=loop))
+    at = k
+    cycle()
+    assert loop.fault is not None and loop.state.holding, loop.fault
+    assert re.match(r"link forearm_link is -\d\.\d mm from volume 'fixture', inside half the hard margin of "
+                    r"10\.0 mm", loop.fault), loop.fault
+    assert loop.fault_at == pytest.approx(at * 0.002)
+    for _ in range(200):  # held: the reference brakes to standstill (within the acceleration limit)
+        cycle()
+        if not loop.qd_ref.any():
+            break
+    assert not loop.qd_ref.any() and loop.state.fault == loop.fault
+    cl = loop.task.workspace.clearance
+    assert cl.smallest()[1:] == ("forearm_link", "fixture") and cl.smallest()[0] > -0.01  # braked, not far in
+    # the volume removed and the hold released: the arm follows the wrench again, no fault
+    loop.reconfigure(**build_parts(robot, loop_params(), loop=loop))
+    loop.hold(False)
+    q = loop.state.q.copy()
+    for _ in range(20):
+        cycle()
+    assert loop.fault is None and not loop.state.holding
+    assert np.abs(loop.state.q - q).max() > 1e-5
+
+
+def _capsule_box(robot: RobotModel, q: np.ndarray, link: str, lo: np.ndarray, hi: np.ndarray) -> float:
+    """Brute force: the distance of a link's capsule at q from a box (20001 points along its segment)."""
+    cl = Clearance(robot, robot.geometry, [])
+    cl.compute(q)
+    i = [c.link for c in robot.geometry.capsules].index(link)
+    p = cl.A[i] + np.linspace(0, 1, 20001)[:, None] * (cl.B[i] - cl.A[i])
+    return float(np.linalg.norm(np.maximum(np.maximum(lo - p, p - hi), 0), axis=1).min()) - float(cl.cr[i])
+
+
+def _forearm_box(robot: RobotModel, q: np.ndarray, h: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    cl = Clearance(robot, robot.geometry, [])
+    cl.compute(q)
+    i = [c.link for c in robot.geometry.capsules].index("forearm_link")
+    c = (cl.A[i] + cl.B[i]) / 2
+    return c - h, c + h
+
+
+def test_a_move_that_drives_a_link_into_a_volume_is_refused_naming_both() -> None:
+    """Joint and Cartesian moves whose tool centre point stays clear but whose forearm would pass through a
+    keep-out box (brute-force capsule–box distances along the planned path say it would) are refused by the
+    whole-arm path check naming the link and the volume; the moves the other way pass; self-collision is
+    checked the same way."""
+    from fdcontrol.control.path_check import link_path_violations, path_violations, planned_samples
+    from fdcontrol.control.trajectory import Move, MoveLimits, solve_ik
+
+    robot = RobotModel.load("ur10")
+    q0 = np.asarray(HOME["ur10"], dtype=float)
+    T0 = robot.pose(q0)
+    lim = MoveLimits(joint_velocity=np.full(6, 1.0), joint_acceleration=np.full(6, 2.0), joint_jerk=np.full(6, 20.0))
+    # a joint move: the shoulder pans 1.2 rad; the box sits on the forearm's place halfway
+    q_mid, q_goal = q0.copy(), q0.copy()
+    q_mid[0] += 0.6
+    q_goal[0] += 1.2
+    lo, hi = _forearm_box(robot, q_mid)
+    keep = [{"name": "fixture", "box": {"min": lo.tolist(), "max": hi.tolist()}}]
+    ws = workspace_from_config(robot, None, keep, collision_links="keep_out")
+    mv = Move(robot, T0, 0.002, lim, goal_q=q_goal, start_q=q0)
+    _, qs = planned_samples(mv)
+    assert min(_capsule_box(robot, q, "forearm_link", lo, hi) for q in qs[::10]) < 0  # it would go through
+    assert _capsule_box(robot, q0, "forearm_link", lo, hi) > 0.05  # clear at the start
+    assert path_violations(mv, ws) == []  # the tool centre point passes clear: the tip check alone allows it
+    bad = link_path_violations(mv, ws, q0)
+    assert any(re.match(r"the path of link forearm_link passes through 'fixture' \(\d\.\d\d s into the move; "
+                        r"closest -\d+\.\d mm, margin 50 mm\)", b) for b in bad), bad
+    back = q0.copy()
+    back[0] -= 1.2
+    assert link_path_violations(Move(robot, T0, 0.002, lim, goal_q=back, start_q=q0), ws, q0) == []
+    # a Cartesian move: 0.3 m sideways; the box on the forearm's place at the goal (the arm followed by IK)
+    goal = T0.copy()
+    goal[:3, 3] += [0.0, 0.3, 0.0]
+    qg = solve_ik(robot, q0, goal)
+    assert qg is not None
+    lo, hi = _forearm_box(robot, qg, 0.04)
+    keep = [{"name": "fixture", "box": {"min": lo.tolist(), "max": hi.tolist()}}]
+    ws = workspace_from_config(robot, None, keep, collision_links="keep_out")
+    mv = Move(robot, T0, 0.002, lim, goal_pose=goal)
+    assert path_violations(mv, ws) == []
+    bad = link_path_violations(mv, ws, q0)
+    assert any(b.startswith("the path of link forearm_link passes through 'fixture'") for b in bad), bad
+    away = T0.copy()
+    away[:3, 3] += [0.0, -0.3, 0.0]
+    assert link_path_violations(Move(robot, T0, 0.002, lim, goal_pose=away), ws, q0) == []
+    # self-collision: folding the elbow shut brings the wrist onto the upper arm
+    folded = q0.copy()
+    folded[2] = np.sign(q0[2] or 1.0) * 3.0
+    ws = workspace_from_config(robot, None, [], collision_links="keep_out", self_collision=True)
+    bad = link_path_violations(Move(robot, T0, 0.002, lim, goal_q=folded, start_q=q0), ws, q0)
+    assert any("link '" in b for b in bad), bad
+
+
+def test_a_move_under_way_still_gets_the_damper() -> None:
+    """A joint move that sweeps the forearm through a keep-out box (margin 0: no repulsive load), started
+    in-process without the path check: the velocity damper holds every link off the box — at the hard margin of
+    10 mm, less what the simulated arm's 10 ms velocity lag carries it past its braking reference, never past
+    half of it (the fault threshold) — the loop does not fault, and the move does not reach its goal."""
+    from fdcontrol.control.trajectory import Move
+    from fdcontrol.drivers import SimulatedRobot
+
+    robot = RobotModel.load("ur10")
+    q0 = np.asarray(HOME["ur10"], dtype=float)
+    q_mid, q_goal = q0.copy(), q0.copy()
+    q_mid[0] += 0.6
+    q_goal[0] += 1.2
+    lo, hi = _forearm_box(robot, q_mid)
+    # margin 0: no repulsive load, the damper alone holds the arm off
+    keep = [{"name": "fixture", "box": {"min": lo.tolist(), "max": hi.tolist()}, "margin": 0.0}]
+    loop = build_loop(driver=SimulatedRobot(robot, dt=0.002, q0=q0), robot=robot, keep_out=keep)
+    loop.step(now=0.0)
+    task = loop.task
+    task.request(Move(robot, loop.state.tip_pose, loop.period, task.move_limits, goal_q=q_goal, start_q=q0,
+                      pause_error=task.pause_error))
+    dmin, k = np.inf, 1
+    cl = task.workspace.clearance
+    while k < 3000 and (task.move is None or task.move.status in ("moving", "paused")):
+        loop.step(now=k * 0.002)
+        dmin = min(dmin, cl.d.min(), _capsule_box(robot, loop.state.q, "forearm_link", lo, hi) if k % 50 == 0
+                   else np.inf)
+        k += 1
+    q = np.asarray(loop.state.q)
+    print(f"{k} cycles, move {task.move.status}, q[0] moved {q[0] - q0[0]:.3f} rad of 1.2, closest {dmin * 1e3:.1f} mm")
+    assert loop.fault is None
+    assert q[0] - q0[0] > 0.05  # it moved towards the box
+    assert abs(q[0] - q_goal[0]) > 0.2  # and was held off it
+    assert 0.005 < dmin < 0.015  # the damper held it at the hard margin (the lag: about 1 mm past it)

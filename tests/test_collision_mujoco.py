@@ -46,8 +46,9 @@ def _guide(robot: RobotModel, push: np.ndarray, objects: list[EnvObject], keep_o
         task = TaskSpace(ws)
         lim = CollisionAvoidance.from_settings(robot, Params(keep_out=keep_out or [],  # type: ignore[arg-type]
                                                              self_collision=self_collision))
+        lim.clearance = ws.clearance  # one computation per cycle, as the assembled loop shares it
         limits = SafetyLimits.compose([*limits.limits, lim])
-    loop = ControlLoop(robot, drv, make_solver(make_mapping("fd", robot, gamma=1e3)), law=P.force_law(),
+    loop = ControlLoop(robot, drv, make_solver(make_mapping("fd", robot)), law=P.force_law(),
                        limits=limits, wrench_filter=filt, rate=1 / P.DT, task=task)
     drv.set_push(push)
     m, tip0 = drv.model, robot.pose(q0)[:3, 3]

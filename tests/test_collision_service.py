@@ -5,6 +5,7 @@ time are validated (a volume a link is already in is refused naming the link; bo
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import httpx
@@ -108,3 +109,81 @@ def test_state_carries_the_smallest_link_distance_and_its_pair(svc):
     while s["link_pair"] is not None and time.monotonic() < deadline:
         s = state(svc)
     assert s["link_distance"] is None and s["link_pair"] is None and not s["limits_active"].get("collision")
+
+
+def test_a_volume_moved_onto_the_running_arm_holds_it_and_the_api_names_link_and_volume(svc):
+    """A keep-out box set at run time (PATCH /config) 2 mm ahead of the UR10's forearm — inside half the hard
+    margin of 10 mm, outside its own margin of 0, so the change itself moves nothing — then the forearm
+    driven towards it by a streamed wrench: the loop holds with a fault naming the link and the volume,
+    /state and /health say so, and the reference brakes to standstill. Removing the volume and releasing the
+    hold resumes."""
+    from fdcontrol.client import Client
+    from fdcontrol.model.robot import RobotModel
+    from tests.test_collision import box_ahead, link_motion
+
+    robot = RobotModel.load("ur10")
+    s0 = state(svc)
+    assert s0["running"] and s0["fault"] is None
+    wrench = np.array([0.0, 0.0, 15.0, 0.0, 0.0, 0.0])
+    q = np.asarray(s0["q"])
+    u = link_motion(robot, q, wrench, "forearm_link")
+    spec, d = box_ahead(robot, q, "forearm_link", u, 0.002)
+    assert 0.0 < d < 0.005
+    r = httpx.patch(svc.url + "/config", json={"keep_out": [spec]}, timeout=10)
+    assert r.status_code == 200, r.text
+    try:
+        with Client(svc.url) as client, client.control_stream(decimation=5) as stream:
+            deadline, msg = time.monotonic() + 20, stream.recv()
+            assert msg["fault"] is None
+            while msg["fault"] is None and time.monotonic() < deadline:
+                stream.send_wrench(wrench.tolist())
+                msg = stream.recv()
+        fault = msg["fault"]
+        assert fault is not None and re.match(r"link forearm_link is -?\d+\.\d mm from volume 'fixture', inside "
+                                              r"half the hard margin of 10\.0 mm", fault), fault
+        s = state(svc)
+        assert s["fault"] == fault and s["holding"] and s["link_pair"] == "forearm_link ↔ fixture"
+        h = httpx.get(svc.url + "/health", timeout=5).json()
+        assert h["status"] == "fault" and h["fault"] == fault
+        deadline = time.monotonic() + 10
+        while any(s["qd_ref"]) and time.monotonic() < deadline:  # braked to standstill
+            s = state(svc)
+        assert not any(s["qd_ref"]) and s["link_distance"] > -0.01  # it held, not far into the box
+    finally:
+        r = httpx.patch(svc.url + "/config", json={"keep_out": []}, timeout=10)
+        assert r.status_code == 200, r.text
+        assert httpx.post(svc.url + "/control/hold", json={"hold": False}, timeout=10).status_code == 200
+    deadline, s = time.monotonic() + 10, state(svc)
+    while (s["fault"] is not None or s["holding"]) and time.monotonic() < deadline:
+        s = state(svc)
+    assert s["fault"] is None and not s["holding"]
+
+
+def test_a_move_that_would_drive_a_link_into_a_volume_is_refused_naming_both(svc):
+    """POST /control/move with a joint goal whose path sweeps the forearm through a keep-out box (the tool
+    passes clear): 422 naming the link and the volume; the arm did not move. The same move without the box
+    starts."""
+    from tests.test_collision import _forearm_box
+
+    robot = RobotModel.load("ur10")
+    s0 = state(svc)
+    q0 = np.asarray(s0["q"])
+    q_mid, q_goal = q0.copy(), q0.copy()
+    q_mid[0] += 0.6
+    q_goal[0] += 1.2
+    lo, hi = _forearm_box(robot, q_mid)
+    box = {"name": "fixture", "box": {"min": lo.tolist(), "max": hi.tolist()}, "margin": 0.02}  # the upper arm
+    r = httpx.patch(svc.url + "/config", json={"keep_out": [box]}, timeout=10)
+    assert r.status_code == 200, r.text
+    try:
+        r = httpx.post(svc.url + "/control/move", json={"q": q_goal.tolist(), "speed": 0.5}, timeout=30)
+        assert r.status_code == 422, r.text
+        assert "the path of link forearm_link passes through 'fixture'" in r.text, r.text
+        s = state(svc)
+        assert s["move_status"] in ("idle", "cancelled") and np.abs(np.asarray(s["q"]) - q0).max() < 1e-3
+    finally:
+        assert httpx.patch(svc.url + "/config", json={"keep_out": []}, timeout=10).status_code == 200
+    # the same move without the box is allowed: it starts (and is cancelled at once)
+    r = httpx.post(svc.url + "/control/move", json={"q": q_goal.tolist(), "speed": 0.5}, timeout=30)
+    assert r.status_code == 200, r.text
+    assert httpx.post(svc.url + "/control/move/cancel", timeout=10).status_code == 200

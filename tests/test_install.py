@@ -26,7 +26,7 @@ from fdcontrol.extras import EXTRAS
 from .service import ROOT
 
 #: what only an extra brings: none of it may be visible in the lean environment
-NOT_CORE = ("fastapi", "starlette", "uvicorn", "pydantic", "yaml", "httpx", "msgpack", "mcap", "mujoco",
+NOT_CORE = ("fastapi", "starlette", "uvicorn", "pydantic", "yaml", "httpx", "msgpack", "orjson", "mcap", "mujoco",
             "cyclonedds", "numba", "matplotlib", "tqdm", "mpmath", "rtde_control", "websockets", "prometheus_client",
             "gymnasium", "ruckig", "pylibfranka", "foxglove")
 #: modules that need an extra, and which (the service's own modules are the server extra's and not walked)

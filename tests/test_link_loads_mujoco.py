@@ -32,7 +32,7 @@ def guide(robot, q0, wall, side, mode: str | None) -> tuple[float, float, str | 
         robot, [LinkLoad("panda_link4", wall, margin=MARGIN, stiffness=100.0)], mode)
     drv = MujocoRobot(robot, dt=P.DT, mode="velocity", q0=q0, tool=P.TOOL, objects=[])
     filt = WrenchFilter(tool_mass=P.TOOL.mass, tool_com=np.array(P.TOOL.com))
-    loop = ControlLoop(robot, drv, make_solver(make_mapping("fd", robot, gamma=1e3)), law=P.force_law(),
+    loop = ControlLoop(robot, drv, make_solver(make_mapping("fd", robot)), law=P.force_law(),
                        limits=SafetyLimits.from_robot(robot), wrench_filter=filt, rate=1 / P.DT, link_loads=loads)
     elbow = mujoco.mj_name2id(drv.model, mujoco.mjtObj.mjOBJ_BODY, "panda_link4")
     tip0 = robot.pose(q0)[:3, 3]

@@ -146,6 +146,42 @@ def test_link_loads_stage_only_when_configured(count):
     assert len(torque) >= 19
 
 
+def test_gamma_is_scheduled_before_the_joint_loads_only_when_there_are_some(count):
+    """With a joint load (here link loads) and the γ schedule, γ is set at the cycle's q before the loads
+    read H: one schedule evaluation per cycle (the solver finds it done); without joint loads, or with a
+    fixed γ, the stage is not in the cycle."""
+    from fdcontrol.mappings.fd import ForwardDynamics
+
+    gamma_at = count(ForwardDynamics, "gamma_at")
+    loop = build_loop(driver="simulated", robot="panda", rate=1 / DT, posture="off")
+    assert "gamma_schedule" not in names(loop)
+    loop = build_loop(driver="simulated", robot="panda", rate=1 / DT, posture="off", link_loads=LOAD,
+                      gamma_schedule="fixed")
+    assert "gamma_schedule" not in names(loop)
+    loop = build_loop(driver="simulated", robot="panda", rate=1 / DT, posture="off", link_loads=LOAD)
+    n = names(loop)
+    assert n.index("gamma_schedule") < n.index("link_loads") < n.index("solver")
+    del gamma_at[:]
+    run(loop, 20)
+    assert 10 <= len(gamma_at) <= 20  # at most once per cycle (none where q did not move), not again in the solver
+
+
+def test_the_published_gamma_at_rest_is_the_schedules_value_there():
+    """No input (the arm rests, the solver does not run): the state's γ is the schedule's value at the
+    arm's q — 1e6 at the UR10's start pose, 1e3 with its elbow stretched — not the virtual model's
+    initial γ; with a fixed γ it is that γ."""
+    from fdcontrol.model.virtual import GAMMA, GAMMA_STRAIGHT
+
+    stretched = [0.3, -1.2, 0.0, -1.9, -1.4, 0.2]
+    for q0, expected in ((HOME["ur10"], GAMMA_STRAIGHT.default), (stretched, GAMMA.default)):
+        loop = lean(driver_options={"q0": q0})
+        states = run(loop, 5, wrench=False)
+        assert not states[-1].qd_ref.any()  # at rest
+        assert states[-1].gamma == expected == loop.solver.mapping.gamma_at(states[-1].q)
+    loop = lean(driver_options={"q0": HOME["ur10"]}, gamma_schedule="fixed", gamma=3e3)
+    assert run(loop, 3, wrench=False)[-1].gamma == 3e3
+
+
 def test_action_interpolation_only_with_a_policy(count):
     target = count(ActionInput, "target")
     loop = lean(mode="compliance")
@@ -176,13 +212,25 @@ def test_sensor_watchdog_only_with_a_law_that_reads_the_sensor(count):
 
 @pytest.mark.parametrize("name", ["jerk", "path_acceleration", "path_speed"])
 def test_jerk_and_path_limits_only_when_configured(count, name):
-    calls = count(LIMITS.get(name), "apply")
+    """Not configured: the limit's class is never called, the path speed's J̇q̇ is never evaluated, the
+    limit is not among those that act. Configured: it runs every cycle — its class (the jerk limit, and
+    every limit where numba is missing) or its part of the compiled twin (fdcontrol.limits.compiled,
+    which records whether it acted, and for the path speed evaluates J̇q̇ on every cycle that moves)."""
+    from fdcontrol.model.robot import RobotModel
+
+    calls, rate = count(LIMITS.get(name), "apply"), count(RobotModel, "jacobian_rate")
     loop = lean(limits=list(BASIC_LIMITS))
-    run(loop, 10)
-    assert name not in loop.limits.names and len(calls) == 0
+    seen = [dict(s.limits_active) for s in run(loop, 10)]
+    assert name not in loop.limits.names and len(calls) == 0 and len(rate) == 0
+    assert all(name not in a for a in seen)
     loop = lean(limits=[*BASIC_LIMITS, name])
-    run(loop, 10)
-    assert name in loop.limits.names and len(calls) == 10
+    seen = [dict(s.limits_active) for s in run(loop, 10)]
+    assert name in loop.limits.names
+    if loop.limits._compiled is None:
+        assert len(calls) == 10
+    else:
+        assert len(calls) == 0 and all(name in a for a in seen)
+        assert (9 <= len(rate) <= 10) if name == "path_speed" else not rate  # every cycle with a q̇ ≠ 0
 
 
 def test_position_reference_only_for_a_position_interface(count):

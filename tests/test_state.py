@@ -74,6 +74,22 @@ def test_shared_memory_layout_round_trips_every_field(rng, loop_state):
         assert extra == {"last_cycle_at": 42.5}
 
 
+def test_unpacked_state_owns_its_arrays(rng):
+    """The unpacked state's arrays are its own: rewriting the packed vector afterwards (the next state in
+    a reused buffer) changes none of them, and each has its declared shape."""
+    lay = SharedLayout(max_dof=16)
+    s = synthetic(rng, dof=7)
+    buf = lay.empty()
+    lay.pack(s, buf)
+    back = lay.unpack(buf)[0]
+    buf[:] = 7.0
+    assert_same(dataclasses.replace(s, limits_active={k: bool(s.limits_active.get(k)) for k in st.LIMIT_KEYS}),
+                back)
+    assert back.q.shape == (7,) and back.tip_pose.shape == (4, 4)
+    back.q[0] = 99.0  # a consumer that writes one array touches no other field
+    assert back.qd[-1] == s.qd[-1] and back.q_ref[0] == s.q_ref[0]
+
+
 def test_shared_memory_bounds_and_text(rng):
     lay = SharedLayout(max_dof=6, text_bytes=16)
     with pytest.raises(ValueError, match="max_dof"):
@@ -95,6 +111,26 @@ def test_dict_json_msgpack_round_trip_every_field(rng, loop_state):
         assert_same(s, st.from_msgpack(st.to_msgpack(s)))
     d = st.to_dict(synthetic(rng, kappa=math.nan))
     assert d["kappa_h"] is None and "NaN" not in st.to_json(synthetic(rng, kappa=math.nan))
+
+
+def test_websocket_json_frame_is_the_state(rng, loop_state):
+    """The /ws/state JSON frame (encoded once per cycle for every reader) is strict JSON whose object is the
+    state's dict and ``stale``; a non-finite number inside an array is null, never a bare NaN."""
+    pytest.importorskip("fastapi")
+    import json
+
+    from fdcontrol.server.routers.ws import Hub
+
+    def strict(text: str) -> dict:
+        return json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in the frame"))
+
+    for s in [loop_state, *cases(rng)]:
+        frame = Hub().encode(s, "json")
+        assert isinstance(frame, str)
+        assert strict(frame) == {**st.to_dict(s), "stale": False}
+        assert_same(s, st.from_dict(strict(frame)))
+    odd = dataclasses.replace(loop_state, f_measured=np.array([np.nan, np.inf, 0, 0, 0, 0]))
+    assert strict(Hub().encode(odd, "json"))["f_measured"][:3] == [None, None, 0.0]
 
 
 def test_pydantic_model_round_trips_and_documents_units(rng, loop_state):

@@ -49,6 +49,30 @@ def test_defaults_push_straight_on_every_regular_pose(name):
     assert all(r["along_m"] > 0.002 for r in regular)  # the tool did move along the push
 
 
+#: the MuJoCo arms' check: every regular 10 N push under 1 % sideways (servo, tool and flange sensor)
+MUJOCO_BOUND = 0.01
+
+
+@pytest.mark.parametrize("name", ["ur10", "panda", "fr3"])
+def test_mujoco_arms_with_their_sensor_push_straight_under_the_defaults(name):
+    """Hand guiding on the MuJoCo arm as the service simulates it (PI velocity servo, the 0.8 kg tool
+    on the flange's force–torque sensor, the sensor model's gravity compensation) with every setting
+    at its default: the same 20 seeded poses × ±x, ±y, ±z as the ideal arm's check, 10 N for 1 s
+    (the in-process equivalent of ``/sim/push``): every regular push drifts < 1 % sideways."""
+    arm = load_arm(name)
+    pushes = D.regular_pushes(arm, 20, D.MUJOCO_DEFAULTS, D.GUIDE_S)
+    regular = [r for r in pushes if r["regular"]]
+    assert not [r for r in pushes if r["fault"]]
+    assert len(regular) >= 0.4 * len(pushes), len(regular)
+    worst = max(regular, key=lambda r: r["drift"])
+    drifts = 100 * np.array([r["drift"] for r in regular])
+    print(f"{name} (MuJoCo, sensor): {len(regular)}/{len(pushes)} regular pushes, drift p50 {np.median(drifts):.3f} % "
+          f"max {drifts.max():.3f} %, worst pose {np.round(worst['pose'], 4).tolist()} "
+          f"pushed along {worst['direction']}, σmin {worst['sigma_min']:.3f}")
+    assert worst["drift"] < MUJOCO_BOUND
+    assert all(r["along_m"] > 0.05 for r in regular)  # the tool followed the hand
+
+
 def test_the_paper_gamma_is_not_straight_at_the_same_pushes():
     """The check can fail: at the paper's fixed γ = 1e3 (default limits otherwise) the same UR10
     pushes drift beyond the bound."""
@@ -101,7 +125,7 @@ def test_the_schedule_is_continuous_and_monotone_in_sigma():
 
 
 def test_the_mappings_schedule_is_the_equation_along_a_random_walk(ur10):
-    """The mapping's γ (its shortcut past the band by Weyl's bound, and its SVD) equals
+    """The mapping's γ (its Cholesky test for a regular pose, and its SVD) equals
     scheduled_gamma evaluated from scratch, along a random walk that crosses the elbow singularity."""
     fd = make_mapping("fd", ur10)
     rng = np.random.default_rng(0)
@@ -115,6 +139,59 @@ def test_the_mappings_schedule_is_the_equation_along_a_random_walk(ur10):
         assert fd.gamma_at(q) == expected
         seen.add("low" if expected == GAMMA.default else "high" if expected == GAMMA_STRAIGHT.default else "band")
     assert seen == {"low", "band", "high"}
+
+
+def test_the_one_pose_schedule_equals_the_array_form():
+    """scheduled_gamma_at (plain floats, what the mapping runs each cycle in the band) gives the bits of
+    scheduled_gamma (numpy) on random poses' σ and h: in the band, below it, past it, h = 0 and NaN."""
+    from fdcontrol.model.virtual import scheduled_gamma_at
+
+    rng = np.random.default_rng(2)
+    kinds = set()
+    for i in range(5000):
+        k = (2, 6, 7)[i % 3]
+        sigma = np.sort(rng.uniform(0.0, 1.0, k))[::-1]
+        sigma[-1] = rng.uniform(0.0, 0.06) * rng.choice([1.0, 0.1, 0.01])
+        h = rng.uniform(0.0, 3.0, k) * rng.choice([1.0, 0.01, 1e-4])
+        if i % 97 == 0:
+            h[rng.integers(k)] = 0.0
+        if i % 211 == 0:
+            (sigma if i % 2 else h)[rng.integers(k)] = np.nan
+        g0, gs = rng.choice([1e3, 1e4]), rng.choice([1e5, 1e6])
+        want = float(scheduled_gamma(sigma, h, g0, gs))
+        got = scheduled_gamma_at(sigma.tolist(), h.tolist(), g0, gs)
+        assert got == want or (np.isnan(got) and np.isnan(want)), (sigma, h, got, want)
+        kinds.add("low" if want == g0 else "high" if want == gs else "band")
+    assert kinds == {"low", "band", "high"}
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_sigma_min_above_agrees_with_the_svd(compiled, monkeypatch):
+    """σ_min(J) > s by the shifted Cholesky test (compiled, and numpy's where numba is missing) against
+    the SVD, on random 6×N matrices (N = 2, 6, 7) scaled so σ_min lands on both sides of s, rank-deficient
+    ones among them; only where σ_min is within 1e-9 of s may the two differ."""
+    from fdcontrol.model import conditioning
+
+    if not compiled:
+        monkeypatch.setattr(conditioning, "numba", None)
+    rng = np.random.default_rng(1)
+    checked = {True: 0, False: 0}
+    for i in range(3000):
+        n = (2, 6, 7)[i % 3]
+        U, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+        V, _ = np.linalg.qr(rng.normal(size=(n, n)))
+        sv = np.sort(rng.uniform(0.0, 2.0, min(6, n)))[::-1]
+        sv[-1] = rng.choice([0.0, 0.05 * rng.uniform(0.5, 1.5), rng.uniform(0.0, 0.1)])
+        J = U[:, :len(sv)] @ np.diag(sv) @ V[:, :len(sv)].T
+        if i % 2:
+            J = np.asfortranarray(J)
+        smin = np.linalg.svd(J, compute_uv=False)[-1]
+        if abs(smin - 0.05) < 1e-9:
+            continue
+        got = conditioning.sigma_min_above(J, 0.05)
+        assert got == (smin > 0.05), (smin, J)
+        checked[got] += 1
+    assert min(checked.values()) > 500
 
 
 def _push_loop(robot, q0, force, **mapping):
@@ -235,6 +312,31 @@ def test_unsupported_joints_are_refused_in_one_line(tmp_path, joint, kind, words
         RobotModel.from_urdf(f, "base_link", "tool0")
     msg = str(e.value)
     assert "\n" not in msg and "'elbow_joint'" in msg and words in msg and "fdcontrol drives" in msg
+
+
+@pytest.mark.parametrize(("kind", "words"), [("ball", "spherical (ball) joint"), ("free", "floating base")])
+def test_mjcf_ball_and_free_joints_are_refused_in_one_line(tmp_path, kind, words):
+    """The shipped UR10 converted to MJCF by MuJoCo with its elbow a ball joint, or its base on a free joint:
+    refused in one line naming the joint and what to do."""
+    import mujoco
+
+    from fdcontrol.model.robot import URDF_DIR
+
+    spec = mujoco.MjSpec.from_file(str(URDF_DIR / "ur10.urdf"))
+    spec.compiler.discardvisual, spec.compiler.fusestatic = True, False
+    if kind == "ball":
+        j = spec.joint("elbow_joint")
+        j.type, j.range = mujoco.mjtJoint.mjJNT_BALL, [0.0, 3.0]
+    else:
+        spec.body("base_link").add_freejoint()
+    spec.compile()  # MuJoCo takes the model as it is
+    f = tmp_path / "arm.xml"
+    f.write_text(spec.to_xml())
+    with pytest.raises(ModelError) as e:
+        RobotModel.from_mjcf(f, "world", "tool0", velocity_limits=2.0)
+    msg = str(e.value)
+    assert "\n" not in msg and words in msg and "fdcontrol drives" in msg and "fix the arm to its base" in msg
+    assert ("'elbow_joint'" in msg) if kind == "ball" else ("Joint" in msg)
 
 
 def test_frames_without_a_path_are_refused_naming_them(ur10):

@@ -21,7 +21,9 @@ the ABA form and the tests check the two agree). Two modes:
 
 The virtual links weigh m_e/γ, so in the null space a force of 1 N on a link moves it about
 γ times faster than 1 N on the 1 kg tip; the safety limits (joint velocity, acceleration,
-Cartesian speed) bound that motion. Keep k·m small (a few N) — see docs/redundancy.md.
+Cartesian speed) bound that motion. Keep k·m small (a few N) — see docs/redundancy.md. Under the
+γ schedule the loop scales the loads' null-space part by γ₀/γ, so they act as at the regularizing
+γ₀ whatever γ is now (:func:`fdcontrol.control.posture.at_gamma0`).
 """
 
 from __future__ import annotations

@@ -49,6 +49,17 @@ def nullspace_transpose(H: np.ndarray, J: np.ndarray) -> np.ndarray:
     return np.eye(H.shape[0]) - J.T @ Jbar.T
 
 
+def at_gamma0(tau: np.ndarray, Nt: np.ndarray, ratio: float) -> np.ndarray:
+    """τ' = τ − (1 − γ₀/γ) N̄ᵀ τ: a joint load on the virtual model at γ whose null-space part moves the
+    arm as the same load does at γ₀ (``ratio`` = γ₀/γ) — docs/redundancy.md, "Link loads under the γ schedule".
+
+    With H = JᵀJ + H_l/γ the dynamically consistent inverse J̄ (the H-weighted pseudo-inverse: it
+    minimises q̇ᵀHq̇ = ‖Jq̇‖² + q̇ᵀH_lq̇/γ at a given Jq̇) and so N̄ = I − J̄J do not depend on γ, and
+    H⁻¹N̄ᵀ = γ Z (Zᵀ H_l Z)⁻¹ Zᵀ (Z a basis of J's null space) grows exactly as γ: scaling N̄ᵀτ by γ₀/γ
+    gives the null-space acceleration of γ₀, and leaves the tip's part J̄ᵀτ (the equivalent wrench) alone."""
+    return tau - (1.0 - ratio) * (Nt @ tau)
+
+
 def _vec(x: float | np.ndarray | list[float], n: int, name: str) -> np.ndarray:
     v = np.broadcast_to(np.asarray(x, dtype=float), (n,)).copy()
     if not np.all(np.isfinite(v)) or np.any(v < 0):

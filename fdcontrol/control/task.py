@@ -129,8 +129,6 @@ class TaskSpace:
         ws = self.workspace
         if ws is not None:
             self._f_ws = ws.tip_wrench(conf.pose[:3, 3], conf.jacobian[:3] @ loop.qd_state)
-            if ws.clearance is not None:  # the links' distances, every cycle (the loads reuse them)
-                ws.clearance.compute(conf.q)
 
     def react(self, loop: LoopHost, conf: Configuration, qd: np.ndarray, f_meas: np.ndarray, dt: float) -> None:
         """Evaluate the rules on this cycle's signals and take the actions of those that fire."""

@@ -120,14 +120,8 @@ class ServiceEnv(gym.Env):
         return obs, info
 
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        a = check_action(self.action_space, action)  # raises before anything is sent
-        measured = np.asarray(self._state["tip_pose"], float) if self._state else self._goal
-        goal, qg = goal_pose(self.spec_action, a, self._goal, measured, self.period, self.robot, self._q_goal)
         t_step = time.monotonic()
-        seq = self._send(goal, a)
-        self._goal = goal
-        if qg is not None:
-            self._q_goal = qg
+        a, seq = self.act(action)  # raises before anything is sent
         self._tick += self.period
         now = time.monotonic()
         if now > self._tick + self.period:  # the policy took longer than a period: re-anchor
@@ -156,6 +150,32 @@ class ServiceEnv(gym.Env):
             except Exception:  # closing must not fail on a service that went away
                 pass
         self.client.close()
+
+    # ------------------------------------------------------------------ without waiting
+    def act(self, action: Any, clip: bool = False, measured: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+        """Check one action, turn it into a goal and send it, without waiting for the period
+        (``step()`` is ``act()``, the wait, and the observation). Returns the action as applied
+        (clipped to the action space when ``clip``, else an out-of-bounds action raises
+        :class:`~fdcontrol.env.spaces.ActionError` like a NaN or a wrong shape, and nothing is
+        sent) and its sequence number. ``measured``: the tip pose deltas apply to with
+        ``origin="measured"`` (default: the last observation's)."""
+        a = check_action(self.action_space, action, clip=clip)
+        if measured is None:
+            measured = np.asarray(self._state["tip_pose"], float) if self._state else self._goal
+        goal, qg = goal_pose(self.spec_action, a, self._goal, measured, self.period, self.robot, self._q_goal)
+        seq = self._send(goal, a)
+        self._goal = goal
+        if qg is not None:
+            self._q_goal = qg
+        return a, seq
+
+    def anchor(self, state: dict[str, Any] | None = None) -> None:
+        """The goal becomes the measured tip pose and joint positions (of ``state``, default the newest):
+        the next deltas start from where the arm is instead of from the last goal or home."""
+        s = state if state is not None else self.client.state()
+        self._state = s
+        self._goal = np.asarray(s["tip_pose"], dtype=float).copy()
+        self._q_goal = np.asarray(s["q"], dtype=float).copy()
 
     # ------------------------------------------------------------------ episodes and timing
     def set_success(self, success: bool) -> None:

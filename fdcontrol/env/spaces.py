@@ -103,8 +103,12 @@ class ActionSpec:
         return spaces.Box(-b, b, dtype=np.float64)
 
 
-def check_action(space: spaces.Box, action: Any) -> np.ndarray:
-    """The action as a float64 array, or ActionError saying what is wrong (shape, NaN/Inf, bounds)."""
+def check_action(space: spaces.Box, action: Any, clip: bool = False) -> np.ndarray:
+    """The action as a float64 array, or ActionError saying what is wrong (shape, NaN/Inf, bounds).
+
+    ``clip``: a finite action of the right shape outside the bounds is clipped to them (the
+    returned array is what is applied) instead of refused; a wrong shape or NaN/Inf is always refused.
+    """
     try:
         a = np.asarray(action, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -113,6 +117,8 @@ def check_action(space: spaces.Box, action: Any) -> np.ndarray:
         raise ActionError(f"action must have shape {space.shape}, got {a.shape}")
     if not np.all(np.isfinite(a)):
         raise ActionError(f"action must be finite, got {a.tolist()}")
+    if clip:
+        return np.clip(a, space.low, space.high)
     out = (a < space.low) | (a > space.high)
     if out.any():
         i = int(np.argmax(out))

@@ -8,12 +8,8 @@ from typing import Any
 import numpy as np
 
 from fdcontrol.limits.base import Cycle, Limit, LimitSettings
-from fdcontrol.model.collision import Clearance
+from fdcontrol.model.collision import Clearance, _jit
 from fdcontrol.model.robot import RobotModel
-
-
-class CollisionError(RuntimeError):
-    """A link crossed the hard margin anyway (e.g. a volume was moved onto the arm): the loop holds."""
 
 
 class CollisionAvoidance(Limit):
@@ -37,9 +33,15 @@ class CollisionAvoidance(Limit):
     inequality hold (q̇ = 0 always satisfies them, as every b_i ≥ 0) and keeps every joint within its
     velocity limit. Motion along a surface and away from it is left as it is.
 
-    Only if a pair is already nearer than d_min/2 and q̇ would bring it nearer still does the limit raise
-    :class:`CollisionError` naming the link and the volume (the loop holds with that fault); moving away
-    stays possible.
+    Below d_min no approach is left (b_i = 0): a pair that is already nearer — a volume moved onto the
+    arm — may only move apart. The loop's own check (:meth:`Clearance.crossed
+    <fdcontrol.model.collision.Clearance.crossed>`, its ``link_fault`` stage) holds the arm with a fault
+    naming the link and the volume when a pair is nearer than d_min/2 and the motion asked for brings it
+    nearer still.
+
+    The distances are the loop's, computed once per cycle (its ``link_distances`` stage, shared with the
+    repulsive loads: :func:`fdcontrol.loop.build.build_parts` gives the limit the workspace's
+    :class:`~fdcontrol.model.collision.Clearance`); alone, the limit computes them itself at the cycle's q.
     """
 
     name = "collision"
@@ -50,6 +52,8 @@ class CollisionAvoidance(Limit):
                  velocity: np.ndarray | None = None) -> None:
         self.clearance, self.distance, self.deceleration = clearance, float(distance), float(deceleration)
         self.velocity = None if velocity is None else np.asarray(velocity, dtype=float)
+        self._vmax = np.zeros(0) if self.velocity is None else self.velocity
+        self._b, self._idx = np.empty(0), np.empty(0, dtype=np.int64)  # scratch of the compiled damper
 
     @classmethod
     def from_settings(cls, robot: RobotModel, params: LimitSettings) -> CollisionAvoidance:
@@ -59,9 +63,11 @@ class CollisionAvoidance(Limit):
         ws = workspace_from_config(robot, _dump(getattr(params, "workspace_box", None)),
                                    [_dump(v) for v in getattr(params, "keep_out", None) or []])
         p: Any = params
+        distance = float(getattr(p, "collision_distance", 0.01))
         cl = clearance_for(robot, ws.zones, str(getattr(p, "collision_links", "keep_out")),
-                           bool(getattr(p, "self_collision", False)), float(getattr(p, "self_collision_margin", 0.04)))
-        out = cls(cl, float(getattr(p, "collision_distance", 0.01)),
+                           bool(getattr(p, "self_collision", False)), float(getattr(p, "self_collision_margin", 0.04)),
+                           distance)
+        out = cls(cl, distance,
                   float(getattr(p, "workspace_stop_deceleration", 5.0)),
                   float(getattr(p, "velocity_scale", 1.0)) * robot.limits.velocity)
         out.validate()
@@ -84,38 +90,68 @@ class CollisionAvoidance(Limit):
         cl = self.clearance
         if cl is None:
             return False
-        cl.compute(np.asarray(c.q))
-        G = cl.rows
-        v = np.asarray(qd, dtype=float)
-        b = self.bounds(c.dt)
-        rate = G @ v
-        viol = rate < -b
-        if not viol.any():
+        cl.compute(c.q)  # the loop's distances of this cycle (computed once: the same q reuses them)
+        m = cl.d.shape[0]
+        if self._b.shape[0] != m:
+            self._b, self._idx = np.empty(m), np.empty(m, dtype=np.int64)
+        v = np.array(qd)
+        if not damp(cl.rows, cl.d, v, self.distance, self.gain / c.dt, self.deceleration, self._vmax,
+                    self._b, self._idx):
             return False
-        deep = viol & (cl.d < 0.5 * self.distance) & (rate < 0)
-        if deep.any():
-            i = int(np.flatnonzero(deep)[np.argmin(cl.d[deep])])
-            link, other = cl.names[i]
-            raise CollisionError(f"{link} is {cl.d[i] * 1e3:.1f} mm from {other!r}, inside the hard margin of "
-                                 f"{self.distance * 1e3:.1f} mm: holding (move it away, or remove the volume)")
-        order = np.flatnonzero(viol)[np.argsort(cl.d[viol])]
-        for _ in range(2):
-            for i in order:
-                g = G[i]
-                gap = -b[i] - g @ v
-                gg = g @ g
-                if gap > 0 and gg > 0:
-                    v = v + (gap / gg) * g
-        s = 1.0
-        rate = G @ v
-        neg = rate < -b
-        if neg.any():
-            s = min(s, float(np.min(b[neg] / -rate[neg])))
-        if self.velocity is not None:
-            big = np.abs(v) > self.velocity
-            if big.any():
-                s = min(s, float(np.min(self.velocity[big] / np.abs(v[big]))))
-        v = s * v
         for j in range(c.n):
             qd[j] = float(v[j])
         return True
+
+
+@_jit
+def damp(G, d, v, dmin, gain_dt, decel, vmax, b, idx):
+    """The damper on q̇ = ``v`` (in place; see :class:`CollisionAvoidance`): b_i into ``b``, the violated
+    pairs nearest first, projected in two sweeps, then the uniform scaling that makes every inequality
+    and the velocity limits ``vmax`` (empty: none) hold. Returns whether it changed v."""
+    m, n = G.shape
+    nv = 0
+    for i in range(m):
+        room = d[i] - dmin
+        if room < 0.0:
+            room = 0.0
+        bi = min(gain_dt * room, math.sqrt(2.0 * decel * room))
+        b[i] = bi
+        r = 0.0
+        for j in range(n):
+            r += G[i, j] * v[j]
+        if r < -bi:
+            idx[nv] = i
+            nv += 1
+    if nv == 0:
+        return False
+    for a in range(1, nv):  # nearest first (insertion sort: few pairs)
+        x, k = idx[a], a - 1
+        while k >= 0 and d[idx[k]] > d[x]:
+            idx[k + 1] = idx[k]
+            k -= 1
+        idx[k + 1] = x
+    for _ in range(2):
+        for t in range(nv):
+            i = idx[t]
+            r, gg = 0.0, 0.0
+            for j in range(n):
+                r += G[i, j] * v[j]
+                gg += G[i, j] * G[i, j]
+            gap = -b[i] - r
+            if gap > 0.0 and gg > 0.0:
+                f = gap / gg
+                for j in range(n):
+                    v[j] += f * G[i, j]
+    s = 1.0
+    for i in range(m):
+        r = 0.0
+        for j in range(n):
+            r += G[i, j] * v[j]
+        if r < -b[i]:
+            s = min(s, b[i] / -r)
+    for j in range(vmax.shape[0]):
+        if abs(v[j]) > vmax[j]:
+            s = min(s, vmax[j] / abs(v[j]))
+    for j in range(n):
+        v[j] *= s
+    return True

@@ -29,6 +29,7 @@ from fdcontrol.control.twist import TwistTerm, admittance_damping
 from fdcontrol.control.workspace import Workspace, workspace_from_config
 from fdcontrol.drivers.base import RobotDriver
 from fdcontrol.drivers.registry import DRIVERS, build_driver
+from fdcontrol.limits.collision import CollisionAvoidance
 from fdcontrol.limits.safety import SafetyLimits, check_limit_names
 from fdcontrol.loop.cycle import ControlLoop
 from fdcontrol.loop.integrators import make_integrator
@@ -36,6 +37,7 @@ from fdcontrol.loop.parameters import declared
 from fdcontrol.loop.solvers import Solver, make_solver
 from fdcontrol.loop.stages import Stage
 from fdcontrol.mappings import make_mapping, settings_kwargs
+from fdcontrol.model.collision import Clearance
 from fdcontrol.model.constraints import braking_inset
 from fdcontrol.model.robot import RobotModel
 from fdcontrol.model.virtual import check_gamma
@@ -147,10 +149,12 @@ def build_link_loads(robot: RobotModel, p: Any) -> LinkLoads | None:
     return link_loads_from_config(robot, [_spec(s) for s in p.link_loads], p.link_load_mode)
 
 
-def build_limits(robot: RobotModel, p: Any) -> SafetyLimits:
+def build_limits(robot: RobotModel, p: Any, clearance: Clearance | None = None) -> SafetyLimits:
     """The limits named in ``p.limits``, each built from the robot and the parameters by its class;
     with workspace volumes the hard stop at their boundary (limit ``workspace``) joins them, and with link
-    geometry and volumes (or self-collision) the links' velocity damper (limit ``collision``)."""
+    geometry and volumes (or self-collision) the links' velocity damper (limit ``collision``).
+    ``clearance``: the links' distances the damper reads (the workspace's, computed once per cycle by the
+    loop's ``link_distances`` stage); without it the damper computes its own."""
     volumes = p.workspace_box is not None or bool(p.keep_out)
     if volumes and "workspace" not in p.limits:
         p = SimpleNamespace(**{**vars_of(p), "limits": [*p.limits, "workspace"]})
@@ -158,7 +162,12 @@ def build_limits(robot: RobotModel, p: Any) -> SafetyLimits:
     links = robot.geometry is not None and (on or p.self_collision)
     if links and "collision" not in p.limits:  # every link's velocity damper (fdcontrol.limits.collision)
         p = SimpleNamespace(**{**vars_of(p), "limits": [*p.limits, "collision"]})
-    return SafetyLimits.from_settings(robot, p)
+    out = SafetyLimits.from_settings(robot, p)
+    if clearance is not None:
+        for lim in out.limits:
+            if isinstance(lim, CollisionAvoidance) and lim.clearance is not None:
+                lim.clearance = clearance  # the same pairs, built from the same parameters: one computation
+    return out
 
 
 def vars_of(p: Any) -> dict[str, Any]:
@@ -193,7 +202,7 @@ def build_workspace(robot: RobotModel, p: Any) -> Workspace | None:
     box = _spec(p.workspace_box) if p.workspace_box is not None else None
     ws = workspace_from_config(robot, box, [_spec(k) for k in p.keep_out], p.workspace_links,
                                collision_links=p.collision_links, self_collision=p.self_collision,
-                               self_margin=p.self_collision_margin)
+                               self_margin=p.self_collision_margin, hard_margin=p.collision_distance)
     return None if ws.empty else ws
 
 
@@ -218,12 +227,17 @@ def build_task(robot: RobotModel, p: Any, old: TaskSpace | None = None) -> TaskS
 def build_parts(robot: RobotModel, p: Any, driver: RobotDriver | None = None,
                 loop: ControlLoop | None = None) -> dict[str, Any]:
     """The loop's parts and scalar parameters from ``p`` (keyword names of :class:`ControlLoop` and of
-    its ``reconfigure``); with the running ``loop``, the sensor bias and the task space's state carry over."""
-    return {"solver": build_solver(robot, p), "law": build_law(p), "limits": build_limits(robot, p),
+    its ``reconfigure``); with the running ``loop``, the sensor bias and the task space's state carry over.
+    The links' distances are one :class:`~fdcontrol.model.collision.Clearance`, the workspace's: its loads, the
+    velocity damper and the fault check read what the loop's ``link_distances`` stage computed."""
+    task = build_task(robot, p, loop.task if loop is not None else None)
+    ws = task.workspace
+    return {"solver": build_solver(robot, p), "law": build_law(p),
+            "limits": build_limits(robot, p, ws.clearance if ws is not None else None),
             "filter": build_filter(p, loop.filter if loop is not None else None,
                                    driver if driver is not None else loop.driver if loop is not None else None),
             "posture": build_posture(robot, p), "link_loads": build_link_loads(robot, p),
-            "task": build_task(robot, p, loop.task if loop is not None else None),
+            "task": task,
             "command_timeout": p.command_timeout, "telemetry_decimation": p.telemetry_decimation,
             "max_force": p.max_force, "max_torque": p.max_torque, "sensor_timeout": p.sensor_timeout}
 

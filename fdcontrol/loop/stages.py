@@ -8,11 +8,12 @@ the cycle's period ``c.dt`` (s) — every stage that integrates or limits reads 
 a constant of its own.
 
 :func:`compose` builds the list from the loop's parts: a part that is not configured (task space
-parts, posture, link loads, an action input, the sensor watchdog without a law that reads the
-sensor…) is not in the list, so it costs nothing. The loop composes again at a cycle boundary
-whenever its parts change (``reconfigure``, a new action, a task-space hand-over). ``order`` places
-a stage: the loop's ``stages`` argument adds further stages (e.g. a limit on link distances at
-``LIMITS - 10``, before the safety limits that always act last, or a joint load at ``LOADS``).
+parts, posture, link loads, the links' distances without volumes for them or self-collision, an action
+input, the sensor watchdog without a law that reads the sensor…) is not in the list, so it costs nothing.
+The loop composes again at a cycle boundary whenever its parts change (``reconfigure``, a new action, a
+task-space hand-over). ``order`` places a stage: the loop's ``stages`` argument adds further stages (e.g. a
+limit of your own at ``LIMITS - 10``, before the safety limits that always act last, or a joint load at
+``LOADS``).
 """
 
 from __future__ import annotations
@@ -24,13 +25,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fdcontrol.control.law import ControlInput
-from fdcontrol.control.posture import nullspace_transpose
+from fdcontrol.control.posture import at_gamma0, nullspace_transpose
 from fdcontrol.control.sensing import carry_bias
 from fdcontrol.loop.paced import robot_step
 from fdcontrol.model.spatial import finite
 
 if TYPE_CHECKING:
     from fdcontrol.loop.cycle import ControlLoop
+    from fdcontrol.model.collision import Clearance
 
 #: the phases of a cycle in their order, and the ``order`` each begins at
 PHASES: tuple[tuple[str, int], ...] = (("read", 0), ("sense", 100), ("law", 200), ("map", 300),
@@ -111,6 +113,17 @@ class Read(Stage):
                 loop.fault, loop.fault_at = why, c.now
 
 
+class GammaSchedule(Stage):
+    """The FD mapping's γ scheduled at this cycle's q (fdcontrol.mappings.fd) before a joint load reads the
+    virtual model's H — the loads and their null-space projector see the γ the solver then uses (without
+    joint loads the solver schedules γ itself and this stage is not in the cycle)."""
+
+    name, order = "gamma_schedule", READ + 10
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        loop.solver.mapping.schedule(c.q, c.conf)
+
+
 # ---------------------------------------------------------------------- sense
 class Sensor(Stage):
     """The force sensor: zeroing at standstill on request, the reading, the sensor model (filter)."""
@@ -175,6 +188,20 @@ class SensorWatchdog(Stage):
     def run(self, loop: ControlLoop, c: Frame) -> None:
         if loop.law.uses_sensor and math.isfinite(loop._sensor_at) and c.now - loop._sensor_at > loop.sensor_timeout:
             c.watchdog = "sensor_stale"  # hand guiding on a sensor stream gone quiet: hold until readings return
+
+
+class LinkDistances(Stage):
+    """The links' distances to the volumes and to each other (fdcontrol.model.collision), once per cycle at
+    the measured q: the repulsive loads, the velocity damper, the fault check and the state read them.
+    In the cycle only with link geometry and volumes for the links or self-collision."""
+
+    name, order = "link_distances", SENSE + 30
+
+    def __init__(self, clearance: Clearance) -> None:
+        self.clearance = clearance
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        self.clearance.compute(c.q)
 
 
 # ---------------------------------------------------------------------- law and task
@@ -277,6 +304,17 @@ class Posture(Stage):
         c.tau = t if c.tau is None else c.tau + t
 
 
+def _null_space_at_gamma0(loop: ControlLoop, c: Frame, t: np.ndarray) -> np.ndarray:
+    """A link load `t` (N·m) whose null-space part acts on the virtual model as it does at the mapping's
+    regularizing γ₀ whatever the scheduled γ: τ' = τ − (1 − γ₀/γ) N̄ᵀ τ (fdcontrol.control.posture.at_gamma0)."""
+    ratio = loop.solver.mapping.gamma0 / loop.solver.virtual.gamma
+    if ratio == 1.0 or not t.any():
+        return t
+    if c.nt is None:
+        c.nt = nullspace_transpose(c.conf.inertia, c.conf.jacobian)
+    return at_gamma0(t, c.nt, ratio)
+
+
 class LinkLoadStage(Stage):
     """Link loads' joint load (fdcontrol.control.link_loads), FD only."""
 
@@ -290,7 +328,7 @@ class LinkLoadStage(Stage):
             return
         if ll.mode == "projected" and c.nt is None:
             c.nt = nullspace_transpose(c.conf.inertia, c.conf.jacobian)
-        t = ll.torque(c.q, loop.qd_state, c.nt)
+        t = _null_space_at_gamma0(loop, c, ll.torque(c.q, loop.qd_state, c.nt))
         c.tau = t if c.tau is None else c.tau + t
 
 
@@ -304,6 +342,7 @@ class VolumesLoad(Stage):
             return
         t = loop.task.joint_torque(c.q, loop.qd_state)
         if t is not None:
+            t = _null_space_at_gamma0(loop, c, t)
             c.tau = t if c.tau is None else c.tau + t
 
 
@@ -312,12 +351,19 @@ class Solve(Stage):
 
     name, order = "solver", SOLVE
 
+    def __init__(self, schedule: Any = None) -> None:
+        #: the FD mapping's γ schedule (None: a fixed γ or another mapping): at rest the published γ is
+        #: still the schedule's value at the arm's q, not the one of the last cycle that moved
+        self.schedule = schedule
+
     def run(self, loop: ControlLoop, c: Frame) -> None:
         if c.holding and not loop._held:  # a stop begins: goals end, only a new request moves the arm again
             loop.end_goals()
         loop._held = c.holding
         if c.holding or c.resting:
             c.qd_des = np.zeros(loop.robot.dof)
+            if self.schedule is not None:
+                self.schedule(c.q, c.conf)
             return
         solver = loop.solver
         _, qd_des = solver.step(c.q, loop.qd_state, c.fc, c.dt, c.tau, config=c.conf)
@@ -327,6 +373,26 @@ class Solve(Stage):
             loop._record_fault(f"non-finite value in the model at cycle {loop.cycle}; holding", c.now)
             c.holding, qd_des = True, loop._zero_dof
         c.qd_des = qd_des
+
+
+class LinkFault(Stage):
+    """A margin crossed anyway: a link nearer a volume (or another link) than half the hard margin
+    (``collision_distance``) that this cycle's motion brings nearer still — a volume moved onto the arm —
+    holds the arm with a fault naming the link and the volume (:meth:`Clearance.crossed
+    <fdcontrol.model.collision.Clearance.crossed>`); moving away stays possible."""
+
+    name, order = "link_fault", SOLVE + 10
+
+    def __init__(self, clearance: Clearance) -> None:
+        self.clearance = clearance
+
+    def run(self, loop: ControlLoop, c: Frame) -> None:
+        if c.holding or c.resting:
+            return
+        why = self.clearance.crossed(c.qd_des)
+        if why is not None:
+            loop._record_fault(why, c.now)
+            c.holding, c.qd_des = True, np.zeros(loop.robot.dof)
 
 
 # ---------------------------------------------------------------------- limits
@@ -417,6 +483,9 @@ def compose(loop: ControlLoop, extra: tuple[Stage, ...] = ()) -> list[Stage]:
     if task is not None:
         task.take_pending()
         parts = task.parts()
+        ws = task.workspace
+        if ws is not None and ws.clearance is not None:  # link geometry with volumes or self-collision
+            stages += [LinkDistances(ws.clearance), LinkFault(ws.clearance)]
         if "gains" in parts:
             stages.append(TaskGains())
         if "volumes" in parts:
@@ -426,6 +495,9 @@ def compose(loop: ControlLoop, extra: tuple[Stage, ...] = ()) -> list[Stage]:
         if "move" in parts:
             stages.append(TaskMove())
     stages.append(Law())
+    joint_loads = loop.posture is not None or loop.link_loads is not None or "volumes" in parts
+    if fd and joint_loads and getattr(getattr(loop.solver, "mapping", None), "scheduled", False):
+        stages.append(GammaSchedule())  # the joint loads read H before the solver would schedule γ
     if "volumes" in parts or "move" in parts or "reactions" in parts:
         stages.append(TaskWrench())
     if fd and loop.posture is not None:
@@ -434,7 +506,8 @@ def compose(loop: ControlLoop, extra: tuple[Stage, ...] = ()) -> list[Stage]:
         stages.append(LinkLoadStage())
     if fd and "volumes" in parts:
         stages.append(VolumesLoad())
-    stages.append(Solve())
+    mapping = getattr(loop.solver, "mapping", None)
+    stages.append(Solve(mapping.schedule if fd and getattr(mapping, "scheduled", False) else None))
     stages.append(Limits())
     stages.append(SendPosition() if loop.driver.interface == "position" else SendVelocity())
     stages.append(Publish())

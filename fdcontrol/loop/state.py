@@ -130,6 +130,17 @@ class LoopState:
     gamma: float = field(default=math.nan, metadata=scalar(
         "float", "γ of the FD virtual model at this cycle (the value of its conditioning schedule now); null for "
         "the other mappings", nullable=True))
+    following: bool = field(default=True, metadata=scalar(
+        "bool", "the arm does what the loop asks: false once a joint's measured velocity has differed from the "
+        "reference by more than 0.5 rad/s for 0.25 s (not a fault by itself)"))
+    follow_joint: int = field(default=-1, metadata=scalar(
+        "int", "the joint (0-based) that does not follow; -1 while the arm follows"))
+    follow_error: float = field(default=math.nan, metadata=scalar(
+        "float", "|measured − reference| joint velocity of follow_joint; null while the arm follows", "rad/s",
+        nullable=True))
+    sensor_status: str | None = field(default=None, metadata=text(
+        "the force–torque sensor's own error report (e.g. a Net F/T's non-zero status word); null while it "
+        "reports none or without such a sensor"))
 
 
 FIELDS = fields(LoopState)
@@ -200,6 +211,8 @@ class SharedLayout:
         self._casts += [(n, lambda i, c=f.metadata["choices"]: c[int(i)]) for f in by_kind["choice"] for n in [f.name]]
         self._array_shapes = [(f.name, f.metadata["shape"], self.slots[f.name].start) for f in by_kind["array"]]
         self._extra = [(name, self.slots[name]) for name in extra]
+        self._names = tuple(f.name for f in FIELDS)
+        self._plans: dict[int, tuple[int, int, list[tuple[str, int, int, tuple[int, ...]]]]] = {}
 
     def empty(self) -> np.ndarray:
         return np.zeros(self.size)
@@ -237,22 +250,44 @@ class SharedLayout:
         for name, value in extra.items():
             out[self.slots[name].start] = value
 
+    def _array_plan(self, dof: int) -> tuple[int, int, list[tuple[str, int, int, tuple[int, ...]]]]:
+        """For ``dof`` joints: the span of the array slots, and per array its offset in that span and shape."""
+        plan = self._plans.get(dof)
+        if plan is None:
+            lo = min(start for _, _, start in self._array_shapes)
+            hi = max(start + math.prod(shape_of_rule(shape, dof)) for _, shape, start in self._array_shapes)
+            rows = [(name, start - lo, start - lo + math.prod(shape_of_rule(shape, dof)), shape_of_rule(shape, dof))
+                    for name, shape, start in self._array_shapes]
+            plan = self._plans[dof] = (lo, hi, rows)
+        return plan
+
     def unpack(self, arr: np.ndarray) -> tuple[LoopState, dict[str, float]]:
-        """Read a state written by :meth:`pack` (from a consistent copy) and the extra slots."""
+        """Read a state written by :meth:`pack` (from a consistent copy) and the extra slots.
+
+        The arrays are views of one private copy of their slots (one copy, not one per array), so
+        the state owns its data whatever the caller does with ``arr`` afterwards."""
         dof = int(arr[0])
         values: dict[str, Any] = dict(zip(self._scalars, arr[self._scalar_run].tolist(), strict=True))
         for name, cast in self._casts:
             values[name] = cast(values[name])
-        for name, shape, start in self._array_shapes:
-            shape = tuple(dof if s == "dof" else s for s in shape)
-            values[name] = arr[start:start + math.prod(shape)].reshape(shape).copy()
+        lo, hi, rows = self._array_plan(dof)
+        block = arr[lo:hi].copy()
+        for name, a, b, shape in rows:
+            values[name] = block[a:b].reshape(shape)
         for name, sl, keys in self._flags:
             values[name] = dict(zip(keys, (arr[sl] != 0).tolist(), strict=True))
         for name, sl in self._texts:
             n = int(arr[sl.start])
             values[name] = None if n < 0 else bytes(arr[sl.start + 1:sl.stop].view(np.uint8)[:n]).decode(
                 errors="ignore")
-        return LoopState(**values), {k: float(arr[sl.start]) for k, sl in self._extra}
+        state = object.__new__(LoopState)  # as new_state: the instance's dict in one fill, field order
+        object.__setattr__(state, "__dict__", {n: values[n] for n in self._names})
+        return state, {k: float(arr[sl.start]) for k, sl in self._extra}
+
+
+def shape_of_rule(shape: Shape, dof: int) -> tuple[int, ...]:
+    """A shape rule's concrete shape for ``dof`` joints."""
+    return tuple(dof if s == "dof" else int(s) for s in shape)
 
 
 # ---------------------------------------------------------------------- wire encoding

@@ -28,6 +28,7 @@ base frame.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -268,6 +269,42 @@ def clearances(q, parents, Rpl, ppl, axis, prism, idx_v, sup, R0, p0, cj, ca, cb
     return imin
 
 
+@_jit
+def clearances_flat(q, ints, F, S, out, dims):
+    """:func:`clearances` with its inputs in flat buffers (the layout :class:`Clearance` writes): ``ints``
+    (parents, prism, idx_v, sup, cj, kind, cap, other), floats F (joint placements — joint 0's the base's
+    pose —, axes, capsules, obstacles), scratch S (oR, op, oz, A, B) and results ``out`` (d, N, W, G)."""
+    nj, nc, m, nv = dims[0], dims[1], dims[2], dims[3]
+    parents, prism, idx_v = ints[:nj], ints[nj:2 * nj], ints[2 * nj:3 * nj]
+    o = 3 * nj
+    sup = ints[o:o + nj * nj].reshape((nj, nj))
+    o += nj * nj
+    cj, kind = ints[o:o + nc], ints[o + nc:o + nc + m]
+    cap, other = ints[o + nc + m:o + nc + 2 * m], ints[o + nc + 2 * m:o + nc + 3 * m]
+    Rpl = F[:9 * nj].reshape((nj, 3, 3))
+    ppl = F[9 * nj:12 * nj].reshape((nj, 3))
+    axis = F[12 * nj:15 * nj].reshape((nj, 3))
+    f = 15 * nj
+    ca = F[f:f + 3 * nc].reshape((nc, 3))
+    cb = F[f + 3 * nc:f + 6 * nc].reshape((nc, 3))
+    cr = F[f + 6 * nc:f + 7 * nc]
+    f += 7 * nc
+    oa = F[f:f + 3 * m].reshape((m, 3))
+    ob = F[f + 3 * m:f + 6 * m].reshape((m, 3))
+    orad = F[f + 6 * m:f + 7 * m]
+    oR = S[:9 * nj].reshape((nj, 3, 3))
+    op = S[9 * nj:12 * nj].reshape((nj, 3))
+    oz = S[12 * nj:15 * nj].reshape((nj, 3))
+    A = S[15 * nj:15 * nj + 3 * nc].reshape((nc, 3))
+    B = S[15 * nj + 3 * nc:15 * nj + 6 * nc].reshape((nc, 3))
+    d = out[:m]
+    N = out[m:4 * m].reshape((m, 3))
+    W = out[4 * m:7 * m].reshape((m, 3))
+    G = out[7 * m:7 * m + m * nv].reshape((m, nv))
+    return clearances(q, parents, Rpl, ppl, axis, prism, idx_v, sup, Rpl[0], ppl[0], cj, ca, cb, cr,
+                      kind, cap, other, oa, ob, orad, oR, op, oz, A, B, d, N, W, G)
+
+
 # ---------------------------------------------------------------------------- link geometry
 @dataclass(frozen=True)
 class Capsule:
@@ -367,7 +404,7 @@ class Clearance:
     """
 
     def __init__(self, robot: RobotModel, geometry: LinkGeometry, obstacles: list[Obstacle],
-                 self_collision: bool = False, self_margin: float = 0.02) -> None:
+                 self_collision: bool = False, self_margin: float = 0.02, hard_margin: float = 0.01) -> None:
         model = robot.model
         nj = model.njoints
         kinds = {"JointModelRX": (0, 0), "JointModelRY": (1, 0), "JointModelRZ": (2, 0),
@@ -430,33 +467,85 @@ class Clearance:
         self.orad = np.array(orad, dtype=float)
         self.names: list[tuple[str, str]] = names
         self.margins = np.array(margins, dtype=float)
-        m, nv = len(kind), model.nv
-        self.oR, self.op, self.oz = np.zeros((nj, 3, 3)), np.zeros((nj, 3)), np.zeros((nj, 3))
-        self.A, self.B = np.zeros((len(caps), 3)), np.zeros((len(caps), 3))
-        self.d, self.normal, self.witness = np.full(m, np.inf), np.zeros((m, 3)), np.zeros((m, 3))
-        self.rows = np.zeros((m, nv))
+        m, nv, nc = len(kind), model.nv, len(caps)
+        # the compiled call's inputs in two flat buffers (one argument each: fewer to pass, fewer cache lines)
+        self._dims = np.array([nj, nc, m, nv], dtype=np.int64)
+        self._I = np.concatenate([self.parents, self.prism.astype(np.int64), self.idx_v,
+                                  self.sup.astype(np.int64).ravel(), self.cj, self.kind, self.cap, self.other])
+        Rpl = self.Rpl.copy()
+        Rpl[0], ppl = self.R0, self.ppl.copy()  # joint 0's placement is never read: the base's pose there
+        ppl[0] = self.p0
+        self._F = np.concatenate([Rpl.ravel(), ppl.ravel(), self.axis.ravel(), self.ca.ravel(), self.cb.ravel(),
+                                  self.cr, self.oa.ravel(), self.ob.ravel(), self.orad])
+        self._S = np.zeros(15 * nj + 6 * nc)  # scratch and capsule ends: oR, op, oz, A, B
+        self._O = np.zeros(7 * m + m * nv)  # results: d, normal, witness, rows
+        self._views()
+        self.d[:] = np.inf
         self.nearest = -1
-        self._q: np.ndarray | None = None
+        self.hard_margin = float(hard_margin)  # d_min (m): the velocity damper's; half of it crossed is a fault
+        self._key: list[float] | None = None  # q of the last compute, as a list (a cheap comparison)
         self.count = 0  # how many times the distances were computed (tests: none when nothing is configured)
 
     @property
     def empty(self) -> bool:
         return self.kind.shape[0] == 0
 
-    def compute(self, q: np.ndarray) -> int:
+    def _views(self) -> None:
+        """The named arrays: views of the flat scratch and result buffers."""
+        nj, nc, m, nv = (int(x) for x in self._dims)
+        S, out = self._S, self._O
+        self.oR = S[:9 * nj].reshape(nj, 3, 3)
+        self.op = S[9 * nj:12 * nj].reshape(nj, 3)
+        self.oz = S[12 * nj:15 * nj].reshape(nj, 3)
+        self.A = S[15 * nj:15 * nj + 3 * nc].reshape(nc, 3)
+        self.B = S[15 * nj + 3 * nc:].reshape(nc, 3)
+        self.d = out[:m]
+        self.normal = out[m:4 * m].reshape(m, 3)
+        self.witness = out[4 * m:7 * m].reshape(m, 3)
+        self.rows = out[7 * m:].reshape(m, nv)
+
+    def copy(self) -> Clearance:
+        """The same pairs with buffers of their own (another thread may compute with it: a move's path check
+        while the loop thread computes with this one)."""
+        out = copy.copy(self)
+        out._S, out._O = self._S.copy(), self._O.copy()
+        out._views()
+        out._key, out.nearest, out.count = None, -1, 0
+        return out
+
+    def compute(self, q: np.ndarray | list[float]) -> int:
         """All distances at q; returns the index of the smallest (−1 without pairs). The same q as the
-        last call reuses its results."""
-        q = np.asarray(q, dtype=float)
-        if self._q is not None and np.array_equal(q, self._q):
+        last call reuses its results: the loop computes them once per cycle (its ``link_distances`` stage)
+        and the loads, the damper, the fault check and the state read them."""
+        key = q if isinstance(q, list) else q.tolist()
+        if key == self._key:
             return self.nearest
-        self._q = q.copy()
+        self._key = list(key) if key is q else key  # a copy of a caller's list
+        q = np.asarray(q, dtype=float)
         self.count += 1
-        self.nearest = int(clearances(q, self.parents, self.Rpl, self.ppl, self.axis,
-                                      self.prism, self.idx_v, self.sup, self.R0, self.p0, self.cj, self.ca,
-                                      self.cb, self.cr, self.kind, self.cap, self.other, self.oa, self.ob,
-                                      self.orad, self.oR, self.op, self.oz, self.A, self.B, self.d,
-                                      self.normal, self.witness, self.rows))
+        self.nearest = int(clearances_flat(q, self._I, self._F, self._S, self._O, self._dims))
         return self.nearest
+
+    def crossed(self, qd: np.ndarray) -> str | None:
+        """Why the loop must hold, or None: a pair nearer than half the hard margin that the joint velocity
+        ``qd`` (rad/s) brings nearer still (a volume moved onto the arm, or an arm pushed past the damper).
+        Moving away stays allowed. Reads the last compute."""
+        if self.nearest < 0 or self.d[self.nearest] >= 0.5 * self.hard_margin:
+            return None
+        deep = self.d < 0.5 * self.hard_margin
+        if not deep.any():
+            return None
+        rate = self.rows[deep] @ qd
+        inward = rate < 0.0
+        if not inward.any():
+            return None
+        idx = np.flatnonzero(deep)[inward]
+        i = int(idx[np.argmin(self.d[idx])])
+        link, other = self.names[i]
+        kind = "link" if i >= self.n_volume_pairs else "volume"
+        return (f"link {link} is {self.d[i] * 1e3:.1f} mm from {kind} {other!r}, inside half the hard margin of "
+                f"{self.hard_margin * 1e3:.1f} mm, and the motion brought it nearer: holding (move it away, or "
+                "remove the volume)")
 
     def smallest(self) -> tuple[float, str | None, str | None]:
         """(distance, link, volume or other link) of the nearest pair at the last compute."""

@@ -62,6 +62,12 @@ class ModelError(ValueError):
     """A robot description, frame name or joint vector that cannot be used."""
 
 
+def unknown_robot(name: str) -> str:
+    """The one message for a robot name that is neither shipped nor a description file."""
+    return (f"unknown robot {name!r}: the shipped robots are {', '.join(SHIPPED)}; or give a robot description "
+            "file: a .urdf path (with base and tip frame names) or an MJCF .xml path")
+
+
 @dataclass(frozen=True)
 class Limits:
     """Joint limits of the chain, arrays of length N (rad, rad/s)."""
@@ -256,6 +262,7 @@ class RobotModel:
         self._R_base = self._oMb.rotation.copy()
         self._base_offset = bool(np.any(self._oMb.translation != 0))
         self._world_is_base = bool(np.allclose(self._R_base, np.eye(3), atol=0.0))
+        self._zero_v = np.zeros(model.nv)
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -329,7 +336,7 @@ class RobotModel:
     def load(cls, name: str) -> RobotModel:
         """A shipped robot: one of :data:`SHIPPED` (``ur10``, ``panda``, ``planar2``)."""
         if name not in SHIPPED:
-            raise ModelError(f"unknown robot {name!r}; shipped robots: {', '.join(SHIPPED)}")
+            raise ModelError(unknown_robot(name))
         file, base, tip = SHIPPED[name]
         return cls.from_urdf(URDF_DIR / file, base, tip, name)
 
@@ -345,8 +352,7 @@ class RobotModel:
             return cls.from_mjcf(robot, base or "world", tip or mjcf_tip(robot), velocity_limits=(
                 None if _mjcf_has_velocity_limits(robot) else MJCF_VELOCITY_LIMIT))
         if not robot.endswith(".urdf") and not Path(robot).exists():
-            raise ModelError(f"unknown robot {robot!r}; shipped robots: {', '.join(SHIPPED)} "
-                             "or a path to a .urdf or MJCF (.xml) file")
+            raise ModelError(unknown_robot(robot))
         if base is None or tip is None:
             raise ModelError("a URDF path needs --base and --tip frame names")
         return cls.from_urdf(robot, base, tip)
@@ -405,6 +411,18 @@ class RobotModel:
         J = pin.computeFrameJacobian(self.model, self.data, q, self.tip_id,
                                      pin.LOCAL_WORLD_ALIGNED)
         return self._to_base(J)
+
+    def jacobian_rate(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+        """J̇(q, q̇) q̇ (6-vector [v̇; ω̇] in the base frame): the tip's acceleration at q̈ = 0, i.e. the
+        derivative of J along q̇ applied to q̇ — ẍ = J q̈ + J̇ q̇ (seed eq. 3 differentiated). The
+        classical (not spatial) acceleration of the tip origin, from one second-order forward
+        kinematics pass. `q` and `qd` are not checked (the caller's hot path)."""
+        pin.forwardKinematics(self.model, self.data, q, qd, self._zero_v)
+        a = pin.getFrameClassicalAcceleration(self.model, self.data, self.tip_id, pin.LOCAL_WORLD_ALIGNED).vector
+        if self._world_is_base:
+            return a
+        Rt = self._R_base.T
+        return np.concatenate((Rt @ a[:3], Rt @ a[3:]))
 
     def _to_base(self, J: np.ndarray) -> np.ndarray:
         """Re-express a world-aligned 6×N Jacobian in the base frame (the base is fixed)."""
