@@ -43,7 +43,7 @@ import struct
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -568,8 +568,9 @@ class Recording:
         return cfg[0][1]["robot"] if cfg else {}
 
 
-def read_recording(path: str | Path) -> Recording:
-    """Read every message of an fdcontrol MCAP file with mcap's stream reader.
+def read_recording(path: str | Path, topics: Collection[str] | None = None) -> Recording:
+    """Read every message of an fdcontrol MCAP file with mcap's stream reader (``topics``: only those
+    topics' messages are decoded and kept).
 
     A file without a footer (cut off) is read up to its last complete record; chunks are
     CRC-checked, so a half-written chunk is never decoded into garbage.
@@ -590,7 +591,8 @@ def read_recording(path: str | Path) -> Recording:
                     channels[rec.id] = rec
                 elif isinstance(rec, Message):
                     ch = channels[rec.channel_id]
-                    messages[ch.topic].append((rec.log_time, json.loads(rec.data)))
+                    if topics is None or ch.topic in topics:
+                        messages[ch.topic].append((rec.log_time, json.loads(rec.data)))
                 elif isinstance(rec, Metadata):
                     metadata[rec.name] = dict(rec.metadata)
             complete = reader._footer is not None

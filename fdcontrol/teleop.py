@@ -121,7 +121,11 @@ class SpaceMouse:
             from fdcontrol.extras import missing
 
             raise missing("spacemouse", "the 3-D mouse", exc) from exc
-        dev = pyspacemouse.open(device=name, axis_convention=pyspacemouse.AxisConvention.HID_Z_UP)
+        try:
+            dev = pyspacemouse.open(device=name, axis_convention=pyspacemouse.AxisConvention.HID_Z_UP)
+        except (RuntimeError, ValueError, OSError) as exc:  # no hidapi, no device, no access
+            raise RuntimeError(f"no 3-D mouse: {exc} (hidapi is the Debian/Ubuntu package libhidapi-hidraw0; "
+                               "the device needs read access for your user, e.g. a udev rule)") from exc
         return cls(dev)
 
     def read(self) -> tuple[np.ndarray, list[int]]:

@@ -49,6 +49,8 @@ TARGETS = (
     Target("sensing", "fdcontrol/control/sensing.py", ("tests/test_sensing.py", "tests/test_tool_inertia.py")),
     Target("loop-safety", "fdcontrol/loop/cycle.py", ("tests/test_loop.py",), LOOP_SAFETY),
     Target("limits", "fdcontrol/limits/*", ("tests/test_limits.py", "tests/test_jerk.py")),
+    Target("braking", "fdcontrol/limits/braking.py", ("tests/test_braking.py",)),
+    Target("liveness", "fdcontrol/loop/liveness.py", ("tests/test_braking.py",)),
 )
 KILLED = ("killed", "timeout", "segfault")
 
@@ -113,7 +115,7 @@ def run(t: Target, python: str, timeout: float, keep: bool) -> dict[str, object]
         diffs = {}
         for k in survivors:
             d = subprocess.run([python, "-m", "mutmut", "show", k], cwd=work, capture_output=True, text=True,
-                               timeout=120)
+                               timeout=900)  # (a loaded machine: minutes)
             diffs[k] = f"[{status[k]}] " + _changed_lines(d.stdout)
         if not codes:
             print(out[-3000:], file=sys.stderr)

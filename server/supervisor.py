@@ -10,8 +10,11 @@ Policy:
 * the new process gets the parameters in force before (PATCHes survive); when the loop had
   been running it is started *holding*: the arm stays where it is until an operator releases
   the hold (``POST /control/hold {"hold": false}``). A stopped loop stays stopped;
-* at most ``max_restarts`` per ``restart_window`` s; beyond that the supervisor gives up and
-  ``/health`` keeps answering 503 until the service is restarted.
+* at most ``max_restarts`` *crashes* per ``restart_window`` s; beyond that the supervisor gives up
+  and ``/health`` keeps answering 503 until the service is restarted. Only a process that exited by
+  itself (a crash) counts: a stuck process the supervisor killed is replaced (into hold) without
+  spending the budget — a stall is no crash (a loaded machine, a slow driver call), and a bad input
+  never gets that far, since a cycle that raises holds with a fault and the loop keeps cycling.
 
 While the loop is down every control route and ``/ws/control`` answer errors (503).
 """
@@ -37,6 +40,7 @@ class Supervisor:
         self.period, self.kill_after = period, kill_after
         self.spawn, self.clock = spawn, clock  # (tests: a fake worker and a fake clock)
         self.restarts = 0
+        self.kills = 0  # stuck loop processes killed (and replaced) by the supervisor
         self.gave_up = False
         self._times: deque[float] = deque()
         self._stop = threading.Event()
@@ -63,7 +67,8 @@ class Supervisor:
             self._stuck_since = None
             self._was_running = _running(w)
             return
-        if w.proc.is_alive():  # stuck: give it a moment before killing it
+        crashed = not w.proc.is_alive()
+        if not crashed:  # stuck: give it a moment before killing it
             now = self.clock()
             if self._stuck_since is None:
                 self._stuck_since = now
@@ -71,8 +76,9 @@ class Supervisor:
                 return
             w.proc.kill()
             w.proc.join(2)
+            self.kills += 1
         self._stuck_since = None
-        if not self._budget():
+        if crashed and not self._budget():  # only a crash spends the budget (a stall is killed and replaced)
             return
         self._restart(w, problem)
 

@@ -170,9 +170,9 @@ class LoopWorker:
     def request_hold(self) -> None:
         """Hold, through shared memory: the loop takes it at its next cycle start (no pipe round-trip, so
         nothing queued ahead of it); the caller checks the loop is alive first and waits for the state."""
+        self.recorder.push_command("hold", True)  # stamped first: its time is never after the loop can see it
         with self._hold_lock:
             self.channel.hold[0] = self.channel.hold[0] + 1.0
-        self.recorder.push_command("hold", True)
 
     def set_twist(self, twist: Any, frame: str = "base", seq: int | None = None) -> None:
         """A commanded tip twist [v; ω] (fdcontrol.control.twist), validated here, handed over latest-wins."""

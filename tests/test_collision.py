@@ -184,9 +184,19 @@ def test_capsules_enclose_the_vendor_meshes() -> None:
 
 def test_shipped_arms_have_geometry_and_planar2_says_it_has_none(caplog: pytest.LogCaptureFixture) -> None:
     for arm in ARMS:
-        g = RobotModel.load(arm).geometry
-        assert g is not None and len(g.links) >= RobotModel.load(arm).dof
+        robot = RobotModel.load(arm)
+        g = robot.geometry
+        assert g is not None and len(g.links) >= robot.dof
         assert g.self_pairs  # non-adjacent pairs are checked
+        # the base link is never checked against a volume (it cannot move), nor a link against a neighbour
+        cl = Clearance(robot, g, [Obstacle("wall", PLANE, np.zeros(3), np.array([0.0, 0.0, 1.0]))],
+                       self_collision=True)
+        base = {c.link for c in g.capsules if c.joint == 0}
+        assert base and not base & {link for link, _ in cl.names[:cl.n_volume_pairs]}
+        assert {link for link, _ in cl.names[:cl.n_volume_pairs]} == {c.link for c in g.capsules} - base
+        for link, other in cl.names[cl.n_volume_pairs:]:
+            j1, j2 = (next(c.joint for c in g.capsules if c.link == n) for n in (link, other))
+            assert j1 != j2 and robot.model.parents[max(j1, j2)] != min(j1, j2)
     with caplog.at_level(logging.INFO, logger="fdcontrol"):
         r = RobotModel.load("planar2")
     assert r.geometry is None

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import json
 import statistics
-import threading
+import subprocess
+import sys
 import time
 
 import httpx
-import msgpack
 import numpy as np
 import pytest
 from websockets.sync.client import connect
 
-from fdcontrol.recording import read_recording
+from fdcontrol.recording import COMMAND_TOPIC, read_recording
 from fdcontrol.server.lease import Client, Lease, LeaseError, needs_lease
 
 from .service import Service
@@ -63,6 +63,12 @@ def recorded(s: Service, name: str, run) -> list[dict]:
     finally:
         http.post("/recording/stop")
     return read_recording(s.dir / name).states()
+
+
+def recorded_file(s: Service, name: str, run) -> str:
+    """Record while ``run()`` runs; the recording's path."""
+    recorded(s, name, run)
+    return str(s.dir / name)
 
 
 # ---------------------------------------------------------------------- which requests are commands
@@ -208,41 +214,38 @@ def test_a_streams_lease_ends_when_its_connection_closes(service):
 
 
 # ---------------------------------------------------------------------- stop beats a flood
+#: a client that sends valid wrench frames on /ws/control as fast as it can (30 s at most, or until
+#: SIGTERM), then prints how many it sent
+FLOOD = """
+import json, signal, sys, time
+from websockets.sync.client import connect
+n, stop = 0, []
+signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+with connect(sys.argv[1], open_timeout=10) as ws:
+    msg, t0 = json.dumps({"wrench": [3.0, 0, 0, 0, 0, 0]}), time.monotonic()
+    while not stop and time.monotonic() - t0 < 30:
+        ws.send(msg)
+        n += 1
+print(n, flush=True)
+"""
+
+
 def test_a_hold_lands_within_50_ms_while_another_client_floods(service):
-    """One WebSocket sends valid wrench frames as fast as it can; meanwhile another client holds
-    (and the flooder's own REST client releases) five times. Latency = the loop's stamp of the first
-    cycle with holding true − the test's time.monotonic() just before the hold request (the same
-    system-wide clock). The loop's states are read as it publishes them (/ws/state, every cycle,
-    MessagePack): a state the reader missed can only make the measured latency longer, never
-    shorter. Before the fixes (a hold queued behind the flood's frames) it took 2.4–9.4 s.
+    """One WebSocket (its own process) sends valid wrench frames as fast as it can; meanwhile another client
+    holds (and the flooder's own REST client releases) five times, after five holds without the flood.
+    Read from the loop's own record (an MCAP recording of every cycle, and the accepted commands with the
+    time they reached the hold route): a hold's latency is the stamp of the first cycle with ``holding``
+    true − the hold's arrival (both the host's time.monotonic()). Before the fixes (a hold queued behind
+    the flood's frames) it took 2.4–9.4 s.
 
-    The margin: the same five holds without the flood, measured just before, give this machine's
-    own latency under its current load (unloaded ~2–5 ms; on a 2-core machine shared with other
-    CPU-bound processes, tens of ms, which no service can beat). The flood may add at most 50 ms to
-    that (median of five), and no hold may take longer than 1 s."""
+    Bounds. On the loop's record, arrival → holding: median ≤ 50 ms over the flood's holds and none over
+    1 s (the path is a shared-memory counter the loop reads at every cycle start: ~1 ms; what remains is
+    the machine's load — with two CPU-bound processes beside the service, a process waits for a core
+    tens of ms now and then, which no service can beat). From the client's side (its time.monotonic()
+    just before the request: that adds the event loop's queue, where a flood would delay a hold), the
+    flood may add at most 50 ms to the median of the quiet holds, and 1 s to the slowest of them."""
     free(service)
-    stop, flooding, done = threading.Event(), threading.Event(), threading.Event()
-    sent = [0]
     requests: dict[str, list[float]] = {"quiet": [], "flood": []}
-    seen: list[tuple[float, bool]] = []  # (stamp, holding) of every state the reader got
-
-    def flood() -> None:
-        with connect(ws_url(service, "decimation=10000"), open_timeout=10) as ws:
-            msg = json.dumps({"wrench": [3.0, 0, 0, 0, 0, 0]})
-            t0 = time.monotonic()
-            while not stop.is_set() and time.monotonic() - t0 < 30:
-                ws.send(msg)
-                sent[0] += 1
-                flooding.set()
-
-    def read() -> None:
-        url = service.url.replace("http", "ws") + "/ws/state?decimation=1"
-        with connect(url, subprotocols=["msgpack"], open_timeout=10, max_size=None) as ws:
-            t0 = time.monotonic()
-            while not done.is_set() and time.monotonic() - t0 < 120:
-                m = msgpack.unpackb(ws.recv(timeout=10))
-                if "stamp" in m:
-                    seen.append((m["stamp"], m["holding"]))
 
     def holds(own: httpx.Client, other: httpx.Client, phase: str) -> None:
         for _ in range(5):
@@ -251,38 +254,53 @@ def test_a_hold_lands_within_50_ms_while_another_client_floods(service):
             assert other.post(service.url + "/control/hold", json={"hold": True}).json()["holding"]
             assert own.post("/control/hold", json={"hold": False}).json()["holding"] is False
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
     own = httpx.Client(base_url=service.url, timeout=30)  # the flooder's address: its lease
-    with client_from("127.0.0.5") as other:
-        deadline = time.monotonic() + 10
-        while not seen:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        holds(own, other, "quiet")
-        t = threading.Thread(target=flood, daemon=True)
-        t.start()
-        try:
-            while not flooding.is_set() or own.get("/state").json()["lease"]["holder"] is None:
-                assert time.monotonic() < deadline + 10
-            holds(own, other, "flood")
-        finally:
-            stop.set()
-            t.join(10)
-            time.sleep(0.1)
-            done.set()
-            reader.join(15)
-    stamps = np.array([x[0] for x in seen])
-    holding = np.array([x[1] for x in seen])
-    latency: dict[str, list[float]] = {}
+    flooder: list[subprocess.Popen] = []
+
+    def run() -> None:
+        with client_from("127.0.0.5") as other:
+            holds(own, other, "quiet")
+            # the flood comes from its own process: a thread here would compete for this process's GIL
+            # with the holding client, and the test would measure itself
+            flooder.append(subprocess.Popen([sys.executable, "-c", FLOOD, ws_url(service, "decimation=10000")],
+                                            stdout=subprocess.PIPE, text=True))
+            try:
+                deadline = time.monotonic() + 60
+                while not str(own.get("/state").json()["lease"]["holder"]).startswith("websocket"):
+                    assert time.monotonic() < deadline and flooder[0].poll() is None  # (the flood took the lease)
+                    time.sleep(0.01)
+                holds(own, other, "flood")
+            finally:
+                flooder[0].terminate()
+
+    try:
+        path = recorded_file(service, "flood.mcap", run)
+        out, _ = flooder[0].communicate(timeout=20)
+    finally:
+        for p in flooder:
+            p.kill()
+    sent = [int(out.split()[-1]) if out.split() else 0]
+    rec = read_recording(path)
+    states = rec.states()
+    stamps = np.array([m["stamp"] for m in states])
+    holding = np.array([m["holding"] for m in states])
+    # (a cycle the recorder missed on a loaded machine can only make a latency look longer, never shorter)
+    arrivals = [m["monotonic_s"] for _, m in rec.messages[COMMAND_TOPIC]
+                if m["command"] == "hold" and m["args"] == [True]]
+    assert len(arrivals) == 10, arrivals
+    served, latency = [], {}
     for phase, times in requests.items():
         latency[phase] = []
         for t_req in times:
-            after = np.flatnonzero((stamps >= t_req) & holding)
+            t_in = min(a for a in arrivals if a >= t_req)  # this request's arrival at the service
+            after = np.flatnonzero((stamps >= t_in) & holding)
             assert after.size, "no hold seen after the request"
+            served.append(float(stamps[after[0]] - t_in))
             latency[phase].append(float(stamps[after[0]] - t_req))
-    print(f"flood: {sent[0]} frames sent; {len(seen)} states read; hold latencies (ms) without the flood "
+    print(f"flood: {sent[0]} frames sent; hold latencies (ms) on the loop's record, arrival → holding "
+          f"{[round(1e3 * x, 1) for x in served]}; from the client, without the flood "
           f"{[round(1e3 * x, 1) for x in latency['quiet']]}, with it {[round(1e3 * x, 1) for x in latency['flood']]}")
-    assert sent[0] > 1000
+    assert sent[0] > 500  # a flood: the service reads max_stream_rate (500) frames/s of it, TCP holds the rest
+    assert statistics.median(served[5:]) <= 0.050 and max(served) <= 1.0, served
     assert statistics.median(latency["flood"]) <= statistics.median(latency["quiet"]) + 0.050, latency
-    assert max(latency["flood"]) <= 1.0, latency
+    assert max(latency["flood"]) <= max(latency["quiet"]) + 1.0, latency

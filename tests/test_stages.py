@@ -166,6 +166,22 @@ def test_gamma_is_scheduled_before_the_joint_loads_only_when_there_are_some(coun
     assert 10 <= len(gamma_at) <= 20  # at most once per cycle (none where q did not move), not again in the solver
 
 
+def test_the_published_gamma_at_rest_is_the_schedules_value_there():
+    """No input (the arm rests, the solver does not run): the state's γ is the schedule's value at the
+    arm's q — 1e6 at the UR10's start pose, 1e3 with its elbow stretched — not the virtual model's
+    initial γ; with a fixed γ it is that γ."""
+    from fdcontrol.model.virtual import GAMMA, GAMMA_STRAIGHT
+
+    stretched = [0.3, -1.2, 0.0, -1.9, -1.4, 0.2]
+    for q0, expected in ((HOME["ur10"], GAMMA_STRAIGHT.default), (stretched, GAMMA.default)):
+        loop = lean(driver_options={"q0": q0})
+        states = run(loop, 5, wrench=False)
+        assert not states[-1].qd_ref.any()  # at rest
+        assert states[-1].gamma == expected == loop.solver.mapping.gamma_at(states[-1].q)
+    loop = lean(driver_options={"q0": HOME["ur10"]}, gamma_schedule="fixed", gamma=3e3)
+    assert run(loop, 3, wrench=False)[-1].gamma == 3e3
+
+
 def test_action_interpolation_only_with_a_policy(count):
     target = count(ActionInput, "target")
     loop = lean(mode="compliance")

@@ -350,3 +350,26 @@ def test_the_supervisor_thread_is_a_named_daemon():
     sup = Rig().sup
     assert sup._thread.name == "fdcontrol-supervisor" and sup._thread.daemon is True
     assert sup.period == 0.02 and sup.kill_after == 2.0  # docs/security.md: stuck → replaced after 2 s
+
+
+def test_only_a_crash_spends_the_restart_budget_a_killed_stall_does_not():
+    """The give-up needs actual crashes: stuck processes the supervisor killed (more of them than the
+    budget allows crashes) are each replaced into hold, and the full budget of crashes is still left."""
+    rig = Rig(max_restarts=2, restart_window=300.0)
+    rig.current.running = True
+    rig.poll()
+    for i in range(5):  # five stalls in the window, each killed after 2 s
+        stuck = rig.current
+        stuck.stuck = True
+        for _ in range(round(2.0 / DT) + 1):
+            rig.poll()
+        assert stuck.proc.killed and rig.current is not stuck, i
+        assert rig.current.calls == [("hold", (True,)), ("start", ())]  # replaced into hold
+        assert rig.sup.kills == i + 1 and not rig.sup.gave_up
+    for i in range(2):  # the two crashes the budget allows
+        rig.kill()
+        rig.poll()
+        assert not rig.sup.gave_up and rig.sup.restarts == 6 + i
+    dead = rig.kill()  # the third crash within the window: given up
+    rig.poll()
+    assert rig.sup.gave_up and rig.current is dead and rig.sup.kills == 5

@@ -394,6 +394,20 @@ def singular_path_peak(v: Variant, robot_name: str = "ur10", n: int = 601) -> fl
     return float(sigmas(joint_space(b, "fd_scheduled" if v.schedule == "default" else "fd", v.gamma))[:, 0].max())
 
 
+def regular_summary(pushes: list[dict]) -> dict:
+    """Drift percentiles (%) over the regular pushes of :func:`regular_pushes`, their count, the faults
+    and the worst push's pose and direction."""
+    reg = [r for r in pushes if r["regular"]]
+    if not reg:  # (a quick run's single pose may have none)
+        return {"p50": np.nan, "p90": np.nan, "max": np.nan, "regular": 0, "pushes": len(pushes),
+                "faults": sum(bool(r["fault"]) for r in pushes), "worst_pose": [], "worst_direction": [],
+                "worst_sigma_min": np.nan}
+    worst = max(reg, key=lambda r: r["drift"])
+    return {**percentiles([r["drift"] for r in reg]), "regular": len(reg), "pushes": len(pushes),
+            "faults": sum(bool(r["fault"]) for r in pushes), "worst_pose": worst["pose"],
+            "worst_direction": worst["direction"], "worst_sigma_min": worst["sigma_min"]}
+
+
 def candidate_study(arms: tuple[str, ...], n_poses: int = 20, seconds: float = GUIDE_S, seed: int = SEED,
                     progress: bool = False) -> dict:
     """Each candidate of :data:`CANDIDATES`: drift over the regular pushes of :func:`regular_pushes`
@@ -402,16 +416,28 @@ def candidate_study(arms: tuple[str, ...], n_poses: int = 20, seconds: float = G
     for label, v in CANDIDATES:
         res[label] = {"singular_path_peak_gain": singular_path_peak(v)}
         for name in arms:
-            pushes = regular_pushes(load_arm(name), n_poses, v, seconds, seed)
-            reg = [r for r in pushes if r["regular"]]
-            worst = max(reg, key=lambda r: r["drift"])
-            res[label][name] = {**percentiles([r["drift"] for r in reg]), "regular": len(reg), "pushes": len(pushes),
-                                "faults": sum(bool(r["fault"]) for r in pushes), "worst_pose": worst["pose"],
-                                "worst_direction": worst["direction"]}
+            res[label][name] = r = regular_summary(regular_pushes(load_arm(name), n_poses, v, seconds, seed))
             if progress:
-                r = res[label][name]
                 print(f"{name:6} {label:45} p50 {r['p50']:6.3f}  max {r['max']:6.3f} %  "
-                      f"regular {len(reg)}/{len(pushes)}", flush=True)
+                      f"regular {r['regular']}/{r['pushes']}", flush=True)
+    return res
+
+
+#: the MuJoCo arms of the defaults' check with their sensor (the shipped ones)
+MUJOCO_CHECK_ARMS: tuple[str, ...] = ("ur10", "panda", "fr3")
+
+
+def mujoco_check(arms: tuple[str, ...] = MUJOCO_CHECK_ARMS, n_poses: int = 20, seconds: float = GUIDE_S,
+                 seed: int = SEED, progress: bool = False) -> dict:
+    """The defaults' check on the MuJoCo arm (servo, tool, flange sensor; :data:`MUJOCO_DEFAULTS`): the
+    regular pushes of :func:`regular_pushes` per arm, summarised with the worst pose."""
+    res: dict = {}
+    for name in arms:
+        res[name] = r = regular_summary(regular_pushes(load_arm(name), n_poses, MUJOCO_DEFAULTS, seconds, seed))
+        if progress:
+            print(f"{name:6} MuJoCo, defaults  p50 {r['p50']:6.3f}  max {r['max']:6.3f} %  regular "
+                  f"{r['regular']}/{r['pushes']}  worst pose {np.round(r['worst_pose'], 4).tolist()} along "
+                  f"{r['worst_direction']}", flush=True)
     return res
 
 
@@ -442,8 +468,13 @@ def run_experiment(ctx: Context) -> dict:
     defaults = sweep(arms, n, (MUJOCO_DEFAULTS,), SEED + ctx.seed, progress=ctx.progress)
     cand_arms = (*arms, "kinova") if not ctx.quick else arms
     cands = candidate_study(cand_arms, n, GUIDE_S, SEED + ctx.seed, progress=ctx.progress)
+    check_arms = MUJOCO_CHECK_ARMS if not ctx.quick else ("ur10",)
+    mj = mujoco_check(check_arms, n, GUIDE_S, SEED + ctx.seed, progress=ctx.progress)
     out = {**res, **{f"gamma_study/{k}": v for k, v in study.items()},
-           **{f"defaults/{k}": v for k, v in defaults.items()}, "candidates": cands}
+           **{f"defaults/{k}": v for k, v in defaults.items()}, "candidates": cands, "mujoco_check": mj}
+    mj_rows = [[a, f"{r['regular']}/{r['pushes']}", f"{r['p50']:.3f}", f"{r['p90']:.3f}", f"{r['max']:.3f}",
+                f"{np.round(r['worst_pose'], 3).tolist()} along {r['worst_direction']}", r["faults"]]
+               for a, r in mj.items()]
     cand_rows = [[label, f"{c['singular_path_peak_gain']:.1f}",
                   *(f"{c[a]['p50']:.3f} / {c[a]['max']:.3f} ({c[a]['regular']}/{c[a]['pushes']})" for a in cand_arms)]
                  for label, c in cands.items()]
@@ -485,6 +516,12 @@ drift p50 / max (%) over the regular pushes (σ_min(J) ≥ {SIGMA_MIN} all along
 count in brackets), and FD's peak gain σmax(H⁻¹Jᵀ) on the UR10 singular path (section 4.3):
 
 {table(["candidate", "peak gain, singular path", *cand_arms], cand_rows)}
+
+The same check on the MuJoCo arm with its sensor (servo, {TOOL.mass} kg tool on the flange sensor), every
+setting at its default — the hand guiding a user gets on the simulated arm:
+
+{table(["arm", "regular pushes", "drift p50 %", "p90 %", "max %", "worst pose (rad), push direction", "faults"],
+       mj_rows)}
 """)
     return out
 

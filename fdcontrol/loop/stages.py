@@ -351,12 +351,19 @@ class Solve(Stage):
 
     name, order = "solver", SOLVE
 
+    def __init__(self, schedule: Any = None) -> None:
+        #: the FD mapping's γ schedule (None: a fixed γ or another mapping): at rest the published γ is
+        #: still the schedule's value at the arm's q, not the one of the last cycle that moved
+        self.schedule = schedule
+
     def run(self, loop: ControlLoop, c: Frame) -> None:
         if c.holding and not loop._held:  # a stop begins: goals end, only a new request moves the arm again
             loop.end_goals()
         loop._held = c.holding
         if c.holding or c.resting:
             c.qd_des = np.zeros(loop.robot.dof)
+            if self.schedule is not None:
+                self.schedule(c.q, c.conf)
             return
         solver = loop.solver
         _, qd_des = solver.step(c.q, loop.qd_state, c.fc, c.dt, c.tau, config=c.conf)
@@ -499,7 +506,8 @@ def compose(loop: ControlLoop, extra: tuple[Stage, ...] = ()) -> list[Stage]:
         stages.append(LinkLoadStage())
     if fd and "volumes" in parts:
         stages.append(VolumesLoad())
-    stages.append(Solve())
+    mapping = getattr(loop.solver, "mapping", None)
+    stages.append(Solve(mapping.schedule if fd and getattr(mapping, "scheduled", False) else None))
     stages.append(Limits())
     stages.append(SendPosition() if loop.driver.interface == "position" else SendVelocity())
     stages.append(Publish())
