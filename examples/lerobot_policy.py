@@ -33,7 +33,8 @@ from lerobot.utils.robot_utils import precise_sleep
 from lerobot_robot_fdcontrol import FdcontrolRobotConfig
 
 Policy = Callable[[dict[str, Any]], dict[str, float]]
-OFFSET = np.array([0.10, 0.05, -0.05])  # m, the goal relative to the tip's pose at the start
+OFFSET = np.array([0.08, 0.04, 0.04])  # m, the goal relative to the tip's pose at the start (inside
+# the workspace box the simulated arm starts with)
 GAIN, STEP = 0.5, 0.01  # the fraction of the remaining distance per step; at most 1 cm per step and axis
 
 

@@ -43,5 +43,5 @@ def test_policy_episode_is_recorded_and_loads_back(tmp_path):
     for i in range(n):
         a = policy(dict(zip(names, obs[i], strict=True)))
         assert np.allclose(act[i], [a[k] for k in ds.features["action"]["names"]], atol=1e-4), i
-    # the loop closed: the tip ended at the goal, 12 cm from where it started (within 5 mm)
+    # the loop closed: the tip ended at the goal, 10 cm from where it started (within 5 mm)
     assert np.linalg.norm(ee[-1] - goal) < 0.005, ee[-1] - goal

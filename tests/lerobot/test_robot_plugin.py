@@ -35,6 +35,8 @@ ZERO = dict.fromkeys(action_names("delta_pose", 6), 0.0)
 def service():
     # a wrench streamed over REST at 20 Hz on a loaded machine: the watchdog allows 1 s between two
     svc = Service("--command-timeout", "1.0")
+    with Client(svc.url) as c:  # no workspace box: the tests move the arm up to 20 cm from its start
+        c.patch_config(workspace_box=None)
     yield svc
     svc.stop()
 
