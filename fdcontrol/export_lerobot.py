@@ -143,17 +143,17 @@ def _floats(state: dict[str, Any]) -> dict[str, Any]:
 def export_lerobot(path: str | Path, out: str | Path, fps: float, per: str = "episode", task: str | None = None,
                    action: str = "delta_pose", repo_id: str | None = None) -> dict[str, Any]:
     """Write the dataset to ``out`` (a new directory) with LeRobot's API; a summary of what was written."""
+    out = Path(out)
+    if out.exists():
+        raise LeRobotExportError(f"{out} exists: the dataset goes into a new directory")
+    if not (math.isfinite(fps) and float(fps).is_integer()):
+        raise LeRobotExportError(f"--fps must be a whole number of frames per second for LeRobot, got {fps!r}")
     try:
         from lerobot.datasets.lerobot_dataset import LeRobotDataset
     except ImportError as exc:
         from fdcontrol.extras import missing
 
         raise missing("lerobot", "fdcontrol export lerobot", exc) from exc
-    out = Path(out)
-    if out.exists():
-        raise LeRobotExportError(f"{out} exists: the dataset goes into a new directory")
-    if not float(fps).is_integer():
-        raise LeRobotExportError(f"--fps must be a whole number of frames per second for LeRobot, got {fps!r}")
     eps, features = frames(path, fps, per, task, action)
     ds = LeRobotDataset.create(repo_id or f"local/{Path(path).stem}", int(fps), features, root=out,
                                robot_type="fdcontrol", use_videos=False)

@@ -255,5 +255,15 @@ def _lengthens(new: Any, old: Any) -> bool:
     return isinstance(new, int | float) and isinstance(old, int | float) and new < old
 
 
+
+def error_message(msg: str) -> str:
+    """A validation error's message as said to a person: without pydantic's "Value error, " (or
+    "Assertion failed, ") in front of the validator's own words."""
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            return msg[len(prefix):]
+    return msg
+
 __all__ = ["POLICIES", "POLICY_TEXT", "Param", "ParamError", "Policy", "change_errors", "check_kwargs", "declare",
+           "error_message",
            "unknown_names"]

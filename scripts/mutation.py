@@ -115,7 +115,7 @@ def run(t: Target, python: str, timeout: float, keep: bool) -> dict[str, object]
         diffs = {}
         for k in survivors:
             d = subprocess.run([python, "-m", "mutmut", "show", k], cwd=work, capture_output=True, text=True,
-                               timeout=120)
+                               timeout=900)  # (a loaded machine: minutes)
             diffs[k] = f"[{status[k]}] " + _changed_lines(d.stdout)
         if not codes:
             print(out[-3000:], file=sys.stderr)

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 
 from fdcontrol import ModelError
 from fdcontrol.loop import InputError
+from fdcontrol.params import error_message
 from fdcontrol.server import schemas
 from fdcontrol.server.auth import MIDDLEWARE_ERRORS, UNSAFE
 from fdcontrol.server.worker import WorkerError
@@ -65,7 +66,7 @@ def install_handlers(app: FastAPI) -> None:
         # loc + msg only: echoing the input would put NaN into JSON (a 500); an unknown field's
         # name is input too, so its place in loc says "(unknown field)" instead
         return JSONResponse(status_code=422, content={"detail": [
-            {"loc": _loc(e), "msg": clip(str(e.get("msg", "")))} for e in exc.errors()[:20]]})
+            {"loc": _loc(e), "msg": clip(error_message(str(e.get("msg", ""))))} for e in exc.errors()[:20]]})
 
     @app.exception_handler(HTTPException)
     async def _http(_: Request, exc: HTTPException) -> JSONResponse:

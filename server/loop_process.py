@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from fdcontrol.loop import ControlLoop
 from fdcontrol.loop.cycle import SensorLoaded
+from fdcontrol.params import error_message
 from fdcontrol.server.channel import Channel, ShmIO, beat
 from fdcontrol.server.sim_ops import sim_call
 from fdcontrol.server.taskspace import task_call
@@ -104,16 +105,25 @@ def main(settings_json: str, shm_name: str, conn: Connection, notify: Connection
         except PolicyError as exc:
             conn.send(("invalid", str(exc)))
         except ValidationError as exc:
-            conn.send(("invalid", [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()]))
+            conn.send(("invalid", [{"loc": list(e["loc"]), "msg": error_message(e["msg"])} for e in exc.errors()]))
         except ValueError as exc:  # a refused request: its reason is the reply (TypeError, KeyError… are bugs: printed)
             conn.send(("invalid", f"{type(exc).__name__}: {exc}"))
-        except Exception as exc:  # unexpected: report, print where, keep serving
+        except Exception as exc:  # unexpected: report, and one line in the log with where it was raised
             conn.send(("invalid", f"{type(exc).__name__}: {exc}"))
-            traceback.print_exc()
+            print(refused_line(cmd, exc), file=sys.stderr, flush=True)
     beating.set()
     runtime.close()
     io.ring.close()
     channel.close()
+
+
+def refused_line(cmd: str, exc: BaseException) -> str:
+    """One line for the operator's log: the command, the exception and where it was raised (the innermost
+    frame), instead of a traceback per refused request."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" at {tb[-1].filename}:{tb[-1].lineno} ({tb[-1].name})" if tb else ""
+    text = " ".join(str(exc).split())[:300]
+    return f"fdcontrol: the loop process refused {cmd!r}: {type(exc).__name__}: {text}{where}"
 
 
 def _driver_call(loop: ControlLoop, name: str) -> None:

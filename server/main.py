@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from fdcontrol import cli
 from fdcontrol.extras import MissingExtra, require
 from fdcontrol.loop.parameters import declared
-from fdcontrol.params import Param
+from fdcontrol.params import Param, error_message
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -83,7 +83,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _one_line(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {e['msg']}" for e in exc.errors())
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'settings'}: {error_message(e['msg'])}" for e in exc.errors())
 
 
 def _robot_problem(settings: Settings) -> str | None:

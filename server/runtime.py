@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from fdcontrol.control import sensing
+from fdcontrol.control import sensing, workspace
 from fdcontrol.loop import ControlLoop, build_loop
 from fdcontrol.loop.build import (  # the one assembly (the library's), re-exported for the service's modules
     build_filter,
@@ -22,7 +22,7 @@ from fdcontrol.loop.build import (  # the one assembly (the library's), re-expor
 )
 from fdcontrol.model.robot import RobotModel
 from fdcontrol.params import change_errors
-from fdcontrol.server.settings import PARAMS, ControlParams, Settings
+from fdcontrol.server.settings import PARAMS, ControlParams, Settings, follow_start_box
 from fdcontrol.server.taskspace import carry_gains, check_workspace
 
 __all__ = ["BRAKE_WAIT", "ConflictError", "PolicyError", "Runtime", "build_filter", "build_law", "build_limits",
@@ -51,6 +51,8 @@ def loop_phase(loop: ControlLoop) -> str:
 _MEANING = frozenset(k for k, p in PARAMS.items() if p.policy == "holding")
 #: the sensor model's meaning (tool, sign, sensor pose): after a change, the bias is taken again at the held pose
 _SENSOR = frozenset(p.name for p in sensing.PARAMS if p.policy == "holding")
+#: the parameters that shape the workspace's volumes (fdcontrol.control.workspace; not its stop's braking)
+_WORKSPACE = frozenset(p.name for p in workspace.PARAMS) - {"workspace_stop_deceleration", "collision_distance"}
 BRAKE_WAIT = 10.0  # s: longest wait for the arm to reach standstill before PATCH answers
 
 
@@ -91,8 +93,13 @@ class Runtime:
         """Validate and apply a partial update under each parameter's run-time policy
         (fdcontrol.params): the same check as the API's, here against the loop itself."""
         with self._lock:
-            new = ControlParams.model_validate({**self.params.model_dump(), **changes})
+            # the rules' firings so far, read before the configuration (which takes in their switches): a rule
+            # that fires after this is found at the swap, where the change is refused (see below)
+            task = self.loop.task
+            built_at, seen = self.loop.cycle, (task.reactions.count if task is not None else None)
             current = self.params.model_dump()
+            changes = follow_start_box(current, changes)  # a simulated arm's start box follows its robot
+            new = ControlParams.model_validate({**current, **changes})
             conflicts, refusals = change_errors(PARAMS, new.model_dump(include=set(changes)), current,
                                                 self.startup(), loop_phase(self.loop),
                                                 at_rest=not np.any(self.loop.qd_ref))
@@ -112,16 +119,25 @@ class Runtime:
                     raise
             else:
                 loop = self.loop
-                check_workspace(loop, new)  # a workspace that would move the arm by itself is refused
+                if changed & _WORKSPACE:  # a new workspace that would move the arm by itself is refused (an
+                    check_workspace(loop, new)  # unchanged one already acts: other changes pass)
                 # build outside the loop, as the library's assembly builds them (build_parts); the loop
                 # thread swaps all of them in at one cycle boundary
                 parts = build_parts(loop.robot, loop_params(new), loop=loop)
                 # the new law goes on from the gains the loop runs with; changed gains are ramped, never stepped
                 carry_gains(loop, parts["law"], parts["task"], changed)
                 done = loop.reconfigure(
-                    **parts, **({"rest": True, "rezero": bool(changed & _SENSOR)} if changed & _MEANING else {}))
+                    **parts, **({"rest": True, "rezero": bool(changed & _SENSOR)} if changed & _MEANING else {}),
+                    reactions=seen)
                 # applied at the next cycle (a change of meaning: at standstill, after braking): answer after it
                 done.wait(BRAKE_WAIT if changed & _MEANING else max(0.5, 20 * loop.period))
+                event = getattr(done, "refused", None)
+                if event is not None:  # the rule's action stands; the configuration is the one it left
+                    raise ConflictError(
+                        f"a rule fired while this change was being applied (rule {event.rule!r}, {event.text}; "
+                        f"the change was built at cycle {built_at} and refused at cycle {done.applied_cycle}): "
+                        "nothing was changed — read GET /config, which shows what the rule switched, and send "
+                        "the change again")
             self.params = new
             return new
 

@@ -31,6 +31,10 @@ class Health(BaseModel):
     cycles: int
     fault: str | None = Field(description="why the loop is not healthy (dead, stuck, faulted)")
     restarts: int = Field(0, description="loop process restarts by the supervisor")
+    following: bool = Field(True, description="the arm does what the loop asks (false: a joint's measured velocity "
+                            "has differed from the reference by more than 0.5 rad/s for 0.25 s); not a fault by itself")
+    following_joint: int | None = Field(None, description="the joint (0-based) that does not follow; null if none")
+    following_error: float | None = Field(None, description="|measured − reference| velocity of that joint (rad/s)")
 
 
 class Joint(BaseModel):

@@ -224,11 +224,10 @@ class _Checks(BaseModel):
     @field_validator("robot", check_fields=False)
     @classmethod
     def _robot_known(cls, v: str) -> str:
-        from fdcontrol.model.robot import SHIPPED, is_mjcf
+        from fdcontrol.model.robot import SHIPPED, is_mjcf, unknown_robot
 
         if v not in SHIPPED and not v.endswith(".urdf") and not is_mjcf(v):
-            raise ValueError(f"unknown robot {v!r}; shipped robots: {', '.join(SHIPPED)}, a .urdf path or an "
-                             "MJCF (.xml) path")
+            raise ValueError(unknown_robot(v))
         return v
 
     @field_validator("tool_inertia", check_fields=False)
@@ -279,6 +278,20 @@ class Settings(ControlParams, BaseSettings):
     foxglove_remote: bool = Field(False, description="allow a non-loopback foxglove_host: the Foxglove "
                                   "protocol has no authentication, anyone who reaches the port sees the arm")
     foxglove_rate: float = Field(50.0, ge=1, le=200, description="messages per second to Foxglove (Hz)")
+
+    @model_validator(mode="after")
+    def _simulated_start_box(self) -> Settings:
+        """A simulated arm starts inside a workspace box (:func:`start_workspace_box`) unless one is given
+        (``workspace_box: null`` for none) or ``collision_links`` is ``all`` (a box that holds every link
+        is the operator's to size). Set without marking the field as given: a box derived from
+        one robot is never carried over as if chosen for another (load_settings merges given fields)."""
+        if "workspace_box" not in self.model_fields_set and self.workspace_box is None and \
+                self.collision_links != "all":  # type: ignore[has-type]  # (all: the box must hold every link)
+            box = start_workspace_box(self.robot, self.base, self.tip, self.driver,  # type: ignore[attr-defined]
+                                      self.driver_options)  # type: ignore[attr-defined]
+            if box is not None:
+                self.__dict__["workspace_box"] = WorkspaceBoxSpec.model_validate(box)
+        return self
 
     def record_path(self) -> Path:
         p = Path(self.record or "")
@@ -337,6 +350,43 @@ class Settings(ControlParams, BaseSettings):
         return None
 
 
+def start_workspace_box(robot: str, base: str | None, tip: str | None, driver: str,
+                        driver_options: dict[str, Any]) -> dict[str, Any] | None:
+    """The workspace box a simulated arm starts with (fdcontrol.control.workspace.start_box around the
+    tip at its start pose: ``driver_options.q0``, else the shipped robot's home pose); None for a real
+    arm's driver (its cell is not known here: configure one), or when the robot cannot be loaded (its
+    own error is reported where it is built)."""
+    import numpy as np
+
+    from fdcontrol.control.workspace import start_box
+    from fdcontrol.drivers.registry import DRIVERS
+    from fdcontrol.model.robot import HOME, RobotModel
+
+    try:
+        if driver not in DRIVERS or not DRIVERS.get(driver).simulated:
+            return None
+        model = RobotModel.resolve(robot, base, tip)
+        q0 = driver_options.get("q0", HOME.get(model.name))
+        return start_box(model, np.zeros(model.dof) if q0 is None else np.asarray(q0, dtype=float))
+    except Exception:  # an unknown robot, frame or q0, a driver that cannot be imported: reported when built
+        return None
+
+
+def follow_start_box(current: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``changes`` with the start box of the new robot when the robot (or its frames, or the start pose)
+    changes and the workspace box is still the start box of the old one; else ``changes`` as given."""
+    keys = ("robot", "base", "tip", "driver_options")
+    if "workspace_box" in changes or not any(k in changes and changes[k] != current.get(k) for k in keys):
+        return changes
+    old = start_workspace_box(*(current.get(k) for k in ("robot", "base", "tip", "driver")),
+                              current.get("driver_options") or {})
+    if old is None or current.get("workspace_box") != WorkspaceBoxSpec.model_validate(old).model_dump():
+        return changes
+    new = {**current, **changes}
+    return {**changes, "workspace_box": start_workspace_box(new["robot"], new.get("base"), new.get("tip"),
+                                                            new["driver"], new.get("driver_options") or {})}
+
+
 def load_settings(config: str | None = None, **overrides: Any) -> Settings:
     """Defaults < YAML (`config` or $FDCONTROL_CONFIG) < environment < `overrides`."""
     path = config or os.environ.get("FDCONTROL_CONFIG")
@@ -366,4 +416,5 @@ def load_settings(config: str | None = None, **overrides: Any) -> Settings:
     return Settings.model_validate(merged)
 
 
-__all__ = ["PARAMS", "ControlParams", "Settings", "ValidationError", "annotation", "field_of", "load_settings"]
+__all__ = ["PARAMS", "ControlParams", "Settings", "ValidationError", "annotation", "field_of", "follow_start_box",
+           "load_settings", "start_workspace_box"]

@@ -8,6 +8,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 from fdcontrol import make_mapping
 from fdcontrol.drivers.simulated import SimulatedRobot
@@ -15,7 +16,7 @@ from fdcontrol.limits.braking import BrakingProfile
 from fdcontrol.limits.jerk import JointJerk
 from fdcontrol.limits.safety import SafetyLimits
 from fdcontrol.loop.cycle import ControlLoop, SensorLoaded
-from fdcontrol.loop.liveness import FOLLOW_TIME, LOAD_QUIET
+from fdcontrol.loop.liveness import FOLLOW_SPEED, FOLLOW_TIME, LOAD_QUIET
 from fdcontrol.loop.solvers import make_solver
 
 Q0 = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2])
@@ -177,3 +178,36 @@ def test_a_cycle_that_raises_holds_and_the_loop_keeps_cycling(ur10):
         sim.fail = False
     finally:
         loop.stop()
+
+
+class Ignoring(SimulatedRobot):
+    """A driver stand-in that takes the commands and ignores them: the arm stays where it is."""
+
+    def send(self, q, qd):  # type: ignore[override]
+        self.sent += 1
+
+
+def test_an_arm_that_lags_is_reported_not_following_and_is_no_fault(ur10):
+    """The loop streams a wrench and asks for motion the arm never makes: after FOLLOW_TIME of more than
+    FOLLOW_SPEED between the measured velocity (0) and the reference, the state says ``following`` false,
+    with the joint and the difference (both read against the state's own q̇ and the reference sent the
+    cycle before); no fault. Once the stream ends and the reference has braked, it follows again."""
+    loop, _ = make(ur10, Ignoring(ur10, dt=DT, q0=Q0))
+    states, prev = [], None
+    for i in range(round(2.0 / DT)):
+        loop.set_wrench([0, 0, 0, 0, 0, 15.0], t=i * DT)  # about the base: every joint's reference speeds up
+        s = loop.step(now=i * DT)
+        states.append((s, prev))
+        prev = s.qd_ref
+    assert all(s.fault is None for s, _ in states)
+    lagging = [(s, p) for s, p in states if not s.following]
+    assert lagging, max(float(np.abs(s.qd_ref).max()) for s, _ in states)
+    first, p = lagging[0]
+    off = np.abs(first.qd - p)
+    assert first.follow_joint == int(np.argmax(off)) and first.follow_error == pytest.approx(off.max())
+    since = next(s for s, p in states if p is not None and np.abs(s.qd - p).max() > FOLLOW_SPEED)
+    assert first.stamp - since.stamp == pytest.approx(FOLLOW_TIME, abs=1.5 * DT)  # FOLLOW_TIME, not before
+    assert all(np.abs(s.qd - p).max() > FOLLOW_SPEED for s, p in lagging)
+    for i in range(round(2.0 / DT), round(6.0 / DT)):  # no stream: the watchdog brakes the reference to 0
+        s = loop.step(now=i * DT)
+    assert s.following and s.follow_joint == -1 and s.fault is None and not np.any(s.qd_ref)

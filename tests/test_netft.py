@@ -85,10 +85,12 @@ def test_bad_records_are_ignored(peer):
         peer.send_raw(b"\x00" * 35)  # truncated
         w = read_until(ft, lambda w: ft.status != 0)  # the three are in the buffer: one read takes them
         assert not pending(ft)  # all three were read, and none changed the reading
-        assert np.allclose(w, [1.0, 0, 0, 0, 0, 0]) and ft.status == 0x8000_0000
+        assert np.allclose(w, [1.0, 0, 0, 0, 0, 0])
+        assert ft.status == 0x8000_0000  # the sensor's own error report, for the operator
         peer.send_raw(struct.pack("!3L6l", seq + 2, 0, 0, 2_000_000, 0, 0, 0, 0, 0))  # newer, good
         w = read_until(ft, lambda w: w[0] > 1.5)
         assert np.allclose(w, [2.0, 0, 0, 0, 0, 0])
+        assert ft.status == 0 and ft.problem() is None  # a healthy record clears it
     finally:
         ft.close()
 
@@ -217,5 +219,56 @@ def test_a_sensor_gone_quiet_makes_a_law_that_reads_it_hold(peer):
         s = run(lambda s: s.watchdog != "sensor_stale")
         assert s.watchdog != "sensor_stale"
         assert r.loop.fault is None
+    finally:
+        ft.close()
+
+
+def test_the_sensors_status_word_reaches_the_loop_state_and_health_by_name(peer):
+    """A sensor that reports an error in its status word (the RDT stand-in sets it): the Franka driver's
+    glue publishes it as the loop state's sensor_status, naming the sensor and the word, and /health's
+    verdict says so; when the sensor reports healthy records again, both clear."""
+    from types import SimpleNamespace
+
+    from fdcontrol.drivers.franka import FrankaDriver
+    from fdcontrol.experiments import physics as P
+    from fdcontrol.model.robot import RobotModel
+    from fdcontrol.server.routers.health import health
+
+    peer.counts = [1_000_000, 0, 0, 0, 0, 0]
+    ft = NetFT(peer.sock.getsockname()[0], timeout=0.5)
+    try:
+        assert read_until(ft, lambda w: w is not None) is not None
+        r = P.rig(RobotModel.load("ur10"), law=P.force_law())
+        franka = SimpleNamespace(sensor=ft, sensor_status=None)  # the Franka driver's sensor path, on this arm
+
+        def read_wrench():
+            w = FrankaDriver.read_wrench(franka)
+            r.drv.sensor_status = franka.sensor_status
+            return w
+
+        r.drv.read_wrench = read_wrench
+
+        def step_until(pred, n: int = 2000):
+            s = r.loop.step()
+            for _ in range(n):  # bounded: ≤ n cycles of ≥ 2 ms
+                if pred(s):
+                    break
+                time.sleep(0.002)
+                s = r.loop.step()
+            return s
+
+        assert step_until(lambda s: s.cycle > 5).sensor_status is None
+        peer.status = 0x2000_0000
+        s = step_until(lambda s: s.sensor_status is not None)
+        host_, port = ft.peer
+        assert s.sensor_status is not None and f"{host_}:{port}" in s.sensor_status and "0x20000000" in s.sensor_status
+
+        worker = SimpleNamespace(state=lambda: (s, time.monotonic()), problem=lambda: None)
+        request = SimpleNamespace(app=SimpleNamespace(state=SimpleNamespace(worker=worker, supervisor=None)))
+        body = health(request)
+        assert body["status"] == "fault" and "force–torque sensor" in body["fault"] and "0x20000000" in body["fault"]
+        peer.status = 0
+        s = step_until(lambda s: s.sensor_status is None)
+        assert s.sensor_status is None and health(request)["status"] == "ok"
     finally:
         ft.close()

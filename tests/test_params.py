@@ -17,6 +17,7 @@ from websockets.sync.client import connect
 
 from fdcontrol import ForwardDynamics, ModelError, VirtualModel
 from fdcontrol.loop.parameters import declared
+from fdcontrol.model.robot import SHIPPED
 from fdcontrol.params import POLICIES, Param, ParamError, check_kwargs, declare
 
 from .service import Service
@@ -35,6 +36,9 @@ SPECIAL: dict[str, object] = {
     "posture_preferred": [0.1, -1.2, 1.5, -0.3, 1.2, 0.4],
     "tool_inertia": [0.002, 0.002, 0.001, 0.0, 0.0, 0.0],
     "error_clip": [0.01, 0.01, 0.01, 0.05, 0.05, 0.05],
+    # "all" would hold every link in the simulated arm's start box, which surrounds the tool only: refused
+    # as a change that moves the arm (tests/test_settings.py); "off" is the other valid value
+    "collision_links": "off",
     "workspace_box": {"min": [-5.0, -5.0, -5.0], "max": [5.0, 5.0, 5.0], "margin": 0.05, "stiffness": 2000.0,
                       "damping": 90.0},
     "workspace_links": ["wrist_3_link"],
@@ -216,6 +220,23 @@ def test_the_api_refuses_exactly_what_the_loop_refuses_with_the_same_message(ser
     r = http.post("/analysis/singular-values", json={"q": [0.1, -1.2, 1.5, -0.3, 1.2, 0.4],
                                      "mappings": [{"name": "dls", "gamma": 5}]})
     assert r.status_code == 422 and "unknown parameter of mapping 'dls': 'gamma'" in r.text, r.text
+
+
+def test_an_unknown_robot_over_the_api_gets_one_message(service):
+    _svc, http = service
+    assert http.post("/control/stop").status_code == 200  # robot: policy 'stopped'
+    try:
+        r = http.patch("/config", json={"robot": "nosuch"})
+        assert r.status_code == 422, r.text
+        detail = r.json()["detail"]
+        assert len(detail) == 1 and detail[0]["loc"] == ["body", "robot"], detail
+        msg = detail[0]["msg"]
+        assert "unknown robot 'nosuch'" in msg and all(n in msg for n in SHIPPED) and "at startup" in msg, msg
+        assert "Value error" not in msg, msg
+        r = http.patch("/config", json={"gamma": -1.0})  # a validator's own message, without pydantic's prefix
+        assert r.status_code == 422 and "Value error" not in r.text, r.text
+    finally:
+        assert http.post("/control/start").status_code == 200
 
 
 # ------------------------------------------------------------------ no configuration change moves the arm

@@ -99,6 +99,15 @@ def test_the_quick_start_runs_line_by_line_as_it_says(svc):
         elif "-XPUT" in command and "/sim/push" in command:
             x0 = tip(before)[0]
             wait(svc, lambda s, x0=x0: tip(s)[0] > x0 + 0.01, "the hand moves the tool along +x")
+            # typed one line at a time the hand keeps pushing: the tool comes to rest at the start
+            # workspace's +x face (inside its margin), not at the end of the arm's reach
+            box = json.loads(run(svc, "curl -s 127.0.0.1:8000/config"))["workspace_box"]
+            assert box is not None, "the simulated arm starts with a workspace box"
+            s = wait(svc, lambda s, x0=x0: tip(s)[0] > x0 + 0.05 and np.linalg.norm(s["qd"]) < 1e-3
+                     and np.abs(s["qd_ref"]).max() < 1e-4, "the pushed tool comes to rest")
+            assert box["max"][0] - box["margin"] < tip(s)[0] <= box["max"][0], (tip(s), box)
+            assert np.all(tip(s) >= np.array(box["min"])) and np.all(tip(s) <= np.array(box["max"])), (tip(s), box)
+            assert abs(tip(s)[2] - tip(before)[2]) < 0.02, (tip(s), tip(before))  # it did not drop
         elif "-XDELETE" in command and "/sim/push" in command:
             # let go: the tool stops (force mode, nothing pushes)
             wait(svc, lambda s: np.linalg.norm(s["qd"]) < 1e-3 and np.abs(s["qd_ref"]).max() < 1e-6, "the tool stops")

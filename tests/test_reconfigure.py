@@ -114,3 +114,37 @@ def test_reconfigure_from_many_threads_applies_each_change_whole() -> None:
     finally:
         loop.stop()
     assert not [(a, b) for a, b in seen if a != b]
+
+
+def test_a_batch_built_before_a_rule_fired_is_refused_and_only_that_batch() -> None:
+    """``reconfigure(reactions=n)``: a batch built when the rules had fired n times is refused at the
+    swap when one has fired since (it would undo the rule's switch); a change queued beside it without
+    that guard applies. The order is the loop's own record: the firing's cycle, the refusal's cycle."""
+    from fdcontrol.control.reactions import rules_from_config
+    from fdcontrol.loop.build import build_loop
+
+    loop = build_loop(driver="simulated")
+    rule = {"name": "soften", "signal": "force", "op": ">=", "value": 0.0, "action": "switch",
+            "params": {"max_force": 100.0}}  # fires at the first cycle that evaluates it
+    seen = loop.task.reactions.count
+    loop.start()
+    try:
+        loop.task.request(None, rules_from_config([rule]))
+        deadline = time.monotonic() + 10  # only ends a hung test
+        while loop.task.reactions.last is None and time.monotonic() < deadline:  # (set after the count)
+            time.sleep(0.001)
+        fired = loop.task.reactions.last
+        assert fired is not None and fired.rule == "soften"
+        guarded = loop.reconfigure(max_force=300.0, reactions=seen)  # built before the firing
+        plain = loop.reconfigure(telemetry_decimation=7)
+        assert guarded.wait(2.0) and plain.wait(2.0)  # generous bounds: a hung loop only
+        # refused at a cycle boundary after the firing: an event's cycle is the count its cycle publishes,
+        # which the loop's counter shows from the next boundary on
+        assert guarded.refused is fired and guarded.applied_cycle >= fired.cycle
+        assert plain.refused is None and loop.telemetry_decimation == 7
+        assert loop.max_force == 100.0  # the rule's switch stands
+        again = loop.reconfigure(max_force=90.0, reactions=loop.task.reactions.count)
+        assert again.wait(2.0) and again.refused is None and loop.max_force == 90.0
+    finally:
+        loop.stop()
+        loop.driver.close()

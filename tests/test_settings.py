@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fdcontrol.server.settings import load_settings
@@ -65,3 +66,77 @@ def test_dockerfile_is_honest():
     for src in re.findall(r"- \./([^:\s]+):", compose):
         assert (ROOT / src).exists()
     assert load_settings(str(ROOT / "examples" / "config.yaml")).driver.endswith("UdpBridgeDriver")
+
+
+def _start_box(robot: str):
+    import numpy as np
+
+    from fdcontrol.control.workspace import start_box
+    from fdcontrol.model.robot import HOME, RobotModel
+
+    return start_box(RobotModel.load(robot), np.array(HOME[robot]))
+
+
+@pytest.mark.parametrize("driver", ["mujoco", "simulated"])
+@pytest.mark.parametrize("robot", ["ur10", "panda"])
+def test_a_simulated_arm_starts_with_its_workspace_box(robot, driver):
+    box = load_settings(robot=robot, driver=driver).workspace_box
+    assert box is not None and box.model_dump() == _start_box(robot)
+
+
+def test_a_real_arm_gets_no_workspace_box_unless_configured(tmp_path):
+    assert load_settings(driver="udp").workspace_box is None  # its cell is not known: the operator sizes one
+    given = {"min": [-1.0, -1.0, 0.1], "max": [1.0, 1.0, 1.0]}
+    assert load_settings(driver="udp", workspace_box=given).workspace_box.max == [1.0, 1.0, 1.0]
+    assert load_settings(workspace_box=given).workspace_box.min == [-1.0, -1.0, 0.1]  # a given box wins
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("workspace_box: null\n")  # none at all on the simulated arm
+    assert load_settings(str(cfg)).workspace_box is None
+
+
+def test_the_start_box_is_the_chosen_robots_whatever_the_environment_says(monkeypatch):
+    monkeypatch.setenv("FDCONTROL_ROBOT", "panda")
+    assert load_settings().workspace_box.model_dump() == _start_box("panda")
+    # a flag over the environment: the box is the UR10's, not the one derived from the environment's panda
+    assert load_settings(robot="ur10").workspace_box.model_dump() == _start_box("ur10")
+
+
+def test_the_start_box_follows_a_robot_change_and_a_given_box_stays():
+    from fdcontrol.server.runtime import Runtime
+
+    rt = Runtime(load_settings(driver="simulated"))  # the loop is not started: the robot may change
+    try:
+        rt.update({"robot": "panda"})
+        assert rt.params.workspace_box.model_dump() == _start_box("panda")
+        box = rt.loop.task.workspace.zones[0].volume
+        assert np.allclose(box.hi, _start_box("panda")["max"])  # the loop runs with it
+        given = {"min": [-1.0, -1.0, 0.1], "max": [1.0, 1.0, 1.2]}
+        rt.update({"workspace_box": given})
+        rt.update({"robot": "fr3"})
+        assert rt.params.workspace_box.max == [1.0, 1.0, 1.2]  # the operator's box is never replaced
+    finally:
+        rt.close()
+
+
+def test_an_arm_inside_the_margin_of_an_unchanged_box_may_change_other_parameters():
+    """A change that leaves the workspace alone does not change what the box does to the arm: it is not
+    refused because the arm is in the box's margin (pushed there by a hand); a new box still is."""
+    from fdcontrol.server.runtime import Runtime
+
+    rt = Runtime(load_settings(driver="simulated", realtime=False))
+    try:
+        loop, box = rt.loop, rt.params.workspace_box
+        t, dt = 0.0, loop.period
+        for _ in range(3000):  # a hand streams +x until the tip is inside the +x face's margin
+            loop.set_wrench([30.0, 0, 0, 0, 0, 0])
+            s = loop.step(now=t)
+            t += dt
+            if s.workspace_distance < box.margin / 2:
+                break
+        assert s.workspace_distance < box.margin / 2, s.workspace_distance
+        rt.update({"decay": 12.0})  # refused before: "the workspace would move the arm by itself"
+        assert rt.params.decay == 12.0
+        with pytest.raises(ValueError, match="move the arm by itself"):
+            rt.update({"workspace_box": {**box.model_dump(), "stiffness": 1000.0}})
+    finally:
+        rt.close()

@@ -41,7 +41,8 @@ def assert_unaffected(svc, before: dict) -> None:
     ("put", "/control/rules", {"rules": [{"signal": "fq", "op": ">", "value": 1}]}, "'workspace_distance'"),
     ("put", "/control/rules", {"rules": [{"signal": "fz", "op": ">", "value": 1, "action": "retract"}]},
      "distance"),
-    ("post", "/control/move", {"position": [5.0, 0.0, 0.0]}, "unreachable"),
+    # 5 m away: beyond the simulated arm's start box, the first check a goal meets
+    ("post", "/control/move", {"position": [5.0, 0.0, 0.0]}, "out of the workspace"),
     ("post", "/control/move", {"q": [0.0, 0.0]}, "entries"),
     ("post", "/control/move", {"position": [0.1, 0, 0], "speed": 0}, "greater than 0"),
     ("post", "/control/gains", {"stiffness": [1e6] * 6}, "outside"),

@@ -221,3 +221,46 @@ def test_the_workspace_stop_from_the_settings_holds_the_links():
     fd = np.column_stack([(stop.link_points((q + h * e).tolist())[0][0] - stop.link_points((q - h * e).tolist())[0][0])
                           / (2 * h) for e in np.eye(6)])
     assert np.allclose(J, fd, atol=1e-6)
+
+
+# ---------------------------------------------------------------------- a simulated arm's start box
+def _reached(robot: RobotModel, q0: np.ndarray, p: np.ndarray) -> tuple[float, float]:
+    """An independent inverse kinematics (SciPy's bounded least squares on the forward kinematics):
+    the position error left and the position Jacobian's smallest singular value where it ends."""
+    from scipy.optimize import least_squares
+
+    lim = robot.limits
+    lo, hi = np.maximum(lim.lower, -10.0), np.minimum(lim.upper, 10.0)
+    sol = least_squares(lambda q: robot.pose(q)[:3, 3] - p, np.clip(q0, lo, hi), bounds=(lo, hi), xtol=1e-12,
+                        ftol=1e-12, gtol=1e-12)
+    return float(np.linalg.norm(sol.fun)), float(np.linalg.svd(robot.jacobian(sol.x)[:3], compute_uv=False).min())
+
+
+@pytest.mark.parametrize("name", ["ur10", "panda", "fr3"])
+def test_the_start_box_keeps_the_tool_in_reach_around_the_start_pose(name):
+    from fdcontrol.control.workspace import start_box
+    from fdcontrol.model.robot import HOME
+
+    robot, q0 = RobotModel.load(name), np.array(HOME[name])
+    box = start_box(robot, q0)
+    assert box is not None
+    lo, hi, tip = np.array(box["min"]), np.array(box["max"]), robot.pose(q0)[:3, 3]
+    # the start tip lies inside, outside the margin: the box does not move the arm by itself
+    assert np.all(tip - lo > box["margin"]) and np.all(hi - tip > box["margin"])
+    ws = workspace_from_config(robot, box, [])
+    assert ws.violations(ws.points(q0)) == []
+    # room to work: at least 15 cm across on every axis beyond the margins
+    assert np.all(hi - lo - 2 * box["margin"] >= 0.15), hi - lo
+    sigma0 = float(np.linalg.svd(robot.jacobian(q0)[:3], compute_uv=False).min())
+    for corner in np.stack(np.meshgrid(*zip(lo, hi, strict=True), indexing="ij"), -1).reshape(-1, 3):
+        err, sigma = _reached(robot, q0, corner)
+        assert err < 1e-4, (corner, err)  # every corner is reachable …
+        assert sigma > 0.3 * sigma0, (corner, sigma, sigma0)  # … without stretching the arm
+
+
+def test_no_start_box_where_the_tip_cannot_move_in_3d_or_starts_stretched():
+    from fdcontrol.control.workspace import start_box
+    from fdcontrol.model.robot import HOME
+
+    assert start_box(RobotModel.load("planar2"), np.array(HOME["planar2"])) is None  # a planar arm
+    assert start_box(RobotModel.load("ur10"), np.zeros(6)) is None  # q = 0: the UR10 stretched out

@@ -415,3 +415,56 @@ def workspace_from_config(robot: RobotModel, box: dict[str, Any] | None, keep_ou
             raise ValueError(f"keep_out[{i}]: {exc}") from exc
     return Workspace(robot, zones, list(links), clearance_for(robot, zones, collision_links, self_collision,
                                                               self_margin, hard_margin))
+
+
+#: the start box of a simulated arm: half-width (x, y), room below and above its start tip (m)
+START_BOX = (0.25, 0.15, 0.2)
+START_MARGIN = 0.05  # m: the box's default margin
+
+
+def start_box(robot: RobotModel, q0: np.ndarray, size: tuple[float, float, float] = START_BOX,
+              shrink: float = 0.8, steps: int = 6) -> dict[str, Any] | None:
+    """A workspace box around the tip at ``q0`` that keeps the tool within comfortable reach.
+
+    The box spans ± ``size[0]`` in x and y around the start tip, ``size[1]`` below it and ``size[2]``
+    above (base frame). It is shrunk by ``shrink`` per step (at most ``steps``) until the tip reaches
+    each of its 8 corners from ``q0`` (damped least squares on the position, within the joint limits)
+    with the position Jacobian's smallest singular value at least half of its value at ``q0``: every
+    point of the box is reached without stretching the arm towards a singularity. The margin is the
+    default 5 cm, inside which the box's repulsive load acts; the start tip lies outside it.
+    None when no such box is found (an arm that cannot move its tip in all three directions, or a
+    start pose at the edge of its reach).
+    """
+    q0 = robot.check_q(q0)
+    c = robot.pose(q0)[:3, 3]
+    floor = 0.5 * _position_sigma(robot, q0)
+    half, below, above = size
+    scale = 1.0
+    for _ in range(steps):
+        if scale * min(size) <= 2 * START_MARGIN:  # the start tip would be in (or near) the margin
+            break
+        lo = c + scale * np.array([-half, -half, -below])
+        hi = c + scale * np.array([half, half, above])
+        corners = np.stack(np.meshgrid(*zip(lo, hi, strict=True), indexing="ij"), -1).reshape(-1, 3)
+        if floor > 0 and all(_reaches(robot, q0, p, floor) for p in corners):
+            return {"min": [float(v) for v in lo], "max": [float(v) for v in hi], "margin": START_MARGIN,
+                    "stiffness": 2000.0, "damping": 90.0}
+        scale *= shrink
+    return None
+
+
+def _position_sigma(robot: RobotModel, q: np.ndarray) -> float:
+    return float(np.linalg.svd(robot.jacobian(q)[:3], compute_uv=False).min())
+
+
+def _reaches(robot: RobotModel, q0: np.ndarray, p: np.ndarray, floor: float, iterations: int = 200) -> bool:
+    """Damped least squares from ``q0`` to the tip position ``p``: reached within 1 mm at a
+    position Jacobian whose smallest singular value is at least ``floor``."""
+    q, lo, hi = q0.copy(), robot.limits.lower, robot.limits.upper
+    for _ in range(iterations):
+        e = p - robot.pose(q)[:3, 3]
+        if np.linalg.norm(e) < 1e-3:
+            return _position_sigma(robot, q) >= floor
+        J = robot.jacobian(q)[:3]
+        q = np.clip(q + J.T @ np.linalg.solve(J @ J.T + 1e-4 * np.eye(3), e), lo, hi)
+    return False

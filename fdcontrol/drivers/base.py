@@ -88,6 +88,7 @@ class RobotDriver(ABC):
     tool: ToolPayload | None = None
     speed_scaling: float = math.nan  # fraction 0–1; NaN: the driver has none
     safety_mode: str | None = None  # e.g. UR's NORMAL, REDUCED, PROTECTIVE_STOP; None: the driver has none
+    sensor_status: str | None = None  # a force–torque sensor's own error report; None: fine, or no sensor
     owns_clock: bool = False  # read() is the loop's tick (a robot with a clock of its own)
     clock_period: float | None = None  # s, the robot's period when it owns the clock
     read_at: float | None = None  # time.perf_counter() when the newest state arrived (clock-owning drivers)

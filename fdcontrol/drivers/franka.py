@@ -485,7 +485,9 @@ class FrankaDriver(RobotDriver):
 
     def read_wrench(self) -> np.ndarray | None:
         if self.sensor is not None:
-            return self.sensor.read()
+            w = self.sensor.read()
+            self.sensor_status = self.sensor.problem()  # its status word, published in the loop state
+            return w
         if self.wrench_source != "estimate" or self._state is None:
             return None
         s = self._state

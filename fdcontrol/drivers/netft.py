@@ -21,8 +21,10 @@ Latest wins: :meth:`read` drains the socket without blocking (at most ``MAX_DRAI
 call, so a flood of datagrams cannot stall the loop) and keeps the newest record; with no
 record for ``timeout`` s it returns None, so the loop's sensor watchdog holds a law that reads
 the sensor. A record of the wrong size, with a non-zero status word or an older sequence number
-is ignored (``status`` keeps the last non-zero status for the operator). While the stream is
-stale the start request is repeated once per second (a restarted sensor forgets its client).
+is ignored. ``status`` is the status word of the newest record (0: healthy; a healthy record clears
+it) and :meth:`problem` says it in words for the operator (the loop state's ``sensor_status``,
+``/health``). While the stream is stale the start request is repeated once per second (a restarted
+sensor forgets its client).
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ class NetFT:
         self.rdt_sequence: int | None = None
         self._asked = -math.inf
         self._lock = threading.Lock()  # read() from the loop and from the API thread (has the driver a sensor?)
-        self.status = 0  # the last non-zero status word the sensor reported (0: none)
+        self.status = 0  # the status word of the newest record (0: healthy)
         self.start()
 
     def start(self) -> None:
@@ -115,11 +117,11 @@ class NetFT:
             if peer != self.peer or len(data) != RECORD.size:
                 continue
             seq, _, status, *counts = RECORD.unpack(data)
-            if status != 0:
-                self.status = status
-                continue
             if self.rdt_sequence is not None and 0 < (self.rdt_sequence - seq) % 2**32 < 2**31:
                 continue  # older than the newest (reordered)
+            self.status = status  # the newest record's: an error shows, a healthy record clears it
+            if status != 0:
+                continue
             self.rdt_sequence = seq
             self.wrench = np.asarray(counts, dtype=float) * self.scale
             self.received_at = time.monotonic()
@@ -129,6 +131,14 @@ class NetFT:
                 self.start()  # stale: ask again, at most once per RESTART_INTERVAL
             return None
         return self.wrench
+
+    def problem(self) -> str | None:
+        """The sensor's own error report in words, or None while its newest record is healthy."""
+        if self.status == 0:
+            return None
+        return (f"the force–torque sensor at {self.peer[0]}:{self.peer[1]} reports status word "
+                f"0x{self.status:08X} (an error: its readings are not used; the bits are listed in the "
+                "sensor's manual)")
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -359,7 +359,7 @@ class ControlLoop:
         self._zero_request = True
 
     # ------------------------------------------------------------------ run-time changes
-    def reconfigure(self, **changes: object) -> threading.Event:
+    def reconfigure(self, *, reactions: int | None = None, **changes: object) -> threading.Event:
         """Change parts and parameters (names in ``RECONFIGURABLE``) as one unit.
 
         While the loop thread runs, the changes are queued and the thread applies all of them
@@ -374,6 +374,13 @@ class ControlLoop:
         changes there and resumes from rest, with fresh inputs (the stream's next command re-arms
         the watchdog); with ``rezero=True`` too (the sensor model changed: tool, sign, sensor pose)
         it takes the sensor bias again at the held pose.
+
+        ``reactions``: the task space's firing count the changes were built at. A rule that fires
+        between their build and the swap acts on the parts in the loop (a switch sets the law's mode
+        or gains there), which the new parts, built before it, would silently undo: when the count
+        has moved on at the swap the changes are refused whole — nothing is applied, and the event's
+        ``refused`` is the firing that came between (fdcontrol.control.reactions.Event), its
+        ``applied_cycle`` the cycle of the refusal.
         """
         unknown = set(changes) - RECONFIGURABLE
         if unknown:
@@ -386,9 +393,15 @@ class ControlLoop:
                 raise TypeError(f"{type(solver).__name__} is not a subclass of fdcontrol.loop.solvers.Solver")
             changes = {**changes, "config": Configuration(self.robot, virtual=solver.virtual)}
         done = threading.Event()
+        done.refused = None  # type: ignore[attr-defined]
         with self._pending_lock:
             done.queued_cycle = self.cycle  # type: ignore[attr-defined]
-            self._pending.update(changes)
+            if reactions is None:
+                self._pending.update(changes)
+            else:  # kept apart: only this batch is refused (a rule's own switch queued beside it is not)
+                self._pending.setdefault("guarded", []).append((int(reactions), changes, done))  # type: ignore[attr-defined]
+                if changes.get("rest"):
+                    self._pending["rest_wait"] = True  # the cycles brake for it before the swap
             self._pending_done.append(done)
             thread = self._thread
             deferred = self.running and thread is not None and thread.is_alive() \
@@ -401,7 +414,19 @@ class ControlLoop:
         with self._pending_lock:
             changes, done = self._pending, self._pending_done
             self._pending, self._pending_done = {}, []
+        changes.pop("rest_wait", None)
         rest, rezero = changes.pop("rest", False), changes.pop("rezero", False)
+        task = self.task
+        for seen, batch, event in changes.pop("guarded", ()):  # type: ignore[attr-defined]
+            if task is not None and task.reactions.count != seen:  # a rule fired since the batch was built
+                event.refused = task.reactions.last
+                event.applied_cycle = self.cycle
+                event.set()
+                done.remove(event)
+                continue
+            batch = dict(batch)
+            rest, rezero = rest or batch.pop("rest", False), rezero or batch.pop("rezero", False)
+            changes.update(batch)
         if rezero and "filter" in changes and self._carry_bias is None:
             # the sensor model changed: its bias is carried over, not re-taken (from the last model that read
             # the sensor: several changes before the next reading carry from the first one's)
@@ -468,7 +493,7 @@ class ControlLoop:
         c = self._frame
         c.braking = False
         if self._pending:  # a cycle boundary: everything reconfigure() queued, at once
-            if self._pending.get("rest") and self.qd_ref.any():
+            if (self._pending.get("rest") or self._pending.get("rest_wait")) and self.qd_ref.any():
                 c.braking = True  # a change of meaning waits for standstill: this cycle brakes
             else:
                 self._apply_pending()
@@ -523,7 +548,9 @@ class ControlLoop:
                          self.action.used_at if self.action is not None else math.nan,
                          *(self.task.telemetry() if self.task is not None else _NO_TASK), self.fault_at,
                          *(self.task.link_telemetry() if self.task is not None else _NO_LINKS),
-                         c_vm.gamma if (c_vm := self.solver.virtual) is not None else math.nan)
+                         c_vm.gamma if (c_vm := self.solver.virtual) is not None else math.nan,
+                         (fw := self.following).ok, fw.joint, fw.error,
+                         self.driver.sensor_status)
 
     # ------------------------------------------------------------------ thread
     @property

@@ -17,9 +17,11 @@ than the load threshold never moves the arm by itself.
 **Load.** The sensor reads a load when |F| > ``LOAD_FORCE`` or |τ| > ``LOAD_TORQUE``; zeroing the
 sensor is refused while it does and for ``LOAD_QUIET`` s after the last load.
 
-**Following** (:class:`Following`). The arm does not do what the loop asks when its measured joint
-velocity differs from the reference sent the cycle before by more than ``FOLLOW_SPEED`` for longer
-than ``FOLLOW_TIME``: the loop records a fault (so it holds, and ``/health`` says why).
+**Following** (:class:`Following`). The arm does not do what the loop asks when a joint's measured
+velocity differs from the reference sent the cycle before by more than ``FOLLOW_SPEED`` for
+``FOLLOW_TIME``: the state says so (``following`` false, the joint, the difference) and so does
+``/health``. When the arm runs on — faster than asked, or against the reference — the loop also records
+a fault (so it holds, and ``/health`` says why).
 """
 
 from __future__ import annotations
@@ -78,17 +80,41 @@ class Liveness:
 
 
 class Following:
-    """Counts how long the measured joint velocity has been off the reference sent the cycle before."""
+    """Counts how long the measured joint velocity has been off the reference sent the cycle before.
+
+    Two verdicts. **Following** (``ok``, ``joint``, ``error``): the arm does what the loop asks unless a
+    joint's measured velocity has differed from the reference, either way, by more than ``FOLLOW_SPEED``
+    for ``FOLLOW_TIME`` — a report (``/health`` ``following``), not a fault: an arm held back (a blocked
+    joint, a driver that ignores commands, a wall) says so while the loop keeps braking and steering.
+    **Runs on**: faster than asked, or against the reference, as long — a fault (the loop holds)."""
 
     def __init__(self) -> None:
         self.since = math.nan
+        self.lag_since = math.nan
+        self.ok, self.joint, self.error = True, -1, math.nan  # the last verdict: worst joint, |q̇ − q̇_ref| (rad/s)
 
     def reset(self) -> None:
         self.since = math.nan
+        self.lag_since = math.nan
+        self.ok, self.joint, self.error = True, -1, math.nan
+
+    def _follows(self, qd: np.ndarray, qd_ref_prev: np.ndarray, now: float) -> None:
+        off = np.abs(qd - qd_ref_prev)
+        j = int(np.argmax(off)) if off.size else 0
+        if not off.size or not off[j] > FOLLOW_SPEED:  # (NaN: the driver's own fault path reports it)
+            self.lag_since = math.nan
+            self.ok, self.joint, self.error = True, -1, math.nan
+            return
+        if math.isnan(self.lag_since):
+            self.lag_since = now
+        if now - self.lag_since >= FOLLOW_TIME:
+            self.ok, self.joint, self.error = False, j, float(off[j])
 
     def check(self, qd: np.ndarray, qd_ref_prev: np.ndarray, now: float) -> str | None:
-        """A fault text once the deviation lasted ``FOLLOW_TIME``, else None."""
+        """A fault text once the arm ran on for ``FOLLOW_TIME``, else None; updates ``ok``/``joint``/``error``."""
         qd = np.asarray(qd, dtype=float)
+        qd_ref_prev = np.asarray(qd_ref_prev, dtype=float)
+        self._follows(qd, qd_ref_prev, now)
         # runs on: faster than asked, or against the reference (an arm held back — contact, a wall — moves
         # slower than asked along it, and that is no fault: the admittance is what lets it push)
         same = np.sign(qd) == np.sign(qd_ref_prev)

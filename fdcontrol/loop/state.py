@@ -130,6 +130,17 @@ class LoopState:
     gamma: float = field(default=math.nan, metadata=scalar(
         "float", "γ of the FD virtual model at this cycle (the value of its conditioning schedule now); null for "
         "the other mappings", nullable=True))
+    following: bool = field(default=True, metadata=scalar(
+        "bool", "the arm does what the loop asks: false once a joint's measured velocity has differed from the "
+        "reference by more than 0.5 rad/s for 0.25 s (not a fault by itself)"))
+    follow_joint: int = field(default=-1, metadata=scalar(
+        "int", "the joint (0-based) that does not follow; -1 while the arm follows"))
+    follow_error: float = field(default=math.nan, metadata=scalar(
+        "float", "|measured − reference| joint velocity of follow_joint; null while the arm follows", "rad/s",
+        nullable=True))
+    sensor_status: str | None = field(default=None, metadata=text(
+        "the force–torque sensor's own error report (e.g. a Net F/T's non-zero status word); null while it "
+        "reports none or without such a sensor"))
 
 
 FIELDS = fields(LoopState)

@@ -62,6 +62,12 @@ class ModelError(ValueError):
     """A robot description, frame name or joint vector that cannot be used."""
 
 
+def unknown_robot(name: str) -> str:
+    """The one message for a robot name that is neither shipped nor a description file."""
+    return (f"unknown robot {name!r}: the shipped robots are {', '.join(SHIPPED)}; or give a robot description "
+            "file: a .urdf path (with base and tip frame names) or an MJCF .xml path")
+
+
 @dataclass(frozen=True)
 class Limits:
     """Joint limits of the chain, arrays of length N (rad, rad/s)."""
@@ -329,7 +335,7 @@ class RobotModel:
     def load(cls, name: str) -> RobotModel:
         """A shipped robot: one of :data:`SHIPPED` (``ur10``, ``panda``, ``planar2``)."""
         if name not in SHIPPED:
-            raise ModelError(f"unknown robot {name!r}; shipped robots: {', '.join(SHIPPED)}")
+            raise ModelError(unknown_robot(name))
         file, base, tip = SHIPPED[name]
         return cls.from_urdf(URDF_DIR / file, base, tip, name)
 
@@ -345,8 +351,7 @@ class RobotModel:
             return cls.from_mjcf(robot, base or "world", tip or mjcf_tip(robot), velocity_limits=(
                 None if _mjcf_has_velocity_limits(robot) else MJCF_VELOCITY_LIMIT))
         if not robot.endswith(".urdf") and not Path(robot).exists():
-            raise ModelError(f"unknown robot {robot!r}; shipped robots: {', '.join(SHIPPED)} "
-                             "or a path to a .urdf or MJCF (.xml) file")
+            raise ModelError(unknown_robot(robot))
         if base is None or tip is None:
             raise ModelError("a URDF path needs --base and --tip frame names")
         return cls.from_urdf(robot, base, tip)

@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from fdcontrol.model.robot import SHIPPED
-from fdcontrol.params import POLICY_TEXT, change_errors
+from fdcontrol.params import POLICY_TEXT, change_errors, error_message
 from fdcontrol.server.errors import CONFLICT, ERRORS, clip
 from fdcontrol.server.routers.deps import live, phase, worker
 from fdcontrol.server.settings import PARAMS, ControlParams, Settings
@@ -97,16 +97,20 @@ def patch_config(patch: ConfigPatch, request: Request) -> Any:  # type: ignore[v
     changes = patch.model_dump(exclude_unset=True)  # type: ignore[attr-defined]
     current = worker(request).params
     errors: list[dict[str, Any]] = []
+    startup = startup_params(request)
+    robot = changes.get("robot")
+    named = robot is not None and robot != startup["robot"] and robot not in SHIPPED  # no file paths from the network
+    if named:  # one message (the settings' own would add that a file may be given: not over the network)
+        errors.append({"loc": ["body", "robot"], "msg": f"unknown robot {robot!r}: over the API the robot is "
+                       f"{startup['robot']!r} (the one the service started with) or a shipped one: "
+                       f"{', '.join(SHIPPED)}; a robot description file is given at startup (--robot PATH, or "
+                       "robot: in the config file)"})
     try:  # the same model the loop process validates with: the same refusals, the same messages
         new = ControlParams.model_validate({**current, **changes}).model_dump(include=set(changes))
     except ValidationError as exc:
-        errors += [{"loc": ["body", *map(str, e["loc"])], "msg": clip(e["msg"])} for e in exc.errors()[:20]]
+        errors += [{"loc": ["body", *map(str, e["loc"])], "msg": clip(error_message(e["msg"]))}
+                   for e in exc.errors()[:20] if not (named and tuple(e["loc"]) == ("robot",))]
         new = changes
-    startup = startup_params(request)
-    robot = changes.get("robot")
-    if robot is not None and robot != startup["robot"] and robot not in SHIPPED:  # no file paths from the network
-        errors.append({"loc": ["body", "robot"], "msg": f"robot must be {startup['robot']!r} (startup) or a "
-                       f"shipped one: {', '.join(SHIPPED)}"})
     conflicts, refusals = change_errors(PARAMS, new, current, startup, phase(request),
                                         at_rest=not any(worker(request).state()[0].qd_ref))
     errors += [{"loc": ["body", k], "msg": m} for k, m in refusals]

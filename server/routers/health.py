@@ -17,7 +17,8 @@ router = APIRouter(tags=["status"])
 
 @router.get("/health", response_model=schemas.Health, responses={503: {"model": schemas.Health}})
 def health(request: Request) -> Any:
-    """200 when the loop process is alive and cycling; 503 with the reason when dead, stuck or faulted."""
+    """200 when the loop process is alive and cycling; 503 with the reason when dead, stuck or faulted.
+    ``following`` false (with the joint and its velocity error) when the arm does not do what the loop asks."""
     w = worker(request)
     try:
         s, last = w.state()
@@ -26,9 +27,14 @@ def health(request: Request) -> Any:
     # the age is read before the verdict: a 200 never reports a cycle older than the verdict saw
     age = time.monotonic() - last if last else None
     problem = w.problem()
-    fault = problem or (s.fault if s is not None else None)
+    # the loop's fault and a force–torque sensor's own error report, each by name
+    fault = problem or "; ".join(x for x in ((s.fault, s.sensor_status) if s is not None else ()) if x) or None
     sup = getattr(request.app.state, "supervisor", None)
     body = {"status": "fault" if fault else "ok", "loop_running": bool(s and s.running and not problem),
             "last_cycle_age_s": age, "cycles": s.cycle if s else 0, "fault": fault,
             "restarts": sup.restarts if sup else 0}
+    # does the arm do what the loop asks? (the loop's Following check; a report next to the status, not a fault)
+    lags = s is not None and not problem and not s.following
+    body.update(following=not lags, following_joint=s.follow_joint if lags else None,
+                following_error=s.follow_error if lags else None)
     return JSONResponse(status_code=503, content=body) if problem else body

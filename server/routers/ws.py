@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from fdcontrol import ModelError, RobotModel
 from fdcontrol.loop import InputError, LoopState
+from fdcontrol.params import error_message
 from fdcontrol.server import schemas
 from fdcontrol.server.auth import json_depth_ok
 from fdcontrol.server.errors import clip
@@ -310,7 +311,8 @@ def message(exc: Exception) -> str:
     if isinstance(exc, RecursionError):
         return "message nested too deeply"
     if isinstance(exc, ValidationError):
-        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'message'}: {e['msg']}" for e in exc.errors())
+        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'message'}: {error_message(e['msg'])}"
+                         for e in exc.errors())
     if isinstance(exc, json.JSONDecodeError):
         return f"malformed JSON: {exc.msg}"
     return str(exc)
