@@ -7,17 +7,19 @@ Per robot, per call (µs: p50, p99, max), interleaved in rounds so that machine 
 * ``core``  — the lean FD core: CRBA (WORLD convention, fills the joint Jacobians), the frame
   Jacobian, pinocchio's Cholesky, q̈ = H⁻¹Jᵀf − c q̇ and one semi-implicit Euler step;
 * ``loop``  — ``ControlLoop.step`` of the loop :func:`fdcontrol.loop.build_loop` builds from the default
-  parameters with the basic four limits (FD, nothing else configured) on the kinematic ``SimulatedRobot``
-  (its read + send are in the cycle), a wrench applied; ``set_wrench`` — what a fresh streamed wrench
-  adds per cycle;
+  parameters (FD with the γ schedule, the default six limits, nothing else configured) on the kinematic
+  ``SimulatedRobot`` (its read + send are in the cycle), a wrench applied; ``set_wrench`` — what a fresh
+  streamed wrench adds per cycle; ``four_limits`` — the same cycle with the basic four limits only (the
+  added cost of the default path limits: ``loop`` minus it);
 * ``stage:<name>`` — each stage of that cycle, timed inside the cycle (a clock read around each stage's
   ``run``; the cycle with the clocks is timed separately, so ``loop`` is not slowed by them);
 * ``with:<part>`` — the full cycle with one more part configured (posture, link loads, workspace
-  volumes, reactions, a move, a policy's action, a gain ramp, a law that reads the sensor, the jerk and
-  the path limits): its added cost is its p50 minus ``loop``'s;
+  volumes, reactions, a move, a policy's action, a gain ramp, a law that reads the sensor, the jerk
+  limit): its added cost is its p50 minus ``loop``'s;
 * parts alone: ``config`` — the Configuration update, ``solver`` — the FD step given it, ``publish`` —
-  building the LoopState, ``sim_driver`` — the simulator's read + send, ``limits`` — ``SafetyLimits.apply``,
-  ``limits_np`` — the same four limits written with numpy calls; ``shm_today`` / ``shm_derived`` /
+  building the LoopState, ``sim_driver`` — the simulator's read + send, ``limits`` — ``SafetyLimits.apply``
+  of the default six, ``limits_four`` — of the basic four, ``limits_np`` — those four written with numpy
+  calls; ``shm_today`` / ``shm_derived`` /
   ``dict_derived`` — publishing a state into shared memory (the worker's writer, the derived layout) and
   the JSON/MessagePack dict;
 * link geometry (``fdcontrol.model.collision``; 10 keep-out volumes — boxes, spheres, planes, far from the
@@ -43,6 +45,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 import time
 
 import numpy as np
@@ -55,7 +58,7 @@ from fdcontrol.control.reactions import Rule
 from fdcontrol.control.trajectory import Move
 from fdcontrol.drivers import SimulatedRobot
 from fdcontrol.drivers.simulated import SimulatedSensor
-from fdcontrol.limits.safety import BASIC_LIMITS, BRAKING_MARGIN, SafetyLimits
+from fdcontrol.limits.safety import BASIC_LIMITS, BRAKING_MARGIN, DEFAULT_LIMITS, SafetyLimits
 from fdcontrol.loop import ControlLoop, ForwardDynamicsSolver, build_loop
 from fdcontrol.model.robot import HOME
 
@@ -114,10 +117,9 @@ def numpy_limits(lim: SafetyLimits):
 
 
 def make_loop(robot: RobotModel, sensor: bool = False, **params) -> ControlLoop:
-    """The one assembly's loop (default parameters unless given; the basic four limits) on the kinematic
-    simulator."""
+    """The one assembly's loop (default parameters unless given) on the kinematic simulator."""
     sim = SimulatedRobot(robot, dt=DT, q0=np.array(HOME[robot.name]), sensor=SimulatedSensor() if sensor else None)
-    return build_loop(driver=sim, robot=robot, rate=1 / DT, **{"limits": list(BASIC_LIMITS), **params})
+    return build_loop(driver=sim, robot=robot, rate=1 / DT, **params)
 
 
 KEEP_OUT = [  # 10 volumes around the arm, out of its reach at HOME (m, base frame)
@@ -166,8 +168,7 @@ def configured(robot: RobotModel) -> dict[str, ControlLoop]:
         "action": make_loop(robot, mode="compliance"),
         "gain_ramps": make_loop(robot),
         "sensor_law": make_loop(robot, sensor=True, mode="force"),
-        "jerk": make_loop(robot, limits=[*BASIC_LIMITS, "jerk"]),
-        "path_limits": make_loop(robot, limits=[*BASIC_LIMITS, "path_acceleration", "path_speed"]),
+        "jerk": make_loop(robot, limits=[*DEFAULT_LIMITS, "jerk"]),
     }
     for loop in out.values():
         hold_wrench(loop)
@@ -262,12 +263,17 @@ def bench(robot: RobotModel, cycles: int, rounds: int) -> dict[str, np.ndarray]:
     conf, solver = loop.config, loop.solver
     qc = conf.update(q).q
     fc = WRENCH.copy()
+    four = make_loop(robot, limits=list(BASIC_LIMITS))
+    hold_wrench(four)
+    lim4 = SafetyLimits.from_robot(robot, limits=BASIC_LIMITS)
     calls = {"core": lambda: core(q, qd, WRENCH), "loop": lambda: loop.step(now=0.0),
+             "four_limits": lambda: four.step(now=0.0),
              "set_wrench": lambda: loop.set_wrench(WRENCH, t=1e12),
              "config": lambda: conf.update(q), "solver": lambda: solver.step(qc, qd, fc, DT, config=conf),
              "publish": lambda: loop._publish(0.0, q, qd, q, qd, conf.pose, fc, fc, "ok", 0.1, False, 1, 0.2),
              "sim_driver": lambda: drv.send(drv.read().q, qd),
              "limits": lambda: lim.apply(q, qd_des, prev, J, DT),
+             "limits_four": lambda: lim4.apply(q, qd_des, prev, J, DT),
              "limits_np": lambda: lim_np(q, qd_des, prev, J, DT)}
     calls.update(publish_calls(loop))
     ws, lim_links = link_parts(robot)
@@ -329,6 +335,24 @@ def bench(robot: RobotModel, cycles: int, rounds: int) -> dict[str, np.ndarray]:
     return {k: np.array(v) / 1e3 for k, v in samples.items()}
 
 
+def stage_table(p: dict[str, tuple[float, float, float]]) -> dict[str, tuple[float, float, float]]:
+    """The per-stage table from the items' (p50, p99, max): the default cycle and each of its stages as
+    measured, then each optional part's added cost — its cycle minus the cycle without it (p50, p99 and
+    max differences; a difference of two noisy numbers: negative only within the noise)."""
+    out = {"core": p["core"], "default cycle": p["loop"]}
+    out.update({k: v for k, v in p.items() if k.startswith("stage:")})
+
+    def diff(a: str, b: str) -> tuple[float, float, float]:
+        return (p[a][0] - p[b][0], p[a][1] - p[b][1], p[a][2] - p[b][2])
+
+    out["+ path limits (default)"] = diff("loop", "four_limits")
+    for k in p:
+        if k.startswith("with:"):
+            out[f"+ {k[5:]}"] = diff(k, "loop")
+    out["+ link geometry"] = diff("links_sum:links", "links_sum:tip_only")  # its stages, links vs tool only
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cycles", type=int, default=4000, help="timed calls per item (bounded)")
@@ -340,6 +364,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     report: dict = {"cycles": cycles, "rounds": args.rounds, "loadavg": load, "goal_ratio": GOAL_RATIO,
                     "robots": {}}
+    print("PYTHONPATH=. python benchmarks/bench_cycle.py " + " ".join(sys.argv[1:]))
     print(f"1-min load average {load:.2f}; goal: loop p50 ≤ {GOAL_RATIO:g}× core p50")
     for name in args.robots:
         robot = RobotModel.load(name)
@@ -353,6 +378,11 @@ def main() -> None:
             print(f"{k:>24} {a:8.1f} {b:8.1f} {m:8.1f} {a / p['core'][0]:9.2f} {b / p['core'][1]:9.2f} {added}")
         print(f"loop / core p50: {base / p['core'][0]:.2f}× (goal ≤ {GOAL_RATIO:g}×: "
               f"{'met' if base <= GOAL_RATIO * p['core'][0] else 'not met'})")
+        print(f"\nper-stage cost ({name}): the default cycle, its stages, and what each optional part adds "
+              "when configured (p50 difference; × core p50)")
+        print(f"{'':>24} {'p50 µs':>8} {'p99 µs':>8} {'max µs':>8} {'× core':>7}")
+        for k, (a, b, m) in stage_table(p).items():
+            print(f"{k:>24} {a:8.1f} {b:8.1f} {m:8.1f} {a / p['core'][0]:7.2f}")
         added = p["links_sum:links"][0] - p["links_sum:tip_only"][0]
         print(f"link geometry ({len(KEEP_OUT)} volumes × every link + self-collision) added to the cycle, p50: "
               f"{added:.1f} µs ({' + '.join(LINK_WORK)}, per cycle, minus the tool-only loop's volumes_load; "
