@@ -7,17 +7,19 @@ Per robot, per call (µs: p50, p99, max), interleaved in rounds so that machine 
 * ``core``  — the lean FD core: CRBA (WORLD convention, fills the joint Jacobians), the frame
   Jacobian, pinocchio's Cholesky, q̈ = H⁻¹Jᵀf − c q̇ and one semi-implicit Euler step;
 * ``loop``  — ``ControlLoop.step`` of the loop :func:`fdcontrol.loop.build_loop` builds from the default
-  parameters with the basic four limits (FD, nothing else configured) on the kinematic ``SimulatedRobot``
-  (its read + send are in the cycle), a wrench applied; ``set_wrench`` — what a fresh streamed wrench
-  adds per cycle;
+  parameters (FD with the γ schedule, the default six limits, nothing else configured) on the kinematic
+  ``SimulatedRobot`` (its read + send are in the cycle), a wrench applied; ``set_wrench`` — what a fresh
+  streamed wrench adds per cycle; ``four_limits`` — the same cycle with the basic four limits only (the
+  added cost of the default path limits: ``loop`` minus it);
 * ``stage:<name>`` — each stage of that cycle, timed inside the cycle (a clock read around each stage's
   ``run``; the cycle with the clocks is timed separately, so ``loop`` is not slowed by them);
 * ``with:<part>`` — the full cycle with one more part configured (posture, link loads, workspace
-  volumes, reactions, a move, a policy's action, a gain ramp, a law that reads the sensor, the jerk and
-  the path limits): its added cost is its p50 minus ``loop``'s;
+  volumes, reactions, a move, a policy's action, a gain ramp, a law that reads the sensor, the jerk
+  limit): its added cost is its p50 minus ``loop``'s;
 * parts alone: ``config`` — the Configuration update, ``solver`` — the FD step given it, ``publish`` —
-  building the LoopState, ``sim_driver`` — the simulator's read + send, ``limits`` — ``SafetyLimits.apply``,
-  ``limits_np`` — the same four limits written with numpy calls; ``shm_today`` / ``shm_derived`` /
+  building the LoopState, ``sim_driver`` — the simulator's read + send, ``limits`` — ``SafetyLimits.apply``
+  of the default six, ``limits_four`` — of the basic four, ``limits_np`` — those four written with numpy
+  calls; ``shm_today`` / ``shm_derived`` /
   ``dict_derived`` — publishing a state into shared memory (the worker's writer, the derived layout) and
   the JSON/MessagePack dict;
 * link geometry (``fdcontrol.model.collision``; 10 keep-out volumes — boxes, spheres, planes, far from the
@@ -29,9 +31,10 @@ Per robot, per call (µs: p50, p99, max), interleaved in rounds so that machine 
   links' added cost in the cycle, printed with its goal) and ``loop_swaying``, the loop without volumes;
   ``links:<stage>`` — the stages of that cycle the links run in or add to: ``link_distances`` (computed once
   per cycle), ``volumes_load`` (the repulsive loads), ``link_fault`` (the fault check), ``limits`` (with the
-  damper); ``links_sum:links`` / ``links_sum:tip_only`` — those stages' sum per cycle with the links and in
-  the tool-only loop: their p50 difference is the links' added cost (goal ≤ 30 µs; printed). Nothing
-  configured costs nothing: the loop has no link stage then.
+  damper), ``collision_limit`` (the damper's call inside the limits stage); ``links_sum:links`` /
+  ``links_sum:tip_only`` — per cycle, the sum of link_distances, volumes_load, link_fault and the damper's
+  call with the links, and of volumes_load in the tool-only loop: their p50 difference is the links' added
+  cost (goal ≤ 30 µs; printed). Nothing configured costs nothing: the loop has no link stage then.
 
 Every item's ratio to ``core`` is printed for p50 and p99 (goal: loop p50 ≤ 4× core p50). Not a test:
 numbers depend on the machine and its load (the 1-min load average is printed).
@@ -42,6 +45,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 import time
 
 import numpy as np
@@ -54,7 +58,7 @@ from fdcontrol.control.reactions import Rule
 from fdcontrol.control.trajectory import Move
 from fdcontrol.drivers import SimulatedRobot
 from fdcontrol.drivers.simulated import SimulatedSensor
-from fdcontrol.limits.safety import BASIC_LIMITS, BRAKING_MARGIN, SafetyLimits
+from fdcontrol.limits.safety import BASIC_LIMITS, BRAKING_MARGIN, DEFAULT_LIMITS, SafetyLimits
 from fdcontrol.loop import ControlLoop, ForwardDynamicsSolver, build_loop
 from fdcontrol.model.robot import HOME
 
@@ -64,6 +68,9 @@ GOAL_RATIO = 4.0
 LINKS_GOAL_US = 30.0  # the link geometry's added cost per cycle, p50 (7 links × 10 volumes + self-collision)
 #: the stages of the links' loop shown in the table (``links:<stage>``): the links' own, and those they add to
 LINK_STAGES = ("link_distances", "volumes_load", "link_fault", "limits")
+#: what the links add per cycle: their two stages, the damper's call inside the limits stage (``collision_limit``)
+#: and the stage of the repulsive loads (the tool-only loop runs it too, for the tool's volumes)
+LINK_WORK = ("link_distances", "volumes_load", "link_fault", "collision_limit")
 
 
 class LeanCore:
@@ -110,10 +117,9 @@ def numpy_limits(lim: SafetyLimits):
 
 
 def make_loop(robot: RobotModel, sensor: bool = False, **params) -> ControlLoop:
-    """The one assembly's loop (default parameters unless given; the basic four limits) on the kinematic
-    simulator."""
+    """The one assembly's loop (default parameters unless given) on the kinematic simulator."""
     sim = SimulatedRobot(robot, dt=DT, q0=np.array(HOME[robot.name]), sensor=SimulatedSensor() if sensor else None)
-    return build_loop(driver=sim, robot=robot, rate=1 / DT, **{"limits": list(BASIC_LIMITS), **params})
+    return build_loop(driver=sim, robot=robot, rate=1 / DT, **params)
 
 
 KEEP_OUT = [  # 10 volumes around the arm, out of its reach at HOME (m, base frame)
@@ -162,8 +168,7 @@ def configured(robot: RobotModel) -> dict[str, ControlLoop]:
         "action": make_loop(robot, mode="compliance"),
         "gain_ramps": make_loop(robot),
         "sensor_law": make_loop(robot, sensor=True, mode="force"),
-        "jerk": make_loop(robot, limits=[*BASIC_LIMITS, "jerk"]),
-        "path_limits": make_loop(robot, limits=[*BASIC_LIMITS, "path_acceleration", "path_speed"]),
+        "jerk": make_loop(robot, limits=[*DEFAULT_LIMITS, "jerk"]),
     }
     for loop in out.values():
         hold_wrench(loop)
@@ -211,6 +216,19 @@ def publish_calls(loop: ControlLoop) -> dict:
     return calls
 
 
+class TimedCall:
+    """A callable with a clock around it (the damper's ``apply`` inside the limits stage)."""
+
+    def __init__(self, fn, out: list[int]) -> None:
+        self.fn, self.out = fn, out
+
+    def __call__(self, *args):
+        t = time.perf_counter_ns()
+        r = self.fn(*args)
+        self.out.append(time.perf_counter_ns() - t)
+        return r
+
+
 class Timed:
     """A stage with a clock around its ``run`` (for the in-cycle table); same name and order."""
 
@@ -245,12 +263,17 @@ def bench(robot: RobotModel, cycles: int, rounds: int) -> dict[str, np.ndarray]:
     conf, solver = loop.config, loop.solver
     qc = conf.update(q).q
     fc = WRENCH.copy()
+    four = make_loop(robot, limits=list(BASIC_LIMITS))
+    hold_wrench(four)
+    lim4 = SafetyLimits.from_robot(robot, limits=BASIC_LIMITS)
     calls = {"core": lambda: core(q, qd, WRENCH), "loop": lambda: loop.step(now=0.0),
+             "four_limits": lambda: four.step(now=0.0),
              "set_wrench": lambda: loop.set_wrench(WRENCH, t=1e12),
              "config": lambda: conf.update(q), "solver": lambda: solver.step(qc, qd, fc, DT, config=conf),
              "publish": lambda: loop._publish(0.0, q, qd, q, qd, conf.pose, fc, fc, "ok", 0.1, False, 1, 0.2),
              "sim_driver": lambda: drv.send(drv.read().q, qd),
              "limits": lambda: lim.apply(q, qd_des, prev, J, DT),
+             "limits_four": lambda: lim4.apply(q, qd_des, prev, J, DT),
              "limits_np": lambda: lim_np(q, qd_des, prev, J, DT)}
     calls.update(publish_calls(loop))
     ws, lim_links = link_parts(robot)
@@ -279,6 +302,10 @@ def bench(robot: RobotModel, cycles: int, rounds: int) -> dict[str, np.ndarray]:
         st = link_stages[key] = {s.name: [] for s in lp.stages}
         lp.stages = [Timed(s, st[s.name]) for s in lp.stages]  # type: ignore[misc]
         lp._wake = False  # the timed stages stay (no recomposition: the parts do not change)
+        for part in lp.limits.limits:  # the damper inside the limits stage (the stage's other limits: both loops)
+            if part.name == "collision":
+                st["collision_limit"] = []
+                part.apply = TimedCall(part.apply, st["collision_limit"])  # type: ignore[method-assign]
         calls[f"staged_{key}"] = lambda lp=lp: (sway(lp, time.perf_counter()), lp.step(now=time.perf_counter()))
     for part, other in configured(robot).items():
         calls[f"with:{part}"] = lambda other=other: other.step(now=0.0)
@@ -299,12 +326,31 @@ def bench(robot: RobotModel, cycles: int, rounds: int) -> dict[str, np.ndarray]:
             samples[k] += timed(fn, per)
     del samples["staged_loop"], samples["staged_links"], samples["staged_tip_only"]
     samples.update({f"stage:{k}": v for k, v in per_stage.items()})
-    samples.update({f"links:{k}": v for k, v in link_stages["links"].items() if k in LINK_STAGES})
-    # per cycle, the sum of those stages: with the links minus the tool-only loop's is the links' added cost
+    samples.update({f"links:{k}": v for k, v in link_stages["links"].items() if k in (*LINK_STAGES, *LINK_WORK)})
+    # per cycle, the links' own work (their stages and the damper) and the repulsive loads' stage, in both loops:
+    # their difference is the links' added cost (the limits stage's other limits are the same in both)
     for key, st in link_stages.items():
-        parts = [st[k] for k in LINK_STAGES if k in st]
+        parts = [st[k] for k in LINK_WORK if k in st]
         samples[f"links_sum:{key}"] = list(np.sum([p[:min(map(len, parts))] for p in parts], axis=0))
     return {k: np.array(v) / 1e3 for k, v in samples.items()}
+
+
+def stage_table(p: dict[str, tuple[float, float, float]]) -> dict[str, tuple[float, float, float]]:
+    """The per-stage table from the items' (p50, p99, max): the default cycle and each of its stages as
+    measured, then each optional part's added cost — its cycle minus the cycle without it (p50, p99 and
+    max differences; a difference of two noisy numbers: negative only within the noise)."""
+    out = {"core": p["core"], "default cycle": p["loop"]}
+    out.update({k: v for k, v in p.items() if k.startswith("stage:")})
+
+    def diff(a: str, b: str) -> tuple[float, float, float]:
+        return (p[a][0] - p[b][0], p[a][1] - p[b][1], p[a][2] - p[b][2])
+
+    out["+ path limits (default)"] = diff("loop", "four_limits")
+    for k in p:
+        if k.startswith("with:"):
+            out[f"+ {k[5:]}"] = diff(k, "loop")
+    out["+ link geometry"] = diff("links_sum:links", "links_sum:tip_only")  # its stages, links vs tool only
+    return out
 
 
 def main() -> None:
@@ -318,6 +364,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     report: dict = {"cycles": cycles, "rounds": args.rounds, "loadavg": load, "goal_ratio": GOAL_RATIO,
                     "robots": {}}
+    print("PYTHONPATH=. python benchmarks/bench_cycle.py " + " ".join(sys.argv[1:]))
     print(f"1-min load average {load:.2f}; goal: loop p50 ≤ {GOAL_RATIO:g}× core p50")
     for name in args.robots:
         robot = RobotModel.load(name)
@@ -331,9 +378,14 @@ def main() -> None:
             print(f"{k:>24} {a:8.1f} {b:8.1f} {m:8.1f} {a / p['core'][0]:9.2f} {b / p['core'][1]:9.2f} {added}")
         print(f"loop / core p50: {base / p['core'][0]:.2f}× (goal ≤ {GOAL_RATIO:g}×: "
               f"{'met' if base <= GOAL_RATIO * p['core'][0] else 'not met'})")
+        print(f"\nper-stage cost ({name}): the default cycle, its stages, and what each optional part adds "
+              "when configured (p50 difference; × core p50)")
+        print(f"{'':>24} {'p50 µs':>8} {'p99 µs':>8} {'max µs':>8} {'× core':>7}")
+        for k, (a, b, m) in stage_table(p).items():
+            print(f"{k:>24} {a:8.1f} {b:8.1f} {m:8.1f} {a / p['core'][0]:7.2f}")
         added = p["links_sum:links"][0] - p["links_sum:tip_only"][0]
         print(f"link geometry ({len(KEEP_OUT)} volumes × every link + self-collision) added to the cycle, p50: "
-              f"{added:.1f} µs (its stages {' + '.join(LINK_STAGES)}, per cycle, minus the tool-only loop's; "
+              f"{added:.1f} µs ({' + '.join(LINK_WORK)}, per cycle, minus the tool-only loop's volumes_load; "
               f"goal ≤ {LINKS_GOAL_US:g} µs: {'met' if added <= LINKS_GOAL_US else 'not met'}); whole cycles: "
               f"loop_swaying_links − loop_swaying_volumes "
               f"{p['loop_swaying_links'][0] - p['loop_swaying_volumes'][0]:.1f} µs (noisier)")

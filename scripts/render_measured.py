@@ -84,9 +84,12 @@ def render_cycle(entry: dict) -> list[str]:
                      f"{num(loop['p50_us'], 1)} / {num(loop['p99_us'], 1)}",
                      f"{num(loop['ratio_p50'], 1)}× / {num(loop['ratio_p99'], 1)}×", met(cycle_met(it))])
         parts.append([robot_name(name)] + [num(it[k]["p50_us"], 1) if k in it else "—" for k, _ in PARTS])
+    six = any("four_limits" in r["items"] for r in robots.values())  # measured since `loop` has the default six
     out = [f"`{command(entry['output']['argv'])}` — one `ControlLoop.step` of the loop `build_loop` makes from "
-           "the default parameters (FD, the default four limits, nothing else configured; kinematic simulator, a "
-           "wrench applied) against the lean FD core (CRBA, frame Jacobian, Cholesky, Euler) in the same process, "
+           + ("the default parameters (FD with the γ schedule, the default six limits, nothing else configured; "
+              if six else "the default parameters (FD, the default four limits, nothing else configured; ")
+           + "kinematic simulator, a wrench applied) against the lean FD core (CRBA, frame Jacobian, Cholesky, "
+           "Euler) in the same process, "
            f"{calls} calls each in {res['rounds']} interleaved rounds:", ""]
     out += table(["robot", "lean core p50 / p99 (µs)", "full cycle p50 / p99 (µs)", "ratio p50 / p99",
                   f"goal p50 ≤ {CYCLE_RATIO_GOAL:g}×"], rows)
@@ -110,6 +113,12 @@ def render_cycle(entry: dict) -> list[str]:
             out += table(["part", "cycle p50 / p99 (µs)", "added p50 (µs)", "added / core"],
                          [[k, f"{num(x['p50_us'], 1)} / {num(x['p99_us'], 1)}", num(x["p50_us"] - base, 1),
                            f"{num((x['p50_us'] - base) / core, 1)}×"] for k, x in v.items()])
+    four = [(n, r["items"]) for n, r in robots.items() if "four_limits" in r["items"]]
+    if four:  # the default path limits' cost: the cycle with the basic four limits only
+        out += ["", "The default path limits (`path_speed`, `path_acceleration`) add "
+                + ", ".join(f"{num(it['loop']['p50_us'] - it['four_limits']['p50_us'], 1)} µs "
+                            f"({robot_name(n)}; its cycle with the basic four limits only: "
+                            f"{num(it['four_limits']['p50_us'], 1)} µs p50)" for n, it in four) + "."]
     out += ["", "Parts of the cycle alone, p50 (µs):", ""]
     out += table(["robot"] + [label for _, label in PARTS], parts)
     verdicts = ", ".join(f"{robot_name(n)} {r['items']['loop']['ratio_p50']:.1f}×" for n, r in robots.items())

@@ -4,15 +4,18 @@ fault. Library level: the loop stepped on its own clock (simulated arm)."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fdcontrol import make_mapping
 from fdcontrol.drivers.simulated import SimulatedRobot
-from fdcontrol.limits.braking import BrakingProfile
+from fdcontrol.limits.braking import BrakingProfile, braking_steps
 from fdcontrol.limits.jerk import JointJerk
 from fdcontrol.limits.safety import SafetyLimits
 from fdcontrol.loop.cycle import ControlLoop, SensorLoaded
@@ -211,3 +214,51 @@ def test_an_arm_that_lags_is_reported_not_following_and_is_no_fault(ur10):
     for i in range(round(2.0 / DT), round(6.0 / DT)):  # no stream: the watchdog brakes the reference to 0
         s = loop.step(now=i * DT)
     assert s.following and s.follow_joint == -1 and s.fault is None and not np.any(s.qd_ref)
+
+
+@pytest.mark.parametrize("floor", [[0.0, 1.0], [-1.0, 1.0], [math.nan, 1.0], [math.inf, 1.0], [[1.0, 2.0]], 3.0])
+def test_a_floor_that_cannot_brake_is_refused(floor):
+    with pytest.raises(ValueError, match=r"the braking floor must be finite and > 0 for every joint \(rad/s²\)"):
+        BrakingProfile(floor)
+
+
+def test_the_deceleration_a_stop_would_fix_is_the_larger_of_the_limit_and_the_floor():
+    p = BrakingProfile([0.5, 0.25])  # (small floors are floors too)
+    assert p.current(np.array([8.0, 0.1])).tolist() == [8.0, 0.25]
+    assert p.current(np.array([math.inf, math.nan])).tolist() == [0.5, 0.25]  # an unset limit: the floor
+    assert p.current(2.0).tolist() == [2.0, 2.0]  # a scalar limit for every joint
+    assert not p.active
+
+
+def test_braking_time_is_the_slowest_joints_and_finite_whatever_it_is_given():
+    p = BrakingProfile([4.0, 2.0])
+    assert p.time(np.array([2.0, -1.5]), np.array([4.0, 2.0])) == pytest.approx(0.75)  # max(2/4, 1.5/2)
+    assert BrakingProfile([4.0]).time(np.zeros((0,)), np.array([4.0])) == 0.0  # no joint: nothing to brake
+    # NaN in the reference: 0, not NaN (the loop bounds waits by it; the fault path brakes a NaN anyway)
+    assert p.time(np.array([math.nan, 1.0]), np.array([4.0, 2.0])) == 0.0
+
+
+@settings(max_examples=50, deadline=None)
+@given(qd=st.lists(st.floats(-3, 3), min_size=1, max_size=7), a=st.floats(0.5, 20),
+       dt=st.sampled_from([0.001, 0.002, 0.008]))
+def test_braking_steps_are_the_uniform_ramp_and_distance_is_its_integral(qd, a, dt):
+    """Independent of the code: k = ⌈max|q̇|/(a dt)⌉ steps, the i-th (1 − i/k) q̇, the last exactly 0, no step
+    larger than a·dt; the distance the ramp covers (a Riemann sum of the steps) is |q̇| t_b / 2 within |q̇| dt."""
+    qd = np.array(qd)
+    amax = np.full(qd.size, a)
+    steps = list(braking_steps(qd, amax, dt))
+    vmax = float(np.abs(qd).max())
+    k = math.ceil(vmax / (a * dt)) if vmax > 0 else 0
+    assert len(steps) == k
+    if k:
+        assert not np.any(steps[-1])
+        prev = qd
+        for i, s in enumerate(steps, 1):
+            np.testing.assert_allclose(s, qd * (1 - i / k), atol=1e-12)
+            assert np.abs(s - prev).max() <= a * dt * (1 + 1e-9)
+            prev = s
+    p = BrakingProfile(amax)
+    d = p.distance(qd, amax)
+    covered = np.abs(np.sum(steps, axis=0)) * dt if k else np.zeros(qd.size)
+    np.testing.assert_allclose(d, np.abs(qd) * (vmax / a) / 2, rtol=1e-12)
+    assert np.all(np.abs(covered - d) <= np.abs(qd) * dt + 1e-12)

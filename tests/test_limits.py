@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
+from fdcontrol import RobotModel
 from fdcontrol.limits import (
     LIMITS,
     CartesianSpeed,
@@ -22,7 +23,7 @@ from fdcontrol.limits import (
     PositionEnvelope,
     braking_steps,
 )
-from fdcontrol.limits.safety import BASIC_LIMITS, SafetyLimits
+from fdcontrol.limits.safety import BASIC_LIMITS, DEFAULT_LIMITS, SafetyLimits
 
 EPS = 1e-9
 PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -359,15 +360,66 @@ def test_compiled_default_four_equals_the_limit_classes_bit_for_bit(j, data, dt,
     assert lim.active == want_active
 
 
-def test_compiled_twin_only_for_exactly_the_basic_four(ur10):
-    """Another set (no Cartesian limit) runs the classes' loops; a parameter changed in place
-    reaches the compiled path at once."""
+def test_compiled_twin_for_the_default_sets_only(ur10):
+    """The default six, the basic four and the required three run the compiled twin; a set with another
+    limit (jerk) runs the classes' loops; a parameter changed in place, or replaced, reaches the compiled
+    path at once."""
     pytest.importorskip("numba")
     q, J = np.zeros(6), ur10.jacobian(np.full(6, 0.3))
     assert SafetyLimits.from_robot(ur10, limits=BASIC_LIMITS)._compiled is not None
-    assert SafetyLimits.from_robot(ur10, limits=("position", "velocity", "acceleration"))._compiled is None
-    assert SafetyLimits.from_robot(ur10)._compiled is None  # the default six (with the path-keeping limits)
-    lim = SafetyLimits.from_robot(ur10, limits=BASIC_LIMITS)
-    lim.max_velocity[2] = 0.01  # in place, as callers do
-    out = lim.apply(q, np.full(6, 0.5), np.full(6, 0.5), J, 0.002)
-    assert abs(out[2]) <= 0.01 + 1e-12 and lim.active["velocity"]
+    assert SafetyLimits.from_robot(ur10, limits=("position", "velocity", "acceleration"))._compiled is not None
+    assert SafetyLimits.from_robot(ur10)._compiled is not None  # the default six (with the path-keeping limits)
+    assert SafetyLimits.from_robot(ur10, limits=(*BASIC_LIMITS, "jerk"))._compiled is None
+    for names in (BASIC_LIMITS, DEFAULT_LIMITS):
+        lim = SafetyLimits.from_robot(ur10, limits=names)
+        lim.max_velocity[2] = 0.01  # in place, as callers do
+        out = lim.apply(q, np.full(6, 0.5), np.full(6, 0.5), J, 0.002)
+        assert abs(out[2]) <= 0.01 + 1e-12 and lim.active["velocity"]
+        lim.max_velocity = np.full(6, 0.02)  # a new array
+        out = lim.apply(q, np.full(6, 0.5), np.full(6, 0.5), J, 0.002)
+        assert np.abs(out).max() <= 0.02 + 1e-12 and lim.active["velocity"]
+        if lim.path_acceleration is not None:  # replaced: only σ ≈ a·dt/q̇ = 1e-3·0.002/0.01 keeps within it
+            lim.path_acceleration.max_acceleration = np.full(6, 1e-3)
+            out = lim.apply(q, np.full(6, 0.01), np.zeros(6), J, 0.002)
+            assert lim.active["path_acceleration"]
+            np.testing.assert_allclose(out, np.full(6, 2e-6), rtol=1e-9)
+
+
+ROBOTS = {name: RobotModel.load(name) for name in ("ur10", "panda")}
+
+
+@PROPS
+@given(st.sampled_from(["ur10", "panda"]), st.data(), dts, st.sampled_from([DEFAULT_LIMITS, BASIC_LIMITS,
+       ("position", "velocity", "acceleration", "path_speed"), ("position", "velocity", "acceleration",
+                                                              "path_acceleration")]))
+def test_compiled_twin_equals_the_limit_classes_with_the_path_limits(name, data, dt, names):
+    """Every set the compiled twin runs (the default six among them) against the classes' float loops
+    (base.run over the same limit objects) on random arm states — q anywhere (also beyond a limit), a
+    desired q̇ from a crawl to far beyond the limits, the previous reference near it or not, a
+    non-finite value now and then: the same reference to rounding (the path speed limit solves J⁺
+    another way) and the same limits acted."""
+    pytest.importorskip("numba")
+    from fdcontrol.limits import run
+
+    robot = ROBOTS[name]
+    lim = SafetyLimits.from_robot(robot, data.draw(st.floats(0.05, 1.0)), data.draw(st.floats(0.5, 20.0)),
+                                  limits=names, max_linear_speed=data.draw(st.floats(0.05, 3.0)),
+                                  max_angular_speed=data.draw(st.floats(0.1, 5.0)))
+    assert lim._compiled is not None
+    n, lo, hi = robot.dof, robot.limits.lower, robot.limits.upper
+    q = lo + np.array(data.draw(st.lists(st.floats(-0.1, 1.1), min_size=n, max_size=n))) * (hi - lo)
+    J = robot.jacobian(q)
+    scale = data.draw(st.sampled_from([1e-3, 0.1, 1.0, 10.0]))
+    qd = scale * vec(data.draw, n, -1, 1)
+    # the previous reference along q̇ (the path acceleration limit then finds its σ) and off it
+    prev = data.draw(st.floats(0.0, 1.2)) * qd + data.draw(st.sampled_from([0.0, 1e-4, 1e-2, 1.0])) \
+        * vec(data.draw, n, -1, 1)
+    if data.draw(st.integers(0, 9)) == 0:
+        bad = data.draw(st.sampled_from([math.nan, math.inf, -math.inf]))
+        (qd if data.draw(st.booleans()) else prev)[data.draw(st.integers(0, n - 1))] = bad
+    want_active: dict[str, bool] = {}
+    want = run(lim.limits, q, qd, prev, J, dt, want_active)
+    got = lim.apply(q, qd, prev, J, dt)
+    note(f"float loops {want}, compiled {got}, acted {want_active}")
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    assert lim.active == want_active

@@ -381,3 +381,29 @@ def test_a_fresh_target_or_release_ends_a_watchdog_hold(ur10):
     assert loop.step(now=t + 2.0).watchdog == "tripped"
     loop.hold(False)
     assert loop.step(now=loop._command.t + 1.0 if loop._command else 0.0).watchdog == "idle"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 0.3, -0.3, 0.9, -0.9, 2.0, float("nan")]),
+                          st.floats(-2.0, 2.0, allow_nan=False)), min_size=1, max_size=7), st.data())
+def test_following_check_is_the_documented_deviation(pairs, data):
+    """The following check against the rule written with numpy here: the deviation of a joint runs on
+    (|q̇| − |q̇_ref| when both have the same sign, |q̇| otherwise); the largest (the first of equals), once
+    over FOLLOW_SPEED for FOLLOW_TIME, is named in the fault; a NaN is left to the driver's fault path."""
+    from fdcontrol.loop.liveness import FOLLOW_SPEED, FOLLOW_TIME, Following
+
+    qd = np.array([p[0] for p in pairs])
+    ref = np.array([p[1] for p in pairs])
+    if data.draw(st.booleans()):
+        ref[data.draw(st.integers(0, len(ref) - 1))] = 0.0  # exact zeros: np.sign(0) = 0
+    same = np.sign(qd) == np.sign(ref)
+    dev = np.where(same, np.abs(qd) - np.abs(ref), np.abs(qd))
+    j = int(np.argmax(dev))
+    f = Following()
+    first = f.check(qd, ref, 10.0)
+    later = f.check(qd, ref, 10.0 + FOLLOW_TIME)
+    assert first is None
+    if dev[j] > FOLLOW_SPEED:
+        assert later is not None and later.startswith(f"the arm does not follow the reference: joint {j} ")
+    else:
+        assert later is None

@@ -226,7 +226,8 @@ def test_render_shows_the_loaded_runs_and_the_robot_paced_split(tmp_path: Path) 
                                                                         "solver": [60.25, 60.0, 90.0]},
              "against_inprocess": {"cycles": 500, "rounds": 6, "paced": {"p50_us": 130.0, "p99_us": 260.0},
                                    "in-process": {"p50_us": 128.0, "p99_us": 255.0}, "added_p50_us": 2.0}}
-    fr["results"] = {"standin": stand, "sim": fr["results"]}
+    sim = fr["results"].get("sim") if "standin" in fr["results"] or "sim" in fr["results"] else fr["results"]
+    fr["results"] = {"standin": stand, "sim": sim}
     out = tmp_path / "measured.json"
     out.write_text(json.dumps(data))
     readme = tmp_path / "README.md"

@@ -8,7 +8,7 @@ import pinocchio as pin
 import pytest
 
 from fdcontrol.control.law import WrenchFilter as CompatFilter
-from fdcontrol.control.sensing import WrenchFilter, move_wrench, physical_reading, tool_weight
+from fdcontrol.control.sensing import WrenchFilter, carry_bias, move_wrench, physical_reading, tool_weight
 from fdcontrol.model.robot import ModelError, RobotModel
 from fdcontrol.model.virtual import VirtualModel
 
@@ -136,3 +136,147 @@ def test_virtual_model_ignores_armature_of_an_urdf_model(ur10):
     noisy.model.armature = np.full(noisy.dof, 0.1)
     noisy.model.damping = np.full(noisy.dof, 3.0)
     np.testing.assert_allclose(VirtualModel(noisy, 1e3).inertia(q), ref, atol=1e-12)
+
+
+def _deadband_by_hand(v: np.ndarray, d: float) -> np.ndarray:
+    """The documented deadband, written out: below d zero, above it the vector shortened by d."""
+    n = float(np.sqrt(v @ v))
+    return np.zeros(3) if n <= d else v / n * (n - d)
+
+
+def test_deadband_zeroes_small_loads_and_shortens_larger_ones_by_its_width(rng):
+    """Force and torque norms each against their own width, in any tip pose and sensor mount: the
+    filter's output is the deadbanded tool-on-environment wrench at the tip, rotated to the base
+    (a rotation keeps norms, so the band is the same in either frame), and continuous at the edge."""
+    R_ts, p_ts = rot(rng), np.array([0.01, 0.0, -0.03])
+    filt = WrenchFilter(deadband_force=2.0, deadband_torque=0.3, sensor_rotation=R_ts, sensor_position=p_ts)
+    for scale in (0.5, 1.0, 3.0, 20.0):  # inside the band, near its edge, beyond it
+        R_tip = rot(rng)
+        f_s = rng.normal(size=6) * np.r_[np.full(3, scale), np.full(3, scale / 8)]
+        raw = f_s  # robot_on_tool, no tool, no bias: f_S = r
+        F_t = R_ts @ f_s[:3]
+        tau_t = R_ts @ f_s[3:] + np.cross(p_ts, F_t)
+        expect = np.r_[R_tip @ _deadband_by_hand(F_t, 2.0), R_tip @ _deadband_by_hand(tau_t, 0.3)]
+        np.testing.assert_allclose(filt.apply(raw, R_tip, 0.002), expect, atol=1e-12)
+    edge = np.array([2.0 + 1e-9, 0, 0, 0, 0, 0])  # just past the edge: close to zero, not a jump
+    assert np.linalg.norm(filt.apply(edge, np.eye(3), 0.002)) < 1e-8
+
+
+def test_low_pass_follows_a_step_as_the_sampled_first_order_system():
+    """y after n samples of a step from w0 to w1 (cut-off f_c, period dt) is the exact sampled
+    response of a first-order lag: w1 + (w0 − w1) e^(−2π f_c dt n). The first sample after zeroing
+    has no memory of the loads before."""
+    fc, dt = 5.0, 0.002
+    filt = WrenchFilter(cutoff=fc)
+    w0, w1 = np.array([1.0, -2, 3, 0.1, 0, -0.2]), np.array([-4.0, 0, 1, 0, 0.3, 0])
+    np.testing.assert_allclose(filt.apply(w0, np.eye(3), dt), w0, atol=1e-15)  # the first sample passes
+    for n in range(1, 60):
+        y = filt.apply(w1, np.eye(3), dt)
+        np.testing.assert_allclose(y, w1 + (w0 - w1) * np.exp(-2 * np.pi * fc * dt * n), atol=1e-12)
+    filt.zero(w1, np.eye(3))  # no tool: the bias is this reading, and the lag forgets
+    np.testing.assert_allclose(filt.apply(w0, np.eye(3), dt), w0 - w1, atol=1e-12)
+
+
+def test_inertia_compensation_leaves_the_contact_of_an_accelerating_tool(rng):
+    """Newton–Euler for a tool accelerating with the flange (no rotation): robot + weight + contact
+    = m a at the centre of mass. With the compensation on, the filter returns the contact alone
+    (tool on environment, tip origin, base frame) in any tip pose and sensor mount; with it off,
+    or without the tip twist, the reading keeps m a."""
+    m, com = 1.5, np.array([0.01, -0.02, 0.06])
+    R_ts, p_ts = rot(rng), np.array([0.0, 0.02, -0.05])
+    dt = 0.004
+    for comp in (True, False):
+        filt = WrenchFilter(tool_mass=m, tool_com=com, sensor_rotation=R_ts, sensor_position=p_ts,
+                            tool_inertia=np.array([0.01, 0.01, 0.01, 0, 0, 0]), inertia_compensation=comp)
+        R_tip = rot(rng)
+        R_bs = R_tip @ R_ts
+        a = rng.normal(size=3) * 2  # m/s², base frame: every point of the tool (no rotation)
+        e = rng.normal(size=3) * 3  # contact force env → tool at the sensor origin, base frame
+        a_s, e_s, g_s = R_bs.T @ a, R_bs.T @ e, R_bs.T @ G
+        # robot_on_tool r: r_F + m g + e = m a;  r_τ + c × m g = c × m a (about the sensor origin)
+        raw = np.r_[m * a_s - m * g_s - e_s, np.cross(com, m * a_s) - np.cross(com, m * g_s)]
+        filt.apply(raw, R_tip, dt, np.zeros(6))  # at rest in the cycle before
+        out = filt.apply(raw, R_tip, dt, np.r_[a * dt, np.zeros(3)])  # the twist one period later
+        F_t = R_ts @ (-e_s)  # the contact, tool on environment, moved to the tip origin
+        contact = np.r_[R_tip @ F_t, R_tip @ np.cross(p_ts, F_t)]
+        if comp:
+            np.testing.assert_allclose(out, contact, atol=1e-9)
+        else:
+            assert np.linalg.norm(out[:3] - contact[:3]) == pytest.approx(m * np.linalg.norm(a), rel=1e-9)
+        no_twist = filt.apply(raw, R_tip, dt)  # without a twist the cycle cannot compensate
+        assert np.linalg.norm(no_twist[:3] - contact[:3]) == pytest.approx(m * np.linalg.norm(a), rel=1e-9)
+
+
+def test_the_sensor_model_refuses_what_is_not_a_mount_or_a_mass():
+    for bad in (np.diag([1.0, 1.0, -1.0]),  # a reflection: orthogonal, but det −1
+                np.eye(3) + 1e-3,  # not orthogonal
+                np.eye(4)):  # not 3×3
+        with pytest.raises(ValueError, match="sensor_rotation"):
+            WrenchFilter(sensor_rotation=bad)
+    for mass in (float("nan"), float("inf"), -1e-9):
+        with pytest.raises(ValueError, match="tool_mass"):
+            WrenchFilter(tool_mass=mass)
+    WrenchFilter(sensor_rotation=pin.exp3(np.array([0.3, -0.2, 1.0])), tool_mass=0.0)  # a rotation, no tool
+
+
+def test_the_simulators_reading_defaults_to_robot_on_tool(rng):
+    c, com, R = rng.normal(size=6), np.array([0.0, 0.0, 0.05]), rot(rng)
+    np.testing.assert_allclose(physical_reading(c, 0.7, com, R), physical_reading(c, 0.7, com, R, "robot_on_tool"))
+    np.testing.assert_allclose(physical_reading(c, 0.7, com, R), -physical_reading(c, 0.7, com, R, "tool_on_robot"))
+
+
+def test_a_mount_given_to_six_decimals_is_a_rotation_and_a_slow_low_pass_still_filters(rng):
+    """A sensor rotation typed from a drawing (six decimals: R Rᵀ off by ~1e-6) is accepted, and a
+    cut-off below 1 Hz filters like any other (the first-order step response)."""
+    R = np.round(pin.exp3(np.array([0.4, -1.1, 0.7])), 6)
+    assert not np.allclose(R @ R.T, np.eye(3), atol=1e-8)  # really off by more than float noise
+    WrenchFilter(sensor_rotation=R)
+    fc, dt = 0.5, 0.01
+    filt = WrenchFilter(cutoff=fc)
+    filt.apply(np.zeros(6), np.eye(3), dt)
+    step = np.array([10.0, 0, 0, 0, 0, 0])
+    y = [filt.apply(step, np.eye(3), dt)[0] for _ in range(3)]
+    np.testing.assert_allclose(y, 10.0 * (1 - np.exp(-2 * np.pi * fc * dt * np.arange(1, 4))), atol=1e-12)
+
+
+def test_a_corrected_tool_model_keeps_a_load_that_load_and_then_reads_the_physics(rng):
+    """carry_bias while a hand pushes: the tool really mounted is heavier than the model said. The
+    corrected model reads the same wrench as the old one for that raw reading (not a zeroing), and
+    with the hand gone it reads zero in every orientation (the sensor's own offset o stays in the
+    bias, the old model's error does not)."""
+    m_old, com_old = 0.5, np.array([0.0, 0.0, 0.04])
+    m, com = 1.2, np.array([0.01, 0.0, 0.08])  # the tool that is really mounted
+    o = rng.normal(size=6)  # the sensor's offset
+    R_s = rot(rng)
+    old = WrenchFilter(tool_mass=m_old, tool_com=com_old)
+    old.zero(physical_reading(np.zeros(6), m, com, R_s) + o, R_s)  # zeroed at rest with the old model
+    hand = np.array([3.0, -1.0, 2.0, 0.1, 0.0, -0.2])  # tool on environment, sensor frame
+    raw = physical_reading(hand, m, com, R_s) + o
+    old_reads = old.apply(raw, R_s, 0.002)
+    new = WrenchFilter(tool_mass=m, tool_com=com, cutoff=3.0)
+    new.apply(raw + 5.0, R_s, 0.002)  # a low-pass with a memory: the change starts it afresh
+    carry_bias(old, new, raw, R_s)
+    np.testing.assert_allclose(new.apply(raw, R_s, 0.002), old_reads, atol=1e-12)  # a load stays that load
+    new = WrenchFilter(tool_mass=m, tool_com=com)
+    carry_bias(old, new, raw, R_s)
+    for _ in range(3):
+        R = rot(rng)
+        np.testing.assert_allclose(new.apply(physical_reading(np.zeros(6), m, com, R) + o, R, 0.002), 0,
+                                   atol=1e-12)
+
+
+def test_a_corrected_sign_at_rest_reads_zero_in_every_orientation(rng):
+    """The sensor's convention was set wrong and is corrected at rest: no load stays no load, in
+    every orientation (the weight now compensated with the right sign)."""
+    m, com = 0.8, np.array([0.0, 0.02, 0.05])
+    o = rng.normal(size=6)
+    R_s = rot(rng)
+    old = WrenchFilter(tool_mass=m, tool_com=com, sign="robot_on_tool")
+    rest = physical_reading(np.zeros(6), m, com, R_s, "tool_on_robot") + o
+    old.zero(rest, R_s)
+    new = WrenchFilter(tool_mass=m, tool_com=com, sign="tool_on_robot")
+    carry_bias(old, new, rest, R_s)
+    for _ in range(3):
+        R = rot(rng)
+        np.testing.assert_allclose(new.apply(physical_reading(np.zeros(6), m, com, R, "tool_on_robot") + o, R,
+                                             0.002), 0, atol=1e-12)

@@ -212,13 +212,25 @@ def test_sensor_watchdog_only_with_a_law_that_reads_the_sensor(count):
 
 @pytest.mark.parametrize("name", ["jerk", "path_acceleration", "path_speed"])
 def test_jerk_and_path_limits_only_when_configured(count, name):
-    calls = count(LIMITS.get(name), "apply")
+    """Not configured: the limit's class is never called, the path speed's J̇q̇ is never evaluated, the
+    limit is not among those that act. Configured: it runs every cycle — its class (the jerk limit, and
+    every limit where numba is missing) or its part of the compiled twin (fdcontrol.limits.compiled,
+    which records whether it acted, and for the path speed evaluates J̇q̇ on every cycle that moves)."""
+    from fdcontrol.model.robot import RobotModel
+
+    calls, rate = count(LIMITS.get(name), "apply"), count(RobotModel, "jacobian_rate")
     loop = lean(limits=list(BASIC_LIMITS))
-    run(loop, 10)
-    assert name not in loop.limits.names and len(calls) == 0
+    seen = [dict(s.limits_active) for s in run(loop, 10)]
+    assert name not in loop.limits.names and len(calls) == 0 and len(rate) == 0
+    assert all(name not in a for a in seen)
     loop = lean(limits=[*BASIC_LIMITS, name])
-    run(loop, 10)
-    assert name in loop.limits.names and len(calls) == 10
+    seen = [dict(s.limits_active) for s in run(loop, 10)]
+    assert name in loop.limits.names
+    if loop.limits._compiled is None:
+        assert len(calls) == 10
+    else:
+        assert len(calls) == 0 and all(name in a for a in seen)
+        assert (9 <= len(rate) <= 10) if name == "path_speed" else not rate  # every cycle with a q̇ ≠ 0
 
 
 def test_position_reference_only_for_a_position_interface(count):

@@ -125,7 +125,7 @@ def test_the_schedule_is_continuous_and_monotone_in_sigma():
 
 
 def test_the_mappings_schedule_is_the_equation_along_a_random_walk(ur10):
-    """The mapping's γ (its shortcut past the band by Weyl's bound, and its SVD) equals
+    """The mapping's γ (its Cholesky test for a regular pose, and its SVD) equals
     scheduled_gamma evaluated from scratch, along a random walk that crosses the elbow singularity."""
     fd = make_mapping("fd", ur10)
     rng = np.random.default_rng(0)
@@ -139,6 +139,59 @@ def test_the_mappings_schedule_is_the_equation_along_a_random_walk(ur10):
         assert fd.gamma_at(q) == expected
         seen.add("low" if expected == GAMMA.default else "high" if expected == GAMMA_STRAIGHT.default else "band")
     assert seen == {"low", "band", "high"}
+
+
+def test_the_one_pose_schedule_equals_the_array_form():
+    """scheduled_gamma_at (plain floats, what the mapping runs each cycle in the band) gives the bits of
+    scheduled_gamma (numpy) on random poses' σ and h: in the band, below it, past it, h = 0 and NaN."""
+    from fdcontrol.model.virtual import scheduled_gamma_at
+
+    rng = np.random.default_rng(2)
+    kinds = set()
+    for i in range(5000):
+        k = (2, 6, 7)[i % 3]
+        sigma = np.sort(rng.uniform(0.0, 1.0, k))[::-1]
+        sigma[-1] = rng.uniform(0.0, 0.06) * rng.choice([1.0, 0.1, 0.01])
+        h = rng.uniform(0.0, 3.0, k) * rng.choice([1.0, 0.01, 1e-4])
+        if i % 97 == 0:
+            h[rng.integers(k)] = 0.0
+        if i % 211 == 0:
+            (sigma if i % 2 else h)[rng.integers(k)] = np.nan
+        g0, gs = rng.choice([1e3, 1e4]), rng.choice([1e5, 1e6])
+        want = float(scheduled_gamma(sigma, h, g0, gs))
+        got = scheduled_gamma_at(sigma.tolist(), h.tolist(), g0, gs)
+        assert got == want or (np.isnan(got) and np.isnan(want)), (sigma, h, got, want)
+        kinds.add("low" if want == g0 else "high" if want == gs else "band")
+    assert kinds == {"low", "band", "high"}
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_sigma_min_above_agrees_with_the_svd(compiled, monkeypatch):
+    """σ_min(J) > s by the shifted Cholesky test (compiled, and numpy's where numba is missing) against
+    the SVD, on random 6×N matrices (N = 2, 6, 7) scaled so σ_min lands on both sides of s, rank-deficient
+    ones among them; only where σ_min is within 1e-9 of s may the two differ."""
+    from fdcontrol.model import conditioning
+
+    if not compiled:
+        monkeypatch.setattr(conditioning, "numba", None)
+    rng = np.random.default_rng(1)
+    checked = {True: 0, False: 0}
+    for i in range(3000):
+        n = (2, 6, 7)[i % 3]
+        U, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+        V, _ = np.linalg.qr(rng.normal(size=(n, n)))
+        sv = np.sort(rng.uniform(0.0, 2.0, min(6, n)))[::-1]
+        sv[-1] = rng.choice([0.0, 0.05 * rng.uniform(0.5, 1.5), rng.uniform(0.0, 0.1)])
+        J = U[:, :len(sv)] @ np.diag(sv) @ V[:, :len(sv)].T
+        if i % 2:
+            J = np.asfortranarray(J)
+        smin = np.linalg.svd(J, compute_uv=False)[-1]
+        if abs(smin - 0.05) < 1e-9:
+            continue
+        got = conditioning.sigma_min_above(J, 0.05)
+        assert got == (smin > 0.05), (smin, J)
+        checked[got] += 1
+    assert min(checked.values()) > 500
 
 
 def _push_loop(robot, q0, force, **mapping):

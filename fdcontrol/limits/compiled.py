@@ -1,14 +1,24 @@
-"""The default composition of the limits, compiled: one call instead of four Python loops.
+"""The default composition of the limits, compiled: two calls instead of six Python loops.
 
-:func:`default_four` computes exactly what :func:`fdcontrol.limits.base.run` computes for the
-limits cartesian → position → velocity → acceleration, then the hard box — the same equations
-of :class:`~fdcontrol.limits.CartesianSpeed`, :class:`~fdcontrol.limits.PositionEnvelope`,
-:class:`~fdcontrol.limits.JointVelocity` and :class:`~fdcontrol.limits.JointAcceleration` (see
-their docstrings), in the same order of floating-point operations, so the result is the same
-to the last bit (tests/test_limits.py checks it on random inputs, limits crossed, NaN and Inf).
-The classes stay the definition and the readable form; this is their twin for the hot path
-(~1 µs against ~7 µs for the float loops, benchmarks/bench_cycle.py), compiled by numba once per
-process when first imported (cached on disk), never in the loop thread.
+:func:`head` and :func:`tail` compute what :func:`fdcontrol.limits.base.run` computes for the
+limits cartesian → position → velocity → (path_speed) → (path_acceleration) → acceleration, then
+the hard box — the equations of :class:`~fdcontrol.limits.CartesianSpeed`,
+:class:`~fdcontrol.limits.PositionEnvelope`, :class:`~fdcontrol.limits.JointVelocity`,
+:class:`~fdcontrol.limits.PathSpeed`, :class:`~fdcontrol.limits.PathAcceleration` and
+:class:`~fdcontrol.limits.JointAcceleration` (see their docstrings). The basic four are computed in
+the same order of floating-point operations as the classes, so with exactly those four the result
+is the same to the last bit; the path speed limit solves J⁺ by the Cholesky factor of the 6×6 Gram
+matrix where J is well conditioned (the SVD pseudo-inverse otherwise), so with it the result agrees
+to rounding (tests/test_limits.py checks both on random inputs, limits crossed, NaN and Inf).
+Between the two calls the caller evaluates J̇(q, q̇)q̇ for the path speed limit (pinocchio, at the
+q̇ the limits before it left). The classes stay the definition and the readable form; this is their
+twin for the hot path, compiled by numba once per process when first imported (cached on disk),
+never in the loop thread.
+
+Parameters arrive packed (one call argument costs ~0.1 µs of numba dispatch, so few arguments): ``P``
+holds each distinct parameter vector once as a row, ``idx`` says which row is which —
+position lower, upper, deceleration, v_max; velocity v_max; acceleration a; path_acceleration a;
+path_speed a. ``W`` (5×N) is the caller's work space: q̇, the envelope lo/hi and the hard box.
 """
 
 from __future__ import annotations
@@ -26,36 +36,51 @@ except ImportError as exc:  # SafetyLimits then runs the same limits as Python l
     raise missing("fast", "the compiled default limits", exc) from exc
 
 _VEC = types.Array(types.float64, 1, "A")  # any layout: pinocchio and numpy hand over both
-_SIGNATURE = types.Tuple((_VEC, types.boolean, types.boolean, types.boolean, types.boolean))(
-    _VEC, _VEC, _VEC, _VEC, types.float64,  # q, q̇_d, q̇_prev, the tip twist J q̇_d, dt
-    _VEC, _VEC, _VEC, _VEC, types.float64, types.float64,  # position: lower, upper, a, v_max, recovery, margin
-    _VEC, _VEC,  # velocity: v_max; acceleration: a
-    types.float64, types.float64)  # Cartesian: v_max (m/s), ω_max (rad/s)
+_MAT = types.Array(types.float64, 2, "A")
+_IDX = types.Array(types.int64, 1, "A")
+#: the rows of ``idx``: which row of P holds each parameter vector
+LOWER, UPPER, P_AMAX, P_VMAX, VMAX, AMAX, PA_AMAX, PS_AMAX = range(8)
+#: the rows of the work space W
+QD, LO, HI, HARD_LO, HARD_HI = range(5)
+#: J⁺ by the Gram matrix's Cholesky factor only while κ(J) ≤ this (error ~κ²·1e-16); else the SVD
+GRAM_KAPPA = 1e4
+
+_HEAD = types.Tuple((types.boolean, types.boolean, types.boolean))(
+    _VEC, _VEC, _VEC, types.float64,  # q, q̇_d, the tip twist J q̇_d (for the Cartesian limit), dt
+    _MAT, _IDX, _MAT,  # P, idx, W
+    types.float64, types.float64, types.float64, types.float64, types.boolean)  # recovery, margin, v, ω, cartesian?
+_TAIL = types.Tuple((_VEC, types.boolean, types.boolean, types.boolean))(
+    _VEC, _MAT, _VEC, types.float64,  # q̇_prev, J, J̇(q, q̇)q̇ at W's q̇, dt
+    _MAT, _IDX, _MAT,  # P, idx, W
+    types.float64, types.boolean, types.boolean)  # path_speed reserve, path_speed?, path_acceleration?
 
 
-@numba.njit(_SIGNATURE, cache=True, boundscheck=True)  # a too short vector raises, never reads past
-def default_four(q, qd_in, prev, t, dt, lower, upper, p_amax, p_vmax, recovery, margin,
-                 vmax, amax, max_linear, max_angular):
-    """(q̇_ref, cartesian acted, position acted, velocity acted, acceleration acted).
+@numba.njit(_HEAD, cache=True, boundscheck=True)  # a too short vector raises, never reads past
+def head(q, qd_in, t, dt, P, idx, W, recovery, margin, max_linear, max_angular, cartesian_on):
+    """Cartesian speed, position envelope, joint velocity: q̇ into W[QD], the boxes into W; which acted.
 
     ``t`` = J q̇_d is computed by the caller with numpy, as CartesianSpeed computes it: a sum in
     another order would differ in the last bit."""
     n = q.shape[0]
-    qd = qd_in.copy()
-    lo, hi = np.full(n, -np.inf), np.full(n, np.inf)
-    hard_lo, hard_hi = np.full(n, -np.inf), np.full(n, np.inf)
+    qd, lo, hi, hard_lo, hard_hi = W[QD], W[LO], W[HI], W[HARD_LO], W[HARD_HI]
+    lower, upper, p_amax, p_vmax, vmax = P[idx[LOWER]], P[idx[UPPER]], P[idx[P_AMAX]], P[idx[P_VMAX]], P[idx[VMAX]]
+    for j in range(n):
+        qd[j] = qd_in[j]
+        lo[j], hi[j], hard_lo[j], hard_hi[j] = -np.inf, np.inf, -np.inf, np.inf
     # Cartesian speed: q̇ scaled by s = min(1, v_max/‖v‖, ω_max/‖ω‖), [v; ω] = t
-    v = math.sqrt(t[0] * t[0] + t[1] * t[1] + t[2] * t[2])
-    w = math.sqrt(t[3] * t[3] + t[4] * t[4] + t[5] * t[5])
-    s = 1.0
-    if v > max_linear:
-        s = max_linear / v
-    if w > max_angular:
-        s = min(s, max_angular / w)
-    cartesian = s < 1.0
-    if cartesian:
-        for j in range(n):
-            qd[j] *= s
+    cartesian = False
+    if cartesian_on:
+        v = math.sqrt(t[0] * t[0] + t[1] * t[1] + t[2] * t[2])
+        w = math.sqrt(t[3] * t[3] + t[4] * t[4] + t[5] * t[5])
+        s = 1.0
+        if v > max_linear:
+            s = max_linear / v
+        if w > max_angular:
+            s = min(s, max_angular / w)
+        cartesian = s < 1.0
+        if cartesian:
+            for j in range(n):
+                qd[j] *= s
     # position: braking envelope and hard box (PositionEnvelope.apply)
     inv_dt, m2, position = 1.0 / dt, 2.0 * margin, False
     for j in range(n):
@@ -107,30 +132,187 @@ def default_four(q, qd_in, prev, t, dt, lower, upper, p_amax, p_vmax, recovery, 
     if velocity:
         for j in range(n):
             qd[j] /= r
+    return cartesian, position, velocity
+
+
+@numba.njit(cache=True)
+def _pinv_apply(J, y):
+    """J⁺ y (J 6×N, y a 6-vector) as ``np.linalg.pinv(J, rcond=1e-6) @ y``: by the Cholesky factor
+    of the smaller Gram matrix (J Jᵀ or JᵀJ) when κ(J) ≤ GRAM_KAPPA is certain — κ(G) ≤ tr(G)·tr(G⁻¹),
+    tr(G⁻¹) = ‖L⁻¹‖²_F — so that no singular value is truncated and the two agree to rounding; by the
+    SVD pseudo-inverse otherwise."""
+    m, n = J.shape
+    k = m if n >= m else n
+    G = np.empty((k, k))
+    for i in range(k):
+        for j in range(i + 1):
+            s = 0.0
+            if n >= m:
+                for c in range(n):
+                    s += J[i, c] * J[j, c]
+            else:
+                for c in range(m):
+                    s += J[c, i] * J[c, j]
+            G[i, j] = s
+    L = np.zeros((k, k))
+    ok = True
+    for j in range(k):
+        s = G[j, j]
+        for c in range(j):
+            s -= L[j, c] * L[j, c]
+        if not s > 0.0:
+            ok = False
+            break
+        L[j, j] = math.sqrt(s)
+        for i in range(j + 1, k):
+            s = G[i, j]
+            for c in range(j):
+                s -= L[i, c] * L[j, c]
+            L[i, j] = s / L[j, j]
+    if ok:  # tr(G⁻¹) = ‖L⁻¹‖²_F: the columns of L⁻¹ by forward substitution
+        tr_g, tr_inv = 0.0, 0.0
+        for i in range(k):
+            tr_g += G[i, i]
+        e = np.empty(k)
+        for col in range(k):
+            for i in range(k):
+                s = 1.0 if i == col else 0.0
+                for c in range(col, i):
+                    s -= L[i, c] * e[c]
+                e[i] = s / L[i, i] if i >= col else 0.0
+                if i >= col:
+                    tr_inv += e[i] * e[i]
+        ok = tr_g * tr_inv <= GRAM_KAPPA * GRAM_KAPPA
+    if not ok:
+        return np.linalg.pinv(np.ascontiguousarray(J), 1e-6) @ np.ascontiguousarray(y)
+    rhs = np.empty(k)  # n ≥ m: G z = y, x = Jᵀ z;  n < m: G x = Jᵀ y
+    for i in range(k):
+        if n >= m:
+            rhs[i] = y[i]
+        else:
+            s = 0.0
+            for c in range(m):
+                s += J[c, i] * y[c]
+            rhs[i] = s
+    z = np.empty(k)
+    for i in range(k):  # L z' = rhs
+        s = rhs[i]
+        for c in range(i):
+            s -= L[i, c] * z[c]
+        z[i] = s / L[i, i]
+    for i in range(k - 1, -1, -1):  # Lᵀ z = z'
+        s = z[i]
+        for c in range(i + 1, k):
+            s -= L[c, i] * z[c]
+        z[i] = s / L[i, i]
+    if n < m:
+        return z
+    x = np.empty(n)
+    for c in range(n):
+        s = 0.0
+        for i in range(m):
+            s += J[i, c] * z[i]
+        x[c] = s
+    return x
+
+
+@numba.njit(_TAIL, cache=True, boundscheck=True)
+def tail(prev, J, jdot, dt, P, idx, W, reserve, path_speed_on, path_acceleration_on):
+    """Path speed, path acceleration, joint acceleration, then the hard box, on W from :func:`head`:
+    (q̇_ref — a new array, path speed acted, path acceleration acted, acceleration acted).
+
+    ``jdot`` = J̇(q, q̇)q̇ at W[QD] (:meth:`fdcontrol.model.robot.RobotModel.jacobian_rate`)."""
+    qd, lo, hi, hard_lo, hard_hi = W[QD], W[LO], W[HI], W[HARD_LO], W[HARD_HI]
+    n = qd.shape[0]
+    # path speed (PathSpeed.apply): ṡ ≤ min_j √(r a_j / |q''_j|), q'' = −J⁺ (J̇(q, q')q'), q' = q̇/ṡ
+    path_speed = False
+    if path_speed_on:
+        s2 = 0.0
+        for i in range(J.shape[0]):
+            s = 0.0
+            for c in range(n):
+                s += J[i, c] * qd[c]
+            s2 += s * s
+        speed = math.sqrt(s2)
+        fin = True
+        for c in range(n):
+            if not math.isfinite(qd[c]):
+                fin = False
+        if speed > 1e-9 and fin:
+            x = _pinv_apply(J, jdot)  # J̇(q, q')q' = jdot/ṡ² (quadratic in q̇)
+            inv2 = 1.0 / (speed * speed)
+            amax = P[idx[PS_AMAX]]
+            top, cap, good = 0.0, np.inf, True
+            for c in range(n):
+                need = abs(x[c] * inv2)
+                if not math.isfinite(need):
+                    good = False
+                if need > top:
+                    top = need
+                c_j = math.sqrt(reserve * amax[c] / max(need, 1e-300))
+                if c_j < cap:
+                    cap = c_j
+            if good and top > 0 and speed > cap:
+                s = cap / speed
+                for c in range(n):
+                    qd[c] *= s
+                path_speed = True
+    # path acceleration (PathAcceleration.apply): q̇ = σ q̇_d, the largest σ ∈ [0, 1] within ±a dt
+    path_acceleration = False
+    if path_acceleration_on:
+        amax = P[idx[PA_AMAX]]
+        inside = True
+        for j in range(n):
+            if not abs(qd[j] - prev[j]) <= amax[j] * dt:
+                inside = False
+                break
+        if not inside:
+            lo_s, hi_s, found = 0.0, 1.0, True
+            for j in range(n):
+                d, p, s = qd[j], prev[j], amax[j] * dt
+                if d == 0.0:
+                    if abs(p) > s:
+                        found = False
+                        break
+                    continue
+                u, v = (p - s) / d, (p + s) / d
+                if u > v:
+                    u, v = v, u
+                if u > lo_s:
+                    lo_s = u
+                if v < hi_s:
+                    hi_s = v
+                if lo_s > hi_s:
+                    found = False
+                    break
+            if found:
+                for j in range(n):
+                    qd[j] *= hi_s
+                path_acceleration = True
     # acceleration: uniform scale of Δq̇, back into the envelope within ±a·dt (JointAcceleration.apply)
+    amax = P[idx[AMAX]]
     r = 0.0
     for j in range(n):
-        x = abs(qd[j] - prev[j]) / (amax[j] * dt)
-        if x > r:
-            r = x
+        x_ = abs(qd[j] - prev[j]) / (amax[j] * dt)
+        if x_ > r:
+            r = x_
     acceleration = r > 1.0
+    out = np.empty(n)
     for j in range(n):
-        x = prev[j] + (qd[j] - prev[j]) / r if acceleration else qd[j]
-        if x > hi[j]:
-            x = hi[j]
-        elif x < lo[j]:
-            x = lo[j]
+        x_ = prev[j] + (qd[j] - prev[j]) / r if acceleration else qd[j]
+        if x_ > hi[j]:
+            x_ = hi[j]
+        elif x_ < lo[j]:
+            x_ = lo[j]
         p, st = prev[j], amax[j] * dt
-        if x > p + st:
-            x = p + st
-        elif x < p - st:
-            x = p - st
-        qd[j] = x
-    # the hard box, last (run)
-    for j in range(n):
-        x = qd[j]
-        if x > hard_hi[j]:
-            qd[j] = hard_hi[j]
-        elif x < hard_lo[j]:
-            qd[j] = hard_lo[j]
-    return qd, cartesian, position, velocity, acceleration
+        if x_ > p + st:
+            x_ = p + st
+        elif x_ < p - st:
+            x_ = p - st
+        # the hard box, last (run)
+        if x_ > hard_hi[j]:
+            x_ = hard_hi[j]
+        elif x_ < hard_lo[j]:
+            x_ = hard_lo[j]
+        out[j] = x_
+    return out, path_speed, path_acceleration, acceleration

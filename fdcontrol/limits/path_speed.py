@@ -32,8 +32,10 @@ class PathSpeed(Limit):
     cycle to it). This limit lowers the speed beforehand, ṡ ≤ min_j √(reserve · a_j / |q''_j|), so
     the rest of the budget is left for the change of speed itself (time scaling along the path:
     Bobrow, Dubowsky & Gibson, "Time-optimal control of robotic manipulators along specified
-    paths", IJRR 4(3), 1985 — here without look-ahead, one cycle at a time). ∂J/∂s is a forward
-    difference of J along q'. Scaling by σ ≤ 1 never leaves the boxes of the limits before it.
+    paths", IJRR 4(3), 1985 — here without look-ahead, one cycle at a time). (∂J/∂s) q' = J̇(q, q') q',
+    the tip's acceleration at q̈ = 0 with q̇ = q' (one second-order forward kinematics pass,
+    :meth:`~fdcontrol.model.robot.RobotModel.jacobian_rate`). Scaling by σ ≤ 1 never leaves the boxes
+    of the limits before it.
     """
 
     robot: RobotModel
@@ -72,9 +74,7 @@ class PathSpeed(Limit):
             return False
         qp = d / speed
         q = np.asarray(c.q, dtype=float)
-        eps = 1e-5  # path length (m-ish) of the forward difference
-        dJ = (self.robot.jacobian(q + eps * qp) - J) / eps
-        qpp = -np.linalg.pinv(J, rcond=1e-6) @ (dJ @ qp)
+        qpp = -np.linalg.pinv(J, rcond=1e-6) @ self.robot.jacobian_rate(q, qp)
         need = np.abs(qpp)
         if not np.all(np.isfinite(need)) or need.max() <= 0:
             return False

@@ -59,6 +59,8 @@ from fdcontrol.limits import (
     JointVelocity,
     Limit,
     LimitSettings,
+    PathAcceleration,
+    PathSpeed,
     PositionEnvelope,
     run,
 )
@@ -67,18 +69,26 @@ from fdcontrol.model.robot import RobotModel
 from fdcontrol.params import Param, declare
 
 
-def _compiled_default_four() -> Callable[..., tuple] | None:
-    """limits.compiled.default_four (compiled on first import), or None where numba is missing."""
+def _compiled_kernels() -> tuple[Callable[..., tuple], Callable[..., tuple]] | None:
+    """limits.compiled's (head, tail) (compiled on first import), or None where numba is missing."""
     try:
-        from fdcontrol.limits.compiled import default_four
+        from fdcontrol.limits.compiled import head, tail
     except ImportError:
         return None
-    return default_four
+    return head, tail
 
+
+#: the limit classes the compiled twin computes (fdcontrol.limits.compiled): the required three and
+#: any of the optional three, each of exactly its class
+_COMPILED = {"cartesian": CartesianSpeed, "position": PositionEnvelope, "velocity": JointVelocity,
+             "acceleration": JointAcceleration, "path_speed": PathSpeed, "path_acceleration": PathAcceleration}
+
+
+_NO_JDOT = np.zeros(6)
 
 __all__ = ["BASIC_LIMITS", "BRAKING_MARGIN", "DEFAULT_LIMITS", "LimitParams", "SafetyLimits", "check_limit_names"]
 
-#: the four basic limits (the compiled fast path's set)
+#: the four basic limits
 BASIC_LIMITS: tuple[str, ...] = ("cartesian", "position", "velocity", "acceleration")
 #: the limits composed unless configured otherwise, in their order: the basic four and the two that keep a
 #: pushed tool on its line while they act (docs/limits.md, "Straight paths at the limits")
@@ -195,11 +205,51 @@ class SafetyLimits:
         if np.array_equal(self.position.max_acceleration, self.acceleration.max_acceleration):
             self.position.max_acceleration = self.acceleration.max_acceleration
         self.active: dict[str, bool] = {} if active is None else active
-        self._compiled = _compiled_default_four() if self._default_four() else None
+        self.path_speed: PathSpeed | None = by_name.get("path_speed")  # type: ignore[assignment]
+        self.path_acceleration: PathAcceleration | None = by_name.get("path_acceleration")  # type: ignore[assignment]
+        twin = all(type(lim) is _COMPILED.get(lim.name) for lim in self.limits)
+        self._compiled = _compiled_kernels() if twin else None
+        if self._compiled is not None:
+            self._pack()
 
-    def _default_four(self) -> bool:
-        """Exactly the four default limits, of exactly their classes: the compiled twin applies."""
-        return tuple(map(type, self.limits)) == (CartesianSpeed, PositionEnvelope, JointVelocity, JointAcceleration)
+    def _sources(self) -> tuple[np.ndarray, ...]:
+        """The parameter vectors the compiled twin reads, in compiled.py's ``idx`` order."""
+        p, ps, pa = self.position, self.path_speed, self.path_acceleration
+        a = self.acceleration.max_acceleration
+        return (p.lower, p.upper, p.max_acceleration, p.max_velocity, self.velocity.max_velocity, a,
+                a if pa is None else pa.max_acceleration, a if ps is None else ps.max_acceleration)
+
+    def _pack(self) -> None:
+        """Each distinct parameter vector once as a row of ``_P``, and the limits' own attributes made views
+        of those rows: a change in place (``lim.max_velocity[2] = 0.01``) reaches the compiled twin at once;
+        an attribute given a new array is noticed by identity (:meth:`apply`) and packed again."""
+        src = self._sources()
+        rows: list[np.ndarray] = []
+        idx = []
+        for arr in src:
+            for k, r in enumerate(rows):
+                if r is arr:
+                    idx.append(k)
+                    break
+            else:
+                idx.append(len(rows))
+                rows.append(arr)
+        n = len(self.position.lower)
+        if any(np.shape(r) != (n,) for r in rows):
+            raise ValueError(f"every per-joint limit must have {n} entries")
+        P = np.array(rows, dtype=float).reshape(len(rows), n)
+        one = [P[k] for k in range(len(rows))]  # one view per row: a vector shared before stays shared
+        views = [one[k] for k in idx]
+        p, ps, pa = self.position, self.path_speed, self.path_acceleration
+        p.lower, p.upper, p.max_acceleration, p.max_velocity = views[0], views[1], views[2], views[3]
+        self.velocity.max_velocity, self.acceleration.max_acceleration = views[4], views[5]
+        if pa is not None:
+            pa.max_acceleration = views[6]
+        if ps is not None:
+            ps.max_acceleration = views[7]
+        self._P, self._idx = P, np.array(idx, dtype=np.int64)
+        self._views = self._sources()
+        self._work = np.empty((5, n))
 
     def validate(self) -> None:
         for lim in self.limits:
@@ -210,18 +260,42 @@ class SafetyLimits:
         """Return the limited joint velocity reference (see the module doc for the order). ``dt`` is
         the time since the previous reference, ``period`` the loop's nominal period (default ``dt``):
         a robot-paced loop passes the robot's time, a multiple of the period after a missed cycle."""
-        kernel, act = self._compiled, self.active
-        if kernel is None:
+        kernels, act = self._compiled, self.active
+        if kernels is None:
             return run(self.limits, q, qd, qd_prev, J, dt, self.active, period)
-        c, p, v, a = self.cartesian, self.position, self.velocity, self.acceleration
+        c, p, ps, pa, V = self.cartesian, self.position, self.path_speed, self.path_acceleration, self._views
         if J is None:
-            raise ValueError("the Cartesian speed limit needs the Jacobian J")
+            raise ValueError("the limits need the Jacobian J")
         if len(q) != len(p.lower):  # shorter vectors than q raise IndexError in the compiled loops
             raise ValueError(f"q has {len(q)} entries, the limits {len(p.lower)}")
+        if (p.lower is not V[0] or p.upper is not V[1] or p.max_acceleration is not V[2]
+                or p.max_velocity is not V[3] or self.velocity.max_velocity is not V[4]
+                or self.acceleration.max_acceleration is not V[5]
+                or (pa is not None and pa.max_acceleration is not V[6])
+                or (ps is not None and ps.max_acceleration is not V[7])):
+            self._pack()  # a parameter vector was replaced (not changed in place): _sources() in order
+        head, tail = kernels
+        W, dt = self._work, float(dt)
         # J q̇ as CartesianSpeed computes it (J @ list): ndarray.dot gives the same bits, faster
-        out, act["cartesian"], act["position"], act["velocity"], act["acceleration"] = kernel(
-            q, qd, qd_prev, J.dot(qd), float(dt), p.lower, p.upper, p.max_acceleration, p.max_velocity,
-            p.recovery, p.margin, v.max_velocity, a.max_acceleration, c.max_linear_speed, c.max_angular_speed)
+        hit = head(q, qd, J.dot(qd) if c is not None else qd, dt, self._P, self._idx, W, p.recovery, p.margin,
+                   c.max_linear_speed if c is not None else math.inf,
+                   c.max_angular_speed if c is not None else math.inf, c is not None)
+        if c is not None:
+            act["cartesian"] = hit[0]
+        act["position"], act["velocity"] = hit[1], hit[2]
+        jdot = _NO_JDOT
+        if ps is not None:
+            d = W[0]
+            moving = d.tolist()
+            if any(moving) and math.isfinite(sum(moving)):  # J̇(q, q̇)q̇ at the q̇ the limits before it left
+                jdot = ps.robot.jacobian_rate(q, d)
+        out, hit_ps, hit_pa, act["acceleration"] = tail(
+            qd_prev, J, jdot, dt, self._P, self._idx, W, ps.reserve if ps is not None else 1.0, ps is not None,
+            pa is not None)
+        if ps is not None:
+            act["path_speed"] = hit_ps
+        if pa is not None:
+            act["path_acceleration"] = hit_pa
         return out
 
     # the fields, one source of truth in the composed limits -----------------------------

@@ -8,6 +8,7 @@ from typing import Literal
 import numpy as np
 
 from fdcontrol.mappings.base import MAPPINGS, Mapping
+from fdcontrol.model.conditioning import sigma_min_above
 from fdcontrol.model.configuration import Configuration
 from fdcontrol.model.robot import ModelError, RobotModel
 from fdcontrol.model.virtual import (
@@ -21,7 +22,7 @@ from fdcontrol.model.virtual import (
     Algorithm,
     VirtualModel,
     check_gamma,
-    scheduled_gamma,
+    scheduled_gamma_at,
 )
 from fdcontrol.params import declare
 
@@ -61,7 +62,6 @@ class ForwardDynamics(Mapping):
         self.gamma_straight = check_gamma(gamma_straight, algorithm, GAMMA_STRAIGHT) if self.scheduled else self.gamma0
         self.virtual = VirtualModel(robot, gamma)
         self.algorithm: Algorithm = algorithm
-        self._svd_at: tuple[np.ndarray, float] | None = None  # (J₀, σ_min(J₀)) of the last SVD
         self._scheduled_at: list[float] | None = None  # the q the loop's Configuration was last scheduled at
 
     @property
@@ -74,19 +74,15 @@ class ForwardDynamics(Mapping):
         if not self.scheduled:
             return self.gamma0
         J = self.robot.jacobian(q) if J is None else J
-        ref = self._svd_at
-        if ref is not None:  # Weyl: |σ_i(J) − σ_i(J₀)| ≤ ‖J − J₀‖₂ ≤ ‖J − J₀‖_F
-            d = J - ref[0]
-            if ref[1] - math.sqrt(float((d * d).sum())) >= REGULAR_SIGMA:
-                return self.gamma_straight  # σ_min(J) ≥ REGULAR_SIGMA: past every band (no SVD needed)
+        if sigma_min_above(J, REGULAR_SIGMA):  # past every band (no SVD needed): a Cholesky test of J Jᵀ
+            return self.gamma_straight
         _, s, Vt = np.linalg.svd(J, full_matrices=False)
-        self._svd_at = (J.copy(), float(s[-1]))
         h = self.virtual.link_inertia(q, Vt.T)
         # the common case first: every σ_k past the schedule's band (its end 2s/ρ, scheduled_gamma)
         end = min(2.0 * math.sqrt(max(float(h.min()), 0.0) / self.gamma0) / GAIN_MARGIN, REGULAR_SIGMA)
         if s[-1] >= end:
             return self.gamma_straight
-        return float(scheduled_gamma(s, h, self.gamma0, self.gamma_straight))
+        return scheduled_gamma_at(s.tolist(), h.tolist(), self.gamma0, self.gamma_straight)
 
     def schedule(self, q: np.ndarray, conf: Configuration | None = None) -> bool:
         """Set the virtual model's γ to its scheduled value at q; with `conf` (updated at q on this

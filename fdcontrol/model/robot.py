@@ -262,6 +262,7 @@ class RobotModel:
         self._R_base = self._oMb.rotation.copy()
         self._base_offset = bool(np.any(self._oMb.translation != 0))
         self._world_is_base = bool(np.allclose(self._R_base, np.eye(3), atol=0.0))
+        self._zero_v = np.zeros(model.nv)
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -410,6 +411,18 @@ class RobotModel:
         J = pin.computeFrameJacobian(self.model, self.data, q, self.tip_id,
                                      pin.LOCAL_WORLD_ALIGNED)
         return self._to_base(J)
+
+    def jacobian_rate(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+        """J̇(q, q̇) q̇ (6-vector [v̇; ω̇] in the base frame): the tip's acceleration at q̈ = 0, i.e. the
+        derivative of J along q̇ applied to q̇ — ẍ = J q̈ + J̇ q̇ (seed eq. 3 differentiated). The
+        classical (not spatial) acceleration of the tip origin, from one second-order forward
+        kinematics pass. `q` and `qd` are not checked (the caller's hot path)."""
+        pin.forwardKinematics(self.model, self.data, q, qd, self._zero_v)
+        a = pin.getFrameClassicalAcceleration(self.model, self.data, self.tip_id, pin.LOCAL_WORLD_ALIGNED).vector
+        if self._world_is_base:
+            return a
+        Rt = self._R_base.T
+        return np.concatenate((Rt @ a[:3], Rt @ a[3:]))
 
     def _to_base(self, J: np.ndarray) -> np.ndarray:
         """Re-express a world-aligned 6×N Jacobian in the base frame (the base is fixed)."""

@@ -13,6 +13,7 @@ configuration-dependent damping H_l(q)/γ, and J H⁻¹ Jᵀ → I as γ grows (
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import numpy as np
@@ -103,6 +104,41 @@ def scheduled_gamma(sigma: np.ndarray, h: np.ndarray, gamma: float, gamma_straig
                      np.where(sigma <= s, gamma, gamma + np.maximum(0.0, f - knee)))
     g = np.where(np.isnan(g), gamma, g)
     return np.minimum(gamma_straight, np.maximum(gamma, g.min(axis=-1)))
+
+
+def scheduled_gamma_at(sigma: list[float], h: list[float], gamma: float, gamma_straight: float,
+                       margin: float = GAIN_MARGIN, regular: float = REGULAR_SIGMA) -> float:
+    """:func:`scheduled_gamma` of one pose, in plain floats (the same operations in the same order, so the
+    same bits — tests/test_straight.py; a fifth of the numpy form's cost for k ≤ 7): `sigma` and `h` lists."""
+    if not (math.isfinite(sum(sigma)) and math.isfinite(sum(h))):
+        return float(scheduled_gamma(np.array(sigma), np.array(h), gamma, gamma_straight, margin, regular))
+    hmin = min(h)
+    s = math.sqrt((hmin if hmin > 0.0 else 0.0) / gamma) / margin
+    if not s < regular / 2:  # np.minimum(x, r/2)
+        s = regular / 2
+    out = math.inf
+    for sk, hk in zip(sigma, h, strict=True):
+        if sk >= 2 * s:
+            continue  # γ_k = ∞
+        if sk <= s:
+            g = gamma
+        else:
+            try:
+                f = hk / (sk * (2 * s - sk))
+            except ZeroDivisionError:  # numpy: ±inf or nan, ignored
+                return float(scheduled_gamma(np.array(sigma), np.array(h), gamma, gamma_straight, margin, regular))
+            knee = hk / (s * s)
+            if not knee > gamma:
+                knee = gamma
+            d = f - knee
+            g = gamma + (d if d > 0.0 else 0.0)
+            if g != g:
+                g = gamma
+        if g < out:
+            out = g
+    if not out > gamma:
+        out = gamma
+    return gamma_straight if not gamma_straight > out else out
 
 
 class VirtualModel:
