@@ -35,6 +35,8 @@ ZERO = dict.fromkeys(action_names("delta_pose", 6), 0.0)
 def service():
     # a wrench streamed over REST at 20 Hz on a loaded machine: the watchdog allows 1 s between two
     svc = Service("--command-timeout", "1.0")
+    with Client(svc.url) as c:  # no workspace box: the tests move the arm up to 20 cm from its start
+        c.patch_config(workspace_box=None)
     yield svc
     svc.stop()
 
@@ -246,3 +248,30 @@ def test_disconnect_leaves_the_arm_held_and_connect_moves_nothing(service):
             robot.disconnect()
     finally:
         c.close()
+
+
+def test_after_a_hold_the_old_goal_does_not_resume(service):
+    """Goals run ahead of the arm (2 cm steps at 20 Hz, faster than the interpolator's 0.25 m/s); an
+    operator's hold stops the arm short of the goal. After the release, zero actions keep it where it
+    stopped: the goal from before the hold does not resume (as for any client of the service)."""
+    robot = make(service.url)
+    robot.connect()
+    c = Client(service.url)
+    try:
+        settled(c)
+        run(robot, [{**ZERO, "delta_x": 0.02}] * 10)  # the goal: 20 cm ahead
+        c.hold(True)
+        s = until(c.state, lambda s: s["holding"] and np.linalg.norm(s["tip_twist"][:3]) < 1e-3,
+                  what="held at rest")
+        assert robot.get_observation()["held"] == 1.0
+        p_held = tip(s)
+        c.hold(False)
+        run(robot, [ZERO] * 10)
+        s = settled(c)
+        assert np.linalg.norm(tip(s) - p_held) < 2e-3, tip(s) - p_held
+        run(robot, [{**ZERO, "delta_y": 0.01}] * 3 + [ZERO] * 5)  # and it moves on from there
+        d = tip(settled(c)) - p_held
+        assert abs(d[1] - 0.03) < 0.003 and abs(d[0]) < 0.003, d
+    finally:
+        c.close()
+        robot.disconnect()

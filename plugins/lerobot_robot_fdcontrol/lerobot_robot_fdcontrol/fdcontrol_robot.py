@@ -51,6 +51,7 @@ class FdcontrolRobot(Robot):
         b = np.array([F] * 3 + [tau] * 3, dtype=float)
         self.wrench_space = spaces.Box(-b, b, dtype=np.float64)
         self._wrench_seq = 0
+        self._goals_ended = False  # a hold was seen: the goal is re-anchored at the first action after it
 
     # ------------------------------------------------------------------ features
     def _token(self) -> str | None:
@@ -164,6 +165,8 @@ class FdcontrolRobot(Robot):
         if s.get("stale"):
             raise RuntimeError("the service's control loop is not responding (its state is stale)")
         self._state = s
+        if s["holding"]:  # a hold ends the service's goals: the next action starts again from where the arm is
+            self._goals_ended = True
         obs: dict[str, Any] = features.observation(s)
         for key, cam in self.cameras.items():
             obs[key] = cam.async_read()
@@ -180,15 +183,21 @@ class FdcontrolRobot(Robot):
         if cfg.action_type == "wrench":
             a = check_action(self.wrench_space, a, clip=cfg.clip)
             st = self._state
-            if st is not None and st["watchdog"] == "tripped" and not st["fault"]:
-                # the stream had gone stale: the hold ended the goals, so the motion term's target is set
-                # again where the tip is (the wrench then pushes against a spring there, not a free arm)
+            if st is not None and not st["fault"] and (
+                    st["watchdog"] == "tripped" or (self._goals_ended and not st["holding"])):
+                # the stream had gone stale (or a hold was released): the hold ended the goals, so the motion
+                # term's target is set again where the tip is (the wrench pushes against a spring there)
                 p = features.pose7(st["tip_pose"])
                 self.env.client.set_target(p[:3].tolist(), p[3:].tolist())
+                self._goals_ended = False
             self._wrench_seq += 1
             self.env.client.set_wrench(a.tolist(), cfg.frame, self._wrench_seq)
         else:
-            measured = np.asarray(self._state["tip_pose"], float) if self._state is not None else None
+            st = self._state
+            if st is not None and self._goals_ended and not st["holding"]:
+                self.env.anchor(st)  # after a hold: deltas start from where the arm stopped, not the old goal
+                self._goals_ended = False
+            measured = np.asarray(st["tip_pose"], float) if st is not None else None
             a, _ = self.env.act(a, clip=cfg.clip, measured=measured)
             if cfg.action_type == "pose":
                 a = a.copy()
