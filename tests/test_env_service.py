@@ -27,6 +27,9 @@ def service(tmp_path_factory):
     d = tmp_path_factory.mktemp("rec")
     svc = Service(env={"FDCONTROL_RECORD_DIR": str(d)})
     svc.record_dir = d  # type: ignore[attr-defined]
+    # these episodes reach past the simulated arm's start box (±20 cm around the start): none here
+    r = httpx.patch(svc.url + "/config", json={"workspace_box": None}, timeout=60)
+    assert r.status_code == 200 and r.json()["workspace_box"] is None, r.text
     yield svc
     svc.stop()
 
