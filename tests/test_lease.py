@@ -33,6 +33,10 @@ def service(tmp_path_factory):
     # a long lease timeout: only a release, a take-over or a closed stream ends a lease here
     s = Service("--record-dir", str(d), env={"FDCONTROL_LEASE_TIMEOUT": "30"})
     s.dir = d
+    # the streams here push the tool for seconds: without the simulated arm's start box, whose
+    # reaction would add to the applied wrench these tests read
+    r = httpx.patch(s.url + "/config", json={"workspace_box": None}, timeout=60)
+    assert r.status_code == 200 and r.json()["workspace_box"] is None, r.text
     yield s
     s.stop()
 
