@@ -42,6 +42,9 @@ N = 24
 @pytest.fixture(scope="module")
 def service():
     svc = Service()
+    # the volumes here are another client's: none to begin with (not the simulated arm's start box)
+    r = httpx.patch(svc.url + "/config", json={"workspace_box": None}, timeout=60)
+    assert r.status_code == 200 and r.json()["workspace_box"] is None, r.text
     yield svc
     svc.stop()
 
