@@ -150,7 +150,8 @@ def test_errors_name_what_was_expected(ur10, tmp_path: Path):
         RobotModel.from_urdf(URDF_DIR / "ur10.urdf", "base_link", "flange")
     with pytest.raises(ModelError, match="not an ancestor"):
         RobotModel.from_urdf(URDF_DIR / "ur10.urdf", "tool0", "base_link")
-    with pytest.raises(ModelError, match=r"unknown robot .ur5.: the shipped robots are ur10, panda, fr3, planar2; or give a robot description file"):
+    with pytest.raises(ModelError, match=r"unknown robot .ur5.: the shipped robots are ur10, panda, fr3, "
+                                         r"planar2; or give a robot description file"):
         RobotModel.load("ur5")
     with pytest.raises(ModelError, match="must have 6 entries"):
         ur10.pose(np.zeros(5))
