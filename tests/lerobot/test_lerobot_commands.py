@@ -96,3 +96,19 @@ def test_lerobot_replay_drives_the_arm_through_the_episode(recorded):
     assert abs(dp[0] - STEPS * DX) < 0.005 and np.hypot(dp[1], dp[2]) < 0.002, dp
     assert len({s["action_seq"] for s in states if s["action_seq"]}) >= STEPS  # the replayed actions reached it
     assert states[-1]["holding"]  # disconnect held the arm
+
+
+def test_lerobot_teleoperate_moves_the_arm_as_the_teleoperator_asks(tmp_path):
+    """LeRobot's own ``lerobot-teleoperate`` with ``--robot.type=fdcontrol``: the scripted teleoperator's
+    10 steps of +1 cm along x reach the embedded arm (its loop's own recording), nothing sideways,
+    and the arm is held when the command ends."""
+    mcap = tmp_path / "teleop.mcap"
+    lerobot("lerobot-teleoperate", "--robot.type=fdcontrol", "--robot.embedded=true", f"--robot.fps={FPS}",
+            f"--robot.embedded_args=[--record, {mcap}]", "--teleop.type=fdcontrol_test_script",
+            f"--teleop.steps={STEPS}", f"--teleop.dx={DX}", f"--fps={FPS}", "--teleop_time_s=4",
+            "--display_data=false", home=tmp_path / "hf")
+    states = read_recording(mcap).states()
+    tips = np.array([np.asarray(s["tip_pose"], float)[:3, 3] for s in states])
+    dp = tips[-1] - tips[0]
+    assert abs(dp[0] - STEPS * DX) < 0.005 and np.hypot(dp[1], dp[2]) < 0.002, dp
+    assert states[-1]["holding"]  # disconnect held the arm
