@@ -43,8 +43,7 @@ N = 24
 def service():
     svc = Service()
     # the volumes here are another client's: none to begin with (not the simulated arm's start box)
-    r = httpx.patch(svc.url + "/config", json={"workspace_box": None}, timeout=60)
-    assert r.status_code == 200 and r.json()["workspace_box"] is None, r.text
+    svc.without_start_box()
     yield svc
     svc.stop()
 

@@ -28,8 +28,7 @@ def service(tmp_path_factory):
     svc = Service(env={"FDCONTROL_RECORD_DIR": str(d)})
     svc.record_dir = d  # type: ignore[attr-defined]
     # these episodes reach past the simulated arm's start box (±20 cm around the start): none here
-    r = httpx.patch(svc.url + "/config", json={"workspace_box": None}, timeout=60)
-    assert r.status_code == 200 and r.json()["workspace_box"] is None, r.text
+    svc.without_start_box()
     yield svc
     svc.stop()
 

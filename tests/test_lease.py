@@ -35,8 +35,7 @@ def service(tmp_path_factory):
     s.dir = d
     # the streams here push the tool for seconds: without the simulated arm's start box, whose
     # reaction would add to the applied wrench these tests read
-    r = httpx.patch(s.url + "/config", json={"workspace_box": None}, timeout=60)
-    assert r.status_code == 200 and r.json()["workspace_box"] is None, r.text
+    s.without_start_box()
     yield s
     s.stop()
 
