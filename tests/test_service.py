@@ -24,6 +24,7 @@ from .waits import cycles_later, until
 @pytest.fixture(scope="module")
 def service():
     svc = Service(env={"FDCONTROL_MAX_BATCH": "200"})
+    svc.without_start_box()  # the pushes here carry the tool past the simulated arm's start box
     yield svc
     svc.stop()
 

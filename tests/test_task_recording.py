@@ -23,7 +23,8 @@ def test_workspace_and_a_reaction_are_in_the_recording(tmp_path):
         box = {"min": [p[0] - 0.6, p[1] - 0.6, p[2] - 0.6], "max": [p[0] + 0.4, p[1] + 0.6, p[2] + 0.6]}
         assert http.patch("/config", json={"workspace_box": box}).status_code == 200
         assert http.post("/recording/start", json={"name": "task.mcap"}).status_code == 200
-        sphere = {"sphere": {"center": [p[0] + 0.3, p[1] + 0.3, p[2]], "radius": 0.05}}
+        # beside the tool, on the side away from the arm (its links pass far from it during the move)
+        sphere = {"sphere": {"center": [p[0] - 0.3, p[1] - 0.3, p[2]], "radius": 0.05}}
         assert http.patch("/config", json={"keep_out": [sphere]}).status_code == 200  # a change while recording
         assert http.post("/control/start").status_code == 200
         count0 = http.get("/state").json()["reaction_count"]
