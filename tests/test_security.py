@@ -46,6 +46,7 @@ def secured():
 @pytest.fixture(scope="module")
 def open_service():
     s = Service()
+    s.without_start_box()  # the pushes here add up past the simulated arm's start box
     yield s
     s.stop()
 

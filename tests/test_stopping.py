@@ -236,12 +236,12 @@ def test_a_rule_switches_the_mode_only_at_standstill(http):
         if s["reaction_count"] > count0:
             break
     assert s["reaction_count"] > count0, "the rule did not fire"
-    # fired under a moving arm: the mode waits until the loop has braked to standstill (test_switch sees
-    # every cycle of it on /ws/state)
-    assert s["mode"] == "admittance" or speed(s) == 0.0, (s["mode"], speed(s))
-    s = wait(http, lambda s: s["mode"] == "force")
-    assert speed(s) == 0.0
-    assert s["cycle"] > 0
+    # fired under a moving arm: the mode waits until the loop has braked to standstill. That a change of
+    # mode lands only at standstill is checked cycle by cycle in tests/test_meaning_changes.py; polled here,
+    # a state read after the switch may already show the still-live stream moving the arm in force mode.
+    # With the stream ended, the arm is in force mode and at rest.
+    s = wait(http, lambda s: s["mode"] == "force" and speed(s) == 0.0)
+    assert s["mode"] == "force" and speed(s) == 0.0 and s["cycle"] > 0
 
 
 def test_zeroing_the_sensor_under_a_load_is_refused_and_no_patch_rezeroes_it(http):
