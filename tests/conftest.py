@@ -119,14 +119,8 @@ def required_category(reason: str, names: set[str]) -> str | None:
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
-    names = getattr(item.config, "_fdcontrol_required", set())
-    if not names or not rep.skipped or hasattr(rep, "wasxfail"):
-        return
-    reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
-    category = required_category(reason, names)
-    if category is not None:
-        rep.outcome = "failed"
-        rep.longrepr = f"required test skipped (REQUIRE includes {category!r}): {reason}"
+    if not hasattr(rep, "wasxfail"):
+        _fail_if_required(rep, item.config, "required test skipped")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -134,11 +128,16 @@ def pytest_make_collect_report(collector):
     """The same for a whole module that skips at import (``pytest.importorskip`` at module level)."""
     outcome = yield
     rep = outcome.get_result()
-    names = getattr(collector.config, "_fdcontrol_required", set())
+    _fail_if_required(rep, collector.config, "required tests skipped")
+
+
+def _fail_if_required(rep, config, what: str) -> None:
+    """A skip whose reason is in a REQUIRE'd category becomes a failure that says so."""
+    names = getattr(config, "_fdcontrol_required", set())
     if not names or not rep.skipped:
         return
     reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
     category = required_category(reason, names)
     if category is not None:
         rep.outcome = "failed"
-        rep.longrepr = f"required tests skipped (REQUIRE includes {category!r}): {reason}"
+        rep.longrepr = f"{what} (REQUIRE includes {category!r}): {reason}"

@@ -29,6 +29,17 @@ def pending(ft: NetFT) -> bool:
     return True
 
 
+def step_until(loop, pred, n: int, period: float):
+    """Step the loop until pred(state), a cycle every `period` s (bounded: ≤ n cycles); the last state."""
+    s = loop.step()
+    for _ in range(n):
+        if pred(s):
+            break
+        time.sleep(period)
+        s = loop.step()
+    return s
+
+
 def read_until(ft: NetFT, pred, seconds: float = 5.0):
     """Read every 2 ms until pred(reading) (bounded: `seconds`)."""
     w = ft.read()
@@ -200,13 +211,7 @@ def test_a_sensor_gone_quiet_makes_a_law_that_reads_it_hold(peer):
         r.drv.read_wrench = ft.read  # the driver's wrench reading is the network sensor's
 
         def run(pred, n: int = 3000):
-            s = r.loop.step()
-            for _ in range(n):  # bounded: ≤ n cycles of ≥ 1 ms
-                if pred(s):
-                    break
-                time.sleep(0.001)
-                s = r.loop.step()
-            return s
+            return step_until(r.loop, pred, n, 0.001)
 
         s = run(lambda s: np.max(np.abs(s.qd_ref)) > 1e-3)
         assert s.watchdog != "sensor_stale" and not s.holding and np.max(np.abs(s.qd_ref)) > 1e-3
@@ -248,18 +253,12 @@ def test_the_sensors_status_word_reaches_the_loop_state_and_health_by_name(peer)
 
         r.drv.read_wrench = read_wrench
 
-        def step_until(pred, n: int = 2000):
-            s = r.loop.step()
-            for _ in range(n):  # bounded: ≤ n cycles of ≥ 2 ms
-                if pred(s):
-                    break
-                time.sleep(0.002)
-                s = r.loop.step()
-            return s
+        def advance(pred, n: int = 2000):
+            return step_until(r.loop, pred, n, 0.002)
 
-        assert step_until(lambda s: s.cycle > 5).sensor_status is None
+        assert advance(lambda s: s.cycle > 5).sensor_status is None
         peer.status = 0x2000_0000
-        s = step_until(lambda s: s.sensor_status is not None)
+        s = advance(lambda s: s.sensor_status is not None)
         host_, port = ft.peer
         assert s.sensor_status is not None and f"{host_}:{port}" in s.sensor_status and "0x20000000" in s.sensor_status
 
@@ -268,7 +267,7 @@ def test_the_sensors_status_word_reaches_the_loop_state_and_health_by_name(peer)
         body = health(request)
         assert body["status"] == "fault" and "force–torque sensor" in body["fault"] and "0x20000000" in body["fault"]
         peer.status = 0
-        s = step_until(lambda s: s.sensor_status is None)
+        s = advance(lambda s: s.sensor_status is None)
         assert s.sensor_status is None and health(request)["status"] == "ok"
     finally:
         ft.close()
