@@ -423,3 +423,52 @@ def test_compiled_twin_equals_the_limit_classes_with_the_path_limits(name, data,
     note(f"float loops {want}, compiled {got}, acted {want_active}")
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
     assert lim.active == want_active
+
+
+# ------------------------------------------------------------------------- the path limits alone, at their edges
+class _CountingRobot:
+    """A robot whose J̇(q, q̇)q̇ counts its evaluations (the path speed limit's cost per cycle)."""
+
+    def __init__(self, robot: RobotModel) -> None:
+        self.robot, self.calls = robot, 0
+
+    def jacobian_rate(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+        self.calls += 1
+        return self.robot.jacobian_rate(q, qd)
+
+
+def test_path_speed_does_nothing_and_computes_nothing_at_rest_or_without_a_finite_velocity(ur10):
+    """At rest, with a non-finite q̇ or without a Jacobian the path speed limit leaves q̇ as it is, says it
+    did not act, and never evaluates J̇ (one forward-kinematics pass per cycle only while moving)."""
+    from fdcontrol.limits import Cycle, PathSpeed
+
+    robot = _CountingRobot(ur10)
+    lim = PathSpeed(robot, np.full(6, 4.0))  # type: ignore[arg-type]
+    q = np.full(6, 0.3)
+    J = ur10.jacobian(q)
+    for qd, jac in (([0.0] * 6, J), ([math.inf, 0, 0, 0, 0, 0], J), ([math.nan, 1, 0, 0, 0, 0], J),
+                    ([0.5] * 6, None)):
+        out = list(qd)
+        assert lim.apply(Cycle(q, np.zeros(6), jac, 0.002), out) is False
+        assert out == qd or (not math.isfinite(qd[0]) and out[1:] == qd[1:])
+    assert robot.calls == 0
+    fast = [2.0] * 6  # and it does act, and evaluate J̇, on a fast move
+    assert lim.apply(Cycle(q, np.zeros(6), J, 0.002), fast) is True and robot.calls == 1
+    assert 0 < fast[0] < 2.0 and len(set(fast)) == 1  # scaled uniformly
+
+
+def test_path_acceleration_at_its_edges():
+    """Closed forms: a change of exactly a·dt is within the limit (not acted); where the joints' σ intervals
+    meet in one point, that σ scales the reference; where they miss each other it is left to the
+    acceleration limit."""
+    from fdcontrol.limits import Cycle, PathAcceleration
+
+    lim = PathAcceleration(np.array([0.5, 0.5]))  # a·dt = 0.5 exactly at dt = 1
+    qd = [0.5, -0.5]
+    assert lim.apply(Cycle(np.zeros(2), np.zeros(2), None, 1.0), qd) is False and qd == [0.5, -0.5]
+    # joint 0: |σ·1 − 0| ≤ 0.5 → σ ∈ [−0.5, 0.5]; joint 1: |σ·1 − 1| ≤ 0.5 → σ ∈ [0.5, 1.5]: σ = 0.5
+    qd = [1.0, 1.0]
+    assert lim.apply(Cycle(np.zeros(2), np.array([0.0, 1.0]), None, 1.0), qd) is True and qd == [0.5, 0.5]
+    # joint 1 needs σ ≥ 0.6: no σ for both, the reference stays for the acceleration limit
+    qd = [1.0, 1.0]
+    assert lim.apply(Cycle(np.zeros(2), np.array([0.0, 1.1]), None, 1.0), qd) is False and qd == [1.0, 1.0]
