@@ -472,3 +472,80 @@ def test_path_acceleration_at_its_edges():
     # joint 1 needs σ ≥ 0.6: no σ for both, the reference stays for the acceleration limit
     qd = [1.0, 1.0]
     assert lim.apply(Cycle(np.zeros(2), np.array([0.0, 1.1]), None, 1.0), qd) is False and qd == [1.0, 1.0]
+
+
+# ------------------------------------------------------------------------- SafetyLimits: names, fields, refusals
+def test_limit_names_are_put_in_their_order_and_refused_by_exact_reason():
+    from fdcontrol.limits.safety import check_limit_names
+
+    assert check_limit_names(["acceleration", "velocity", "position"]) == ("position", "velocity", "acceleration")
+    assert check_limit_names(reversed(DEFAULT_LIMITS)) == ("cartesian", "position", "velocity", "path_speed",
+                                                           "path_acceleration", "acceleration")
+    with pytest.raises(ValueError, match=r"^limit 'velocity' given more than once$"):
+        check_limit_names(["position", "velocity", "acceleration", "velocity"])
+    with pytest.raises(ValueError, match=r"^limit 'position', 'velocity' given more than once$"):
+        check_limit_names(["velocity", "position", "velocity", "acceleration", "position"])
+    with pytest.raises(ValueError, match=r"^unknown limit 'nope'; expected one of cartesian, "):
+        check_limit_names(["position", "velocity", "acceleration", "nope"])
+    for name in ("position", "velocity", "acceleration"):
+        rest = [n for n in ("position", "velocity", "acceleration") if n != name]
+        reason = LIMITS.get(name).required
+        with pytest.raises(ValueError, match=f"^the '{name}' limit may not be left out: {reason}$".replace("(", r"\(")
+                           .replace(")", r"\)").replace("+", r"\+").replace(".", r"\.").replace("[", r"\[")
+                           .replace("]", r"\]")):
+            check_limit_names(rest)
+
+
+def test_safety_limits_compose_refuses_a_limit_twice_and_reads_the_parameters_it_was_given(ur10):
+    p = PositionEnvelope(np.array([-1.0]), np.array([1.0]), np.array([2.0]), np.array([1.0]))
+    with pytest.raises(ValueError, match=r"^limit 'velocity' given more than once$"):
+        SafetyLimits.compose([p, JointVelocity(np.array([1.0])), JointVelocity(np.array([2.0])),
+                              JointAcceleration(np.array([2.0]))])
+    active: dict[str, bool] = {}
+    lim = SafetyLimits(np.array([-1.0, -2.0]), np.array([1.0, 2.0]), 0.7, np.array([3.0, 4.0]),
+                       max_linear_speed=0.2, max_angular_speed=0.6, recovery_speed=0.3, active=active)
+    assert lim.names == BASIC_LIMITS and lim.active is active
+    assert lim.lower.tolist() == [-1.0, -2.0] and lim.upper.tolist() == [1.0, 2.0]
+    assert lim.max_velocity.tolist() == [0.7, 0.7] and lim.position.max_velocity.tolist() == [0.7, 0.7]
+    assert lim.max_acceleration.tolist() == [3.0, 4.0] and lim.position.max_acceleration.tolist() == [3.0, 4.0]
+    assert (lim.max_linear_speed, lim.max_angular_speed, lim.recovery_speed) == (0.2, 0.6, 0.3)
+    lim.apply(np.zeros(2), np.array([1.0, 0.0]), np.zeros(2), np.zeros((6, 2)), 0.002)  # within the envelope
+    assert active == {"cartesian": False, "position": False, "velocity": True, "acceleration": True}
+    # the setters reach the limits that use the value (the position envelope reads v_max and a_max too)
+    lim.max_linear_speed, lim.max_angular_speed, lim.recovery_speed = 0.1, 0.4, 0.5
+    assert (lim.cartesian.max_linear_speed, lim.cartesian.max_angular_speed, lim.position.recovery) == (0.1, 0.4, 0.5)
+    lim.max_velocity = 0.25
+    assert lim.velocity.max_velocity.tolist() == [0.25, 0.25] == lim.position.max_velocity.tolist()
+    lim.max_acceleration = [1.0, 2.0]
+    assert lim.acceleration.max_acceleration.tolist() == [1.0, 2.0] == lim.position.max_acceleration.tolist()
+    lim.lower, lim.upper = [-0.5, -0.5], [0.5, 0.5]
+    assert lim.position.lower.tolist() == [-0.5, -0.5] and lim.position.upper.tolist() == [0.5, 0.5]
+    assert lim.position.lower.dtype == float and lim.position.upper.dtype == float
+    # and the compiled path reads the new values, 0.5 rad from the upper limits: the envelope √(2·0.5·a·0.5)
+    # = [0.707, 1] rad/s, scaled uniformly into 0.25 rad/s = [0.177, 0.25], joint 0 then braked from its
+    # previous 0.25 by a·dt = 0.002 only
+    out = lim.apply(np.zeros(2), np.array([5.0, 5.0]), np.array([0.25, 0.25]), np.zeros((6, 2)), 0.002)
+    assert out.tolist() == pytest.approx([0.25 - 0.002, 0.25], abs=1e-12)
+    lim.recovery_speed = 0.0
+    with pytest.raises(ValueError, match=r"^recovery_speed must be in \(0, 1\]$"):
+        lim.validate()
+
+
+def test_safety_limits_refusals_name_the_problem(ur10):
+    three = SafetyLimits.from_robot(ur10, limits=("position", "velocity", "acceleration"))
+    assert three.cartesian is None and three.max_linear_speed == math.inf and three.max_angular_speed == math.inf
+    for field in ("max_linear_speed", "max_angular_speed"):
+        with pytest.raises(ValueError, match=r"^the Cartesian speed limit is not composed \(settings limits\)$"):
+            setattr(three, field, 0.3)
+    lim = SafetyLimits.from_robot(ur10)
+    with pytest.raises(ValueError, match=r"^the limits need the Jacobian J$"):
+        lim.apply(np.zeros(6), np.zeros(6), np.zeros(6), None, 0.002)
+    with pytest.raises(ValueError, match=r"^q has 5 entries, the limits 6$"):
+        lim.apply(np.zeros(5), np.zeros(6), np.zeros(6), ur10.jacobian(np.zeros(6)), 0.002)
+    lim.position.upper = np.ones(5)  # a replaced vector of the wrong length: refused when packed
+    with pytest.raises(ValueError, match=r"^every per-joint limit must have 6 entries$"):
+        lim.apply(np.zeros(6), np.zeros(6), np.zeros(6), ur10.jacobian(np.zeros(6)), 0.002)
+    with pytest.raises(ValueError, match=r"^max_velocity must be a scalar or have 2 entries, got shape \(3,\)$"):
+        SafetyLimits(np.zeros(2), np.ones(2), np.ones(3), 1.0)
+    with pytest.raises(ValueError, match=r"^max_acceleration must be a scalar or have 2 entries, got shape \(3,\)$"):
+        SafetyLimits(np.zeros(2), np.ones(2), 1.0, np.ones(3))
