@@ -549,3 +549,50 @@ def test_safety_limits_refusals_name_the_problem(ur10):
         SafetyLimits(np.zeros(2), np.ones(2), np.ones(3), 1.0)
     with pytest.raises(ValueError, match=r"^max_acceleration must be a scalar or have 2 entries, got shape \(3,\)$"):
         SafetyLimits(np.zeros(2), np.ones(2), 1.0, np.ones(3))
+
+
+@pytest.mark.parametrize("dt", [1e-3, 4e-3])
+def test_position_envelope_boxes_are_the_documented_ones(dt):
+    """The envelope and hard box of PositionEnvelope against its docstring's formulas, written out here, at
+    joints inside (in the middle, within the braking distance, within one step of a limit), exactly at a limit
+    and beyond one (by less and by more than a recovery step)."""
+    from fdcontrol.limits import Cycle
+
+    m, rec = 0.5, 0.2
+    lower, upper = -1.0, 1.0
+    amax, vmax = 3.0, 2.0
+    step = rec * vmax * dt  # how far the recovery speed moves in one cycle
+    qs = [0.0, 0.9, -0.95, upper - 1e-7, lower + 1e-7, upper, lower, upper + 0.3 * step, lower - 0.3 * step,
+          upper + 5 * step, lower - 5 * step]
+    n = len(qs)
+    q = np.array(qs)
+    lim = PositionEnvelope(np.full(n, lower), np.full(n, upper), np.full(n, amax), np.full(n, vmax), rec, m)
+    c = Cycle(q, np.zeros(n), None, dt)
+    qd = [0.0] * n
+    hit = lim.apply(c, qd)
+    assert hit  # the joints beyond a limit are driven back
+    for j, x in enumerate(qs):
+        du, dl = upper - x, x - lower
+        if du < 0:
+            want_lo, want_hi = -min(rec * vmax, -du / dt), 0.0
+            assert qd[j] == pytest.approx(want_lo, rel=1e-12), j  # set to the lower end: back towards the limit
+        elif dl < 0:
+            want_lo, want_hi = 0.0, min(rec * vmax, -dl / dt)
+            assert qd[j] == pytest.approx(want_hi, rel=1e-12), j
+        else:
+            want_lo, want_hi = -min(math.sqrt(2 * m * amax * dl), dl / dt), min(math.sqrt(2 * m * amax * du), du / dt)
+            assert qd[j] == 0.0, j  # inside: at rest is within the envelope, left alone
+        assert c.lo[j] == pytest.approx(want_lo, rel=1e-12, abs=1e-300), j
+        assert c.hi[j] == pytest.approx(want_hi, rel=1e-12, abs=1e-300), j
+        assert c.hard_lo[j] == pytest.approx(-max(dl, 0.0) / dt, rel=1e-12, abs=1e-300), j
+        assert c.hard_hi[j] == pytest.approx(max(du, 0.0) / dt, rel=1e-12, abs=1e-300), j
+    # inside, a velocity within the envelope is left alone and one beyond it is put on its end
+    inside = [0, 1, 2, 3, 4]
+    for scale, acts in ((0.999, False), (1.001, True)):
+        sub = PositionEnvelope(np.full(5, lower), np.full(5, upper), np.full(5, amax), np.full(5, vmax), rec, m)
+        probe = Cycle(q[inside], np.zeros(5), None, dt)
+        sub.apply(probe, [0.0] * 5)
+        for side in (probe.hi, probe.lo):
+            qd = [scale * v for v in side]
+            assert sub.apply(Cycle(q[inside], np.zeros(5), None, dt), qd) is acts
+            assert qd == pytest.approx([scale * v if not acts else v for v in side], rel=1e-12)
