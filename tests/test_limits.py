@@ -596,3 +596,19 @@ def test_position_envelope_boxes_are_the_documented_ones(dt):
             qd = [scale * v for v in side]
             assert sub.apply(Cycle(q[inside], np.zeros(5), None, dt), qd) is acts
             assert qd == pytest.approx([scale * v if not acts else v for v in side], rel=1e-12)
+
+
+def test_a_reference_exactly_at_a_limit_is_not_limited():
+    """Never act when inside: a joint exactly at its velocity limit, a change of exactly a·dt, a tip exactly at
+    its speed limit are within the limits — left as they are, and the limit says it did not act."""
+    from fdcontrol.limits import Cycle
+
+    c = Cycle(np.zeros(2), np.zeros(2), None, 0.5)
+    qd = [0.5, -0.25]
+    assert JointVelocity(np.array([0.5, 0.5])).apply(c, qd) is False and qd == [0.5, -0.25]
+    qd = [1.0, -0.5]  # a·dt = 2 · 0.5 = 1 from rest
+    assert JointAcceleration(np.array([2.0, 2.0])).apply(c, qd) is False and qd == [1.0, -0.5]
+    J = np.zeros((6, 2))
+    J[0, 0], J[5, 1] = 1.0, 1.0
+    qd = [0.5, 1.5]
+    assert CartesianSpeed(0.5, 1.5).apply(Cycle(np.zeros(2), np.zeros(2), J, 0.5), qd) is False and qd == [0.5, 1.5]
