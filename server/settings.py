@@ -1,7 +1,8 @@
 """Service settings: one pydantic model, from defaults < YAML file < environment < CLI flags.
 
 Environment variables are the field names upper-cased with the prefix ``FDCONTROL_``
-(e.g. ``FDCONTROL_GAMMA=500``, ``FDCONTROL_STIFFNESS='[200,200,200,50,50,50]'``);
+(e.g. ``FDCONTROL_GAMMA=500``, ``FDCONTROL_STIFFNESS='[200,200,200,50,50,50]'``); ``null`` is None, as
+in the YAML file (``FDCONTROL_WORKSPACE_BOX=null``: no workspace box);
 ``FDCONTROL_CONFIG`` names a YAML file with the same keys.
 """
 
@@ -258,7 +259,7 @@ ControlParams: type[BaseModel] = create_model(  # type: ignore[call-overload]
 class Settings(ControlParams, BaseSettings):
     """Service settings = control parameters + process options."""
 
-    model_config = SettingsConfigDict(env_prefix="FDCONTROL_", extra="forbid")
+    model_config = SettingsConfigDict(env_prefix="FDCONTROL_", extra="forbid", env_parse_none_str="null")
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
