@@ -24,6 +24,8 @@ from packaging.requirements import Requirement
 
 from fdcontrol.extras import EXTRAS
 
+from .extras_env import closure as closure_of
+from .extras_env import linked_venv
 from .service import ROOT
 
 #: what only an extra brings: none of it may be visible in the lean environment
@@ -86,21 +88,7 @@ def _core_closure(wheel: Path) -> dict[str, importlib.metadata.Distribution]:
         meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
         reqs = [line.split(":", 1)[1].strip() for line in z.read(meta).decode().splitlines()
                 if line.startswith("Requires-Dist:")]
-    seen: dict[str, importlib.metadata.Distribution] = {}
-
-    def visit(req: Requirement) -> None:
-        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
-            return
-        dist = importlib.metadata.distribution(req.name)
-        key = dist.metadata["Name"].lower().replace("_", "-")
-        if key not in seen:
-            seen[key] = dist
-            for r in dist.requires or []:
-                visit(Requirement(r))
-
-    for r in reqs:
-        visit(Requirement(r))
-    return seen
+    return closure_of(Requirement(r) for r in reqs)
 
 
 @pytest.fixture(scope="module")
@@ -120,20 +108,8 @@ def lean(tmp_path_factory):
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr
     (wheel,) = (d / "dist").glob("fdcontrol-*.whl")
     closure = _core_closure(wheel)
-    # the declared core, linked in from this environment (the same files pip would install)
-    farm = d / "core"
-    farm.mkdir()
-    for dist in closure.values():
-        for top in {Path(str(f)).parts[0] for f in dist.files or []} - {"..", "__pycache__"}:
-            target = Path(str(dist.locate_file(top)))
-            if target.exists() and not (farm / top).exists():
-                (farm / top).symlink_to(target)
-    venv = d / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    py = venv / "bin" / "python"
-    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    (Path(site) / "_fdcontrol_core.pth").write_text(f"import site; site.addsitedir({str(farm)!r})\n")
+    py = linked_venv(d, closure.values())  # the declared core, linked in (the same files pip would install)
+    venv = py.parent.parent
     inst = subprocess.run([*pip, "--python", str(py), "install", "--no-deps", "--no-index", "-q", str(wheel)],
                           capture_output=True, text=True, timeout=300)
     assert inst.returncode == 0, inst.stderr
