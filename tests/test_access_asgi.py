@@ -43,6 +43,26 @@ def access(**kw: Any) -> Access:
     return Access(Settings(**kw))
 
 
+class Clock:
+    """A stand-in for the time module of server/sessions.py: the throttle on a clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    """The throttle's (and the sessions') clock, still unless the test moves it: Retry-After exact."""
+    import fdcontrol.server.sessions as sessions
+
+    c = Clock()
+    monkeypatch.setattr(sessions, "time", c)
+    return c
+
+
 @dataclass
 class Outcome:
     """What one request through the middleware produced."""
@@ -86,7 +106,7 @@ def run(a: Access | AccessMiddleware, method: str = "GET", path: str = "/state",
     whole body, once more past it (to see what the middleware passes on), and answers 200."""
     mw = a if isinstance(a, AccessMiddleware) else AccessMiddleware(None, a)
     if messages is None:
-        messages = ([{"type": "websocket.connect"}] if ws else
+        messages = ([{"type": "websocket.connect"}] if ws else [{"type": "lifespan.startup"}] if scope_type else
                     [{"type": "http.request", "body": body or b"", "more_body": False}])
     pending = [*messages, {"type": "websocket.disconnect" if ws else "http.disconnect"}]
     out = Outcome(sent=[])
@@ -104,7 +124,9 @@ def run(a: Access | AccessMiddleware, method: str = "GET", path: str = "/state",
             out.got.append(await receive())
             await send({"type": "websocket.accept"})
             return
-        if scope["type"] != "http":
+        if scope["type"] != "http":  # lifespan: the app talks to the server through the same channels
+            out.got.append(await receive())
+            await send({"type": "lifespan.startup.complete"})
             return
         while True:
             m = await receive()
@@ -157,7 +179,33 @@ def ws_passed(o: Outcome) -> None:
 # ------------------------------------------------------------------------------ the checks in order
 def test_other_scopes_pass_untouched():
     o = run(access(token=TOKEN), scope_type="lifespan", host="evil.example")
-    assert len(o.reached) == 1 and o.reached[0]["type"] == "lifespan" and o.sent == []
+    assert len(o.reached) == 1 and o.reached[0]["type"] == "lifespan"
+    assert o.got == [{"type": "lifespan.startup"}] and o.sent == [{"type": "lifespan.startup.complete"}]
+
+
+def test_a_sparse_scope_is_read_with_safe_defaults():
+    """ASGI servers always send headers, method and path; a scope without them is still answered
+    (no Host: 421; no method: a GET), never an exception."""
+    a = access()
+    a.allowed = lambda path: ["GET", "HEAD"]
+    sent: list[dict[str, Any]] = []
+
+    async def send(msg: dict[str, Any]) -> None:
+        sent.append(msg)
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    reached: list[dict[str, Any]] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        reached.append(scope)
+
+    asyncio.run(AccessMiddleware(app, a)({"type": "http"}, receive, send))
+    assert sent[0]["status"] == 421 and reached == []
+    sent.clear()
+    asyncio.run(AccessMiddleware(app, a)({"type": "http", "headers": [(b"host", b"localhost")]}, receive, send))
+    assert sent == [] and len(reached) == 1  # a GET the route takes
 
 
 def test_unknown_host_is_421_for_requests_and_handshakes():
@@ -188,6 +236,13 @@ def test_foreign_origin_is_403_on_state_changes_and_handshakes_only():
     ws_passed(run(a, "GET", "/ws/control", ws=True))  # no Origin: not a browser
     passed(run(a, "GET", "/state", headers={"origin": "http://evil.example"}))  # a read changes nothing
     passed(run(a, "HEAD", "/state", headers={"origin": "http://evil.example"}))
+    for host in ("localhost:8000", "LocalHost:8000"):  # the own origin under the name the client used
+        passed(run(a, "POST", "/control/hold", host=host, body=b"{}", headers={"origin": "http://localhost:8000"}),
+               b"{}")
+        passed(run(a, "POST", "/control/hold", host=host, body=b"{}", headers={"origin": "https://LOCALHOST:8000"}),
+               b"{}")
+        refused(run(a, "POST", "/control/hold", host=host, body=b"{}", headers={"origin": "http://localhost:8001"}),
+                403, ORIGIN_DETAIL)
     # a WebSocket's scope has no method: the handshake is checked as a WebSocket whatever it says
     o = run(a, "GET", "/ws/control", ws=True, headers={"origin": "http://evil.example"})
     assert o.reached == []
@@ -256,7 +311,7 @@ def test_public_read_opens_reads_of_status_routes_only():
 
 
 # ------------------------------------------------------------------------------ throttle and counting
-def test_wrong_credentials_throttle_429_with_retry_after_and_the_right_token_passes(caplog):
+def test_wrong_credentials_throttle_429_with_retry_after_and_the_right_token_passes(clock, caplog):
     a = access(token=TOKEN, auth_burst=2, auth_rate=0.25)  # an empty bucket refills one attempt in 4 s
     caplog.set_level(logging.WARNING, logger="fdcontrol.auth")
     before = AUTH_FAILURES._value.get()
@@ -283,7 +338,7 @@ def test_wrong_credentials_throttle_429_with_retry_after_and_the_right_token_pas
         "authentication failed: wrong bearer token from 10.0.0.9 on /state"]
 
 
-def test_a_client_without_an_address_is_throttled_as_one(caplog):
+def test_a_client_without_an_address_is_throttled_as_one(clock, caplog):
     a = access(token=TOKEN, auth_burst=1, auth_rate=0.001)
     caplog.set_level(logging.WARNING, logger="fdcontrol.auth")
     refused(run(a, client=None, headers={"authorization": WRONG}), 401, AUTH_DETAIL)
@@ -389,7 +444,7 @@ def test_a_method_the_route_does_not_take_is_405_with_allow():
 
 
 def test_commands_from_a_client_without_the_lease_are_409_and_stop_always_passes():
-    a = access()
+    a = access(lease_timeout=3600)  # the lease outlives the test however slow the machine
     one, two = ("10.0.0.1", 1), ("10.0.0.2", 1)
     passed(run(a, "PUT", "/control/wrench", body=b"[0]", client=one), b"[0]")  # takes the free lease
     held = "control is held by 10.0.0.1 since cycle 0 (idle "
@@ -532,7 +587,7 @@ def test_login_sets_a_strict_httponly_session_cookie_and_logout_ends_it():
     asyncio.run(go())
 
 
-def test_a_wrong_login_is_401_counted_and_throttled():
+def test_a_wrong_login_is_401_counted_and_throttled(clock):
     a = access(token=TOKEN, auth_burst=2, auth_rate=0.5)
 
     async def go() -> None:
@@ -590,7 +645,7 @@ def test_rotating_by_request_needs_the_current_token_as_bearer():
 
 
 def test_the_lease_routes_take_release_and_name_the_holder():
-    a = access()
+    a = access(lease_timeout=3600)
     took: list[int] = []
     a.on_take_over = lambda: took.append(1)
     a.lease.cycle = lambda: 7
@@ -629,21 +684,7 @@ def test_request_client_reads_the_connection_and_the_name():
 
 
 # ------------------------------------------------------------------------------ more edges
-class Clock:
-    """A stand-in for the time module of server/sessions.py: the throttle on a clock the test moves."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-
-def test_the_throttle_on_a_clock_a_throttled_run_and_its_end(monkeypatch, caplog):
-    import fdcontrol.server.sessions as sessions
-
-    clock = Clock()
-    monkeypatch.setattr(sessions, "time", clock)
+def test_the_throttle_on_a_clock_a_throttled_run_and_its_end(clock, caplog):
     a = access(token=TOKEN, auth_burst=1, auth_rate=1.0)
     caplog.set_level(logging.WARNING, logger="fdcontrol.auth")
     wrong = {"authorization": WRONG}
@@ -652,17 +693,19 @@ def test_the_throttle_on_a_clock_a_throttled_run_and_its_end(monkeypatch, caplog
     o = run(a, headers=wrong)  # half an attempt regained: throttled, retry in 0.5 s (rounded up to 1)
     refused(o, 429, THROTTLE_DETAIL)
     assert o.header("retry-after") == "1"
-    clock.now += 0.499
+    clock.now += 0.25
     refused(run(a, headers=wrong), 429, THROTTLE_DETAIL)
-    clock.now += 0.001  # a whole attempt regained (the throttled ones spent nothing)
+    clock.now += 0.25  # exactly a whole attempt regained (the throttled ones spent nothing)
     refused(run(a, headers=wrong), 401, AUTH_DETAIL)
-    clock.now += 0.2
+    clock.now += 0.5
     o = run(a, headers=wrong)
     assert o.status == 429 and o.header("retry-after") == "1"
-    clock.now += 1.0
     passed(run(a, headers={"authorization": f"Bearer {TOKEN}"}))
+    clock.now += 2.0  # a full bucket holds one attempt (auth_burst), however long the client waited
+    refused(run(a, headers=wrong), 401, AUTH_DETAIL)
+    refused(run(a, headers=wrong), 429, THROTTLE_DETAIL)
     assert [r.getMessage() for r in caplog.records if r.name == "fdcontrol.auth"] == [
-        "authentication failed: wrong bearer token from 10.0.0.1 on /state (throttled from now on)"] * 2
+        "authentication failed: wrong bearer token from 10.0.0.1 on /state (throttled from now on)"] * 3
 
 
 def test_header_bytes_are_latin_1():
