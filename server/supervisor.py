@@ -99,7 +99,7 @@ class Supervisor:
     def _restart(self, old: LoopWorker, problem: str) -> None:
         print(f"fdcontrol: {problem}; restarting it into hold", file=sys.stderr)
         try:
-            new = self.spawn(self.settings.model_copy(update=old.params))
+            new = self.spawn(self.settings.with_params(old.params))
         except (WorkerError, OSError) as exc:
             print(f"fdcontrol: loop process restart failed: {exc}", file=sys.stderr)
             return
