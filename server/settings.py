@@ -19,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    TypeAdapter,
     ValidationError,
     create_model,
     field_validator,
@@ -328,6 +329,14 @@ class Settings(ControlParams, BaseSettings):
     max_restarts: int = Field(5, ge=0, le=1000, description="crashed loop processes replaced per restart_window "
                               "(a stuck process the supervisor kills is replaced without counting)")
     restart_window: float = Field(300.0, gt=0, description="s")
+
+    def with_params(self, params: dict[str, Any]) -> Settings:
+        """These settings with the run-time parameters ``params`` (as the loop process reports them:
+        JSON-like values); the structured ones (workspace box, keep-out volumes, link loads) become
+        their API types again."""
+        typed = {k: v if v is None or k not in SPEC_TYPES else TypeAdapter(SPEC_TYPES[k]).validate_python(v)
+                 for k, v in params.items()}
+        return self.model_copy(update=typed)
 
     def api_token(self) -> str | None:
         """The token from `token` or, else, the first line of `token_file` (ValueError when that

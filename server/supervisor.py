@@ -99,7 +99,7 @@ class Supervisor:
     def _restart(self, old: LoopWorker, problem: str) -> None:
         print(f"fdcontrol: {problem}; restarting it into hold", file=sys.stderr)
         try:
-            new = self.spawn(self._settings_with(old.params))
+            new = self.spawn(self.settings.with_params(old.params))
         except (WorkerError, OSError) as exc:
             print(f"fdcontrol: loop process restart failed: {exc}", file=sys.stderr)
             return
@@ -114,19 +114,6 @@ class Supervisor:
         self.install(new)
         self.restarts += 1
         old.close()
-
-
-    def _settings_with(self, params: dict[str, Any]) -> Any:
-        """The service's settings with the parameters in force: validated again, so that structured ones
-        (the workspace box, keep-out volumes, link loads: plain data in the loop's dump) are their models
-        once more and the new process gets them as the first one did. Parameters the settings' model
-        would not take back (never expected: the loop took them) are copied as they are."""
-        try:
-            return type(self.settings).model_validate({**self.settings.model_dump(), **params})
-        except ValueError as exc:  # pydantic's ValidationError is a ValueError
-            print(f"fdcontrol: the parameters in force did not validate again ({exc}); restarting with them "
-                  "as they are", file=sys.stderr)
-            return self.settings.model_copy(update=params)
 
 
 def _running(w: LoopWorker) -> bool:

@@ -414,3 +414,25 @@ def test_only_a_crash_spends_the_restart_budget_a_killed_stall_does_not():
     dead = rig.kill()  # the third crash within the window: given up
     rig.poll()
     assert rig.sup.gave_up and rig.current is dead and rig.sup.kills == 5
+
+
+def test_the_restarted_loop_gets_structured_parameters_as_their_types():
+    """The parameters in force come back from the loop process as JSON-like values: the restarted loop's
+    settings hold a workspace box, keep-out volumes and link loads as the API's models again (not dicts,
+    which pydantic warns about on every serialization and which a reader of attributes cannot use)."""
+    import warnings
+
+    from fdcontrol.server.settings import KeepOutSpec, WorkspaceBoxSpec
+
+    rig = Rig()
+    box = {"min": [-1.0, -1.0, 0.0], "max": [1.0, 1.0, 1.5]}
+    rig.current.params = {**rig.current.params, "workspace_box": box,
+                          "keep_out": [{"name": "post", "sphere": {"center": [0.5, 0.0, 0.3], "radius": 0.1}}]}
+    rig.kill()
+    rig.poll()
+    got = rig.current.settings
+    assert isinstance(got.workspace_box, WorkspaceBoxSpec) and list(got.workspace_box.min) == box["min"]
+    assert isinstance(got.keep_out[0], KeepOutSpec) and got.keep_out[0].name == "post"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got.model_dump_json()  # no "serialized value may not be as expected"
