@@ -542,6 +542,8 @@ def test_braking_time_and_brake_step_closed_form(ur10):
     assert loop.braking_time() == pytest.approx(0.8 / 4.0, rel=1e-15)  # max |q̇_j| / a_j at 4 rad/s²
     loop.limits.max_acceleration = 1.0  # lowered: a stop never brakes softer than the loop was built with
     assert loop.braking_time() == pytest.approx(0.2, rel=1e-15)
+    loop.limits.max_acceleration = 8.0  # raised: a stop beginning now brakes at the limit in force
+    assert loop.braking_time() == pytest.approx(0.1, rel=1e-15)
     np.testing.assert_allclose(brake_step(np.array([1.0, -0.05, 0.0, -1.0]), np.array([2.0, 2.0, 2.0, 1.0]), 0.1),
                                [0.8, 0.0, 0.0, -0.9], rtol=0, atol=1e-15)
     np.testing.assert_allclose(brake_step(np.array([0.3, -0.3]), 1.0, 0.1), [0.2, -0.2], rtol=0, atol=1e-15)
@@ -599,3 +601,41 @@ def test_following_verdict_and_worst_joints_are_numpys_argmax(pairs):
         assert (f.ok, f.joint, f.error) == (False, j, float(off[j]))
     else:
         assert f.ok and f.joint == -1
+
+
+def test_stop_brakes_to_standstill_while_the_input_stream_goes_on(ur10):
+    """stop() while a wrench stream keeps the arm moving: the thread brakes through the limits (never a step
+    above a·dt), ends at rest within the braking time on its own cycle count, and only then stop() returns."""
+    import threading
+
+    loop, sim = make_loop(ur10)
+    sent: list[np.ndarray] = []
+    orig = sim.send
+    sim.send = lambda q, qd: (sent.append(np.array(qd)), orig(q, qd))  # type: ignore[method-assign]
+    streaming = threading.Event()
+    streaming.set()
+
+    def stream() -> None:
+        for _ in range(3000):  # bounded: 30 s at most
+            if not streaming.is_set():
+                return
+            loop.set_wrench([40.0, 0, 0, 0, 0, 0])
+            time.sleep(0.01)
+
+    feeder = threading.Thread(target=stream, daemon=True)
+    loop.start()
+    feeder.start()
+    try:
+        until(lambda: loop.cycle, lambda n: n > 0.4 / DT, what="0.4 s of the loop's cycles")
+        before = loop.cycle
+        need = loop.braking_time() / DT  # cycles of the ramp from the speed now
+        assert np.max(np.abs(loop.qd_ref)) > 0.02
+        loop.stop()  # the stream goes on meanwhile
+        assert not loop.running
+        assert loop.cycle - before <= need + 0.2 / DT  # braked and ended, not run on until the join's bound
+    finally:
+        streaming.clear()
+        feeder.join(5)
+        loop.stop()
+    assert _velocity_steps_ok(sent, loop.limits.max_acceleration) <= 1 + 1e-9
+    assert np.max(np.abs(sent[-1])) == 0.0
