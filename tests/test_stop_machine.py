@@ -1,7 +1,7 @@
 """A stateful property test: sequences of the service's calls on the in-process loop of the MuJoCo arm.
 
 hypothesis's RuleBasedStateMachine draws sequences of run-time PATCHes (valid random values of every
-run-time parameter), mode switches, reaction rules, targets, actions, streamed wrenches, zeroing the
+run-time parameter), mode switches, reaction rules, targets, actions, moves, streamed wrenches, zeroing the
 sensor, hold/release, stop and hand pushes on the MuJoCo arm (its own physics). The loop is stepped
 synchronously on its own clock (``step(now=…)``), as its thread would. After every step the input
 ends, and the test checks on the loop's own record:
@@ -131,19 +131,38 @@ class StopMachine(RuleBasedStateMachine):
         self.loop.hold(on)
         self.steps(2)
 
+    @rule(d=st.lists(st.floats(-0.1, 0.1), min_size=3, max_size=3), speed=st.floats(0.05, 1.0))
+    def move(self, d: list[float], speed: float) -> None:
+        """POST /control/move: a move started by a request (refused while holding, or a goal out of reach)."""
+        try:
+            task_call(self.rt, "move", {"position": d, "relative": True, "speed": speed})
+        except ValueError:
+            pass  # refused with a reason (422/409)
+        self.steps(100)
+
     @rule()
     def stop(self) -> None:
-        """As the loop thread does: brake through the limits, end at rest; then start again."""
-        v0 = self.loop.qd_ref.copy()
-        tb = float(np.max(np.abs(v0) / np.maximum(self.loop.limits.max_acceleration, self.floor)))
-        self.loop._stop_request = True
+        """The service's stop (request_stop, the shared-memory path): the loop brakes through the limits and,
+        at rest, its thread ends the loop itself (_stopped, here as the thread would) — within the braking
+        time of the profile fixed when the stop began; then the loop starts again, holding until released."""
+        loop = self.loop
+        v0 = loop.qd_ref.copy()
+        tb = float(np.max(np.abs(v0) / np.maximum(loop.limits.max_acceleration, self.floor)))
+        loop.request_stop()
         n = 0
-        while self.loop.qd_ref.any():
+        while True:
             self.steps(1)
             n += 1
-            assert n * self.loop.period <= tb + 3 * self.loop.period, "stop did not reach rest in its braking time"
-        self.loop._stop_request = False
-        self.loop.hold(True)  # a restarted loop holds until released
+            if loop._stop_request and not loop.qd_ref.any():  # the thread's end condition (ControlLoop._run_fixed)
+                break
+            assert n * loop.period <= tb + 3 * loop.period, "stop did not reach rest in its braking time"
+        loop._running.clear()
+        loop._stopped()
+        assert not loop.state.running and not loop.state.qd_ref.any()
+        loop._reset_state()  # as start() does
+        loop.fault, loop.fault_at, loop._stop_request = None, math.nan, False
+        loop._running.set()
+        loop.hold(True)  # a restarted loop holds until released
         self.steps(1)
 
     # ------------------------------------------------------------------ after every step: the input ends
