@@ -45,7 +45,7 @@ LOOP_SAFETY = ("*ǁhold__mutmut_*", "*ǁstop__mutmut_*", "*ǁbraking_time__mutmu
 
 TARGETS = (
     Target("supervisor", "fdcontrol/server/supervisor.py", ("tests/test_supervisor.py",)),
-    Target("auth", "fdcontrol/server/auth.py", ("tests/test_access_policy.py",)),
+    Target("auth", "fdcontrol/server/auth.py", ("tests/test_access_policy.py", "tests/test_access_asgi.py")),
     Target("sensing", "fdcontrol/control/sensing.py", ("tests/test_sensing.py",)),  # in-process, every function
     Target("loop-safety", "fdcontrol/loop/cycle.py", ("tests/test_loop.py",), LOOP_SAFETY),
     Target("limits", "fdcontrol/limits/*", ("tests/test_limits.py", "tests/test_jerk.py")),

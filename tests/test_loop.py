@@ -467,3 +467,31 @@ def test_following_check_is_the_documented_deviation(pairs, data):
         assert later is not None and later.startswith(f"the arm does not follow the reference: joint {j} ")
     else:
         assert later is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, -0.0, 0.3, -0.3, 0.9, -0.9, 2.0, float("nan"), float("inf")]),
+                          st.sampled_from([0.0, -0.0, 0.3, -0.3, 0.9, -0.9, 2.0, float("nan"), float("-inf")])),
+                min_size=1, max_size=7))
+def test_following_verdict_and_worst_joints_are_numpys_argmax(pairs):
+    """The plain-float scan the check runs names the joints numpy's argmax names (the first of equals, a NaN
+    first of all) with their values, for the lag verdict (|q̇ − q̇_ref|) and the run-on deviation alike; the
+    verdict after FOLLOW_TIME names that joint and its difference."""
+    from fdcontrol.loop.liveness import FOLLOW_SPEED, FOLLOW_TIME, Following, worst_joints
+
+    qd = np.array([p[0] for p in pairs])
+    ref = np.array([p[1] for p in pairs])
+    with np.errstate(invalid="ignore"):
+        off = np.abs(qd - ref)
+        dev = np.where(np.sign(qd) == np.sign(ref), np.abs(qd) - np.abs(ref), np.abs(qd))
+    j, k = int(np.argmax(off)), int(np.argmax(dev))
+    got = worst_joints(qd.tolist(), ref.tolist())
+    assert (got[0], got[2]) == (j, k)
+    np.testing.assert_array_equal([got[1], got[3]], [off[j], dev[k]])
+    f = Following()
+    f.check(qd, ref, 10.0)
+    f.check(qd, ref, 10.0 + FOLLOW_TIME)
+    if off[j] > FOLLOW_SPEED:
+        assert (f.ok, f.joint, f.error) == (False, j, float(off[j]))
+    else:
+        assert f.ok and f.joint == -1
