@@ -50,6 +50,7 @@ async def stop(request: Request) -> dict[str, Any]:
         end = time.monotonic() + STOP_WAIT
         while w.problem() is None and time.monotonic() < end:
             if not w.channel.read_running()[0]:  # (not the whole state: this polls every 2 ms)
+                w.stop_acknowledged = True  # as a stop through the pipe (server/supervisor.py: a restart stays stopped)
                 s = w.state()[0]
                 return {"ok": True, "running": s.running, "holding": s.holding, "detail": None}
             await asyncio.sleep(0.002)
