@@ -1,7 +1,7 @@
 """A stateful property test: sequences of the service's calls on the in-process loop of the MuJoCo arm.
 
 hypothesis's RuleBasedStateMachine draws sequences of run-time PATCHes (valid random values of every
-run-time parameter), mode switches, reaction rules, targets, actions, moves, streamed wrenches, zeroing the
+run-time parameter), mode switches, reaction rules, targets, actions, streamed wrenches, zeroing the
 sensor, hold/release, stop and hand pushes on the MuJoCo arm (its own physics). The loop is stepped
 synchronously on its own clock (``step(now=…)``), as its thread would. After every step the input
 ends, and the test checks on the loop's own record:
@@ -130,15 +130,6 @@ class StopMachine(RuleBasedStateMachine):
     def hold(self, on: bool) -> None:
         self.loop.hold(on)
         self.steps(2)
-
-    @rule(d=st.lists(st.floats(-0.1, 0.1), min_size=3, max_size=3), speed=st.floats(0.05, 1.0))
-    def move(self, d: list[float], speed: float) -> None:
-        """POST /control/move: a move started by a request (refused while holding, or a goal out of reach)."""
-        try:
-            task_call(self.rt, "move", {"position": d, "relative": True, "speed": speed})
-        except ValueError:
-            pass  # refused with a reason (422/409)
-        self.steps(100)
 
     @rule()
     def stop(self) -> None:
