@@ -51,7 +51,7 @@ serve: install
 	$(BIN)/fdcontrol serve --host $(HOST) --port $(PORT)
 
 # progress as a count ([ 120/1050]); PYTEST_ARGS adds pytest options, e.g. the quick subset of the inner loop:
-# make test PYTEST_ARGS='-m "not slow"' (no service, simulator or browser processes: about a minute)
+# make test PYTEST_ARGS='-m "not slow"' (no service, simulator or browser processes: about 3 minutes)
 test: install-test browser
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -o console_output_style=count $(PYTEST_ARGS)
