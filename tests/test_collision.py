@@ -14,7 +14,7 @@ import pytest
 
 from fdcontrol.control.workspace import clearance_for, workspace_from_config
 from fdcontrol.limits.base import Cycle
-from fdcontrol.limits.collision import CollisionAvoidance
+from fdcontrol.limits.collision import CollisionAvoidance, damp
 from fdcontrol.loop import build_loop
 from fdcontrol.model.collision import BOX, CAPSULE, PLANE, SPHERE, Clearance, Obstacle
 from fdcontrol.model.robot import HOME, RobotModel
@@ -84,7 +84,7 @@ def test_distances_match_mujoco(arm: str) -> None:
     checked = {PLANE: 0, SPHERE: 0, BOX: 0, CAPSULE: 0}
     for _ in range(6):
         obstacles = _random_obstacles(rng, 12)
-        cl = Clearance(robot, robot.geometry, obstacles, self_collision=True)
+        cl = Clearance(robot, robot.geometry, obstacles, self_collision=True, broad=False)  # every pair exact
         cl.compute(robot.random_q(rng))
         m, d, caps, obs = _mujoco_scene(cl, obstacles)
         ft = np.zeros(6)
@@ -108,7 +108,7 @@ def test_rows_are_the_distance_derivative(arm: str) -> None:
     robot = RobotModel.load(arm)
     rng = np.random.default_rng(3)
     obstacles = _random_obstacles(rng, 9)
-    cl = Clearance(robot, robot.geometry, obstacles, self_collision=True)
+    cl = Clearance(robot, robot.geometry, obstacles, self_collision=True, broad=False)
     for _ in range(5):
         q = robot.random_q(rng)
         cl.compute(q)
@@ -124,6 +124,51 @@ def test_rows_are_the_distance_derivative(arm: str) -> None:
             fd[:, j] = (dp - cl.d) / (2 * eps)
         smooth = d0 > 1e-3  # a kink only where shapes touch
         assert np.abs(fd[smooth] - G[smooth]).max() < 1e-5
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_broad_phase_is_exact_wherever_it_is_read(arm: str) -> None:
+    """The broad phase against every pair computed exactly (checked against MuJoCo above): the nearest pair
+    and every pair computed are the same to the bit; a pair left out holds a lower bound of its distance,
+    and its distance is beyond its cut-off (max of its margin and d_min: no load, no fault, no refusal reads
+    it). The velocity damper in the loop's form (broad phase, and its early return when no joint is fast
+    enough for any inequality to act) gives the joint velocity the compiled damper gives on every pair
+    computed exactly, to 1e-12, for random joint velocities from 0.001 to 5× the limits."""
+    robot = RobotModel.load(arm)
+    rng = np.random.default_rng(11)
+    left = promoted = early = acted = 0
+    dt, vmax = 0.002, robot.limits.velocity
+    for k in range(30):
+        obstacles = _random_obstacles(rng, 1 + k % 10)
+        if k % 5 == 4:  # far from the arm: the damper's early return for slow joints
+            obstacles = [Obstacle("far", SPHERE, np.array([4.0, 0.0, 0.5]), radius=0.3),
+                         Obstacle("far box", BOX, np.array([-4.0, -1.0, 0.0]), np.array([-3.5, 1.0, 1.0]))]
+        q = robot.random_q(rng)
+        broad = Clearance(robot, robot.geometry, obstacles, self_collision=k % 2 == 0)
+        full = Clearance(robot, robot.geometry, obstacles, self_collision=k % 2 == 0, broad=False)
+        lim = CollisionAvoidance(broad, 0.01, 5.0, vmax)
+        lim.apply(Cycle(robot.random_q(rng), np.zeros(robot.dof), None, dt), [0.0] * robot.dof)  # its parameters
+        assert broad.compute(q) == full.compute(q)
+        assert broad.smallest() == full.smallest()
+        ex = broad.exact == 1.0
+        assert full.exact.all() and ex[broad.nearest]
+        for a, b in ((broad.d, full.d), (broad.rows, full.rows), (broad.normal, full.normal),
+                     (broad.witness, full.witness)):
+            assert np.array_equal(a[ex], b[ex])
+        assert np.all(broad.d[~ex] <= full.d[~ex]) and np.all(full.d[~ex] >= broad.cutoff[~ex])
+        left += int((~ex).sum())
+        for s in (0.001, 0.01, 0.1, 1.0, 5.0):
+            v = rng.normal(size=robot.dof) * s * vmax
+            out = v.tolist()
+            early += bool(np.abs(v).max() <= broad.damper[4])
+            changed = lim.apply(Cycle(q, np.zeros(robot.dof), None, dt), out)
+            ref, m = v.copy(), len(full.d)
+            assert changed == damp(ref, 0.01, lim.gain / dt, 5.0, vmax, np.empty(m), np.empty(m, dtype=np.int64),
+                                   full._I, full._F, full._S, full._O, full._dims)
+            assert np.allclose(out, ref, rtol=0, atol=1e-12), (out, ref)
+            acted += changed
+        promoted += int((broad.exact == 1.0).sum() - ex.sum())
+    assert left > 500 and promoted > 20 and early >= 8 and acted > 10, (left, promoted, early, acted)  # all paths
 
 
 @pytest.mark.parametrize("arm", ARMS)

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from fdcontrol.limits.base import Cycle, Limit, LimitSettings
-from fdcontrol.model.collision import Clearance, _jit
+from fdcontrol.model.collision import Clearance, _jit, _promote, _unpack
 from fdcontrol.model.robot import RobotModel
 
 
@@ -91,12 +91,17 @@ class CollisionAvoidance(Limit):
         if cl is None:
             return False
         cl.compute(c.q)  # the loop's distances of this cycle (computed once: the same q reuses them)
+        P, gain_dt = cl.damper, self.gain / c.dt
+        if P[0] != self.distance or P[1] != gain_dt or P[2] != self.deceleration or P[3] != 1.0:
+            P[:] = (self.distance, gain_dt, self.deceleration, 1.0, -1.0)  # v_free from the next compute on
+        elif max(map(abs, qd)) <= P[4]:
+            return False  # no joint fast enough for any inequality to act: what the damper would return
         m = cl.d.shape[0]
         if self._b.shape[0] != m:
             self._b, self._idx = np.empty(m), np.empty(m, dtype=np.int64)
         v = np.array(qd)
-        if not damp(cl.rows, cl.d, v, self.distance, self.gain / c.dt, self.deceleration, self._vmax,
-                    self._b, self._idx):
+        if not damp(v, self.distance, gain_dt, self.deceleration, self._vmax, self._b, self._idx,
+                    cl._I, cl._F, cl._S, cl._O, cl._dims):
             return False
         for j in range(c.n):
             qd[j] = float(v[j])
@@ -104,18 +109,30 @@ class CollisionAvoidance(Limit):
 
 
 @_jit
-def damp(G, d, v, dmin, gain_dt, decel, vmax, b, idx):
-    """The damper on q̇ = ``v`` (in place; see :class:`CollisionAvoidance`): b_i into ``b``, the violated
-    pairs nearest first, projected in two sweeps, then the uniform scaling that makes every inequality
-    and the velocity limits ``vmax`` (empty: none) hold. Returns whether it changed v."""
+def damp(v, dmin, gain_dt, decel, vmax, b, idx, ints, F, S, out, dims):
+    """The damper on q̇ = ``v`` (in place; see :class:`CollisionAvoidance`) for the pairs of a
+    :class:`~fdcontrol.model.collision.Clearance` (its flat buffers, after its compute): b_i into ``b``,
+    the violated pairs nearest first, projected in two sweeps, then the uniform scaling that makes every
+    inequality and the velocity limits ``vmax`` (empty: none) hold. Returns whether it changed v.
+
+    A pair the broad phase left out (its row zero, d a lower bound, so b_i a lower bound of its own) is
+    computed exactly first when the joint speeds of ``v`` could bring it nearer faster than b_i, and again
+    after the projections changed v (:func:`~fdcontrol.model.collision._promote`); the final scaling only
+    slows every joint, so a pair still left out stays within its bound."""
+    (parents, prism, idx_v, sup, cj, kind, cap, other, _Rpl, _ppl, _axis, _ca, _cb, cr, oa, ob, orad, _cut,
+     _oR, op, oz, A, B, M, H, d, N, W, G, X) = _unpack(ints, F, S, out, dims)
     m, n = G.shape
-    nv = 0
+    sc, todo, V = np.empty(14), np.empty(m, dtype=np.int64), np.empty(A.shape[0])
     for i in range(m):
         room = d[i] - dmin
         if room < 0.0:
             room = 0.0
-        bi = min(gain_dt * room, math.sqrt(2.0 * decel * room))
-        b[i] = bi
+        b[i] = min(gain_dt * room, math.sqrt(2.0 * decel * room))
+    _promote(v, b, dmin, gain_dt, decel, parents, prism, idx_v, sup, cj, kind, cap, other, cr, oa, ob, orad, op, oz,
+             A, B, M, H, d, N, W, G, X, sc, todo, V)
+    nv = 0
+    for i in range(m):
+        bi = b[i]
         r = 0.0
         for j in range(n):
             r += G[i, j] * v[j]
@@ -142,6 +159,8 @@ def damp(G, d, v, dmin, gain_dt, decel, vmax, b, idx):
                 f = gap / gg
                 for j in range(n):
                     v[j] += f * G[i, j]
+    _promote(v, b, dmin, gain_dt, decel, parents, prism, idx_v, sup, cj, kind, cap, other, cr, oa, ob, orad, op, oz,
+             A, B, M, H, d, N, W, G, X, sc, todo, V)
     s = 1.0
     for i in range(m):
         r = 0.0
