@@ -136,7 +136,7 @@ def test_broad_phase_is_exact_wherever_it_is_read(arm: str) -> None:
     computed exactly, to 1e-12, for random joint velocities from 0.001 to 5× the limits."""
     robot = RobotModel.load(arm)
     rng = np.random.default_rng(11)
-    left = promoted = early = acted = 0
+    left = promoted = early = acted = tight = 0
     dt, vmax = 0.002, robot.limits.velocity
     for k in range(30):
         obstacles = _random_obstacles(rng, 1 + k % 10)
@@ -168,7 +168,63 @@ def test_broad_phase_is_exact_wherever_it_is_read(arm: str) -> None:
             assert np.allclose(out, ref, rtol=0, atol=1e-12), (out, ref)
             acted += changed
         promoted += int((broad.exact == 1.0).sum() - ex.sum())
-    assert left > 500 and promoted > 20 and early >= 8 and acted > 10, (left, promoted, early, acted)  # all paths
+        # every joint at the same speed t, each in the direction that brings pair i nearer, just fast enough
+        # for its inequality (t ‖g_i‖₁ = 1.01 b_i): the damper acts, the early return may not skip it
+        for i in np.argsort(full.d)[:4]:
+            g = full.rows[i]
+            room = full.d[i] - 0.01
+            if room <= 0 or not g.any():
+                continue
+            t = 1.01 * min(lim.gain / dt * room, np.sqrt(2 * 5.0 * room)) / np.abs(g).sum()
+            v = -t * np.sign(g)
+            out, ref, m = v.tolist(), v.copy(), len(full.d)
+            assert damp(ref, 0.01, lim.gain / dt, 5.0, vmax, np.empty(m), np.empty(m, dtype=np.int64),
+                        full._I, full._F, full._S, full._O, full._dims)
+            assert lim.apply(Cycle(q, np.zeros(robot.dof), None, dt), out)
+            assert np.allclose(out, ref, rtol=0, atol=1e-12), (out, ref)
+            tight += 1
+    assert left > 500 and promoted > 20 and early >= 8 and acted > 10 and tight > 20, (
+        left, promoted, early, acted, tight)  # all paths
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_damper_computes_a_far_pair_the_arm_rushes_at(arm: str) -> None:
+    """A box beside the elbow, beyond its 5 cm margin by more than the elbow capsule's half length (the broad
+    phase leaves the pair out), and the elbow driven at it twice as fast as the damper's braking curve
+    allows there (√(2 a (d − d_min))): the damper computes the pair and slows the approach to its bound,
+    giving what it gives with every pair computed exactly."""
+    robot = RobotModel.load(arm)
+    q0 = np.asarray(HOME[arm])
+    cl0 = Clearance(robot, robot.geometry, [])
+    cl0.compute(q0)
+    elbow = 3 if arm == "ur10" else 4
+    u = cl0.B[elbow] - cl0.A[elbow]
+    e = np.cross(u, [0.0, 0.0, 1.0])
+    e /= np.linalg.norm(e)
+    gap = np.linalg.norm(u) / 2 + 0.1
+    c = (cl0.A[elbow] + cl0.B[elbow]) / 2 + (cl0.cr[elbow] + gap + 0.1) * e
+    box = Obstacle("fixture", BOX, c - 0.1, c + 0.1, margin=0.05)
+    # and a floor 7 cm below the lowest moving link: a nearer pair (the nearest is always computed)
+    low = min(min(cl0.A[k, 2], cl0.B[k, 2]) - cl0.cr[k] for k in range(len(cl0.cr)) if cl0.cj[k] > 0)
+    floor = Obstacle("floor", PLANE, np.array([0.0, 0.0, low - 0.07]), np.array([0.0, 0.0, 1.0]), margin=0.05)
+    broad = Clearance(robot, robot.geometry, [box, floor])
+    full = Clearance(robot, robot.geometry, [box, floor], broad=False)
+    lim = CollisionAvoidance(broad, 0.01, 5.0, robot.limits.velocity)
+    broad.compute(q0)
+    full.compute(q0)
+    j = [k for k, (link, _) in enumerate(full.names) if link == robot.geometry.capsules[elbow].link][0]
+    assert broad.exact[j] == 0.0 and full.d[j] > 0.1, (broad.smallest(), full.d[j])  # left out
+    g = full.rows[j]
+    bound = np.sqrt(2 * 5.0 * (full.d[j] - 0.01))
+    v = -2 * bound * g / (g @ g)  # its distance shrinks at twice the bound
+    out = v.tolist()
+    assert lim.apply(Cycle(q0, np.zeros(robot.dof), None, 0.002), out)
+    assert -(g @ np.asarray(out)) <= bound + 1e-9 and broad.exact[j] == 1.0
+    m = len(full.d)
+    ref = v.copy()
+    damp(ref, 0.01, lim.gain / 0.002, 5.0, robot.limits.velocity, np.empty(m), np.empty(m, dtype=np.int64),
+         full._I, full._F, full._S, full._O, full._dims)
+    assert np.allclose(out, ref, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("arm", ARMS)
