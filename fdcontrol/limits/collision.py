@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from fdcontrol.limits.base import Cycle, Limit, LimitSettings
-from fdcontrol.model.collision import Clearance, _jit, _promote, _unpack
+from fdcontrol.model.collision import Clearance, damp  # damp: compiled beside the distances it reads (one cache)
 from fdcontrol.model.robot import RobotModel
 
 
@@ -106,71 +106,3 @@ class CollisionAvoidance(Limit):
         for j in range(c.n):
             qd[j] = float(v[j])
         return True
-
-
-@_jit
-def damp(v, dmin, gain_dt, decel, vmax, b, idx, ints, F, S, out, dims):
-    """The damper on q̇ = ``v`` (in place; see :class:`CollisionAvoidance`) for the pairs of a
-    :class:`~fdcontrol.model.collision.Clearance` (its flat buffers, after its compute): b_i into ``b``,
-    the violated pairs nearest first, projected in two sweeps, then the uniform scaling that makes every
-    inequality and the velocity limits ``vmax`` (empty: none) hold. Returns whether it changed v.
-
-    A pair the broad phase left out (its row zero, d a lower bound, so b_i a lower bound of its own) is
-    computed exactly first when the joint speeds of ``v`` could bring it nearer faster than b_i, and again
-    after the projections changed v (:func:`~fdcontrol.model.collision._promote`); the final scaling only
-    slows every joint, so a pair still left out stays within its bound."""
-    (parents, prism, idx_v, sup, cj, kind, cap, other, _Rpl, _ppl, _axis, _ca, _cb, cr, oa, ob, orad, _cut,
-     _oR, op, oz, A, B, M, H, d, N, W, G, X) = _unpack(ints, F, S, out, dims)
-    m, n = G.shape
-    sc, todo, V = np.empty(14), np.empty(m, dtype=np.int64), np.empty(A.shape[0])
-    for i in range(m):
-        room = d[i] - dmin
-        if room < 0.0:
-            room = 0.0
-        b[i] = min(gain_dt * room, math.sqrt(2.0 * decel * room))
-    _promote(v, b, dmin, gain_dt, decel, parents, prism, idx_v, sup, cj, kind, cap, other, cr, oa, ob, orad, op, oz,
-             A, B, M, H, d, N, W, G, X, sc, todo, V)
-    nv = 0
-    for i in range(m):
-        bi = b[i]
-        r = 0.0
-        for j in range(n):
-            r += G[i, j] * v[j]
-        if r < -bi:
-            idx[nv] = i
-            nv += 1
-    if nv == 0:
-        return False
-    for a in range(1, nv):  # nearest first (insertion sort: few pairs)
-        x, k = idx[a], a - 1
-        while k >= 0 and d[idx[k]] > d[x]:
-            idx[k + 1] = idx[k]
-            k -= 1
-        idx[k + 1] = x
-    for _ in range(2):
-        for t in range(nv):
-            i = idx[t]
-            r, gg = 0.0, 0.0
-            for j in range(n):
-                r += G[i, j] * v[j]
-                gg += G[i, j] * G[i, j]
-            gap = -b[i] - r
-            if gap > 0.0 and gg > 0.0:
-                f = gap / gg
-                for j in range(n):
-                    v[j] += f * G[i, j]
-    _promote(v, b, dmin, gain_dt, decel, parents, prism, idx_v, sup, cj, kind, cap, other, cr, oa, ob, orad, op, oz,
-             A, B, M, H, d, N, W, G, X, sc, todo, V)
-    s = 1.0
-    for i in range(m):
-        r = 0.0
-        for j in range(n):
-            r += G[i, j] * v[j]
-        if r < -b[i]:
-            s = min(s, b[i] / -r)
-    for j in range(vmax.shape[0]):
-        if abs(v[j]) > vmax[j]:
-            s = min(s, vmax[j] / abs(v[j]))
-    for j in range(n):
-        v[j] *= s
-    return True
