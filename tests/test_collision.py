@@ -212,7 +212,7 @@ def test_damper_computes_a_far_pair_the_arm_rushes_at(arm: str) -> None:
     lim = CollisionAvoidance(broad, 0.01, 5.0, robot.limits.velocity)
     broad.compute(q0)
     full.compute(q0)
-    j = [k for k, (link, _) in enumerate(full.names) if link == robot.geometry.capsules[elbow].link][0]
+    j = next(k for k, (link, _) in enumerate(full.names) if link == robot.geometry.capsules[elbow].link)
     assert broad.exact[j] == 0.0 and full.d[j] > 0.1, (broad.smallest(), full.d[j])  # left out
     g = full.rows[j]
     bound = np.sqrt(2 * 5.0 * (full.d[j] - 0.01))

@@ -21,6 +21,13 @@ the closest points on the two segments; J₂ = 0 for a fixed volume), so that �
 quantity the velocity damper of Faverjon & Tournassoud bounds (:mod:`fdcontrol.limits.collision`)
 and along which the repulsive load acts (:mod:`fdcontrol.control.collision_loads`).
 
+**Broad phase.** A pair whose lower bound — from the sphere around each capsule (centre the
+segment's middle, radius half its length plus its radius); exact for a plane — is at least its
+cut-off (its margin and the damper's d_min: no load, fault check or refusal reads it farther) is left
+out: its d holds the bound, its row is zero. The nearest pair is always exact. The velocity damper
+computes a left-out pair before it acts when the joint speeds could bring it nearer faster than its
+bound (:func:`_promote`), so it gives what it gives with every pair computed.
+
 Forward kinematics, distances and rows are one compiled call per cycle (numba, the ``fast``
 extra; without it the same functions run as Python, slower). All results are in the robot's
 base frame.
