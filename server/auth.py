@@ -133,10 +133,10 @@ class Access:
     def host_ok(self, host: str) -> bool:
         return self.any_host or _host_name(host.lower()) in self.hosts
 
-    def origin_ok(self, origin: str, host: str, scheme: str) -> bool:
+    def origin_ok(self, origin: str, host: str) -> bool:
+        """The service's own origin (http or https, the Host it was asked under) or an allowed one."""
         origin = origin.rstrip("/").lower()
-        own = {f"{s}://{host.lower()}" for s in ("http", "https")} if scheme else set()
-        return origin in own or origin in self.origins
+        return origin in (f"http://{host.lower()}", f"https://{host.lower()}") or origin in self.origins
 
     def authorized(self, headers: dict[str, str], path: str, method: str) -> bool | None:
         """True (open), False (credentials given and wrong: a failed attempt) or None (none given)."""
@@ -247,7 +247,7 @@ class AccessMiddleware:
         host = headers.get("host", "")
         refusal = self._refusal(headers, host, method, path, ws, _client(scope))
         if refusal is not None:
-            await _refuse(scope, receive, send, *refusal)
+            await _refuse(scope, send, *refusal)
             return
         body = b""
         if not ws and method in UNSAFE:
@@ -258,14 +258,14 @@ class AccessMiddleware:
         if not ws:
             allowed = self.access.allowed(path)
             if allowed and method not in allowed:  # an API route, another method: 405, not the dashboard's 404
-                await _refuse(scope, receive, send, 405, f"method {method} not allowed",
+                await _refuse(scope, send, 405, f"method {method} not allowed",
                               [(b"allow", ", ".join(allowed).encode())])
                 return
             if needs_lease(method, path, body):
                 try:
                     self.access.lease.command(self.access.client(headers, _client(scope)))
                 except LeaseError as exc:
-                    await _refuse(scope, receive, send, 409, exc.detail)
+                    await _refuse(scope, send, 409, exc.detail)
                     return
         await self.app(scope, receive, send)
 
@@ -275,7 +275,7 @@ class AccessMiddleware:
         if not a.host_ok(host):
             return 421, "unknown Host header; add it to allowed_hosts to serve under that name"
         origin = headers.get("origin")
-        if origin is not None and (ws or method in UNSAFE) and not a.origin_ok(origin, host, "http"):
+        if origin is not None and (ws or method in UNSAFE) and not a.origin_ok(origin, host):
             return 403, "foreign Origin refused; add it to allowed_origins to allow it"
         ctype = headers.get("content-type", "").split(";")[0].strip().lower()
         if not ws and method in UNSAFE and ctype in SIMPLE_TYPES:
@@ -296,7 +296,7 @@ class AccessMiddleware:
         limit = self.access.max_body
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
-            await _refuse(scope, receive, send, 413, f"request body exceeds max_body_bytes = {limit}")
+            await _refuse(scope, send, 413, f"request body exceeds max_body_bytes = {limit}")
             return None
         chunks, size = [], 0
         while True:
@@ -306,14 +306,14 @@ class AccessMiddleware:
             chunk = msg.get("body", b"")
             size += len(chunk)
             if size > limit:
-                await _refuse(scope, receive, send, 413, f"request body exceeds max_body_bytes = {limit}")
+                await _refuse(scope, send, 413, f"request body exceeds max_body_bytes = {limit}")
                 return None
             chunks.append(chunk)
             if not msg.get("more_body", False):
                 break
         body = b"".join(chunks)
         if not json_depth_ok(body, self.access.max_depth):
-            await _refuse(scope, receive, send, 400, f"JSON nested deeper than max_json_depth = "
+            await _refuse(scope, send, 400, f"JSON nested deeper than max_json_depth = "
                                                      f"{self.access.max_depth}")
             return None
         sent = False
@@ -328,7 +328,7 @@ class AccessMiddleware:
         return replay, body
 
 
-async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, detail: str,
+async def _refuse(scope: Scope, send: Send, status: int, detail: str,
                   extra: list[tuple[bytes, bytes]] | None = None) -> None:
     if scope["type"] == "websocket":
         # before accept: the server answers the handshake with an HTTP 403

@@ -1,7 +1,8 @@
 """Service settings: one pydantic model, from defaults < YAML file < environment < CLI flags.
 
 Environment variables are the field names upper-cased with the prefix ``FDCONTROL_``
-(e.g. ``FDCONTROL_GAMMA=500``, ``FDCONTROL_STIFFNESS='[200,200,200,50,50,50]'``);
+(e.g. ``FDCONTROL_GAMMA=500``, ``FDCONTROL_STIFFNESS='[200,200,200,50,50,50]'``); ``null`` is None, as
+in the YAML file (``FDCONTROL_WORKSPACE_BOX=null``: no workspace box);
 ``FDCONTROL_CONFIG`` names a YAML file with the same keys.
 """
 
@@ -18,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    TypeAdapter,
     ValidationError,
     create_model,
     field_validator,
@@ -258,7 +260,7 @@ ControlParams: type[BaseModel] = create_model(  # type: ignore[call-overload]
 class Settings(ControlParams, BaseSettings):
     """Service settings = control parameters + process options."""
 
-    model_config = SettingsConfigDict(env_prefix="FDCONTROL_", extra="forbid")
+    model_config = SettingsConfigDict(env_prefix="FDCONTROL_", extra="forbid", env_parse_none_str="null")
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
@@ -327,6 +329,14 @@ class Settings(ControlParams, BaseSettings):
     max_restarts: int = Field(5, ge=0, le=1000, description="crashed loop processes replaced per restart_window "
                               "(a stuck process the supervisor kills is replaced without counting)")
     restart_window: float = Field(300.0, gt=0, description="s")
+
+    def with_params(self, params: dict[str, Any]) -> Settings:
+        """These settings with the run-time parameters ``params`` (as the loop process reports them:
+        JSON-like values); the structured ones (workspace box, keep-out volumes, link loads) become
+        their API types again."""
+        typed = {k: v if v is None or k not in SPEC_TYPES else TypeAdapter(SPEC_TYPES[k]).validate_python(v)
+                 for k, v in params.items()}
+        return self.model_copy(update=typed)
 
     def api_token(self) -> str | None:
         """The token from `token` or, else, the first line of `token_file` (ValueError when that

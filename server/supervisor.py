@@ -99,12 +99,14 @@ class Supervisor:
     def _restart(self, old: LoopWorker, problem: str) -> None:
         print(f"fdcontrol: {problem}; restarting it into hold", file=sys.stderr)
         try:
-            new = self.spawn(self.settings.model_copy(update=old.params))
+            new = self.spawn(self.settings.with_params(old.params))
         except (WorkerError, OSError) as exc:
             print(f"fdcontrol: loop process restart failed: {exc}", file=sys.stderr)
             return
         try:
-            if self._was_running:
+            # running at the last look, and not stopped since (a stop acknowledged between that look and
+            # the crash: a loaded machine may not schedule this thread in between)
+            if self._was_running and not getattr(old, "stop_acknowledged", False):
                 new.call("hold", True)  # before start: the first cycle already holds
                 new.call("start")
         except WorkerError as exc:

@@ -51,10 +51,10 @@ def test_allowed_hosts_add_names_and_the_bound_host_counts():
     ("http://127.0.0.1:8000", True), ("https://127.0.0.1:8000", True), ("http://127.0.0.1:8000/", True),
     ("http://127.0.0.1:8001", False), ("http://localhost:8000", False), ("null", False),
     ("https://hmi.example", True), ("https://HMI.example/", True), ("http://hmi.example", False),
-    ("https://hmi.example:8443", False), ("https://hmi.example.evil", False)])
+    ("https://hmi.example:8443", False), ("https://hmi.example.evil", False), ("https://hmi.exampleX", False)])
 def test_origins_own_and_allowed(origin, ok):
     a = access(allowed_origins=["https://hmi.example/"])
-    assert a.origin_ok(origin, "127.0.0.1:8000", "http") is ok
+    assert a.origin_ok(origin, "127.0.0.1:8000") is ok
     assert refusal(a, "POST", "/control/hold", origin=origin) == (None if ok else 403)
     assert refusal(a, "GET", "/ws/control", ws=True, origin=origin) == (None if ok else 403)
     assert refusal(a, "GET", "/state", origin=origin) is None  # a read is not a state change
@@ -115,14 +115,17 @@ def test_token_ok_and_helpers():
     assert _host_name("[::1") == "[::1" and _host_name("fe80::1") == "fe80::1" and _host_name("plain") == "plain"
     assert _cookie("a=1; fdcontrol_session=xyz; b=2", "fdcontrol_session") == "xyz"
     assert _cookie("fdcontrol_sessionx=1", "fdcontrol_session") is None and _cookie("", "a") is None
+    assert _cookie("a=b=c; fdcontrol_session=x=y==", "fdcontrol_session") == "x=y=="  # values may hold "="
     assert is_loopback("127.0.0.5") and is_loopback("[::1]") and is_loopback("localhost")
     assert not is_loopback("10.0.0.1") and not is_loopback("0.0.0.0")
+    assert not is_loopback("localhostX") and not is_loopback("X127.0.0.1") and not is_loopback("[::1]X")
 
 
 @pytest.mark.parametrize(("text", "limit", "ok"), [
     ("[[[]]]", 3, True), ("[[[[]]]]", 3, False), ('{"a": {"b": [1]}}', 3, True), ('{"a": {"b": [[1]]}}', 3, False),
     ('["[[[[[[", "]]]]"]', 2, True), ('["\\"[[[[[["]', 2, True), ('["\\\\", [[[]]]]', 3, False),
-    ("[]" * 50, 1, True), (b"[[]]", 1, False)])
+    ("[]" * 50, 1, True), (b"[[]]", 1, False), ('{"a": {}, "b": {}, "c": {}}', 2, True),
+    ("[[], [[[]]]]", 3, False), ("[[], [[]]]", 3, True)])
 def test_json_depth_counts_brackets_outside_strings(text, limit, ok):
     assert json_depth_ok(text, limit) is ok
 

@@ -94,6 +94,23 @@ def test_a_real_arm_gets_no_workspace_box_unless_configured(tmp_path):
     assert load_settings(str(cfg)).workspace_box is None
 
 
+def test_null_in_the_environment_means_none_like_the_settings_file(monkeypatch):
+    """``FDCONTROL_WORKSPACE_BOX=null`` starts the simulated arm without a box, as ``workspace_box: null``
+    in a settings file does; a box given there is taken, and a null for a parameter that has no "none"
+    is refused by its name."""
+    monkeypatch.setenv("FDCONTROL_WORKSPACE_BOX", "null")
+    assert load_settings().workspace_box is None
+    assert load_settings(robot="panda").workspace_box is None  # null is a choice, not "derive one"
+    monkeypatch.setenv("FDCONTROL_WORKSPACE_BOX", '{"min": [-1, -1, 0.1], "max": [1, 1, 1]}')
+    assert load_settings().workspace_box.min == [-1.0, -1.0, 0.1]
+    monkeypatch.delenv("FDCONTROL_WORKSPACE_BOX")
+    monkeypatch.setenv("FDCONTROL_FOXGLOVE_PORT", "null")  # a plain nullable setting: null is None too
+    assert load_settings().foxglove_port is None
+    monkeypatch.setenv("FDCONTROL_GAMMA", "null")
+    with pytest.raises(ValueError, match="gamma"):
+        load_settings()
+
+
 def test_the_start_box_is_the_chosen_robots_whatever_the_environment_says(monkeypatch):
     monkeypatch.setenv("FDCONTROL_ROBOT", "panda")
     assert load_settings().workspace_box.model_dump() == _start_box("panda")

@@ -80,6 +80,23 @@ def test_workspace_through_the_api_refuses_one_that_would_move_the_arm(svc):
         assert httpx.patch(svc.url + "/config", json={"workspace_box": None}, timeout=10).status_code == 200
 
 
+def test_null_in_the_environment_starts_the_simulated_arm_without_its_box():
+    """``FDCONTROL_WORKSPACE_BOX=null`` means no box, as ``workspace_box: null`` in a settings file and
+    ``PATCH /config {"workspace_box": null}`` do: the service shows none, the loop runs without one and a
+    move the start box would refuse (40 cm ahead, its face is 20 cm away) is accepted."""
+    s = Service(env={"FDCONTROL_WORKSPACE_BOX": "null"})
+    try:
+        assert httpx.get(s.url + "/config", timeout=10).json()["workspace_box"] is None
+        w = httpx.get(s.url + "/workspace", timeout=10).json()
+        assert w["box"] is None and w["distance"] is None, w
+        assert state(s)["workspace_distance"] is None  # the loop's own record: no volume at all
+        r = httpx.post(s.url + "/control/move", json={"position": [0.4, 0, 0], "relative": True}, timeout=10)
+        assert r.status_code == 200, r.text
+        assert httpx.post(s.url + "/control/move/cancel", timeout=10).status_code == 200
+    finally:
+        s.stop()
+
+
 def test_guarded_move_onto_the_table_holds_and_pushes_an_event(svc):
     count0 = state(svc)["reaction_count"]
     with connect(svc.url.replace("http", "ws") + "/ws/state?decimation=5", open_timeout=10) as ws:

@@ -29,8 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 
+from fdcontrol.model.linalg import cho_solve_upper, eigh
 from fdcontrol.model.robot import RobotModel
 from fdcontrol.params import Param, declare
 
@@ -40,13 +40,21 @@ RCOND = 1e-9  # relative eigenvalue cut-off of J H⁻¹ Jᵀ (singular direction
 def nullspace_transpose(H: np.ndarray, J: np.ndarray) -> np.ndarray:
     """N̄ᵀ = I − Jᵀ J̄ᵀ with J̄ = H⁻¹ Jᵀ Λ, Λ = (J H⁻¹ Jᵀ)⁻¹ (Khatib's dynamically consistent
     projector; Λ by a truncated eigen-inverse, see module doc). N×N."""
-    Hinv_Jt = scipy.linalg.cho_solve(scipy.linalg.cho_factor(H), J.T)
+    Hinv_Jt = cho_solve_upper(H, J.T)  # scipy's cho_factor + cho_solve, without their wrappers' cost
     A = J @ Hinv_Jt
-    w, V = np.linalg.eigh(0.5 * (A + A.T))
+    w, V = eigh(0.5 * (A + A.T))
     keep = w > RCOND * max(float(w[-1]), 0.0)
     Lam = (V[:, keep] / w[keep]) @ V[:, keep].T
     Jbar = Hinv_Jt @ Lam
-    return np.eye(H.shape[0]) - J.T @ Jbar.T
+    n = H.shape[0]
+    eye = _EYE.get(n)
+    if eye is None:
+        eye = _EYE[n] = np.eye(n)
+        eye.flags.writeable = False
+    return eye - J.T @ Jbar.T
+
+
+_EYE: dict[int, np.ndarray] = {}  # the N×N identities of nullspace_transpose (read-only)
 
 
 def at_gamma0(tau: np.ndarray, Nt: np.ndarray, ratio: float) -> np.ndarray:

@@ -10,6 +10,7 @@ import numpy as np
 from fdcontrol.mappings.base import MAPPINGS, Mapping
 from fdcontrol.model.conditioning import sigma_min_above
 from fdcontrol.model.configuration import Configuration
+from fdcontrol.model.linalg import svd
 from fdcontrol.model.robot import ModelError, RobotModel
 from fdcontrol.model.virtual import (
     ALGORITHM,
@@ -76,7 +77,7 @@ class ForwardDynamics(Mapping):
         J = self.robot.jacobian(q) if J is None else J
         if sigma_min_above(J, REGULAR_SIGMA):  # past every band (no SVD needed): a Cholesky test of J Jᵀ
             return self.gamma_straight
-        _, s, Vt = np.linalg.svd(J, full_matrices=False)
+        _, s, Vt = svd(J)  # np.linalg.svd(J, full_matrices=False) without its wrapper's cost
         h = self.virtual.link_inertia(q, Vt.T)
         # the common case first: every σ_k past the schedule's band (its end 2s/ρ, scheduled_gamma)
         end = min(2.0 * math.sqrt(max(float(h.min()), 0.0) / self.gamma0) / GAIN_MARGIN, REGULAR_SIGMA)

@@ -32,6 +32,7 @@ import numpy as np
 import pinocchio as pin
 import scipy.linalg
 
+from fdcontrol.model.linalg import cho_solve_upper
 from fdcontrol.model.spatial import cross
 
 
@@ -40,7 +41,7 @@ def locked_acceleration(H: np.ndarray, b: np.ndarray, locked: np.ndarray) -> np.
     free = ~locked
     qdd = np.zeros_like(b)
     if free.any():
-        qdd[free] = scipy.linalg.cho_solve(scipy.linalg.cho_factor(H[np.ix_(free, free)]), b[free])
+        qdd[free] = cho_solve_upper(H[np.ix_(free, free)], b[free])  # scipy's cho_factor + cho_solve
     return qdd
 
 

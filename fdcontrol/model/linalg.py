@@ -1,0 +1,73 @@
+"""The few LAPACK calls of the control cycle without the per-call cost of their wrappers.
+
+``np.linalg.eigh``/``svd`` and ``scipy.linalg.cho_factor``/``cho_solve`` spend most of their time on a
+small matrix (N ≤ 7) in Python: argument conversion, type dispatch, batching and an error-state
+context. The functions here call the *same* routines (numpy's ``_umath_linalg`` gufuncs, scipy's
+``dpotrf``/``dpotrs``) on the same arrays, so they return the same bits; each keeps the wrapper's
+behaviour on bad input by handing anything but a finite float64 2-D array (and a failed factorization)
+to the wrapper itself, which then raises as it always did.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.linalg
+from numpy.linalg import _umath_linalg  # type: ignore[attr-defined]
+from scipy.linalg.lapack import dpotrf, dpotrs
+
+_F64 = np.dtype(np.float64)
+
+
+def _plain(a: np.ndarray) -> bool:
+    """`a` a finite float64 2-D ndarray (sum finite ⇒ every entry finite)."""
+    return type(a) is np.ndarray and a.dtype == _F64 and a.ndim == 2 and math.isfinite(a.sum())
+
+
+def eigh(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.linalg.eigh(a)`` (lower triangle) of a real symmetric matrix: (w ascending, V)."""
+    if _plain(a) and a.shape[0] == a.shape[1]:
+        w, v = _umath_linalg.eigh_lo(a, signature="d->dd")
+        if math.isfinite(w.sum()):  # a failed LAPACK call fills NaN (numpy's wrapper then raises)
+            return w, v
+    w, v = np.linalg.eigh(a)
+    return w, v
+
+
+def svd(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.linalg.svd(a, full_matrices=False)``: (U, s descending, Vᵀ)."""
+    if _plain(a):
+        u, s, vt = _umath_linalg.svd_s(a, signature="d->ddd")
+        if math.isfinite(s.sum()):
+            return u, s, vt
+    u, s, vt = np.linalg.svd(a, full_matrices=False)
+    return u, s, vt
+
+
+def cho_solve_upper(H: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``scipy.linalg.cho_solve(scipy.linalg.cho_factor(H), B)``: H⁻¹B by the upper Cholesky factor of H."""
+    if _plain(H) and H.shape[0] == H.shape[1] and H.size and type(B) is np.ndarray and B.dtype == _F64 \
+            and B.ndim in (1, 2) and B.shape[0] == H.shape[0] and B.size and math.isfinite(B.sum()):
+        c, info = dpotrf(H, lower=False, overwrite_a=False, clean=False)
+        if info == 0:
+            x, info = dpotrs(c, B, lower=False, overwrite_b=False)
+            if info == 0:
+                return x
+    return scipy.linalg.cho_solve(scipy.linalg.cho_factor(H), B)
+
+
+def symmetric_upper(M: np.ndarray) -> np.ndarray:
+    """``np.triu(M) + np.triu(M, 1).T``: the symmetric matrix of M's upper triangle (pinocchio's CRBA fills only
+    that one), as a new array with the same bits — the sum's +0.0 turns a −0.0 into +0.0, so does ``+= 0.0``."""
+    n = M.shape[0]
+    low = _LOWER.get(n)
+    if low is None:
+        low = _LOWER[n] = np.tril_indices(n, -1)
+    H = M.copy()
+    H[low] = H.T[low]
+    H += 0.0
+    return H
+
+
+_LOWER: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # the strict lower triangle's indices per size
