@@ -24,7 +24,7 @@ import importlib.util
 #: extra → the modules it brings (import names), for messages and tests
 EXTRAS: dict[str, tuple[str, ...]] = {
     "server": ("fastapi", "uvicorn", "websockets", "pydantic", "pydantic_settings", "yaml", "httpx", "msgpack",
-               "orjson", "mcap", "prometheus_client"),
+               "orjson", "mcap", "prometheus_client", "ruckig"),
     "mujoco": ("mujoco",),
     "ros2": ("cyclonedds",),
     "ur": ("rtde_control", "rtde_receive"),

@@ -104,7 +104,9 @@ class Supervisor:
             print(f"fdcontrol: loop process restart failed: {exc}", file=sys.stderr)
             return
         try:
-            if self._was_running:
+            # running at the last look, and not stopped since (a stop acknowledged between that look and
+            # the crash: a loaded machine may not schedule this thread in between)
+            if self._was_running and not getattr(old, "stop_acknowledged", False):
                 new.call("hold", True)  # before start: the first cycle already holds
                 new.call("start")
         except WorkerError as exc:

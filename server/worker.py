@@ -81,6 +81,9 @@ class LoopWorker:
         self._twist_lock = threading.Lock()  # one writer at a time on the twist seqlock
         self.started_at = time.monotonic()
         self.last_target: np.ndarray | None = None  # the last accepted tip target (4×4, base frame)
+        # the loop acknowledged a stop after its last start: a restart brings it back stopped even when
+        # the process died before the supervisor's next look saw it stopped (server/supervisor.py)
+        self.stop_acknowledged = False
 
     @property
     def params(self) -> dict[str, Any]:
@@ -139,6 +142,8 @@ class LoopWorker:
             kind, payload = self.conn.recv()
         if kind != "ok":
             raise WorkerError(kind, payload)
+        if cmd in ("start", "stop"):
+            self.stop_acknowledged = cmd == "stop"
         if cmd == "target" and args:  # the tip's target, for the viewers (server/foxglove.py)
             self.last_target = np.asarray(args[0], dtype=float)
         self.recording.command(cmd, *args)

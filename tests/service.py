@@ -24,12 +24,14 @@ def free_port() -> int:
 
 class Service:
     def __init__(self, *args: str, env: dict[str, str] | None = None, token: str | None = None,
-                 startup_timeout: float | None = None) -> None:
+                 startup_timeout: float | None = None, python: str | None = None) -> None:
+        """``python``: the interpreter that runs the service (default: this one), e.g. one of an
+        environment that holds only what an install with some extras brings (tests/extras_env.py)."""
         self.token = token
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "fdcontrol.server", "serve", "--host", "127.0.0.1",
+        cmd = [python or sys.executable, "-m", "fdcontrol.server", "serve", "--host", "127.0.0.1",
                "--port", str(self.port), *args]
         # the output goes to a file, never an undrained pipe: a service that prints much (tracebacks of
         # refused requests) would block on a full pipe, its loop process with it

@@ -62,3 +62,16 @@ def test_a_matrix_that_is_not_positive_definite_raises_as_cho_factor_does():
     H = np.diag([1.0, -1.0, 2.0])
     with pytest.raises(np.linalg.LinAlgError, match="2-th leading minor"):
         linalg.cho_solve_upper(H, np.ones(3))
+
+
+def test_symmetric_upper_is_numpys_triu_sum_to_the_bit():
+    """The upper triangle mirrored, −0.0, NaN and ±inf included (the triu sum turns −0.0 into +0.0)."""
+    rng = np.random.default_rng(3)
+    for _ in range(500):
+        n = int(rng.integers(1, 9))
+        M = rng.normal(size=(n, n))
+        M[rng.random((n, n)) < 0.3] = -0.0
+        M[rng.random((n, n)) < 0.05] = np.nan
+        M[rng.random((n, n)) < 0.05] = -np.inf
+        got = linalg.symmetric_upper(M)
+        assert same(got, np.triu(M) + np.triu(M, 1).T) and got.flags.c_contiguous

@@ -1,6 +1,8 @@
 """The README's quick start, typed one line at a time against `make serve`'s service (the MuJoCo UR10):
 every command of its shell blocks runs as written (curl and the example script; only the address
-differs), and the arm does what the text beside it says. Outcomes are read from the loop's record."""
+differs), answers without an error, and the arm does what the text beside it says. The service and the
+example run in an environment that holds only what `make serve` installs (the extras of its install rule
+in the Makefile), as on a fresh clone. Outcomes are read from the loop's record."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import time
 import numpy as np
 import pytest
 
+from .extras_env import closure, declared, installed_fdcontrol, linked_venv
 from .service import ROOT, Service
 
 README = (ROOT / "README.md").read_text()
@@ -38,21 +41,38 @@ def quick_start_commands() -> list[str]:
     return commands
 
 
+def serve_extras() -> list[str]:
+    """The extras `make serve` installs: its install rule in the Makefile."""
+    rule = (ROOT / "Makefile").read_text().split("$(VENV)/.installed:", 1)[1].split("\n\n", 1)[0]
+    (extras,) = re.findall(r"pip install -q -e '\.\[([^\]]*)\]'", rule)
+    return extras.split(",")
+
+
 @pytest.fixture(scope="module")
-def svc():
-    s = Service()  # the defaults, as `make serve` runs them
+def svc(tmp_path_factory):
+    # the service and the example see only what `make serve` installs: a route that needs more (an extra
+    # it leaves out) fails here as on a fresh clone, although the test environment has every extra
+    python = linked_venv(tmp_path_factory.mktemp("serve"),
+                         [installed_fdcontrol(), *closure(declared(serve_extras())).values()])
+    s = Service(python=str(python))  # the defaults, as `make serve` runs them
+    s.python = str(python)
     yield s
     s.stop()
 
 
 def run(svc: Service, command: str) -> str:
     cmd = command.replace("127.0.0.1:8000", f"127.0.0.1:{svc.port}")
-    cmd = cmd.replace(".venv/bin/python", shlex.quote(sys.executable))
+    cmd = cmd.replace(".venv/bin/python", shlex.quote(getattr(svc, "python", sys.executable)))
     if "examples/" in cmd:  # the script's own flag for the address, before the line's comment
         cmd = cmd.split("#", 1)[0].rstrip() + f" --url http://127.0.0.1:{svc.port}"
     p = subprocess.run(["bash", "-c", cmd], cwd=ROOT,
                        capture_output=True, text=True, timeout=DEADLINE)
     assert p.returncode == 0, f"{command!r} failed ({p.returncode}): {p.stderr[-1500:]}"
+    try:  # curl -s exits 0 on an HTTP error: the service's error body ({"detail": …}, no "ok") says it
+        reply = json.loads(p.stdout)
+    except ValueError:
+        reply = None
+    assert not (isinstance(reply, dict) and reply.get("detail") and "ok" not in reply), f"{command!r}: {p.stdout}"
     return p.stdout
 
 

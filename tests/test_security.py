@@ -424,6 +424,9 @@ def test_supervision_restarts_a_killed_loop_into_hold_with_the_parameters_in_for
         _restarted(s, 1)
         cfg = httpx.get(s.url + "/config").json()
         assert {k: cfg[k] for k in tight} == tight
+        assert cfg["workspace_box"] == start["workspace_box"]  # the simulated arm's start box came along
+        # its settings reached the new process as models (a plain-data box once made pydantic warn here)
+        assert "serializer warnings" not in s.output(), s.output()
         r = httpx.put(s.url + "/control/wrench", json={"wrench": [start["max_force"] * 0.75, 0, 0, 0, 0, 0]})
         assert r.status_code == 422  # the tightened max_force is the one in force in the new process
         st = httpx.get(s.url + "/state").json()

@@ -155,6 +155,18 @@ def test_a_running_loop_restarts_holding_and_a_stopped_one_stays_stopped():
     assert rig.current.calls == [] and not rig.current.running
 
 
+def test_a_loop_stopped_just_before_it_died_comes_back_stopped():
+    """A stop the loop acknowledged after the supervisor's last look (which saw it running) wins: the
+    process dies before the next look, and the new one is not started."""
+    rig = Rig()
+    rig.current.running = True
+    rig.poll()  # the last look: running
+    rig.current.running, rig.current.stop_acknowledged = False, True  # POST /control/stop, acknowledged
+    rig.kill()
+    rig.poll()
+    assert rig.spawned and not rig.current.running and ("start", ()) not in rig.current.calls
+
+
 def test_a_stuck_loop_process_is_killed_after_two_seconds_not_before():
     rig = Rig()
     rig.current.running = True
@@ -232,6 +244,35 @@ def test_the_restarted_loop_gets_the_parameters_in_force():
     rig.kill()
     rig.poll()  # and again from the second one: what it had
     assert rig.current.settings.max_force == start.max_force / 4
+
+
+def test_the_restarted_loop_gets_structured_parameters_as_models_and_no_box_stays_none():
+    """The loop's parameters come back as plain data (JSON): the restarted process's settings hold them
+    as their models again (serialized to it without pydantic's warnings), and a workspace box removed
+    before the restart stays removed (it is not the simulated arm's start box again)."""
+    import json
+    import warnings
+
+    from fdcontrol.server.settings import KeepOutSpec, WorkspaceBoxSpec
+
+    rig = Rig()
+    box = {"min": [-1.0, -1.0, 0.1], "max": [1.0, 1.0, 1.0], "margin": 0.05, "stiffness": 2000.0, "damping": 90.0}
+    ball = {"name": "ball", "sphere": {"center": [0.5, 0.0, 0.3], "radius": 0.1}, "box": None, "plane": None,
+            "margin": 0.05, "stiffness": 2000.0, "damping": 90.0}
+    rig.current.params = {**rig.current.params, "workspace_box": box, "keep_out": [ball]}
+    rig.kill()
+    rig.poll()
+    got = rig.current.settings
+    assert isinstance(got.workspace_box, WorkspaceBoxSpec) and got.workspace_box.model_dump() == box
+    assert isinstance(got.keep_out[0], KeepOutSpec) and got.keep_out[0].model_dump() == ball
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Pydantic serializer warnings: Expected `WorkspaceBoxSpec`"
+        sent = json.loads(got.model_dump_json())
+    assert sent["workspace_box"] == box and sent["keep_out"] == [ball]
+    rig.current.params = {**rig.current.params, "workspace_box": None}
+    rig.kill()
+    rig.poll()
+    assert rig.current.settings.workspace_box is None
 
 
 def test_a_failed_restart_leaves_the_dead_one_and_is_tried_again():

@@ -41,7 +41,13 @@ import pinocchio as pin
 from fdcontrol.loop.integrators import Integrator, SemiImplicitEuler
 from fdcontrol.mappings import ForwardDynamics, Mapping
 from fdcontrol.model.configuration import Configuration
-from fdcontrol.model.constraints import JointLimitConstraints, LockedDynamics, clamp, inset_limits
+from fdcontrol.model.constraints import (
+    JointLimitConstraints,
+    LockedDynamics,
+    clamp,
+    inset_limits,
+    locked_acceleration,
+)
 from fdcontrol.model.virtual import VirtualModel
 from fdcontrol.params import Param, declare
 from fdcontrol.registry import Registry
@@ -261,7 +267,14 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         q = np.clip(q, c.lower, c.upper)
         t = self.joint_load(q, qd, tau)
         H, b = self.virtual.equation(q, wrench, None, t)
-        locked = c.decide(q, qd, lambda lk: self.locked_solve(q, wrench, t, lk), H, b, self.decay)
+        if type(self.locked_solve) is LockedDynamics and self.algorithm == "cholesky":  # its own path, on the (H, b)
+            # just computed at this q and γ (no CRBA per trial of the active set)
+            def solve(lk: np.ndarray) -> np.ndarray:
+                return locked_acceleration(H, b, lk)
+        else:
+            def solve(lk: np.ndarray) -> np.ndarray:
+                return self.locked_solve(q, wrench, t, lk)
+        locked = c.decide(q, qd, solve, H, b, self.decay)
         self._locked = locked
         if locked.any():
             qd = np.where(locked, 0.0, qd)

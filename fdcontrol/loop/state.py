@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -206,6 +207,13 @@ class SharedLayout:
         self._flags = [(f.name, self.slots[f.name], f.metadata["choices"]) for f in by_kind["flags"]]
         self._texts = [(f.name, self.slots[f.name]) for f in by_kind["text"]]
         self._scalar_run = slice(1, 1 + len(self._scalars))
+        # pack's getters (one call per kind instead of one getattr per field) and the choices' places in the row
+        self._get_scalars = _getter(self._scalars)
+        self._choice_at = [(i, n, self._choices[n]) for i, n in enumerate(self._scalars) if n in self._choices]
+        self._get_arrays = _getter([n for n, _ in self._arrays])
+        self._array_starts = [start for _, start in self._arrays]
+        self._get_texts = _getter([n for n, _ in self._texts])
+        self._text_spans = [(sl.start, sl.stop) for _, sl in self._texts]
         kinds = {f.name: f.metadata["kind"] for f in FIELDS}
         self._casts = [(n, {"int": int, "bool": bool}[kinds[n]]) for n in self._scalars if kinds[n] in ("int", "bool")]
         self._casts += [(n, lambda i, c=f.metadata["choices"]: c[int(i)]) for f in by_kind["choice"] for n in [f.name]]
@@ -223,30 +231,25 @@ class SharedLayout:
         if dof > self.max_dof:
             raise ValueError(f"{dof} joints exceed the layout's max_dof = {self.max_dof}")
         out[0] = dof
-        row = []
-        for name in self._scalars:
-            v = getattr(s, name)
-            codes = self._choices.get(name)
-            if codes is not None:
-                if v not in codes:
-                    raise ValueError(f"{name} = {v!r} is not one of {', '.join(codes)}")
-                v = codes[v]
-            row.append(v)
+        row = list(self._get_scalars(s))  # one attrgetter call for all scalars, in slot order
+        for i, name, codes in self._choice_at:
+            v = row[i]
+            if v not in codes:
+                raise ValueError(f"{name} = {v!r} is not one of {', '.join(codes)}")
+            row[i] = codes[v]
         out[self._scalar_run] = row
-        for name, start in self._arrays:
-            v = getattr(s, name)
+        for v, start in zip(self._get_arrays(s), self._array_starts, strict=True):
             out[start:start + v.size] = v.reshape(-1)
         for name, sl, keys in self._flags:
             v = getattr(s, name)
             out[sl] = [bool(v.get(k)) for k in keys]
-        for name, sl in self._texts:
-            v = getattr(s, name)
+        for v, (start, stop) in zip(self._get_texts(s), self._text_spans, strict=True):
             if v is None:
-                out[sl.start] = -1
+                out[start] = -1
             else:
                 raw = v.encode()[: self.text_bytes]
-                out[sl.start] = len(raw)
-                out[sl.start + 1:sl.stop].view(np.uint8)[: len(raw)] = np.frombuffer(raw, dtype=np.uint8)
+                out[start] = len(raw)
+                out[start + 1:stop].view(np.uint8)[: len(raw)] = np.frombuffer(raw, dtype=np.uint8)
         for name, value in extra.items():
             out[self.slots[name].start] = value
 
@@ -283,6 +286,15 @@ class SharedLayout:
         state = object.__new__(LoopState)  # as new_state: the instance's dict in one fill, field order
         object.__setattr__(state, "__dict__", {n: values[n] for n in self._names})
         return state, {k: float(arr[sl.start]) for k, sl in self._extra}
+
+
+def _getter(names: list[str]) -> Any:
+    """A callable returning the tuple of those attributes (attrgetter returns a bare value for one name)."""
+    if len(names) == 1:
+        return lambda s, n=names[0]: (getattr(s, n),)
+    if not names:
+        return lambda s: ()
+    return attrgetter(*names)
 
 
 def shape_of_rule(shape: Shape, dof: int) -> tuple[int, ...]:

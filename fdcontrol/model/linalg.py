@@ -55,3 +55,19 @@ def cho_solve_upper(H: np.ndarray, B: np.ndarray) -> np.ndarray:
             if info == 0:
                 return x
     return scipy.linalg.cho_solve(scipy.linalg.cho_factor(H), B)
+
+
+def symmetric_upper(M: np.ndarray) -> np.ndarray:
+    """``np.triu(M) + np.triu(M, 1).T``: the symmetric matrix of M's upper triangle (pinocchio's CRBA fills only
+    that one), as a new array with the same bits — the sum's +0.0 turns a −0.0 into +0.0, so does ``+= 0.0``."""
+    n = M.shape[0]
+    low = _LOWER.get(n)
+    if low is None:
+        low = _LOWER[n] = np.tril_indices(n, -1)
+    H = M.copy()
+    H[low] = H.T[low]
+    H += 0.0
+    return H
+
+
+_LOWER: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # the strict lower triangle's indices per size

@@ -20,6 +20,7 @@ import numpy as np
 import pinocchio as pin
 import scipy.linalg
 
+from fdcontrol.model.linalg import symmetric_upper
 from fdcontrol.model.robot import ModelError, RobotModel
 from fdcontrol.model.spatial import cross
 from fdcontrol.params import Param, ParamError
@@ -203,7 +204,7 @@ class VirtualModel:
         """Joint-space inertia H(q) by the composite rigid body algorithm (symmetric, N×N)."""
         q = self.robot.check_q(q)
         H = pin.crba(self.model, self.data, q, pin.Convention.WORLD)
-        return np.triu(H) + np.triu(H, 1).T
+        return symmetric_upper(H)
 
     def jacobian(self, q: np.ndarray) -> np.ndarray:
         """J(q) of the tip, rows [v; ω] in the base frame (same kinematics as the robot)."""
@@ -230,7 +231,7 @@ class VirtualModel:
         elif algorithm == "aba":
             J = self.robot.jacobian(q)
             Minv = pin.computeMinverse(self.model, self.data, q)
-            Minv = np.triu(Minv) + np.triu(Minv, 1).T
+            Minv = symmetric_upper(Minv)
         elif algorithm == "qr":
             Q, R, J = self._qr(q)
             return scipy.linalg.solve_triangular(R, Q[:6].T)  # x = R⁻¹ Qᵀ [I₆; 0]
@@ -297,7 +298,7 @@ class VirtualModel:
         q = self.robot.check_q(q)
         v = self._zero if (qd is None or not self.coriolis) else np.asarray(qd, dtype=float)
         J = self._crba_and_jacobian(q)
-        H = np.triu(self.data.M) + np.triu(self.data.M, 1).T
+        H = symmetric_upper(self.data.M)
         b = J.T @ np.asarray(wrench, dtype=float) + (self._zero if tau is None else tau)
         if self.gravity or v is not self._zero:
             b = b - pin.rnea(self.model, self.data, q, v, self._zero)
