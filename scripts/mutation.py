@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @dataclass(frozen=True)
 class Target:
     name: str
-    source: str  # the file(s) as laid out in the scratch copy (fdcontrol/…; a glob)
+    source: str  # the file(s) as laid out in the scratch copy (fdcontrol/…; globs, separated by spaces)
     tests: tuple[str, ...]  # the tests that cover it (mutmut runs, per mutant, those that reach its function)
     functions: tuple[str, ...] = ()  # only the mutants of these functions (fnmatch on mutmut's names)
 
@@ -48,7 +48,20 @@ TARGETS = (
     Target("auth", "fdcontrol/server/auth.py", ("tests/test_access_policy.py", "tests/test_access_asgi.py")),
     Target("sensing", "fdcontrol/control/sensing.py", ("tests/test_sensing.py",)),  # in-process, every function
     Target("loop-safety", "fdcontrol/loop/cycle.py", ("tests/test_loop.py",), LOOP_SAFETY),
-    Target("limits", "fdcontrol/limits/*", ("tests/test_limits.py", "tests/test_jerk.py")),
+    # fdcontrol/limits/ file by file (``--only limits`` runs them all), each with the tests that reach it.
+    # compiled.py (numba) has no mutants: mutmut leaves decorated functions alone, and a mutated Python
+    # function could not run in nopython code anyway; its equations are the classes', which tests/test_limits.py
+    # compares it with (bit for bit, or to rounding with the path speed limit), so a wrong class line is caught
+    # either by its own test or as a disagreement with the twin.
+    Target("limits-safety", "fdcontrol/limits/safety.py fdcontrol/limits/base.py",
+           ("tests/test_limits.py", "tests/test_jerk.py")),
+    Target("limits-joint", "fdcontrol/limits/position.py fdcontrol/limits/velocity.py "
+           "fdcontrol/limits/acceleration.py fdcontrol/limits/cartesian.py", ("tests/test_limits.py",)),
+    Target("limits-path", "fdcontrol/limits/path_speed.py fdcontrol/limits/path_acceleration.py",
+           ("tests/test_limits.py",)),
+    Target("limits-jerk", "fdcontrol/limits/jerk.py", ("tests/test_jerk.py",)),
+    Target("limits-workspace", "fdcontrol/limits/workspace.py", ("tests/test_workspace.py",)),
+    Target("limits-collision", "fdcontrol/limits/collision.py", ("tests/test_collision.py",)),
     Target("braking", "fdcontrol/limits/braking.py", ("tests/test_braking.py",)),
     Target("liveness", "fdcontrol/loop/liveness.py", ("tests/test_braking.py",)),
 )
@@ -68,7 +81,8 @@ def _layout(dst: Path) -> None:
 
 def _config(t: Target) -> str:
     tests = ", ".join(json.dumps(x) for x in t.tests)
-    return (f"[tool.mutmut]\nsource_paths = [\"fdcontrol\"]\nonly_mutate = [{json.dumps(t.source)}]\n"
+    sources = ", ".join(json.dumps(x) for x in t.source.split())
+    return (f"[tool.mutmut]\nsource_paths = [\"fdcontrol\"]\nonly_mutate = [{sources}]\n"
             f"pytest_add_cli_args_test_selection = [{tests}]\n"
             "timeout_multiplier = 5.0\n"
             "pytest_add_cli_args = [\"-p\", \"no:cacheprovider\", \"-q\"]\n"
@@ -95,7 +109,7 @@ def run(t: Target, python: str, timeout: float, keep: bool) -> dict[str, object]
     try:
         _layout(work)
         (work / "pyproject.toml").write_text(_config(t))
-        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "FDCONTROL_MUTATION": "1"}  # (tests/conftest.py)
         t0 = time.monotonic()
         cmd = [python, "-m", "mutmut", "run", "--max-children", "1", *t.functions]
         try:
@@ -137,7 +151,8 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="write the results here too")
     a = ap.parse_args()
     only = {x for x in a.only.split(",") if x}
-    targets = [t for t in TARGETS if not only or t.name in only]
+    # a group name runs its parts: ``limits`` is every ``limits-…``
+    targets = [t for t in TARGETS if not only or t.name in only or t.name.split("-")[0] in only]
     if a.list:
         for t in targets:
             print(f"{t.name:12s} {t.source:40s} {' '.join(t.tests)}")

@@ -10,6 +10,7 @@ the loop thread, the heartbeat and the command loop below.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import traceback
@@ -40,6 +41,9 @@ def _scheduler(loop: ControlLoop) -> str | None:
 
 
 def main(settings_json: str, shm_name: str, conn: Connection, notify: Connection) -> None:
+    # Ctrl-C in a terminal reaches the whole process group: the API process ends this one in order
+    # ("close": the loop stops, the driver closes), never a KeyboardInterrupt halfway (nor a restart)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from fdcontrol.server.metrics import LoopMetrics
     from fdcontrol.server.record_ring import StateRing
     from fdcontrol.server.runtime import ConflictError, PolicyError, Runtime

@@ -180,6 +180,9 @@ def run(args: argparse.Namespace) -> int:
                   f"(read-only, no authentication; Foxglove layout: {url_of(settings)}foxglove-layout.json)",
                   file=sys.stderr, flush=True)
         uvicorn.Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:  # Ctrl-C: uvicorn shut down in order (the loop process closed), then re-raised it
+        print("fdcontrol serve: stopped", file=sys.stderr, flush=True)
+        return 130
     except (OSError, SystemExit) as exc:
         worker.close()
         return fail(f"could not serve on {settings.host}:{settings.port}: {exc}")

@@ -1,9 +1,19 @@
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
 from fdcontrol import RobotModel
+
+if os.environ.get("FDCONTROL_MUTATION"):  # set by scripts/mutation.py (make mutation)
+    # a property test that fails has killed its mutant: no shrinking of the example (it can take minutes per
+    # mutant) and no example database shared between mutants
+    from hypothesis import Phase, settings
+
+    settings.register_profile("mutation", phases=(Phase.explicit, Phase.reuse, Phase.generate), database=None)
+    settings.load_profile("mutation")
 
 
 @pytest.fixture(scope="session")

@@ -1,18 +1,25 @@
 """What a new user meets in the first hour, each point a defect that once misled someone: a bad WebSocket
-query parameter said as such (not a bare 403 that reads like an access failure), and a wrench's reply
-that says what the arm does once the wrench arrived."""
+query parameter said as such (not a bare 403 that reads like an access failure), a wrench's reply
+that says what the arm does once the wrench arrived, and Ctrl-C (the way `make serve` says to stop)
+ending the service in order, without tracebacks."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from .service import Service
+from .service import ROOT, STARTUP, Service, free_port
 
 
 @pytest.fixture(scope="module")
@@ -51,3 +58,60 @@ def test_the_wrench_reply_says_the_arm_moves(svc):
     assert r["holding"] is False, r
     after = c.get("/state").json()
     assert after["seq_ack"] >= 2
+
+
+def test_ctrl_c_stops_the_service_in_order_without_a_traceback():
+    """A terminal's Ctrl-C sends SIGINT to the whole process group: the API process and the loop process
+    alike. The loop process leaves its ending to the API process (no KeyboardInterrupt in it, so no
+    restart by the supervisor while the service shuts down); the service says it stopped, in one line,
+    exits with 130 and leaves no process behind."""
+    port = free_port()
+    with tempfile.NamedTemporaryFile("w+", prefix="fdcontrol-ctrl-c-", suffix=".log") as log:
+        p = subprocess.Popen([sys.executable, "-m", "fdcontrol.server", "serve", "--host", "127.0.0.1",
+                              "--port", str(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)  # a process group of its own, as a terminal's job
+        try:
+            deadline = time.monotonic() + STARTUP  # only ends a hung test
+            while time.monotonic() < deadline:
+                assert p.poll() is None, Path(log.name).read_text()
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            else:
+                pytest.fail("the service did not become healthy")
+            loop = [int(c) for t in Path(f"/proc/{p.pid}/task").iterdir()
+                    for c in (t / "children").read_text().split()]
+            assert loop, "the loop process (and the resource tracker)"
+            os.killpg(p.pid, signal.SIGINT)  # Ctrl-C
+            code = p.wait(60)  # only ends a hung test
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(10)
+        out = Path(log.name).read_text()
+    assert code == 130, out
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out and "restarting" not in out, out
+    assert out.strip().splitlines()[-1] == "fdcontrol serve: stopped", out
+    # the loop process and multiprocessing's resource tracker (which may take a moment to see its pipe close)
+    deadline = time.monotonic() + 30  # only ends a hung test
+    while [pid for pid in loop if Path(f"/proc/{pid}").exists()] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in loop if Path(f"/proc/{pid}").exists()], "a child outlived the service"
+
+
+def test_a_run_without_chromium_says_in_one_line_that_the_browser_tests_did_not_run(tmp_path):
+    """Where no chromium can be installed the dashboard's browser tests skip, and the summary says so in
+    one line (a green run must not read as if they passed). Run on a test that needs the browser, with a
+    PATH that has no chromium and no REQUIRE (which would turn the skip into a failure)."""
+    (tmp_path / "test_needs_a_browser.py").write_text("def test_needs_a_browser(browser):\n    pass\n")
+    env = {k: v for k, v in os.environ.items() if k != "REQUIRE"}
+    env["PATH"] = str(Path(sys.executable).parent)  # no chromium on it
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider",
+                        str(tmp_path / "test_needs_a_browser.py")], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [line for line in r.stdout.splitlines() if "browser tests did not run" in line]
+    assert lines == ["1 browser tests did not run: no chromium here (`make test` installs it where it runs as root "
+                     "with apt-get)"], r.stdout

@@ -121,3 +121,28 @@ def test_from_settings_uses_the_published_limits():
     assert np.all(JointJerk.from_settings(ur10, p).max_jerk == 1e6)
     lim = SafetyLimits.from_settings(fr3, p)
     assert lim.names[-1] == "jerk" and "jerk" in LIMITS
+
+
+def test_from_settings_without_a_jerk_parameter_takes_the_default():
+    """The settings protocol (fdcontrol.limits.base.LimitSettings) does not name the jerk: settings
+    without it get 5000 rad/s³ (lowered to a robot's published limits, none for ur10)."""
+    from types import SimpleNamespace
+
+    ur10 = RobotModel.load("ur10")
+    p = SimpleNamespace(velocity_scale=0.5, max_joint_acceleration=3.0, max_linear_speed=0.5, max_angular_speed=1.5)
+    lim = JointJerk.from_settings(ur10, p)
+    assert lim.max_jerk.tolist() == [5000.0] * 6 and lim.max_acceleration.tolist() == [3.0] * 6
+
+
+def test_bad_jerk_parameters_are_refused_naming_the_parameter():
+    ur10 = RobotModel.load("ur10")
+    with pytest.raises(ValueError, match=r"^max_jerk must be a scalar or have 6 entries, got shape \(2,\)$"):
+        JointJerk.from_settings(ur10, LimitParams(max_joint_jerk=np.array([1.0, 2.0])))
+    with pytest.raises(ValueError, match=r"^max_acceleration must be a scalar or have 6 entries, got shape \(3,\)$"):
+        JointJerk.from_settings(ur10, LimitParams(max_joint_acceleration=np.ones(3)))
+    with pytest.raises(ValueError, match=r"^max_jerk must be finite and > 0 for every joint$"):
+        JointJerk(np.array([5000.0, -1.0]), np.array([1.0, 1.0])).validate()
+    with pytest.raises(ValueError, match=r"^max_acceleration must be finite and > 0 for every joint$"):
+        JointJerk(np.array([5000.0, 5000.0]), np.array([1.0, math.nan])).validate()
+    with pytest.raises(ValueError, match=r"^max_jerk and max_acceleration must have one entry per joint each$"):
+        JointJerk(np.array([5000.0, 5000.0]), np.array([1.0])).validate()

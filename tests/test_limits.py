@@ -182,7 +182,7 @@ def test_cartesian_alone_bounds_the_tip_speed(n, data, vlin, vang):
 
 
 def test_cartesian_needs_a_jacobian():
-    with pytest.raises(ValueError, match="Jacobian"):
+    with pytest.raises(ValueError, match=r"^the Cartesian speed limit needs the Jacobian J$"):
         CartesianSpeed().limit(np.zeros(2), np.ones(2), np.zeros(2), None, 0.002)
 
 
@@ -423,3 +423,193 @@ def test_compiled_twin_equals_the_limit_classes_with_the_path_limits(name, data,
     note(f"float loops {want}, compiled {got}, acted {want_active}")
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
     assert lim.active == want_active
+
+
+# ------------------------------------------------------------------------- the path limits alone, at their edges
+class _CountingRobot:
+    """A robot whose J̇(q, q̇)q̇ counts its evaluations (the path speed limit's cost per cycle)."""
+
+    def __init__(self, robot: RobotModel) -> None:
+        self.robot, self.calls = robot, 0
+
+    def jacobian_rate(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+        self.calls += 1
+        return self.robot.jacobian_rate(q, qd)
+
+
+def test_path_speed_does_nothing_and_computes_nothing_at_rest_or_without_a_finite_velocity(ur10):
+    """At rest, with a non-finite q̇ or without a Jacobian the path speed limit leaves q̇ as it is, says it
+    did not act, and never evaluates J̇ (one forward-kinematics pass per cycle only while moving)."""
+    from fdcontrol.limits import Cycle, PathSpeed
+
+    robot = _CountingRobot(ur10)
+    lim = PathSpeed(robot, np.full(6, 4.0))  # type: ignore[arg-type]
+    q = np.full(6, 0.3)
+    J = ur10.jacobian(q)
+    for qd, jac in (([0.0] * 6, J), ([math.inf, 0, 0, 0, 0, 0], J), ([math.nan, 1, 0, 0, 0, 0], J),
+                    ([0.5] * 6, None)):
+        out = list(qd)
+        with np.errstate(invalid="ignore"):  # J·inf meets 0·inf: a NaN speed, refused like the rest
+            assert lim.apply(Cycle(q, np.zeros(6), jac, 0.002), out) is False
+        assert out == qd or (not math.isfinite(qd[0]) and out[1:] == qd[1:])
+    assert robot.calls == 0
+    fast = [2.0] * 6  # and it does act, and evaluate J̇, on a fast move
+    assert lim.apply(Cycle(q, np.zeros(6), J, 0.002), fast) is True and robot.calls == 1
+    assert 0 < fast[0] < 2.0 and len(set(fast)) == 1  # scaled uniformly
+
+
+def test_path_acceleration_at_its_edges():
+    """Closed forms: a change of exactly a·dt is within the limit (not acted); where the joints' σ intervals
+    meet in one point, that σ scales the reference; where they miss each other it is left to the
+    acceleration limit."""
+    from fdcontrol.limits import Cycle, PathAcceleration
+
+    lim = PathAcceleration(np.array([0.5, 0.5]))  # a·dt = 0.5 exactly at dt = 1
+    qd = [0.5, -0.5]
+    assert lim.apply(Cycle(np.zeros(2), np.zeros(2), None, 1.0), qd) is False and qd == [0.5, -0.5]
+    # joint 0: |σ·1 − 0| ≤ 0.5 → σ ∈ [−0.5, 0.5]; joint 1: |σ·1 − 1| ≤ 0.5 → σ ∈ [0.5, 1.5]: σ = 0.5
+    qd = [1.0, 1.0]
+    assert lim.apply(Cycle(np.zeros(2), np.array([0.0, 1.0]), None, 1.0), qd) is True and qd == [0.5, 0.5]
+    # joint 1 needs σ ≥ 0.6: no σ for both, the reference stays for the acceleration limit
+    qd = [1.0, 1.0]
+    assert lim.apply(Cycle(np.zeros(2), np.array([0.0, 1.1]), None, 1.0), qd) is False and qd == [1.0, 1.0]
+
+
+# ------------------------------------------------------------------------- SafetyLimits: names, fields, refusals
+def test_limit_names_are_put_in_their_order_and_refused_by_exact_reason():
+    from fdcontrol.limits.safety import check_limit_names
+
+    assert check_limit_names(["acceleration", "velocity", "position"]) == ("position", "velocity", "acceleration")
+    assert check_limit_names(reversed(DEFAULT_LIMITS)) == ("cartesian", "position", "velocity", "path_speed",
+                                                           "path_acceleration", "acceleration")
+    with pytest.raises(ValueError, match=r"^limit 'velocity' given more than once$"):
+        check_limit_names(["position", "velocity", "acceleration", "velocity"])
+    with pytest.raises(ValueError, match=r"^limit 'position', 'velocity' given more than once$"):
+        check_limit_names(["velocity", "position", "velocity", "acceleration", "position"])
+    with pytest.raises(ValueError, match=r"^unknown limit 'nope'; expected one of cartesian, "):
+        check_limit_names(["position", "velocity", "acceleration", "nope"])
+    for name in ("position", "velocity", "acceleration"):
+        rest = [n for n in ("position", "velocity", "acceleration") if n != name]
+        reason = LIMITS.get(name).required
+        with pytest.raises(ValueError, match=f"^the '{name}' limit may not be left out: {reason}$".replace("(", r"\(")
+                           .replace(")", r"\)").replace("+", r"\+").replace(".", r"\.").replace("[", r"\[")
+                           .replace("]", r"\]")):
+            check_limit_names(rest)
+
+
+def test_safety_limits_compose_refuses_a_limit_twice_and_reads_the_parameters_it_was_given(ur10):
+    p = PositionEnvelope(np.array([-1.0]), np.array([1.0]), np.array([2.0]), np.array([1.0]))
+    with pytest.raises(ValueError, match=r"^limit 'velocity' given more than once$"):
+        SafetyLimits.compose([p, JointVelocity(np.array([1.0])), JointVelocity(np.array([2.0])),
+                              JointAcceleration(np.array([2.0]))])
+    active: dict[str, bool] = {}
+    lim = SafetyLimits(np.array([-1.0, -2.0]), np.array([1.0, 2.0]), 0.7, np.array([3.0, 4.0]),
+                       max_linear_speed=0.2, max_angular_speed=0.6, recovery_speed=0.3, active=active)
+    assert lim.names == BASIC_LIMITS and lim.active is active
+    assert lim.lower.tolist() == [-1.0, -2.0] and lim.upper.tolist() == [1.0, 2.0]
+    assert lim.max_velocity.tolist() == [0.7, 0.7] and lim.position.max_velocity.tolist() == [0.7, 0.7]
+    assert lim.max_acceleration.tolist() == [3.0, 4.0] and lim.position.max_acceleration.tolist() == [3.0, 4.0]
+    assert (lim.max_linear_speed, lim.max_angular_speed, lim.recovery_speed) == (0.2, 0.6, 0.3)
+    lim.apply(np.zeros(2), np.array([1.0, 0.0]), np.zeros(2), np.zeros((6, 2)), 0.002)  # within the envelope
+    assert active == {"cartesian": False, "position": False, "velocity": True, "acceleration": True}
+    # the setters reach the limits that use the value (the position envelope reads v_max and a_max too)
+    lim.max_linear_speed, lim.max_angular_speed, lim.recovery_speed = 0.1, 0.4, 0.5
+    assert (lim.cartesian.max_linear_speed, lim.cartesian.max_angular_speed, lim.position.recovery) == (0.1, 0.4, 0.5)
+    lim.max_velocity = 0.25
+    assert lim.velocity.max_velocity.tolist() == [0.25, 0.25] == lim.position.max_velocity.tolist()
+    lim.max_acceleration = [1.0, 2.0]
+    assert lim.acceleration.max_acceleration.tolist() == [1.0, 2.0] == lim.position.max_acceleration.tolist()
+    lim.lower, lim.upper = [-0.5, -0.5], [0.5, 0.5]
+    assert lim.position.lower.tolist() == [-0.5, -0.5] and lim.position.upper.tolist() == [0.5, 0.5]
+    assert lim.position.lower.dtype == float and lim.position.upper.dtype == float
+    # and the compiled path reads the new values, 0.5 rad from the upper limits: the envelope √(2·0.5·a·0.5)
+    # = [0.707, 1] rad/s, scaled uniformly into 0.25 rad/s = [0.177, 0.25], joint 0 then braked from its
+    # previous 0.25 by a·dt = 0.002 only
+    out = lim.apply(np.zeros(2), np.array([5.0, 5.0]), np.array([0.25, 0.25]), np.zeros((6, 2)), 0.002)
+    assert out.tolist() == pytest.approx([0.25 - 0.002, 0.25], abs=1e-12)
+    lim.recovery_speed = 0.0
+    with pytest.raises(ValueError, match=r"^recovery_speed must be in \(0, 1\]$"):
+        lim.validate()
+
+
+def test_safety_limits_refusals_name_the_problem(ur10):
+    three = SafetyLimits.from_robot(ur10, limits=("position", "velocity", "acceleration"))
+    assert three.cartesian is None and three.max_linear_speed == math.inf and three.max_angular_speed == math.inf
+    for field in ("max_linear_speed", "max_angular_speed"):
+        with pytest.raises(ValueError, match=r"^the Cartesian speed limit is not composed \(settings limits\)$"):
+            setattr(three, field, 0.3)
+    lim = SafetyLimits.from_robot(ur10)
+    with pytest.raises(ValueError, match=r"^the limits need the Jacobian J$"):
+        lim.apply(np.zeros(6), np.zeros(6), np.zeros(6), None, 0.002)
+    with pytest.raises(ValueError, match=r"^q has 5 entries, the limits 6$"):
+        lim.apply(np.zeros(5), np.zeros(6), np.zeros(6), ur10.jacobian(np.zeros(6)), 0.002)
+    lim.position.upper = np.ones(5)  # a replaced vector of the wrong length: refused when packed
+    with pytest.raises(ValueError, match=r"^every per-joint limit must have 6 entries$"):
+        lim.apply(np.zeros(6), np.zeros(6), np.zeros(6), ur10.jacobian(np.zeros(6)), 0.002)
+    with pytest.raises(ValueError, match=r"^max_velocity must be a scalar or have 2 entries, got shape \(3,\)$"):
+        SafetyLimits(np.zeros(2), np.ones(2), np.ones(3), 1.0)
+    with pytest.raises(ValueError, match=r"^max_acceleration must be a scalar or have 2 entries, got shape \(3,\)$"):
+        SafetyLimits(np.zeros(2), np.ones(2), 1.0, np.ones(3))
+
+
+@pytest.mark.parametrize("dt", [1e-3, 4e-3])
+def test_position_envelope_boxes_are_the_documented_ones(dt):
+    """The envelope and hard box of PositionEnvelope against its docstring's formulas, written out here, at
+    joints inside (in the middle, within the braking distance, within one step of a limit), exactly at a limit
+    and beyond one (by less and by more than a recovery step)."""
+    from fdcontrol.limits import Cycle
+
+    m, rec = 0.5, 0.2
+    lower, upper = -1.0, 1.0
+    amax, vmax = 3.0, 2.0
+    step = rec * vmax * dt  # how far the recovery speed moves in one cycle
+    qs = [0.0, 0.9, -0.95, upper - 1e-7, lower + 1e-7, upper, lower, upper + 0.3 * step, lower - 0.3 * step,
+          upper + 5 * step, lower - 5 * step]
+    n = len(qs)
+    q = np.array(qs)
+    lim = PositionEnvelope(np.full(n, lower), np.full(n, upper), np.full(n, amax), np.full(n, vmax), rec, m)
+    c = Cycle(q, np.zeros(n), None, dt)
+    qd = [0.0] * n
+    hit = lim.apply(c, qd)
+    assert hit  # the joints beyond a limit are driven back
+    for j, x in enumerate(qs):
+        du, dl = upper - x, x - lower
+        if du < 0:
+            want_lo, want_hi = -min(rec * vmax, -du / dt), 0.0
+            assert qd[j] == pytest.approx(want_lo, rel=1e-12), j  # set to the lower end: back towards the limit
+        elif dl < 0:
+            want_lo, want_hi = 0.0, min(rec * vmax, -dl / dt)
+            assert qd[j] == pytest.approx(want_hi, rel=1e-12), j
+        else:
+            want_lo, want_hi = -min(math.sqrt(2 * m * amax * dl), dl / dt), min(math.sqrt(2 * m * amax * du), du / dt)
+            assert qd[j] == 0.0, j  # inside: at rest is within the envelope, left alone
+        assert c.lo[j] == pytest.approx(want_lo, rel=1e-12, abs=1e-300), j
+        assert c.hi[j] == pytest.approx(want_hi, rel=1e-12, abs=1e-300), j
+        assert c.hard_lo[j] == pytest.approx(-max(dl, 0.0) / dt, rel=1e-12, abs=1e-300), j
+        assert c.hard_hi[j] == pytest.approx(max(du, 0.0) / dt, rel=1e-12, abs=1e-300), j
+    # inside, a velocity within the envelope (or on its end) is left alone and one beyond it is put on its end
+    inside = [0, 1, 2, 3, 4]
+    for scale, acts in ((0.999, False), (1.0, False), (1.001, True)):
+        sub = PositionEnvelope(np.full(5, lower), np.full(5, upper), np.full(5, amax), np.full(5, vmax), rec, m)
+        probe = Cycle(q[inside], np.zeros(5), None, dt)
+        sub.apply(probe, [0.0] * 5)
+        for side in (probe.hi, probe.lo):
+            qd = [scale * v for v in side]
+            assert sub.apply(Cycle(q[inside], np.zeros(5), None, dt), qd) is acts
+            assert qd == pytest.approx([scale * v if not acts else v for v in side], rel=1e-12)
+
+
+def test_a_reference_exactly_at_a_limit_is_not_limited():
+    """Never act when inside: a joint exactly at its velocity limit, a change of exactly a·dt, a tip exactly at
+    its speed limit are within the limits — left as they are, and the limit says it did not act."""
+    from fdcontrol.limits import Cycle
+
+    c = Cycle(np.zeros(2), np.zeros(2), None, 0.5)
+    qd = [0.5, -0.25]
+    assert JointVelocity(np.array([0.5, 0.5])).apply(c, qd) is False and qd == [0.5, -0.25]
+    qd = [1.0, -0.5]  # a·dt = 2 · 0.5 = 1 from rest
+    assert JointAcceleration(np.array([2.0, 2.0])).apply(c, qd) is False and qd == [1.0, -0.5]
+    J = np.zeros((6, 2))
+    J[0, 0], J[5, 1] = 1.0, 1.0
+    qd = [0.5, 1.5]
+    assert CartesianSpeed(0.5, 1.5).apply(Cycle(np.zeros(2), np.zeros(2), J, 0.5), qd) is False and qd == [0.5, 1.5]

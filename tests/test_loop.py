@@ -469,6 +469,170 @@ def test_following_check_is_the_documented_deviation(pairs, data):
         assert later is None
 
 
+# ------------------------------------------------------------------ the hold, stop and brake paths, in-process
+class _Recorder:
+    """The loop's io and exchange: what was published, in order."""
+
+    def __init__(self) -> None:
+        self.published: list[tuple[object, object]] = []
+        self.exchanged: list[tuple[object, object]] = []
+
+    def poll(self, loop) -> None:
+        pass
+
+    def publish(self, loop, state) -> None:
+        self.published.append((loop, state))
+
+    def exchange(self, loop, state) -> None:
+        self.exchanged.append((loop, state))
+
+
+def _moving_loop(ur10):
+    """A loop whose reference moves (0.3 s of a 40 N push), its driver's commands recorded from then on."""
+    loop, sim = make_loop(ur10)
+    run(loop, 0.3, wrench=[40.0, 0, 0, 0, 0, 0])
+    assert np.max(np.abs(loop.qd_ref)) > 0.02
+    sent: list[tuple[np.ndarray, np.ndarray]] = []
+    orig = sim.send
+    sim.send = lambda q, qd: (sent.append((np.array(q), np.array(qd))), orig(q, qd))  # type: ignore[method-assign]
+    rec = _Recorder()
+    loop.io, loop.exchange = rec, rec.exchange
+    return loop, sim, sent, rec
+
+
+def test_a_fault_holds_with_one_braking_step_and_says_when_it_began(ur10):
+    """A cycle that raised (ControlLoop._run hands it to _on_exception): the fault and when it began, a hold,
+    the goals dropped, and exactly one braking step of the linear ramp at the acceleration limit sent,
+    published and exchanged — written out here: q̇ (1 − 1/r), r = max_j |q̇_j| / (a_j dt)."""
+    loop, _sim, sent, rec = _moving_loop(ur10)
+    target = ur10.pose(loop.state.q)
+    loop.set_target(target)
+    prev, q_ref = loop.qd_ref.copy(), loop.state.q_ref.copy()
+    a = loop.limits.max_acceleration
+    r = float(np.max(np.abs(prev) / (a * loop.period)))
+    assert r > 1
+    want = prev * (1 - 1 / r)
+    t0 = time.monotonic()
+    loop._on_exception(OSError("x" * 500))
+    t1 = time.monotonic()
+    assert loop.fault == ("OSError: " + "x" * 500)[:400] and len(loop.fault) == 400
+    assert t0 <= loop.fault_at <= t1 and t0 <= loop.last_cycle_at <= t1
+    assert loop._hold_request and loop._held and loop._target is None
+    np.testing.assert_allclose(loop.qd_ref, want, rtol=0, atol=1e-15)
+    assert len(sent) == 1
+    np.testing.assert_allclose(sent[0][1], want, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(sent[0][0], q_ref + loop.period * want, rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(loop.qd_state, want)
+    loop.qd_state[0] += 1.0  # the filter's state is its own array, not the reference sent
+    assert loop.qd_ref[0] == pytest.approx(want[0], abs=1e-15)
+    s = loop.state
+    assert s.fault == loop.fault and s.fault_at == loop.fault_at and s.holding
+    np.testing.assert_allclose(s.qd_ref, want, rtol=0, atol=1e-15)
+    assert s.safety_mode == loop.driver.safety_mode
+    assert rec.published == [(loop, s)] and rec.exchanged == [(loop, s)]
+    # the same failure again: a new message, the time it began kept, the ramp's next step
+    began = loop.fault_at
+    loop._on_exception(RuntimeError("again"))
+    assert loop.fault == "RuntimeError: again" and loop.fault_at == began
+    np.testing.assert_allclose(sent[1][1], want * (1 - 1 / (r - 1)), rtol=1e-12, atol=1e-15)
+
+
+def test_a_fault_with_a_non_finite_reference_or_a_dead_driver_still_holds(ur10, capsys):
+    loop, sim, sent, rec = _moving_loop(ur10)
+    loop.qd_ref = np.full(6, np.nan)
+    loop._on_exception(ValueError("bad"))
+    assert np.array_equal(sent[-1][1], np.zeros(6)) and np.array_equal(loop.qd_ref, np.zeros(6))
+
+    def dead(q, qd):
+        raise OSError("gone")
+
+    sim.send = dead  # type: ignore[method-assign]
+
+    class BadIO(_Recorder):
+        def publish(self, loop, state) -> None:
+            raise RuntimeError("shared memory gone")
+
+    bad = BadIO()
+    loop.io = bad
+    loop.limits = None  # type: ignore[assignment]  # the braking step itself fails: zero, still held
+    loop._on_exception(ValueError("worse"))
+    assert loop.state.holding and loop.state.fault == "ValueError: worse"
+    np.testing.assert_array_equal(loop.qd_ref, np.zeros(6))
+    err = capsys.readouterr().err
+    assert ("fdcontrol loop: ValueError: worse; publishing the fault failed: RuntimeError: shared memory gone"
+            in err)
+    assert rec.exchanged[-1] == (loop, loop.state)  # the exchange still got the held state
+
+
+def test_stop_without_a_thread_sends_rest_and_says_why_when_the_driver_is_dead(ur10):
+    loop, sim, sent, rec = _moving_loop(ur10)
+    reads = []
+    read = sim.read
+    sim.read = lambda: reads.append(read()) or reads[-1]  # type: ignore[method-assign]
+    loop.stop()
+    js = reads[-1]
+    assert len(sent) == 1
+    np.testing.assert_array_equal(sent[0][0], js.q)
+    np.testing.assert_array_equal(sent[0][1], np.zeros(6))
+    s = loop.state
+    assert not s.running and not loop.running and loop._thread is None
+    np.testing.assert_array_equal(s.q, js.q)
+    np.testing.assert_array_equal(s.q_ref, js.q)
+    np.testing.assert_array_equal(s.qd, js.qd)
+    np.testing.assert_array_equal(s.qd_ref, np.zeros(6))
+    np.testing.assert_array_equal(loop.qd_ref, np.zeros(6))
+    assert rec.published[-1] == (loop, s) and rec.exchanged[-1] == (loop, s)
+
+    def dead():
+        raise OSError("gone")
+
+    sim.read = dead  # type: ignore[method-assign]
+    loop.stop()
+    assert loop.state.fault == "OSError: gone" and not loop.state.running
+    loop.fault = "an earlier fault"  # the first fault stays the one reported
+    loop.stop()
+    assert loop.state.fault == "an earlier fault"
+
+
+def test_braking_time_and_brake_step_closed_form(ur10):
+    from fdcontrol.loop.cycle import brake_step
+
+    loop, _sim = make_loop(ur10)
+    loop.qd_ref = np.array([0.4, -0.8, 0.0, 0.1, 0.0, 0.0])
+    assert loop.braking_time() == pytest.approx(0.8 / 4.0, rel=1e-15)  # max |q̇_j| / a_j at 4 rad/s²
+    loop.limits.max_acceleration = 1.0  # lowered: a stop never brakes softer than the loop was built with
+    assert loop.braking_time() == pytest.approx(0.2, rel=1e-15)
+    np.testing.assert_allclose(brake_step(np.array([1.0, -0.05, 0.0, -1.0]), np.array([2.0, 2.0, 2.0, 1.0]), 0.1),
+                               [0.8, 0.0, 0.0, -0.9], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(brake_step(np.array([0.3, -0.3]), 1.0, 0.1), [0.2, -0.2], rtol=0, atol=1e-15)
+
+
+def test_an_input_is_fresh_up_to_its_timeout_on_its_own_clock():
+    from fdcontrol.loop.cycle import Command, _fresh
+
+    c = Command(np.zeros(6), 1, 10.0)
+    assert _fresh(None, 11.0, 0.1) is None
+    assert _fresh(c, None, 0.1) is c and _fresh(Command(np.zeros(6), 1, None), 99.0, 0.1) is not None
+    assert _fresh(c, 10.25, 0.25) is c  # exactly the timeout: still fresh
+    assert _fresh(c, 10.2500001, 0.25) is None
+    assert _fresh(c, 9.0, 0.25) is c  # (a stamp from after now: not stale)
+
+
+def test_hold_and_release(ur10):
+    loop, _sim = make_loop(ur10, law=ControlLaw(mode="motion"))
+    run(loop, 0.05, wrench=[5.0, 0, 0, 0, 0, 0])
+    loop.set_target(ur10.pose(loop.state.q))
+    loop.set_twist([0.01, 0, 0, 0, 0, 0])
+    loop.set_wrench([1.0, 0, 0, 0, 0, 0])
+    assert loop._command is not None and loop._twist is not None and loop._target is not None
+    loop.fault, loop.fault_at = "a fault", 5.0
+    loop.hold(True)  # holding keeps the fault and the inputs (the watchdog and the API report them)
+    assert loop._hold_request and loop.fault == "a fault" and loop.fault_at == 5.0 and loop._twist is not None
+    loop.hold(False)  # an explicit release: the fault, the stale inputs and the goals are gone
+    assert not loop._hold_request and loop.fault is None and np.isnan(loop.fault_at)
+    assert loop._command is None and loop._twist is None and loop._target is None
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([0.0, -0.0, 0.3, -0.3, 0.9, -0.9, 2.0, float("nan"), float("inf")]),
                           st.sampled_from([0.0, -0.0, 0.3, -0.3, 0.9, -0.9, 2.0, float("nan"), float("-inf")])),
