@@ -180,6 +180,7 @@ def test_a_limit_lowered_at_rest_does_not_lengthen_the_next_hold_or_stop(http, s
         with streaming(svc, [40.0, 0, 0, 0, 0, 0]):
             wait(http, lambda s: s["watchdog"] == "ok" and speed(s) > 0.2)  # moving, at 0.5 rad/s² at most
             assert http.post("/control/hold", json={"hold": True}).json()["holding"]
+            wait(http, lambda s: s["holding"] and not any(s["qd_ref"]))  # braked to rest (then released)
         assert http.post("/control/hold", json={"hold": False}).status_code == 200
         with streaming(svc, [-40.0, 0, 0, 0, 0, 0]):  # back toward the start
             wait(http, lambda s: s["watchdog"] == "ok" and speed(s) > 0.2)
