@@ -1,6 +1,7 @@
 """Cost of one FD control cycle relative to the lean FD core, and of each stage, in one run, one process.
 
-    PYTHONPATH=. python benchmarks/bench_cycle.py [--cycles 4000] [--rounds 8] [--robots ur10 panda] [--json PATH]
+    PYTHONPATH=. python benchmarks/bench_cycle.py [--cycles 4000] [--rounds 8] [--robots ur10 panda] [--budget S]
+                                                  [--json PATH]
 
 Per robot, per call (µs: p50, p99, max), interleaved in rounds so that machine load hits all alike:
 
@@ -250,7 +251,7 @@ def timed(fn, n: int) -> list[float]:
     return out
 
 
-def bench(robot: RobotModel, cycles: int, rounds: int) -> dict[str, np.ndarray]:
+def bench(robot: RobotModel, cycles: int, rounds: int, budget: float = math.inf) -> dict[str, np.ndarray]:
     loop = make_loop(robot)
     core = LeanCore(loop.solver)  # type: ignore[arg-type]
     q, qd = np.array(HOME[robot.name]), np.zeros(robot.dof)
@@ -321,7 +322,10 @@ def bench(robot: RobotModel, cycles: int, rounds: int) -> dict[str, np.ndarray]:
         v.clear()
     samples: dict[str, list[float]] = {k: [] for k in calls}
     per = max(1, cycles // rounds)
-    for _ in range(rounds):
+    end = time.monotonic() + budget
+    for r in range(rounds):  # every item the same number of calls per round; no new round past the budget
+        if r and time.monotonic() > end:
+            break
         for k, fn in calls.items():
             samples[k] += timed(fn, per)
     del samples["staged_loop"], samples["staged_links"], samples["staged_tip_only"]
@@ -358,20 +362,26 @@ def main() -> None:
     ap.add_argument("--cycles", type=int, default=4000, help="timed calls per item (bounded)")
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--robots", nargs="+", default=["ur10", "panda"])
+    ap.add_argument("--budget", type=float, default=math.inf,
+                    help="seconds of timed rounds per robot: no new round starts past it (at least one runs), so the "
+                         "run ends in bounded time on a loaded machine; the calls made are printed")
     ap.add_argument("--json", metavar="PATH", help="also write the numbers as JSON to PATH")
     args = ap.parse_args()
     cycles = min(args.cycles, 100_000)
     load = os.getloadavg()[0]
     report: dict = {"cycles": cycles, "rounds": args.rounds, "loadavg": load, "goal_ratio": GOAL_RATIO,
+                    "budget_s": args.budget if math.isfinite(args.budget) else None,
                     "robots": {}}
     print("PYTHONPATH=. python benchmarks/bench_cycle.py " + " ".join(sys.argv[1:]))
     print(f"1-min load average {load:.2f}; goal: loop p50 ≤ {GOAL_RATIO:g}× core p50")
     for name in args.robots:
         robot = RobotModel.load(name)
-        r = bench(robot, cycles, args.rounds)
+        r = bench(robot, cycles, args.rounds, args.budget)
         p = {k: (np.percentile(v, 50), np.percentile(v, 99), v.max()) for k, v in r.items()}
         base = p["loop"][0]
-        print(f"\n{name} ({robot.dof} joints), {cycles} calls each")
+        made, full = len(r["core"]), max(1, cycles // args.rounds) * args.rounds
+        print(f"\n{name} ({robot.dof} joints), {made} calls each"
+              + (f" (of {full}: the time budget of {args.budget:g} s ended the rounds)" if made < full else ""))
         print(f"{'item':>24} {'p50 µs':>8} {'p99 µs':>8} {'max µs':>8} {'p50/core':>9} {'p99/core':>9} {'added':>7}")
         for k, (a, b, m) in p.items():
             added = f"{a - base:7.1f}" if k.startswith("with:") else ""
