@@ -95,6 +95,13 @@ def render_cycle(entry: dict) -> list[str]:
               "early)" if res.get("budget_s") is not None else "") + ":", ""]
     out += table(["robot", "lean core p50 / p99 (µs)", "full cycle p50 / p99 (µs)", "ratio p50 / p99",
                   f"goal p50 ≤ {CYCLE_RATIO_GOAL:g}×"], rows)
+    sway = [(n, r["items"]) for n, r in robots.items() if "loop_swaying" in r["items"]]
+    if sway:  # the held wrench pushes the arm into its stretched singular pose: the schedule's SVD every cycle
+        out += ["", "The wrench is held, so the arm ends stretched at a singular pose, where the γ schedule takes J's "
+                "SVD every cycle. The same cycle under a small swaying wrench, the arm near its start pose: "
+                + ", ".join(f"{robot_name(n)} {num(it['loop_swaying']['p50_us'], 1)} µs p50 "
+                            f"({num(it['loop_swaying']['p50_us'] / it['core']['p50_us'], 1)}× the core)"
+                            for n, it in sway) + "."]
     stages = {name: {k[len("stage:"):]: v for k, v in r["items"].items() if k.startswith("stage:")}
               for name, r in robots.items()}
     if any(stages.values()):
