@@ -9,9 +9,10 @@ Per robot, per call (µs: p50, p99, max), interleaved in rounds so that machine 
   Jacobian, pinocchio's Cholesky, q̈ = H⁻¹Jᵀf − c q̇ and one semi-implicit Euler step;
 * ``loop``  — ``ControlLoop.step`` of the loop :func:`fdcontrol.loop.build_loop` builds from the default
   parameters (FD with the γ schedule, the default six limits, nothing else configured) on the kinematic
-  ``SimulatedRobot`` (its read + send are in the cycle), a wrench applied; ``set_wrench`` — what a fresh
-  streamed wrench adds per cycle; ``four_limits`` — the same cycle with the basic four limits only (the
-  added cost of the default path limits: ``loop`` minus it);
+  ``SimulatedRobot`` (its read + send are in the cycle), a wrench held (the arm ends stretched at a singular
+  pose: the γ schedule's SVD every cycle; ``loop_swaying`` below is the arm near its start pose);
+  ``set_wrench`` — what a fresh streamed wrench adds per cycle; ``four_limits`` — the same cycle with the
+  basic four limits only (the added cost of the default path limits: ``loop`` minus it);
 * ``stage:<name>`` — each stage of that cycle, timed inside the cycle (a clock read around each stage's
   ``run``; the cycle with the clocks is timed separately, so ``loop`` is not slowed by them);
 * ``with:<part>`` — the full cycle with one more part configured (posture, link loads, workspace
