@@ -301,11 +301,38 @@ def test_shipped_arms_have_geometry_and_planar2_says_it_has_none(caplog: pytest.
     with caplog.at_level(logging.INFO, logger="fdcontrol"):
         r = RobotModel.load("planar2")
     assert r.geometry is None
-    assert [m for m in caplog.messages if "no <collision> geometry" in m and "planar2" in m]
+    said = [m for m in caplog.messages if "no <collision> geometry" in m and "planar2" in m]
+    assert len(said) == 1 and "\n" not in said[0], said  # one line
     # and keeps working with tip-only checks
     ws = workspace_from_config(r, None, [{"name": "ball", "sphere": {"center": [5, 0, 0], "radius": 0.1}}],
                                collision_links="all", self_collision=True)
     assert ws.clearance is None and not ws.empty
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_the_srdf_beside_the_urdf_lists_the_pairs_never_checked(arm: str, tmp_path) -> None:
+    """The self-collision pairs: every pair of links on different, non-adjacent joints except those the SRDF
+    beside the URDF disables (read here with ElementTree on its own); another SRDF given disables its pairs."""
+    import xml.etree.ElementTree as ET
+
+    from fdcontrol.model.collision import LinkGeometry, load_geometry
+
+    robot = RobotModel.load(arm)
+    srdf = robot.source.with_suffix(".srdf")
+    listed = {frozenset((e.get("link1"), e.get("link2"))) for e in ET.parse(srdf).getroot().iter("disable_collisions")}
+    geom = pin.buildGeomFromUrdf(robot.model, str(robot.source), pin.GeometryType.COLLISION)
+    bare = LinkGeometry.from_geometry(robot.model, geom)  # no SRDF: every non-adjacent pair
+    caps = bare.capsules
+
+    def names(g: LinkGeometry) -> set[frozenset]:
+        return {frozenset((caps[i].link, caps[j].link)) for i, j in g.self_pairs}
+
+    assert names(robot.geometry) == names(bare) - listed and names(bare) & listed  # the SRDF removed some
+    pair = sorted(names(robot.geometry), key=sorted)[0]
+    own = tmp_path / "own.srdf"
+    a, b = sorted(pair)
+    own.write_text(f'<robot name="x"><disable_collisions link1="{a}" link2="{b}" reason="test"/></robot>')
+    assert names(load_geometry(robot.model, robot.source, own)) == names(bare) - {pair}
 
 
 def test_nothing_computed_when_nothing_is_configured() -> None:
