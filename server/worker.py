@@ -107,6 +107,11 @@ class LoopWorker:
         self._params = p
         self._params_rx = 0
 
+    def take_over_recording(self, old: LoopWorker) -> None:
+        """A recording running on ``old`` (the process this one replaces) goes on from this one."""
+        if self.recording.take_over(old.recording):
+            self.recorder = self.recording.recorder
+
     def _discard(self) -> None:
         if hasattr(self, "_exiting"):
             self._exiting.close()
