@@ -50,8 +50,8 @@ serve: install
 	@echo "the fdcontrol command: $(BIN)/fdcontrol (or run '. $(BIN)/activate' to put it on PATH); another port: make serve PORT=8001"
 	$(BIN)/fdcontrol serve --host $(HOST) --port $(PORT)
 
-# progress as a count ([ 120/700]); PYTEST_ARGS adds pytest options, e.g. the quick subset of the inner loop:
-# make test PYTEST_ARGS='-m "not slow"' (no service, simulator or browser processes: about a minute)
+# progress as a count ([ 120/1050]); PYTEST_ARGS adds pytest options, e.g. the quick subset of the inner loop:
+# make test PYTEST_ARGS='-m "not slow"' (no service, simulator or browser processes: about 3 minutes)
 test: install-test browser
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -o console_output_style=count $(PYTEST_ARGS)

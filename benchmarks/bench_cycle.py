@@ -1,6 +1,7 @@
 """Cost of one FD control cycle relative to the lean FD core, and of each stage, in one run, one process.
 
-    PYTHONPATH=. python benchmarks/bench_cycle.py [--cycles 4000] [--rounds 8] [--robots ur10 panda] [--json PATH]
+    PYTHONPATH=. python benchmarks/bench_cycle.py [--cycles 4000] [--rounds 8] [--robots ur10 panda] [--budget S]
+                                                  [--json PATH]
 
 Per robot, per call (µs: p50, p99, max), interleaved in rounds so that machine load hits all alike:
 
@@ -8,9 +9,10 @@ Per robot, per call (µs: p50, p99, max), interleaved in rounds so that machine 
   Jacobian, pinocchio's Cholesky, q̈ = H⁻¹Jᵀf − c q̇ and one semi-implicit Euler step;
 * ``loop``  — ``ControlLoop.step`` of the loop :func:`fdcontrol.loop.build_loop` builds from the default
   parameters (FD with the γ schedule, the default six limits, nothing else configured) on the kinematic
-  ``SimulatedRobot`` (its read + send are in the cycle), a wrench applied; ``set_wrench`` — what a fresh
-  streamed wrench adds per cycle; ``four_limits`` — the same cycle with the basic four limits only (the
-  added cost of the default path limits: ``loop`` minus it);
+  ``SimulatedRobot`` (its read + send are in the cycle), a wrench held (the arm ends stretched at a singular
+  pose: the γ schedule's SVD every cycle; ``loop_swaying`` below is the arm near its start pose);
+  ``set_wrench`` — what a fresh streamed wrench adds per cycle; ``four_limits`` — the same cycle with the
+  basic four limits only (the added cost of the default path limits: ``loop`` minus it);
 * ``stage:<name>`` — each stage of that cycle, timed inside the cycle (a clock read around each stage's
   ``run``; the cycle with the clocks is timed separately, so ``loop`` is not slowed by them);
 * ``with:<part>`` — the full cycle with one more part configured (posture, link loads, workspace
@@ -250,7 +252,7 @@ def timed(fn, n: int) -> list[float]:
     return out
 
 
-def bench(robot: RobotModel, cycles: int, rounds: int) -> dict[str, np.ndarray]:
+def bench(robot: RobotModel, cycles: int, rounds: int, budget: float = math.inf) -> dict[str, np.ndarray]:
     loop = make_loop(robot)
     core = LeanCore(loop.solver)  # type: ignore[arg-type]
     q, qd = np.array(HOME[robot.name]), np.zeros(robot.dof)
@@ -321,7 +323,10 @@ def bench(robot: RobotModel, cycles: int, rounds: int) -> dict[str, np.ndarray]:
         v.clear()
     samples: dict[str, list[float]] = {k: [] for k in calls}
     per = max(1, cycles // rounds)
-    for _ in range(rounds):
+    end = time.monotonic() + budget
+    for r in range(rounds):  # every item the same number of calls per round; no new round past the budget
+        if r and time.monotonic() > end:
+            break
         for k, fn in calls.items():
             samples[k] += timed(fn, per)
     del samples["staged_loop"], samples["staged_links"], samples["staged_tip_only"]
@@ -358,20 +363,26 @@ def main() -> None:
     ap.add_argument("--cycles", type=int, default=4000, help="timed calls per item (bounded)")
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--robots", nargs="+", default=["ur10", "panda"])
+    ap.add_argument("--budget", type=float, default=math.inf,
+                    help="seconds of timed rounds per robot: no new round starts past it (at least one runs), so the "
+                         "run ends in bounded time on a loaded machine; the calls made are printed")
     ap.add_argument("--json", metavar="PATH", help="also write the numbers as JSON to PATH")
     args = ap.parse_args()
     cycles = min(args.cycles, 100_000)
     load = os.getloadavg()[0]
     report: dict = {"cycles": cycles, "rounds": args.rounds, "loadavg": load, "goal_ratio": GOAL_RATIO,
+                    "budget_s": args.budget if math.isfinite(args.budget) else None,
                     "robots": {}}
     print("PYTHONPATH=. python benchmarks/bench_cycle.py " + " ".join(sys.argv[1:]))
     print(f"1-min load average {load:.2f}; goal: loop p50 ≤ {GOAL_RATIO:g}× core p50")
     for name in args.robots:
         robot = RobotModel.load(name)
-        r = bench(robot, cycles, args.rounds)
+        r = bench(robot, cycles, args.rounds, args.budget)
         p = {k: (np.percentile(v, 50), np.percentile(v, 99), v.max()) for k, v in r.items()}
         base = p["loop"][0]
-        print(f"\n{name} ({robot.dof} joints), {cycles} calls each")
+        made, full = len(r["core"]), max(1, cycles // args.rounds) * args.rounds
+        print(f"\n{name} ({robot.dof} joints), {made} calls each"
+              + (f" (of {full}: the time budget of {args.budget:g} s ended the rounds)" if made < full else ""))
         print(f"{'item':>24} {'p50 µs':>8} {'p99 µs':>8} {'max µs':>8} {'p50/core':>9} {'p99/core':>9} {'added':>7}")
         for k, (a, b, m) in p.items():
             added = f"{a - base:7.1f}" if k.startswith("with:") else ""

@@ -15,13 +15,14 @@ that cycle's start → its state received here (the cycle, the hand-over between
 the WebSocket).
 
     PYTHONPATH=. python benchmarks/bench_ws_latency.py [--samples 1000] [--rate 500] [--watchers 0 50] [--hogs 0 2]
-                                                       [--json PATH]
+                                                       [--budget S] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import re
 import subprocess
@@ -97,13 +98,19 @@ def skip_arrived(s: Stream) -> None:
             s.ws.recv(timeout=0)
 
 
-def measure(url: str, samples: int, period: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def measure(url: str, samples: int, period: float, rng: np.random.Generator, budget: float = math.inf
+            ) -> tuple[np.ndarray, np.ndarray, int]:
     """Latencies (ms), and per sample the split (ms): [send → start of the cycle that took the wrench,
     that cycle's start → its state received here] (the state's ``stamp`` is the loop's time.monotonic()
-    at the cycle's start, the same clock as this process's on one host)."""
+    at the cycle's start, the same clock as this process's on one host); and the number of wrenches sent
+    (fewer than `samples` when `budget` seconds ran out first)."""
     lat, split = [], []
+    end, sent = time.monotonic() + budget, 0
     with Client(url) as c, c.control_stream(decimation=1) as s:
         for i in range(samples):
+            if i and time.monotonic() > end:
+                break
+            sent += 1
             time.sleep(period * (1 + rng.uniform()))  # a random phase of the loop period
             skip_arrived(s)
             t0 = time.monotonic()
@@ -119,7 +126,11 @@ def measure(url: str, samples: int, period: float, rng: np.random.Generator) -> 
                     stamp = m.get("stamp")
                     split.append([stamp - t0, t1 - stamp] if stamp is not None else [np.nan, np.nan])
                     break
-    return np.array(lat) * 1e3, np.array(split).reshape(-1, 2) * 1e3
+    return np.array(lat) * 1e3, np.array(split).reshape(-1, 2) * 1e3, sent
+
+
+def budget_note(sent: int, samples: int, budget: float) -> str:
+    return f" (the time budget of {budget:g} s ended the run after {sent} of {samples})" if sent < samples else ""
 
 
 def one_run(c: Client, url: str, n: int, n_hogs: int, args: argparse.Namespace, samples: int, period: float,
@@ -128,13 +139,14 @@ def one_run(c: Client, url: str, n: int, n_hogs: int, args: argparse.Namespace, 
     p = watchers(url, min(n, 500), args.watch_decimation, min(max(args.watchers_nice, 0), 19))
     try:
         s0 = c.stats()
-        ms, split = measure(url, samples, period, rng)
+        ms, split, sent = measure(url, samples, period, rng, args.budget)
         s1 = c.stats()
     finally:
         note = stop_watchers(p)
     nice = f", nice {args.watchers_nice}" if n and args.watchers_nice else ""
     print(f"{args.rate:.0f} Hz, {n} /ws/state watchers (decimation {args.watch_decimation}{nice}), {n_hogs} CPU hogs "
-          f"beside, {len(ms)} of {samples} acknowledged: wrench → ack p50 {np.percentile(ms, 50):.2f} ms, "
+          f"beside, {len(ms)} of {sent} acknowledged{budget_note(sent, samples, args.budget)}: "
+          f"wrench → ack p50 {np.percentile(ms, 50):.2f} ms, "
           f"p99 {np.percentile(ms, 99):.2f} ms, max {ms.max():.2f} ms (target p99 ≤ {1e3 * period + 1:.1f} ms){note}")
     waited, out = split[:, 0], split[:, 1]
     print(f"  split: send → start of the cycle that took it p50 {np.nanpercentile(waited, 50):.2f} ms, "
@@ -144,7 +156,7 @@ def one_run(c: Client, url: str, n: int, n_hogs: int, args: argparse.Namespace, 
     print(f"  loop meanwhile: overruns {s1['overruns'] - s0['overruns']} of "
           f"{s1['cycles'] - s0['cycles']} cycles, period error p99 {s1['period_error_p99_us']:.0f} µs")
     rates = re.search(r"received (\S+) msg/s in all, the slowest (\S+) msg/s", note)
-    return {"watchers": n, "hogs": n_hogs, "acknowledged": len(ms), "p50_ms": np.percentile(ms, 50),
+    return {"watchers": n, "hogs": n_hogs, "sent": sent, "acknowledged": len(ms), "p50_ms": np.percentile(ms, 50),
             "p99_ms": np.percentile(ms, 99), "max_ms": ms.max(),
             "to_cycle_p50_ms": np.nanpercentile(waited, 50), "to_cycle_p99_ms": np.nanpercentile(waited, 99),
             "cycle_to_client_p50_ms": np.nanpercentile(out, 50), "cycle_to_client_p99_ms": np.nanpercentile(out, 99),
@@ -164,6 +176,9 @@ def main() -> None:
                          "then with two)")
     ap.add_argument("--watch-decimation", type=int, default=10, help="the watchers' decimation (service default 10)")
     ap.add_argument("--watchers-nice", type=int, default=0, help="niceness of the watchers' process (0–19)")
+    ap.add_argument("--budget", type=float, default=math.inf,
+                    help="seconds of sampling per run (watcher count × hog count): no wrench is sent past it, so the "
+                         "benchmark ends in bounded time on a loaded machine; the number sent is printed")
     ap.add_argument("--json", metavar="PATH", help="also write the numbers as JSON to PATH")
     args = ap.parse_args()
     samples, period = min(args.samples, 20_000), 1.0 / args.rate

@@ -301,6 +301,9 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()  # start/stop/status
+        # a new source handed over while recording (switch_source), taken up by the writer thread
+        self._switch: tuple[Source, Callable[[bool], None] | None, Callable[[], int] | None,
+                            threading.Event] | None = None
 
     # ------------------------------------------------------------------ producers (cheap)
     def push_state(self, item: Published) -> None:
@@ -372,6 +375,45 @@ class Recorder:
             self._thread.start()
             return self._status(s)
 
+    def switch_source(self, source: Source, on_start: Callable[[bool], None] | None = None,
+                      cycle: Callable[[], int] | None = None, timeout: float = 5.0) -> bool:
+        """Go on reading states from ``source`` (a restarted loop process's ring) into the same file:
+        the writer thread reads the old source a last time, then only the new one. Returns once it
+        switched (False after ``timeout`` s: the old source is then not read again)."""
+        with self._lock:
+            if self._session is None or self._thread is None:  # not recording: the next start uses it
+                self._source, self._on_start = source, on_start
+                self._cycle = cycle or self._cycle
+                return True
+            if on_start is not None:
+                on_start(True)  # the new source keeps what it publishes from now on
+            done = threading.Event()
+            self._switch = (source, on_start, cycle, done)
+        if done.wait(timeout):
+            return True
+        self._switch = None  # taken up late or never: the old source may be gone
+        with self._lock:
+            self._source, self._on_start = source, on_start
+        return False
+
+    def _take_switch(self, s: _Session) -> None:
+        sw = self._switch
+        if sw is None:
+            return
+        source, on_start, cycle, done = sw
+        if self._source is not None:
+            try:
+                items, lost = self._source()  # the old source's last states
+                s.dropped += lost
+                for it in items:
+                    self._pair(s, it)
+            except Exception:  # a source already closed: what it held is lost
+                s.errors += 1
+        self._source, self._on_start = source, on_start
+        self._cycle = cycle or self._cycle
+        self._switch = None
+        done.set()
+
     def stop(self) -> dict[str, Any]:
         """Stop, write everything queued, finish the file (summary, index); return its status."""
         with self._lock:
@@ -421,6 +463,7 @@ class Recorder:
             self._stop.wait(0.02)
 
     def _drain(self, s: _Session, final: bool = False) -> None:
+        self._take_switch(s)
         while self._other:
             topic, t, msg = self._other.popleft()
             self._write(s, topic, t, msg)

@@ -33,9 +33,9 @@ from render_measured import ORDER, render_section, replace_section
 ROOT = Path(__file__).resolve().parent.parent
 FULL = {"cycles": 4000, "rounds": 8, "robots": ["ur10", "panda"], "seconds": 30.0, "rate": 1000.0,
         "spin": 0.0002, "hogs": 1, "samples": 1000, "ws_rate": 500.0, "watchers": [0, 50],
-        "ws_hogs": [0, 2], "franka_seconds": 60.0, "franka_watchers": 50}
+        "ws_hogs": [0, 2], "franka_seconds": 60.0, "franka_watchers": 50, "cycle_budget": 30.0, "ws_budget": 20.0}
 QUICK = {**FULL, "cycles": 400, "rounds": 4, "robots": ["ur10"], "seconds": 2.0, "samples": 100, "watchers": [0, 10],
-         "ws_hogs": [0], "franka_seconds": 5.0, "franka_watchers": 10}
+         "ws_hogs": [0], "franka_seconds": 5.0, "franka_watchers": 10, "cycle_budget": 5.0, "ws_budget": 3.0}
 
 
 @dataclass(frozen=True)
@@ -49,19 +49,22 @@ class Bench:
 
 BENCHES = {
     "cycle": Bench("benchmarks/bench_cycle.py",
-                   lambda o: ["--cycles", str(o.cycles), "--rounds", str(o.rounds), "--robots", *o.robots],
-                   # ~13 timed items of ≤ 0.1 ms per call and robot, plus imports; ×10 for a loaded machine
-                   lambda o: 60 + 0.015 * o.cycles * len(o.robots)),
+                   lambda o: ["--cycles", str(o.cycles), "--rounds", str(o.rounds), "--robots", *o.robots,
+                              "--budget", f"{o.cycle_budget:g}"],
+                   # per robot: building its loops and the warm-up, the timed rounds (none starts past the budget)
+                   # and the one that ran over it (~45 items × cycles/rounds calls of ≤ 1 ms on a loaded machine)
+                   lambda o: 60 + len(o.robots) * (o.cycle_budget + 90 + 0.045 * o.cycles / max(o.rounds, 1))),
     "loop": Bench("benchmarks/bench_loop.py",
                   lambda o: ["--seconds", f"{o.seconds:g}", "--rate", f"{o.rate:g}",
                              *(["--realtime"] if o.realtime else []), "--spin", f"{o.spin:g}", "--hogs", str(o.hogs)],
                   lambda o: 60 + 4 * o.seconds),  # two windows of o.seconds
     "ws": Bench("benchmarks/bench_ws_latency.py",
                 lambda o: ["--samples", str(o.samples), "--rate", f"{o.ws_rate:g}",
-                           "--watchers", *map(str, o.watchers), "--hogs", *map(str, o.ws_hogs)],
-                # the service's start (≤ 30 s), then per watcher count and hog count a connect and ~2 periods + ack
-                # per sample (slower beside the hogs)
-                lambda o: 60 + len(o.watchers) * len(o.ws_hogs) * (30 + o.samples * (0.03 + 8 / o.ws_rate))),
+                           "--watchers", *map(str, o.watchers), "--hogs", *map(str, o.ws_hogs),
+                           "--budget", f"{o.ws_budget:g}"],
+                # the service's start (≤ 30 s), then per watcher count and hog count: the watchers' connect and
+                # stop (≤ 20 s each), the samples (none sent past the budget; the last one waits ≤ 1 s for its ack)
+                lambda o: 60 + len(o.watchers) * len(o.ws_hogs) * (o.ws_budget + 45)),
     "franka": Bench("benchmarks/bench_franka.py",
                     lambda o: ["--seconds", f"{o.franka_seconds:g}", "--watchers", str(o.franka_watchers)],
                     # two stand-in runs (3 s each and their imports), the simulator and service start, the run, the stop
@@ -204,6 +207,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--ws-rate", type=float, help="bench_ws_latency: loop rate (Hz)")
     g.add_argument("--watchers", type=int, nargs="+", help="bench_ws_latency: /ws/state watcher counts")
     g.add_argument("--ws-hogs", type=int, nargs="+", help="bench_ws_latency: CPU hogs beside the service, per run")
+    g.add_argument("--cycle-budget", type=float, help="bench_cycle: seconds of timed rounds per robot (bounds the run)")
+    g.add_argument("--ws-budget", type=float, help="bench_ws_latency: seconds of samples per run (bounds the run)")
     g.add_argument("--franka-seconds", type=float, help="bench_franka: length of the run (s)")
     g.add_argument("--franka-watchers", type=int, help="bench_franka: /ws/state readers")
     opts = ap.parse_args(argv)

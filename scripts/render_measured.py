@@ -90,13 +90,27 @@ def render_cycle(entry: dict) -> list[str]:
               if six else "the default parameters (FD, the default four limits, nothing else configured; ")
            + "kinematic simulator, a wrench applied) against the lean FD core (CRBA, frame Jacobian, Cholesky, "
            "Euler) in the same process, "
-           f"{calls} calls each in {res['rounds']} interleaved rounds:", ""]
+           f"{calls} calls each in {res['rounds']} interleaved rounds"
+           + (f" at most (no round starts after {num(res['budget_s'], 0)} s per robot: a loaded machine ends them "
+              "early)" if res.get("budget_s") is not None else "") + ":", ""]
     out += table(["robot", "lean core p50 / p99 (µs)", "full cycle p50 / p99 (µs)", "ratio p50 / p99",
                   f"goal p50 ≤ {CYCLE_RATIO_GOAL:g}×"], rows)
+    sway = [(n, r["items"]) for n, r in robots.items() if "loop_swaying" in r["items"]]
+    if sway:  # the held wrench pushes the arm into its stretched singular pose: the schedule's SVD every cycle
+        out += ["", "The wrench is held, so the arm ends stretched at a singular pose, where the γ schedule takes J's "
+                "SVD every cycle. The same cycle under a small swaying wrench, the arm near its start pose: "
+                + ", ".join(f"{robot_name(n)} {num(it['loop_swaying']['p50_us'], 1)} µs p50 "
+                            f"({num(it['loop_swaying']['p50_us'] / it['core']['p50_us'], 1)}× the core)"
+                            for n, it in sway) + "."]
     stages = {name: {k[len("stage:"):]: v for k, v in r["items"].items() if k.startswith("stage:")}
               for name, r in robots.items()}
     if any(stages.values()):
-        names = list(next(v for v in stages.values() if v))
+        names: list[str] = []  # every robot's stages, in cycle order (a stage one robot lacks shows "—")
+        for v in stages.values():
+            for i, k in enumerate(v):
+                if k not in names:
+                    prev = list(v)[i - 1] if i else None
+                    names.insert(names.index(prev) + 1 if prev in names else 0, k)
         out += ["", "The cycle's stages, each timed inside the cycle, p50 (µs):", ""]
         out += table(["robot", *names], [[robot_name(n)] + [num(v[k]["p50_us"], 1) if k in v else "—" for k in names]
                                          for n, v in stages.items() if v])
@@ -193,7 +207,8 @@ def render_ws(entry: dict) -> list[str]:
     out = [f"`{command(entry['output']['argv'])}` — a wrench on /ws/control → the first state acknowledging it, "
            f"real uvicorn on loopback, loop at {res['rate_hz']:.0f} Hz ({fifo}), each wrench at a random phase of the "
            f"period; /ws/state watchers at decimation {res['watch_decimation']} in a separate process:", ""]
-    rows = [[run_label(r), f"{r['acknowledged']} / {res['samples']}", num(r["p50_ms"], 2), num(r["p99_ms"], 2),
+    rows = [[run_label(r), f"{r['acknowledged']} / {r.get('sent', res['samples'])}", num(r["p50_ms"], 2),
+             num(r["p99_ms"], 2),
              num(r["max_ms"], 2), met(run_met(res, r)), f"{r['loop_overruns']} of {r['loop_cycles']}",
              f"{num(r.get('to_cycle_p50_ms'), 2)} / {num(r.get('to_cycle_p99_ms'), 2)}",
              f"{num(r.get('cycle_to_client_p50_ms'), 2)} / {num(r.get('cycle_to_client_p99_ms'), 2)}"]

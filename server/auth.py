@@ -100,9 +100,10 @@ def json_depth_ok(text: str | bytes, limit: int) -> bool:
 
 
 def _host_name(host: str) -> str:
-    """'example:8000' → 'example'; '[::1]:8000' → '[::1]'."""
+    """'example:8000' → 'example'; '[::1]:8000' → '[::1]'; a malformed one ('[::1]x') stays whole."""
     if host.startswith("["):
-        return host[: host.index("]") + 1] if "]" in host else host
+        name, bracket, rest = host.partition("]")
+        return name + bracket if not rest or rest.startswith(":") else host
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
@@ -270,7 +271,7 @@ class AccessMiddleware:
         await self.app(scope, receive, send)
 
     def _refusal(self, headers: dict[str, str], host: str, method: str, path: str,
-                 ws: bool, client: str = "") -> tuple[int, str] | tuple[int, str, list[tuple[bytes, bytes]]] | None:
+                 ws: bool, client: str) -> tuple[int, str] | tuple[int, str, list[tuple[bytes, bytes]]] | None:
         a = self.access
         if not a.host_ok(host):
             return 421, "unknown Host header; add it to allowed_hosts to serve under that name"

@@ -6,8 +6,8 @@ Exchange, latest wins, no queue:
 * wrench in — a seqlock-protected slot written by the API process (version, wrench, frame,
   seq, arrival time); the loop polls it at each cycle start (:class:`ShmIO`);
 * twist in — a second slot of the same layout (version, twist, frame, seq, arrival time);
-* hold requests — a counter the API bumps; the loop takes a hold at its next cycle start,
-  ahead of any queue;
+* hold and stop requests — two counters the API bumps; the loop takes a hold or a stop at its
+  next cycle start, ahead of any queue (a stop then ends the loop thread at rest by itself);
 * state out — a seqlock-protected slot rewritten by the loop every cycle, and one byte on a
   pipe per publish (``ShmIO.notify``; read by fdcontrol.server.feed.StateFeed);
 * heartbeat — a thread of the loop process writes time.monotonic() (system-wide clock) to its
@@ -44,7 +44,8 @@ STATE_OFFSET = HEARTBEAT_OFFSET + 8
 # hold requests (float64 counter, API → loop): a hold is one store the loop sees at its next cycle start,
 # ahead of any queue (no pipe, no command thread), so a flood of stream frames cannot delay it
 HOLD_OFFSET = STATE_OFFSET + 8 * (1 + OUT_SIZE)
-SHM_BYTES = HOLD_OFFSET + 8
+STOP_OFFSET = HOLD_OFFSET + 8  # stop requests (float64 counter, API → loop), like holds
+SHM_BYTES = STOP_OFFSET + 8
 HEARTBEAT_PERIOD = 0.01  # s
 SEQ_MAX = 2**53  # the slot holds float64: integers beyond this would not round-trip
 
@@ -77,7 +78,7 @@ class TornRead(RuntimeError):
 
 
 class Channel:
-    """The shared-memory block: wrench slot, twist slot, heartbeat, state slot."""
+    """The shared-memory block: wrench slot, twist slot, heartbeat, state slot, hold and stop counters."""
 
     def __init__(self, name: str | None = None) -> None:
         self.shm = shared_memory.SharedMemory(name=name, create=name is None, size=SHM_BYTES)
@@ -87,6 +88,7 @@ class Channel:
         self.heartbeat = np.ndarray((1,), dtype=np.float64, buffer=buf, offset=HEARTBEAT_OFFSET)
         self.out = np.ndarray((1 + OUT_SIZE,), dtype=np.float64, buffer=buf, offset=STATE_OFFSET)
         self.hold = np.ndarray((1,), dtype=np.float64, buffer=buf, offset=HOLD_OFFSET)
+        self.stop = np.ndarray((1,), dtype=np.float64, buffer=buf, offset=STOP_OFFSET)
         self._tmp = LAYOUT.empty()  # the packed state, built before the seqlock write (and copied by the ring)
         if name is None:
             self.inp[:] = 0
@@ -94,6 +96,7 @@ class Channel:
             self.out[:] = 0
             self.heartbeat[:] = 0
             self.hold[:] = 0
+            self.stop[:] = 0
 
     @property
     def name(self) -> str:
@@ -150,7 +153,7 @@ class Channel:
 
     def close(self, unlink: bool = False) -> None:
         # drop our numpy views first, or SharedMemory.close() refuses (exported buffers)
-        del self.inp, self.out, self.twist, self.heartbeat, self.hold
+        del self.inp, self.out, self.twist, self.heartbeat, self.hold, self.stop
         with contextlib.suppress(Exception):
             self.shm.close()
         if unlink:
@@ -166,6 +169,7 @@ class ShmIO:
         self.version = 0
         self.twist_version = 0
         self.holds_seen = float(channel.hold[0])  # hold requests counted so far (LoopWorker.request_hold)
+        self.stops_seen = float(channel.stop[0])  # stop requests counted so far (LoopWorker.request_stop)
         self.ring: Any = None  # fdcontrol.server.record_ring.StateRing: every state, for the API's recorder
         self.metrics: Any = None  # fdcontrol.server.metrics.LoopMetrics: edge counters
         # the state slot's one-writer rule: the loop thread publishes every cycle, the command
@@ -174,7 +178,15 @@ class ShmIO:
         self._ring_cycle = -1
         self.notify: int | None = None  # write end of the publish pipe (non-blocking), see StateFeed
 
+    def forget_stops(self) -> None:
+        """Stop requests made while the loop was stopped are not for the next run (called as it starts)."""
+        self.stops_seen = float(self.ch.stop[0])
+
     def poll(self, loop: ControlLoop) -> None:
+        stops = float(self.ch.stop[0])
+        if stops != self.stops_seen:  # a stop request: this cycle brakes, the loop thread ends at rest
+            self.stops_seen = stops
+            loop.request_stop()
         holds = float(self.ch.hold[0])
         if holds != self.holds_seen:  # a hold request: before this cycle's inputs
             self.holds_seen = holds

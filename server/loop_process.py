@@ -71,10 +71,14 @@ def main(settings_json: str, shm_name: str, conn: Connection, notify: Connection
         runtime.loop.io = io
         io.publish(runtime.loop, runtime.loop.state)
 
+    def start() -> None:
+        io.forget_stops()  # a stop asked for while the loop was stopped does not end the new run
+        runtime.loop.start()
+
     attach()
     conn.send(("ok", runtime.params.model_dump()))
     handlers = {
-        "start": lambda: runtime.loop.start(),
+        "start": lambda: start(),
         "stop": lambda: runtime.loop.stop(),
         "hold": lambda on: runtime.loop.hold(on),
         "zero_sensor": lambda: runtime.loop.zero_sensor(),

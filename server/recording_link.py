@@ -23,6 +23,7 @@ class RecordingLink:
         from fdcontrol.recording import Recorder
 
         self.name = name
+        self._cycle = cycle
         self.ring = StateRing(name, create=True)
         # written here, in the API process, from the ring (see server/record_ring.py)
         self.recorder = Recorder(cycle=cycle, on_start=self.ring.set_active, source=self.ring.read)
@@ -43,6 +44,19 @@ class RecordingLink:
             from fdcontrol.recording import robot_info_from_params
 
             self.recorder.push_config(params, changes, robot_info_from_params(params))
+
+    def take_over(self, old: RecordingLink) -> bool:
+        """A restarted loop process: a recording running on ``old`` (the replaced process's link) goes on
+        in the same file from this link's ring. True when there was one to take over."""
+        from fdcontrol.recording import Recorder
+
+        rec = old.recorder
+        if not rec.active:
+            return False
+        old.recorder = Recorder()  # the old link's close and finish leave the recording alone
+        self.recorder = rec
+        rec.switch_source(self.ring.read, self.ring.set_active, self._cycle)
+        return True
 
     def finish(self) -> None:
         """A clean shutdown finishes the file (summary and index)."""

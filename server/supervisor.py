@@ -103,6 +103,7 @@ class Supervisor:
         except (WorkerError, OSError) as exc:
             print(f"fdcontrol: loop process restart failed: {exc}", file=sys.stderr)
             return
+        new.take_over_recording(old)  # a running recording goes on in the same file, before the new loop starts
         try:
             # running at the last look, and not stopped since (a stop acknowledged between that look and
             # the crash: a loaded machine may not schedule this thread in between)

@@ -3,7 +3,7 @@ commands and inputs, read its states, hand its states to the recorder.
 
 The pieces it talks through, one file each:
 
-* fdcontrol.server.channel — the shared memory (input slots, state slot, heartbeat, holds);
+* fdcontrol.server.channel — the shared memory (input slots, state slot, heartbeat, holds, stops);
 * fdcontrol.server.loop_process — what runs in the loop process (its command handlers);
 * fdcontrol.server.feed — published states to the API's WebSocket senders;
 * fdcontrol.server.recording_link — the MCAP recorder fed from the loop's state ring;
@@ -59,7 +59,7 @@ class LoopWorker:
         self._closed = False
         self._lock = threading.Lock()
         self._wrench_lock = threading.Lock()  # the wrench slot's one-writer rule, across handler threads
-        self._hold_lock = threading.Lock()  # the hold counter's one writer
+        self._hold_lock = threading.Lock()  # the hold and stop counters' one writer
         try:
             self.proc.start()
             notify.close()  # the loop process holds the only write end: its exit is EOF for the feed
@@ -106,6 +106,11 @@ class LoopWorker:
     def params(self, p: dict[str, Any]) -> None:
         self._params = p
         self._params_rx = 0
+
+    def take_over_recording(self, old: LoopWorker) -> None:
+        """A recording running on ``old`` (the process this one replaces) goes on from this one."""
+        if self.recording.take_over(old.recording):
+            self.recorder = self.recording.recorder
 
     def _discard(self) -> None:
         if hasattr(self, "_exiting"):
@@ -178,6 +183,13 @@ class LoopWorker:
         self.recorder.push_command("hold", True)  # stamped first: its time is never after the loop can see it
         with self._hold_lock:
             self.channel.hold[0] = self.channel.hold[0] + 1.0
+
+    def request_stop(self) -> None:
+        """Stop, through shared memory, like :meth:`request_hold`: the loop brakes from its next cycle start and
+        its thread ends at rest by itself (no pipe round-trip, no command thread in the way)."""
+        self.recorder.push_command("stop")  # stamped first: its time is never after the loop can see it
+        with self._hold_lock:
+            self.channel.stop[0] = self.channel.stop[0] + 1.0
 
     def set_twist(self, twist: Any, frame: str = "base", seq: int | None = None) -> None:
         """A commanded tip twist [v; ω] (fdcontrol.control.twist), validated here, handed over latest-wins."""

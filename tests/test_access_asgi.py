@@ -236,6 +236,9 @@ def test_foreign_origin_is_403_on_state_changes_and_handshakes_only():
     ws_passed(run(a, "GET", "/ws/control", ws=True))  # no Origin: not a browser
     passed(run(a, "GET", "/state", headers={"origin": "http://evil.example"}))  # a read changes nothing
     passed(run(a, "HEAD", "/state", headers={"origin": "http://evil.example"}))
+    b = access(allowed_origins=["https://HMI.EXAMPLEX/"])  # an allowed origin is matched in any case
+    passed(run(b, "POST", "/control/hold", body=b"{}", headers={"origin": "https://hmi.examplex"}), b"{}")
+    refused(run(b, "POST", "/control/hold", body=b"{}", headers={"origin": "https://hmi.example"}), 403, ORIGIN_DETAIL)
     for host in ("localhost:8000", "LocalHost:8000"):  # the own origin under the name the client used
         passed(run(a, "POST", "/control/hold", host=host, body=b"{}", headers={"origin": "http://localhost:8000"}),
                b"{}")
@@ -669,6 +672,11 @@ def test_the_lease_routes_take_release_and_name_the_holder():
             assert r.json()["yours"] is False and r.json()["holder"] == "py (10.0.0.3)"
             r = await c.post("/control/lease", json={"take": False}, headers=py)
             assert r.status_code == 200 and r.json()["holder"] is None and r.json()["yours"] is False
+        bare = access(lease_timeout=3600)  # no hold wired in (create_app wires it): a take-over still works
+        async with service(bare) as c:
+            await c.post("/control/lease", headers={"x-fdcontrol-client": "hmi"})
+            r = await c.post("/control/lease", headers={"x-fdcontrol-client": "py"})
+            assert r.status_code == 200 and r.json()["holder"] == "py (10.0.0.3)"
 
     asyncio.run(go())
 

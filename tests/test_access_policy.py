@@ -31,7 +31,8 @@ def refusal(a: Access, method: str = "GET", path: str = "/state", host: str = "1
 @pytest.mark.parametrize(("host", "ok"), [
     ("127.0.0.1", True), ("127.0.0.1:8000", True), ("localhost:1", True), ("LOCALHOST", True),
     ("[::1]:8000", True), ("[::1]", True), ("cell.example", False), ("127.0.0.2", False), ("", False),
-    ("localhost.evil.example", False), ("evil.example:127.0.0.1", False)])
+    ("localhost.evil.example", False), ("evil.example:127.0.0.1", False), ("[::1]evil.example", False),
+    ("[::1]]:8000", False)])
 def test_host_names_without_an_allowlist(host, ok):
     assert access().host_ok(host) is ok
     assert refusal(access(), host=host) == (None if ok else 421)
@@ -113,6 +114,8 @@ def test_token_ok_and_helpers():
     assert access().token_ok("anything")
     assert _host_name("example:8000") == "example" and _host_name("[::1]:8000") == "[::1]"
     assert _host_name("[::1") == "[::1" and _host_name("fe80::1") == "fe80::1" and _host_name("plain") == "plain"
+    assert _host_name("[::1]x") == "[::1]x" and _host_name("[::1]]:8000") == "[::1]]:8000"  # malformed: whole
+    assert _host_name("[::1]") == "[::1]" and _host_name("[::1]:") == "[::1]"
     assert _cookie("a=1; fdcontrol_session=xyz; b=2", "fdcontrol_session") == "xyz"
     assert _cookie("fdcontrol_sessionx=1", "fdcontrol_session") is None and _cookie("", "a") is None
     assert _cookie("a=b=c; fdcontrol_session=x=y==", "fdcontrol_session") == "x=y=="  # values may hold "="

@@ -218,7 +218,7 @@ def test_an_arm_that_lags_is_reported_not_following_and_is_no_fault(ur10):
 
 @pytest.mark.parametrize("floor", [[0.0, 1.0], [-1.0, 1.0], [math.nan, 1.0], [math.inf, 1.0], [[1.0, 2.0]], 3.0])
 def test_a_floor_that_cannot_brake_is_refused(floor):
-    with pytest.raises(ValueError, match=r"the braking floor must be finite and > 0 for every joint \(rad/s²\)"):
+    with pytest.raises(ValueError, match=r"^the braking floor must be finite and > 0 for every joint \(rad/s²\)$"):
         BrakingProfile(floor)
 
 
@@ -262,3 +262,23 @@ def test_braking_steps_are_the_uniform_ramp_and_distance_is_its_integral(qd, a, 
     covered = np.abs(np.sum(steps, axis=0)) * dt if k else np.zeros(qd.size)
     np.testing.assert_allclose(d, np.abs(qd) * (vmax / a) / 2, rtol=1e-12)
     assert np.all(np.abs(covered - d) <= np.abs(qd) * dt + 1e-12)
+
+
+def test_the_ramp_step_outside_a_stop_is_at_the_larger_of_the_limit_and_the_floor_and_clamps_nan_to_rest():
+    """Outside a stop, ``bound``, ``time`` and ``distance`` use the deceleration a stop beginning now would fix:
+    max(limit, floor) — a limit above the floor brakes faster than the floor; without a limit, the floor. The
+    ramp's next velocity is q̇ (1 − 1/r), r = max_j |q̇_j| / (a_j dt), and zero (of the same shape) once r ≤ 1;
+    a NaN in the limits' reference is clamped to rest, never to a velocity; no joint gives nothing."""
+    p = BrakingProfile([1.0, 1.0])
+    qd, dt = np.array([0.03, -0.015]), 0.01
+    # r = 0.03 / (1.0 · 0.01) = 3 at the floor; = 1.5 at a limit of 2.0
+    np.testing.assert_allclose(p.bound(qd, dt), qd * (1 - 1 / 3))
+    np.testing.assert_allclose(p.bound(qd, dt, np.array([2.0, 2.0])), qd * (1 - 1 / 1.5))
+    np.testing.assert_allclose(p.bound(qd, dt, np.array([0.5, 0.5])), qd * (1 - 1 / 3))  # never below the floor
+    z = p.bound(qd, dt, np.array([4.0, 4.0]))  # r = 0.75: at rest in this step
+    assert z.shape == (2,) and not z.any()
+    assert p.time(qd, np.array([2.0, 2.0])) == pytest.approx(0.015)  # 0.03 / 2, not 0.03 / 1 at the floor
+    np.testing.assert_allclose(p.distance(qd, np.array([2.0, 2.0])), np.abs(qd) * 0.015 / 2)
+    b = p.clamp(np.array([math.nan, -math.nan]), qd, dt)
+    assert b.tolist() == [0.0, 0.0]
+    assert p.bound(np.zeros(0), dt).shape == (0,) and list(braking_steps(np.zeros(0), np.zeros(0), dt)) == []

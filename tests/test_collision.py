@@ -14,7 +14,7 @@ import pytest
 
 from fdcontrol.control.workspace import clearance_for, workspace_from_config
 from fdcontrol.limits.base import Cycle
-from fdcontrol.limits.collision import CollisionAvoidance
+from fdcontrol.limits.collision import CollisionAvoidance, damp
 from fdcontrol.loop import build_loop
 from fdcontrol.model.collision import BOX, CAPSULE, PLANE, SPHERE, Clearance, Obstacle
 from fdcontrol.model.robot import HOME, RobotModel
@@ -84,7 +84,7 @@ def test_distances_match_mujoco(arm: str) -> None:
     checked = {PLANE: 0, SPHERE: 0, BOX: 0, CAPSULE: 0}
     for _ in range(6):
         obstacles = _random_obstacles(rng, 12)
-        cl = Clearance(robot, robot.geometry, obstacles, self_collision=True)
+        cl = Clearance(robot, robot.geometry, obstacles, self_collision=True, broad=False)  # every pair exact
         cl.compute(robot.random_q(rng))
         m, d, caps, obs = _mujoco_scene(cl, obstacles)
         ft = np.zeros(6)
@@ -108,7 +108,7 @@ def test_rows_are_the_distance_derivative(arm: str) -> None:
     robot = RobotModel.load(arm)
     rng = np.random.default_rng(3)
     obstacles = _random_obstacles(rng, 9)
-    cl = Clearance(robot, robot.geometry, obstacles, self_collision=True)
+    cl = Clearance(robot, robot.geometry, obstacles, self_collision=True, broad=False)
     for _ in range(5):
         q = robot.random_q(rng)
         cl.compute(q)
@@ -124,6 +124,107 @@ def test_rows_are_the_distance_derivative(arm: str) -> None:
             fd[:, j] = (dp - cl.d) / (2 * eps)
         smooth = d0 > 1e-3  # a kink only where shapes touch
         assert np.abs(fd[smooth] - G[smooth]).max() < 1e-5
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_broad_phase_is_exact_wherever_it_is_read(arm: str) -> None:
+    """The broad phase against every pair computed exactly (checked against MuJoCo above): the nearest pair
+    and every pair computed are the same to the bit; a pair left out holds a lower bound of its distance,
+    and its distance is beyond its cut-off (max of its margin and d_min: no load, no fault, no refusal reads
+    it). The velocity damper in the loop's form (broad phase, and its early return when no joint is fast
+    enough for any inequality to act) gives the joint velocity the compiled damper gives on every pair
+    computed exactly, to 1e-12, for random joint velocities from 0.001 to 5× the limits."""
+    robot = RobotModel.load(arm)
+    rng = np.random.default_rng(11)
+    left = promoted = early = acted = tight = 0
+    dt, vmax = 0.002, robot.limits.velocity
+    for k in range(30):
+        obstacles = _random_obstacles(rng, 1 + k % 10)
+        if k % 5 == 4:  # far from the arm: the damper's early return for slow joints
+            obstacles = [Obstacle("far", SPHERE, np.array([4.0, 0.0, 0.5]), radius=0.3),
+                         Obstacle("far box", BOX, np.array([-4.0, -1.0, 0.0]), np.array([-3.5, 1.0, 1.0]))]
+        q = robot.random_q(rng)
+        broad = Clearance(robot, robot.geometry, obstacles, self_collision=k % 2 == 0)
+        full = Clearance(robot, robot.geometry, obstacles, self_collision=k % 2 == 0, broad=False)
+        lim = CollisionAvoidance(broad, 0.01, 5.0, vmax)
+        lim.apply(Cycle(robot.random_q(rng), np.zeros(robot.dof), None, dt), [0.0] * robot.dof)  # its parameters
+        assert broad.compute(q) == full.compute(q)
+        assert broad.smallest() == full.smallest()
+        ex = broad.exact == 1.0
+        assert full.exact.all() and ex[broad.nearest]
+        for a, b in ((broad.d, full.d), (broad.rows, full.rows), (broad.normal, full.normal),
+                     (broad.witness, full.witness)):
+            assert np.array_equal(a[ex], b[ex])
+        assert np.all(broad.d[~ex] <= full.d[~ex]) and np.all(full.d[~ex] >= broad.cutoff[~ex])
+        left += int((~ex).sum())
+        for s in (0.001, 0.01, 0.1, 1.0, 5.0):
+            v = rng.normal(size=robot.dof) * s * vmax
+            out = v.tolist()
+            early += bool(np.abs(v).max() <= broad.damper[4])
+            changed = lim.apply(Cycle(q, np.zeros(robot.dof), None, dt), out)
+            ref, m = v.copy(), len(full.d)
+            assert changed == damp(ref, 0.01, lim.gain / dt, 5.0, vmax, np.empty(m), np.empty(m, dtype=np.int64),
+                                   full._I, full._F, full._S, full._O, full._dims)
+            assert np.allclose(out, ref, rtol=0, atol=1e-12), (out, ref)
+            acted += changed
+        promoted += int((broad.exact == 1.0).sum() - ex.sum())
+        # every joint at the same speed t, each in the direction that brings pair i nearer, just fast enough
+        # for its inequality (t ‖g_i‖₁ = 1.01 b_i): the damper acts, the early return may not skip it
+        for i in np.argsort(full.d)[:4]:
+            g = full.rows[i]
+            room = full.d[i] - 0.01
+            if room <= 0 or not g.any():
+                continue
+            t = 1.01 * min(lim.gain / dt * room, np.sqrt(2 * 5.0 * room)) / np.abs(g).sum()
+            v = -t * np.sign(g)
+            out, ref, m = v.tolist(), v.copy(), len(full.d)
+            assert damp(ref, 0.01, lim.gain / dt, 5.0, vmax, np.empty(m), np.empty(m, dtype=np.int64),
+                        full._I, full._F, full._S, full._O, full._dims)
+            assert lim.apply(Cycle(q, np.zeros(robot.dof), None, dt), out)
+            assert np.allclose(out, ref, rtol=0, atol=1e-12), (out, ref)
+            tight += 1
+    assert left > 500 and promoted > 20 and early >= 8 and acted > 10 and tight > 20, (
+        left, promoted, early, acted, tight)  # all paths
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_damper_computes_a_far_pair_the_arm_rushes_at(arm: str) -> None:
+    """A box beside the elbow, beyond its 5 cm margin by more than the elbow capsule's half length (the broad
+    phase leaves the pair out), and the elbow driven at it twice as fast as the damper's braking curve
+    allows there (√(2 a (d − d_min))): the damper computes the pair and slows the approach to its bound,
+    giving what it gives with every pair computed exactly."""
+    robot = RobotModel.load(arm)
+    q0 = np.asarray(HOME[arm])
+    cl0 = Clearance(robot, robot.geometry, [])
+    cl0.compute(q0)
+    elbow = 3 if arm == "ur10" else 4
+    u = cl0.B[elbow] - cl0.A[elbow]
+    e = np.cross(u, [0.0, 0.0, 1.0])
+    e /= np.linalg.norm(e)
+    gap = np.linalg.norm(u) / 2 + 0.1
+    c = (cl0.A[elbow] + cl0.B[elbow]) / 2 + (cl0.cr[elbow] + gap + 0.1) * e
+    box = Obstacle("fixture", BOX, c - 0.1, c + 0.1, margin=0.05)
+    # and a floor 7 cm below the lowest moving link: a nearer pair (the nearest is always computed)
+    low = min(min(cl0.A[k, 2], cl0.B[k, 2]) - cl0.cr[k] for k in range(len(cl0.cr)) if cl0.cj[k] > 0)
+    floor = Obstacle("floor", PLANE, np.array([0.0, 0.0, low - 0.07]), np.array([0.0, 0.0, 1.0]), margin=0.05)
+    broad = Clearance(robot, robot.geometry, [box, floor])
+    full = Clearance(robot, robot.geometry, [box, floor], broad=False)
+    lim = CollisionAvoidance(broad, 0.01, 5.0, robot.limits.velocity)
+    broad.compute(q0)
+    full.compute(q0)
+    j = next(k for k, (link, _) in enumerate(full.names) if link == robot.geometry.capsules[elbow].link)
+    assert broad.exact[j] == 0.0 and full.d[j] > 0.1, (broad.smallest(), full.d[j])  # left out
+    g = full.rows[j]
+    bound = np.sqrt(2 * 5.0 * (full.d[j] - 0.01))
+    v = -2 * bound * g / (g @ g)  # its distance shrinks at twice the bound
+    out = v.tolist()
+    assert lim.apply(Cycle(q0, np.zeros(robot.dof), None, 0.002), out)
+    assert -(g @ np.asarray(out)) <= bound + 1e-9 and broad.exact[j] == 1.0
+    m = len(full.d)
+    ref = v.copy()
+    damp(ref, 0.01, lim.gain / 0.002, 5.0, robot.limits.velocity, np.empty(m), np.empty(m, dtype=np.int64),
+         full._I, full._F, full._S, full._O, full._dims)
+    assert np.allclose(out, ref, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("arm", ARMS)
@@ -200,11 +301,38 @@ def test_shipped_arms_have_geometry_and_planar2_says_it_has_none(caplog: pytest.
     with caplog.at_level(logging.INFO, logger="fdcontrol"):
         r = RobotModel.load("planar2")
     assert r.geometry is None
-    assert [m for m in caplog.messages if "no <collision> geometry" in m and "planar2" in m]
+    said = [m for m in caplog.messages if "no <collision> geometry" in m and "planar2" in m]
+    assert len(said) == 1 and "\n" not in said[0], said  # one line
     # and keeps working with tip-only checks
     ws = workspace_from_config(r, None, [{"name": "ball", "sphere": {"center": [5, 0, 0], "radius": 0.1}}],
                                collision_links="all", self_collision=True)
     assert ws.clearance is None and not ws.empty
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_the_srdf_beside_the_urdf_lists_the_pairs_never_checked(arm: str, tmp_path) -> None:
+    """The self-collision pairs: every pair of links on different, non-adjacent joints except those the SRDF
+    beside the URDF disables (read here with ElementTree on its own); another SRDF given disables its pairs."""
+    import xml.etree.ElementTree as ET
+
+    from fdcontrol.model.collision import LinkGeometry, load_geometry
+
+    robot = RobotModel.load(arm)
+    srdf = robot.source.with_suffix(".srdf")
+    listed = {frozenset((e.get("link1"), e.get("link2"))) for e in ET.parse(srdf).getroot().iter("disable_collisions")}
+    geom = pin.buildGeomFromUrdf(robot.model, str(robot.source), pin.GeometryType.COLLISION)
+    bare = LinkGeometry.from_geometry(robot.model, geom)  # no SRDF: every non-adjacent pair
+    caps = bare.capsules
+
+    def names(g: LinkGeometry) -> set[frozenset]:
+        return {frozenset((caps[i].link, caps[j].link)) for i, j in g.self_pairs}
+
+    assert names(robot.geometry) == names(bare) - listed and names(bare) & listed  # the SRDF removed some
+    pair = sorted(names(robot.geometry), key=sorted)[0]
+    own = tmp_path / "own.srdf"
+    a, b = sorted(pair)
+    own.write_text(f'<robot name="x"><disable_collisions link1="{a}" link2="{b}" reason="test"/></robot>')
+    assert names(load_geometry(robot.model, robot.source, own)) == names(bare) - {pair}
 
 
 def test_nothing_computed_when_nothing_is_configured() -> None:

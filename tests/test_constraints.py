@@ -163,3 +163,64 @@ def test_closed_loop_virtual_limit_acts_first_with_the_constrained_dynamics(ur10
     print(cos)
     assert cos["constraints"] > 0.55 and cos["constraints"] > cos["clamp"] + 0.3
     assert cos["constraints"] > cos["envelope only"] + 0.15
+
+
+def _decide_arrays(c, q, qd, solve, H, b, decay):
+    """The active-set rule of JointLimitConstraints.decide written with numpy arrays (the reference)."""
+    up, lo = c.at_limit(q)
+    locked = (up & (qd >= 0)) | (lo & (qd <= 0))
+    if not (up | lo).any():
+        return locked
+    for _ in range(2 * len(q) + 1):
+        x = solve(locked)
+        lam = np.where(locked, H @ x - b, 0.0)
+        pull = np.where(up, lam, 0.0) - np.where(lo, lam, 0.0)
+        acc = np.where(locked, 0.0, x - decay * qd)
+        out = np.where(up & (qd >= 0), acc, 0.0) - np.where(lo & (qd <= 0), acc, 0.0)
+        j_rel, j_add = int(np.argmax(pull)), int(np.argmax(out))
+        if pull[j_rel] > 0:
+            locked = locked.copy()
+            locked[j_rel] = False
+        elif out[j_add] > 0:
+            locked = locked.copy()
+            locked[j_add] = True
+        else:
+            break
+    return locked
+
+
+def test_the_active_set_is_the_array_rules_on_random_states_at_the_limits(rng):
+    """decide (plain floats per joint) locks what the numpy form of the same rule locks: random SPD H, loads b,
+    joints on their lower or upper limit or inside, velocities of either sign or zero, a decay."""
+    n_cases = 0
+    for _ in range(400):
+        n = int(rng.integers(2, 8))
+        c = JointLimitConstraints(-np.ones(n), np.ones(n))
+        A = rng.normal(size=(n, n))
+        H = A @ A.T + 0.1 * np.eye(n)
+        b = rng.normal(size=n) * 5
+        q = rng.uniform(-0.9, 0.9, size=n)
+        at = rng.random(n) < 0.6
+        q[at] = rng.choice([-1.0, 1.0], size=int(at.sum()))
+        qd = rng.choice([-0.5, 0.0, 0.5], size=n) * rng.random(n)
+        decay = float(rng.choice([0.0, 2.0]))
+
+        def solve(lk, H=H, b=b):
+            return locked_acceleration(H, b, lk)
+
+        want = _decide_arrays(c, q, qd, solve, H, b, decay)
+        got = c.decide(q, qd, solve, H, b, decay)
+        np.testing.assert_array_equal(got, want)
+        assert np.array_equal(c.active, got)
+        n_cases += bool(at.any())
+    assert n_cases > 300
+
+
+def test_first_max_is_numpys_argmax(rng):
+    from fdcontrol.model.constraints import first_max
+
+    for _ in range(2000):
+        v = rng.choice([0.0, -0.0, 1.0, -1.0, 2.0, np.nan, np.inf], size=int(rng.integers(1, 8)))
+        j, m = first_max(v.tolist())
+        assert j == int(np.argmax(v))
+        np.testing.assert_array_equal(m, v[j])

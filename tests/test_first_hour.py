@@ -99,3 +99,19 @@ def test_ctrl_c_stops_the_service_in_order_without_a_traceback():
     while [pid for pid in loop if Path(f"/proc/{pid}").exists()] and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [pid for pid in loop if Path(f"/proc/{pid}").exists()], "a child outlived the service"
+
+
+def test_a_run_without_chromium_says_in_one_line_that_the_browser_tests_did_not_run(tmp_path):
+    """Where no chromium can be installed the dashboard's browser tests skip, and the summary says so in
+    one line (a green run must not read as if they passed). Run on a test that needs the browser, with a
+    PATH that has no chromium and no REQUIRE (which would turn the skip into a failure)."""
+    (tmp_path / "test_needs_a_browser.py").write_text("def test_needs_a_browser(browser):\n    pass\n")
+    env = {k: v for k, v in os.environ.items() if k != "REQUIRE"}
+    env["PATH"] = str(Path(sys.executable).parent)  # no chromium on it
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider",
+                        str(tmp_path / "test_needs_a_browser.py")], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [line for line in r.stdout.splitlines() if "browser tests did not run" in line]
+    assert lines == ["1 browser tests did not run: no chromium here (`make test` installs it where it runs as root "
+                     "with apt-get)"], r.stdout

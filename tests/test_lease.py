@@ -235,7 +235,8 @@ print(n, flush=True)
 
 def test_a_hold_lands_within_50_ms_while_another_client_floods(service):
     """One WebSocket (its own process) sends valid wrench frames as fast as it can; meanwhile another client
-    holds (and the flooder's own REST client releases) five times, after five holds without the flood.
+    holds (and the flooder's own REST client releases) five times, after five holds without the flood, then
+    stops the loop (the flood still running).
     Read from the loop's own record (an MCAP recording of every cycle, and the accepted commands with the
     time they reached the hold route): a hold's latency is the stamp of the first cycle with ``holding``
     true − the hold's arrival (both the host's time.monotonic()). Before the fixes (a hold queued behind
@@ -273,8 +274,12 @@ def test_a_hold_lands_within_50_ms_while_another_client_floods(service):
                     assert time.monotonic() < deadline and flooder[0].poll() is None  # (the flood took the lease)
                     time.sleep(0.01)
                 holds(own, other, "flood")
+                # and a stop from the other client, the flood still running: the same shared-memory path
+                r = other.post(service.url + "/control/stop")
+                assert r.status_code == 200 and r.json()["running"] is False, r.text
             finally:
                 flooder[0].terminate()
+                own.post("/control/start")  # (the other tests here run the loop)
 
     try:
         path = recorded_file(service, "flood.mcap", run)
@@ -303,6 +308,13 @@ def test_a_hold_lands_within_50_ms_while_another_client_floods(service):
     print(f"flood: {sent[0]} frames sent; hold latencies (ms) on the loop's record, arrival → holding "
           f"{[round(1e3 * x, 1) for x in served]}; from the client, without the flood "
           f"{[round(1e3 * x, 1) for x in latency['quiet']]}, with it {[round(1e3 * x, 1) for x in latency['flood']]}")
+    # the stop under the flood: its arrival → the first cycle braking for it, on the same record and bounds
+    (t_stop,) = [m["monotonic_s"] for _, m in rec.messages[COMMAND_TOPIC] if m["command"] == "stop"]
+    braking = np.flatnonzero((stamps >= t_stop) & holding)
+    assert braking.size and stamps[braking[0]] - t_stop <= 1.0, "no braking cycle within 1 s of the stop"
+    qd_ref = np.array([m["qd_ref"] for m in states[braking[0]:]])
+    assert (~np.any(qd_ref, axis=1)).any()  # and at rest after it (the loop's last cycle before the start)
+    print(f"flood: the stop's arrival → its first braking cycle {1e3 * (stamps[braking[0]] - t_stop):.1f} ms")
     assert sent[0] > 500  # a flood: the service reads max_stream_rate (500) frames/s of it, TCP holds the rest
     assert statistics.median(served[5:]) <= 0.050 and max(served) <= 1.0, served
     assert statistics.median(latency["flood"]) <= statistics.median(latency["quiet"]) + 0.050, latency

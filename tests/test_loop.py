@@ -288,6 +288,66 @@ def test_stop_of_the_thread_brakes_to_standstill(ur10):
     assert np.max(np.abs(sent[-1])) == 0.0
 
 
+class _Recording:
+    """A LoopIO that keeps every published state, and a shared-memory stop counter (fdcontrol.server.channel)
+    the test bumps, as the service's stop route does."""
+
+    def __init__(self):
+        from fdcontrol.server.channel import Channel, ShmIO
+
+        self.ch = Channel()
+        self.shm = ShmIO(self.ch)
+        self.published: list = []
+
+    def poll(self, loop):
+        self.shm.poll(loop)
+
+    def publish(self, loop, state):
+        self.published.append(state)
+
+
+def test_a_stop_through_shared_memory_ends_the_thread_at_rest_by_itself(ur10):
+    """The service's stop: one store into the stop counter, nothing else — no stop(), no join. The loop brakes
+    from the next cycle within the acceleration limit, its thread ends at rest and publishes the stopped state
+    itself (what the stop route answers on). A stop counted while the loop was stopped does not end the next
+    run (forget_stops, as the loop process starts the loop)."""
+    loop, sim = make_loop(ur10)
+    io = _Recording()
+    loop.io = io
+    sent: list[np.ndarray] = []
+    orig = sim.send
+    sim.send = lambda q, qd: (sent.append(np.array(qd)), orig(q, qd))  # type: ignore[method-assign]
+    try:
+        loop.start()
+        deadline = time.monotonic() + 60  # only ends a hung test
+        while loop.cycle < 0.5 / DT:
+            assert time.monotonic() < deadline, loop.cycle
+            loop.set_wrench([40.0, 0, 0, 0, 0, 0])
+            time.sleep(0.01)
+        moving = float(np.max(np.abs(loop.qd_ref)))
+        io.ch.stop[0] += 1.0  # the stop route's one store
+        thread = loop._thread
+        until(lambda: thread.is_alive(), lambda alive: not alive, what="the loop thread's end")
+        assert moving > 0.02 and not loop.running
+        last = io.published[-1]
+        assert not last.running and not np.any(last.qd_ref)  # the stopped state, published by the loop thread
+        assert _velocity_steps_ok(sent, loop.limits.max_acceleration) <= 1 + 1e-9
+        assert np.max(np.abs(sent[-1])) == 0.0
+        braking = [s for s in io.published if s.running and s.holding]
+        assert braking and np.max(np.abs(braking[0].qd_ref)) > 0.0  # it braked over cycles, not at once
+        # a stop counted while stopped: the next run is not ended by it
+        io.ch.stop[0] += 1.0
+        io.shm.forget_stops()
+        loop.start()
+        c0 = loop.cycle
+        until(lambda: loop.cycle, lambda n: n > c0 + 50, what="50 cycles of the new run")
+        assert loop.running
+    finally:
+        loop.stop()
+        loop.io = None
+        io.ch.close(unlink=True)
+
+
 def test_a_failing_publish_never_ends_the_loop_thread(ur10):
     loop, _sim = make_loop(ur10)
 

@@ -21,6 +21,7 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
+from fdcontrol.recording import read_recording
 from fdcontrol.server.errors import MAX_DETAIL, clip
 
 from .service import ROOT, Service
@@ -446,6 +447,32 @@ def test_supervision_restarts_a_killed_loop_into_hold_with_the_parameters_in_for
         assert {k: cfg[k] for k in tight} == tight
     finally:
         s.stop()
+
+
+def test_a_recording_goes_on_in_the_same_file_across_a_loop_restart(tmp_path):
+    """A recording running when the supervisor replaces the loop process continues in the same file with
+    the new process's states (before, it ended silently at the restart: the states after it were lost)."""
+    path = tmp_path / "across.mcap"
+    s = Service("--record", str(path))
+    try:
+        _pushes_the_arm(s.url)
+        before = httpx.get(s.url + "/recording").json()
+        assert before["active"], before
+        os.kill(_loop_pid(s), signal.SIGKILL)
+        _restarted(s, 1)
+        assert httpx.get(s.url + "/recording").json()["active"]  # still recording, into the same file
+        st = _cycles_later(s.url, 100)  # the new process: holding (a running loop comes back holding)
+        assert st["holding"] and st["running"]
+        done = httpx.post(s.url + "/recording/stop").json()
+        assert done["name"] == path.name and done["states"] > before["states"], done
+    finally:
+        s.stop()
+    states = read_recording(path).states()
+    cycles = np.array([x["cycle"] for x in states])
+    back = np.flatnonzero(np.diff(cycles) < 0)  # the new process counts its cycles from the start again
+    assert len(back) == 1, cycles[:: max(1, len(cycles) // 50)]
+    after = states[back[0] + 1:]
+    assert len(after) >= 100 and all(x["holding"] for x in after)  # what the new process did is in the file
 
 
 # ---------------------------------------------------------------------- startup

@@ -302,3 +302,33 @@ def test_closing_from_another_thread_unwatches_before_the_pipe_closes():
     finally:
         w.close()
     assert heartbeat and closed and not still_watched
+
+
+def test_a_wrench_in_the_input_slot_is_acknowledged_by_the_next_cycle_and_its_published_state():
+    """The bound of the command latency (README, "Command latency"): the loop reads its inputs at the start of
+    every cycle, so a wrench the API put into the shared-memory slot at any time before a cycle starts is taken
+    by that cycle and acknowledged in the state it publishes — the slot the API's feed reads — never a later one."""
+    from fdcontrol.drivers import SimulatedRobot
+    from fdcontrol.loop import build_loop
+    from fdcontrol.model.robot import HOME, RobotModel
+    from fdcontrol.server.channel import Channel, ShmIO
+
+    robot = RobotModel.load("ur10")
+    dt = 0.002
+    loop = build_loop(driver=SimulatedRobot(robot, dt=dt, q0=np.array(HOME["ur10"])), robot=robot, rate=1 / dt)
+    ch = Channel()
+    try:
+        loop.io = ShmIO(ch)
+        loop.step(now=0.0)
+        rng = np.random.default_rng(5)
+        for k in range(1, 60):
+            now = k * dt
+            seq = 100 + k
+            # arrived at a random phase of the period before this cycle (the API's stamp: its receipt)
+            ch.write_wrench(np.array([2.0, 0, 0, 0, 0, 0]), "base", seq, now - dt * rng.uniform())
+            s = loop.step(now=now)
+            shared, _ = ch.read_state()
+            assert s.seq_ack == seq and s.watchdog == "ok", k
+            assert shared.cycle == s.cycle and shared.seq_ack == seq, k
+    finally:
+        ch.close(unlink=True)

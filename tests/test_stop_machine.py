@@ -94,7 +94,10 @@ class StopMachine(RuleBasedStateMachine):
     def target(self, d: list[float]) -> None:
         T = self.loop.state.tip_pose.copy()
         T[:3, 3] += d
-        self.loop.set_target(T)
+        try:
+            self.loop.set_target(T)
+        except ValueError:
+            pass  # refused with a reason (422): e.g. within the margin of the simulated arm's start box
         self.steps(100)
 
     @rule(d=st.lists(st.floats(-0.1, 0.1), min_size=3, max_size=3), step=st.floats(0.02, 0.5))
@@ -102,7 +105,10 @@ class StopMachine(RuleBasedStateMachine):
         T = self.loop.state.tip_pose.copy()
         T[:3, 3] += d
         self.seq += 1
-        self.loop.set_action(T, step, self.seq, t=self.t)
+        try:
+            self.loop.set_action(T, step, self.seq, t=self.t)
+        except ValueError:
+            pass  # refused with a reason (422), as a target
         self.steps(100)
 
     @rule(w=st.lists(st.floats(-60, 60), min_size=3, max_size=3), n=st.integers(20, 150))
@@ -133,17 +139,27 @@ class StopMachine(RuleBasedStateMachine):
 
     @rule()
     def stop(self) -> None:
-        """As the loop thread does: brake through the limits, end at rest; then start again."""
-        v0 = self.loop.qd_ref.copy()
-        tb = float(np.max(np.abs(v0) / np.maximum(self.loop.limits.max_acceleration, self.floor)))
-        self.loop._stop_request = True
+        """The service's stop (request_stop, the shared-memory path): the loop brakes through the limits and,
+        at rest, its thread ends the loop itself (_stopped, here as the thread would) — within the braking
+        time of the profile fixed when the stop began; then the loop starts again, holding until released."""
+        loop = self.loop
+        v0 = loop.qd_ref.copy()
+        tb = float(np.max(np.abs(v0) / np.maximum(loop.limits.max_acceleration, self.floor)))
+        loop.request_stop()
         n = 0
-        while self.loop.qd_ref.any():
+        while True:
             self.steps(1)
             n += 1
-            assert n * self.loop.period <= tb + 3 * self.loop.period, "stop did not reach rest in its braking time"
-        self.loop._stop_request = False
-        self.loop.hold(True)  # a restarted loop holds until released
+            if loop._stop_request and not loop.qd_ref.any():  # the thread's end condition (ControlLoop._run_fixed)
+                break
+            assert n * loop.period <= tb + 3 * loop.period, "stop did not reach rest in its braking time"
+        loop._running.clear()
+        loop._stopped()
+        assert not loop.state.running and not loop.state.qd_ref.any()
+        loop._reset_state()  # as start() does
+        loop.fault, loop.fault_at, loop._stop_request = None, math.nan, False
+        loop._running.set()
+        loop.hold(True)  # a restarted loop holds until released
         self.steps(1)
 
     # ------------------------------------------------------------------ after every step: the input ends

@@ -47,6 +47,7 @@ class FakeWorker:
         self.stuck = False
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
         self.closed = False
+        self.took_over: tuple[Any, int] | None = None
         self.fail = fail
         self.params = params if params is not None else (
             {"max_force": settings.max_force, "gamma": settings.gamma} if settings is not None else {})
@@ -71,6 +72,10 @@ class FakeWorker:
         elif cmd == "start":
             self.running = True
         return None
+
+    def take_over_recording(self, old: FakeWorker) -> None:
+        assert not old.closed, "the old process's recording is taken over before it is closed"
+        self.took_over = (old, len(self.calls))  # whose recording, and after how many calls
 
     def close(self) -> None:
         self.closed = True
@@ -436,3 +441,16 @@ def test_the_restarted_loop_gets_structured_parameters_as_their_types():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         got.model_dump_json()  # no "serialized value may not be as expected"
+
+
+def test_the_restarted_loop_takes_over_the_recording_before_it_starts():
+    """A recording running on the replaced process goes on from the new one (server/recording_link.py), handed
+    over before the new loop's first cycle and before the old process is closed."""
+    rig = Rig()
+    rig.current.running = True
+    rig.poll()
+    old = rig.kill()
+    rig.poll()
+    new = rig.current
+    assert new is not old and new.took_over == (old, 0)  # before hold and start
+    assert [c for c, _ in new.calls] == ["hold", "start"] and old.closed

@@ -294,3 +294,72 @@ def test_a_joint_jump_in_the_udp_stream_faults_the_loop_and_holds(ur10):
         t.join(5)
         drv.close()
         robot.close()
+
+
+def test_the_service_on_the_udp_bridge_trusts_only_the_robot():
+    """The audit's UDP row against the real service (``--driver udp``, no peer configured: the first sender,
+    the robot, is pinned). A second local process sends joint states with q[0] one radian off for a second:
+    the service's state never shows them and that process receives no reference, while the robot gets its
+    references. Then the robot's own stream jumps joint 1 by a radian in one step: the loop faults, naming
+    the joint, and holds; the jumped state never reaches /state."""
+    port = free_port()
+    q0 = np.array(HOME["ur10"])
+    robot, intruder = _udp_socket(), _udp_socket()
+    stop, jump, got = threading.Event(), threading.Event(), []
+
+    def run() -> None:  # the robot's driver process at ~500 Hz; one state 1 rad off when asked
+        robot.settimeout(0.002)
+        k = 0
+        while not stop.is_set() and k < 60000:
+            k += 1
+            q = q0.copy()
+            if jump.is_set():
+                q[0] += 1.0
+            robot.sendto(state_datagram(k, q), ("127.0.0.1", port))
+            try:
+                got.append(robot.recv(65536))
+            except TimeoutError:
+                pass
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    svc = None
+    try:
+        opts = {"listen": f"127.0.0.1:{port}", "connect_timeout": 10}
+        svc = Service("--driver", "udp", "--robot", "ur10", env={"FDCONTROL_DRIVER_OPTIONS": json.dumps(opts)})
+        http = httpx.Client(base_url=svc.url, timeout=10)
+        if not http.get("/state").json()["running"]:
+            assert http.post("/control/start").status_code == 200
+        cycles_later(lambda: http.get("/state").json(), 50)
+        fake = q0.copy()
+        fake[0] += 1.0
+        intruder.settimeout(0.001)
+        answered, seen, k, t0 = 0, [], 0, time.monotonic()
+        while time.monotonic() - t0 < 1.0 and k < 5000:  # 1 s of intrusion, bounded
+            k += 1
+            intruder.sendto(state_datagram(k, fake), ("127.0.0.1", port))
+            try:
+                intruder.recv(65536)
+                answered += 1
+            except TimeoutError:
+                pass
+            if k % 10 == 0:
+                seen.append(http.get("/state").json())
+        n_got = len(got)
+        assert k > 50 and len(seen) > 5, (k, len(seen))
+        assert max(abs(s["q"][0] - q0[0]) for s in seen) < 1e-9  # the service never showed the intruder's q
+        assert all(s["fault"] is None and s["running"] for s in seen), seen[-1]
+        assert answered == 0, f"the intruder received {answered} references"
+        assert n_got > 50  # the robot got its references
+        jump.set()
+        s = until(lambda: http.get("/state").json(), lambda s: s["fault"] is not None, what="the jump's fault")
+        assert "implausible joint state: joint 1" in s["fault"] and s["holding"], s["fault"]
+        assert abs(s["q"][0] - q0[0]) < 1e-9  # the jumped state never reached the loop
+        http.close()
+    finally:
+        stop.set()
+        if svc is not None:
+            svc.stop()
+        t.join(5)
+        robot.close()
+        intruder.close()

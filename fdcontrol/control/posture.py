@@ -26,6 +26,7 @@ the posture may then move the tip along it (to first order the tip cannot move a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -132,7 +133,10 @@ class PostureTask:
 
     def distance(self, q: np.ndarray) -> float:
         """‖q − q_p‖ (rad): how far the arm is from the preferred posture (0 before activation)."""
-        return 0.0 if self.preferred is None else float(np.linalg.norm(np.asarray(q) - self.preferred))
+        if self.preferred is None:
+            return 0.0
+        d = np.asarray(q, dtype=float) - self.preferred
+        return math.sqrt(float(d.dot(d)))  # np.linalg.norm's own sum of a vector, without its wrapper
 
 
 def joint_load(virtual, q: np.ndarray, qd: np.ndarray, posture: PostureTask | None = None,

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from fdcontrol.limits.base import Cycle, Limit, LimitSettings
-from fdcontrol.model.collision import Clearance, _jit
+from fdcontrol.model.collision import Clearance, damp  # damp: compiled beside the distances it reads (one cache)
 from fdcontrol.model.robot import RobotModel
 
 
@@ -91,67 +91,18 @@ class CollisionAvoidance(Limit):
         if cl is None:
             return False
         cl.compute(c.q)  # the loop's distances of this cycle (computed once: the same q reuses them)
+        P, gain_dt = cl.damper, self.gain / c.dt
+        if P[0] != self.distance or P[1] != gain_dt or P[2] != self.deceleration or P[3] != 1.0:
+            P[:] = (self.distance, gain_dt, self.deceleration, 1.0, -1.0)  # v_free from the next compute on
+        elif max(map(abs, qd)) <= P[4]:
+            return False  # no joint fast enough for any inequality to act: what the damper would return
         m = cl.d.shape[0]
         if self._b.shape[0] != m:
             self._b, self._idx = np.empty(m), np.empty(m, dtype=np.int64)
         v = np.array(qd)
-        if not damp(cl.rows, cl.d, v, self.distance, self.gain / c.dt, self.deceleration, self._vmax,
-                    self._b, self._idx):
+        if not damp(v, self.distance, gain_dt, self.deceleration, self._vmax, self._b, self._idx,
+                    cl._I, cl._F, cl._S, cl._O, cl._dims):
             return False
         for j in range(c.n):
             qd[j] = float(v[j])
         return True
-
-
-@_jit
-def damp(G, d, v, dmin, gain_dt, decel, vmax, b, idx):
-    """The damper on q̇ = ``v`` (in place; see :class:`CollisionAvoidance`): b_i into ``b``, the violated
-    pairs nearest first, projected in two sweeps, then the uniform scaling that makes every inequality
-    and the velocity limits ``vmax`` (empty: none) hold. Returns whether it changed v."""
-    m, n = G.shape
-    nv = 0
-    for i in range(m):
-        room = d[i] - dmin
-        if room < 0.0:
-            room = 0.0
-        bi = min(gain_dt * room, math.sqrt(2.0 * decel * room))
-        b[i] = bi
-        r = 0.0
-        for j in range(n):
-            r += G[i, j] * v[j]
-        if r < -bi:
-            idx[nv] = i
-            nv += 1
-    if nv == 0:
-        return False
-    for a in range(1, nv):  # nearest first (insertion sort: few pairs)
-        x, k = idx[a], a - 1
-        while k >= 0 and d[idx[k]] > d[x]:
-            idx[k + 1] = idx[k]
-            k -= 1
-        idx[k + 1] = x
-    for _ in range(2):
-        for t in range(nv):
-            i = idx[t]
-            r, gg = 0.0, 0.0
-            for j in range(n):
-                r += G[i, j] * v[j]
-                gg += G[i, j] * G[i, j]
-            gap = -b[i] - r
-            if gap > 0.0 and gg > 0.0:
-                f = gap / gg
-                for j in range(n):
-                    v[j] += f * G[i, j]
-    s = 1.0
-    for i in range(m):
-        r = 0.0
-        for j in range(n):
-            r += G[i, j] * v[j]
-        if r < -b[i]:
-            s = min(s, b[i] / -r)
-    for j in range(vmax.shape[0]):
-        if abs(v[j]) > vmax[j]:
-            s = min(s, vmax[j] / abs(v[j]))
-    for j in range(n):
-        v[j] *= s
-    return True

@@ -561,6 +561,9 @@ class ControlLoop:
         """Start the fixed-rate thread; activation never moves the robot."""
         if self.running:
             return
+        old = self._thread
+        if old is not None and old is not threading.current_thread():
+            old.join(1.0)  # a thread that stopped itself may still be publishing its stopped state
         self._reset_state()
         self.fault, self.fault_at = None, math.nan
         self._stop_request = False
@@ -573,6 +576,13 @@ class ControlLoop:
         limits the loop was built with, whatever was changed since: fdcontrol.limits.braking)."""
         return self.braking.time(self.qd_ref, self.limits.max_acceleration)
 
+    def request_stop(self) -> None:
+        """Stop without waiting (any thread): the loop thread brakes to standstill with the braking profile
+        fixed at the stop's first cycle, ends itself and publishes the stopped state (the service's stop
+        through shared memory, fdcontrol.server.channel); a no-op while the loop is stopped."""
+        if self.running:
+            self._stop_request = True
+
     def stop(self, timeout: float = 2.0) -> None:
         """Brake to standstill within the acceleration limit, then end the thread."""
         thread = self._thread
@@ -580,10 +590,15 @@ class ControlLoop:
             self._stop_request = True  # the thread brakes through the limits and ends at rest
             thread.join(timeout + self.braking_time() + 10 * self.period)
         self._running.clear()
-        self._stop_request = False
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
             self._thread = None
+        self._stopped()
+
+    def _stopped(self) -> None:
+        """The loop has ended: a zero reference at the measured pose, the stopped state published (by the
+        thread that stopped it, or by the loop thread itself after :meth:`request_stop`)."""
+        self._stop_request = False
         if self._pending:  # queued for a thread that has ended
             self._apply_pending()
         self.qd_ref = np.zeros(self.robot.dof)
@@ -609,7 +624,15 @@ class ControlLoop:
             _try_realtime()
         if self.driver.owns_clock:  # the driver's read() is the tick (fdcontrol/loop/paced.py)
             run_paced(self, _report)
-            return
+        else:
+            self._run_fixed()
+        if self._stop_request and not self._running.is_set():  # braked to standstill for a stop: the loop
+            try:  # thread ends it itself, so a stop needs nobody to wait on it (request_stop)
+                self._stopped()
+            except Exception as exc:
+                _report(f"ending the stop failed: {type(exc).__name__}: {exc}")
+
+    def _run_fixed(self) -> None:
         period, clock = self.period, time.perf_counter
         next_t = clock()
         while self._running.is_set():

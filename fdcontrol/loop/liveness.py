@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fdcontrol.model.spatial import first_max
+
 if TYPE_CHECKING:
     from fdcontrol.loop.cycle import ControlLoop
 
@@ -130,22 +132,14 @@ class Following:
 def worst_joints(qd: list[float], ref: list[float]) -> tuple[int, float, int, float]:
     """(j, |q̇_j − r_j|) of the joint whose velocity is furthest off the reference, and (k, dev_k) of the one
     that runs on most: dev = |q̇| − |r| where q̇ and r have the same sign, else |q̇| (against the reference, or
-    moving where none was asked). The joint is numpy's ``argmax`` of the vector: the first largest, a NaN
-    first of all (then its NaN value: no verdict reads it as a large one). Empty vectors: (0, nan, 0, nan).
-    Plain floats: for N ≈ 6–7 a quarter of the cost of the same dozen numpy calls."""
-    j = k = 0
-    off_j = dev_k = math.nan
-    first = True
-    for i, (x, r) in enumerate(zip(qd, ref, strict=True)):
-        o = abs(x - r)
-        ax = abs(x)
+    moving where none was asked). The joint is numpy's ``argmax`` of the vector (first_max). Empty vectors:
+    (0, nan, 0, nan). Plain floats: for N ≈ 6–7 a quarter of the cost of the same dozen numpy calls."""
+    if not qd and not ref:
+        return 0, math.nan, 0, math.nan
+    off, dev = [], []
+    for x, r in zip(qd, ref, strict=True):
+        off.append(abs(x - r))
         # np.sign(x) == np.sign(r): the same sign (0 with 0), never with a NaN
-        d = ax - abs(r) if x == x and r == r and (x > 0) == (r > 0) and (x < 0) == (r < 0) else ax
-        if first:
-            off_j, dev_k, first = o, d, False
-            continue
-        if o > off_j or (o != o and off_j == off_j):  # a larger one, or the first NaN
-            j, off_j = i, o
-        if d > dev_k or (d != d and dev_k == dev_k):
-            k, dev_k = i, d
-    return j, off_j, k, dev_k
+        same = x == x and r == r and (x > 0) == (r > 0) and (x < 0) == (r < 0)
+        dev.append(abs(x) - abs(r) if same else abs(x))
+    return (*first_max(off), *first_max(dev))

@@ -21,6 +21,13 @@ the closest points on the two segments; J₂ = 0 for a fixed volume), so that �
 quantity the velocity damper of Faverjon & Tournassoud bounds (:mod:`fdcontrol.limits.collision`)
 and along which the repulsive load acts (:mod:`fdcontrol.control.collision_loads`).
 
+**Broad phase.** A pair whose lower bound — from the sphere around each capsule (centre the
+segment's middle, radius half its length plus its radius); exact for a plane — is at least its
+cut-off (its margin and the damper's d_min: no load, fault check or refusal reads it farther) is left
+out: its d holds the bound, its row is zero. The nearest pair is always exact. The velocity damper
+computes a left-out pair before it acts when the joint speeds could bring it nearer faster than its
+bound (:func:`_promote`), so it gives what it gives with every pair computed.
+
 Forward kinematics, distances and rows are one compiled call per cycle (numba, the ``fast``
 extra; without it the same functions run as Python, slower). All results are in the robot's
 base frame.
@@ -42,10 +49,14 @@ try:
     import numba
 
     _jit = numba.njit(cache=True, fastmath=False)
+    # helpers called per pair with many arrays: inlined (a call passes each array with a reference count)
+    _inline = numba.njit(cache=True, fastmath=False, inline="always")
     COMPILED = True
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
     def _jit(f):  # type: ignore[no-redef]
         return f
+
+    _inline = _jit
 
     COMPILED = False
 
@@ -201,19 +212,58 @@ def _row(g, n, w, j, sign, sup, prism, idx_v, op, oz):
                                        + rz * (n[0] * z[1] - n[1] * z[0]))
 
 
+@_inline
+def _unpack(ints, F, S, out, dims):
+    """The named arrays of the flat buffers :class:`Clearance` writes (see :func:`clearances_flat`)."""
+    nj, nc, m, nv = dims[0], dims[1], dims[2], dims[3]
+    parents, prism, idx_v = ints[:nj], ints[nj:2 * nj], ints[2 * nj:3 * nj]
+    o = 3 * nj
+    sup = ints[o:o + nj * nj].reshape((nj, nj))
+    o += nj * nj
+    cj, kind = ints[o:o + nc], ints[o + nc:o + nc + m]
+    cap, other = ints[o + nc + m:o + nc + 2 * m], ints[o + nc + 2 * m:o + nc + 3 * m]
+    Rpl = F[:9 * nj].reshape((nj, 3, 3))
+    ppl = F[9 * nj:12 * nj].reshape((nj, 3))
+    axis = F[12 * nj:15 * nj].reshape((nj, 3))
+    f = 15 * nj
+    ca = F[f:f + 3 * nc].reshape((nc, 3))
+    cb = F[f + 3 * nc:f + 6 * nc].reshape((nc, 3))
+    cr = F[f + 6 * nc:f + 7 * nc]
+    f += 7 * nc
+    oa = F[f:f + 3 * m].reshape((m, 3))
+    ob = F[f + 3 * m:f + 6 * m].reshape((m, 3))
+    orad = F[f + 6 * m:f + 7 * m]
+    cut = F[f + 7 * m:f + 8 * m]
+    oR = S[:9 * nj].reshape((nj, 3, 3))
+    op = S[9 * nj:12 * nj].reshape((nj, 3))
+    oz = S[12 * nj:15 * nj].reshape((nj, 3))
+    s = 15 * nj
+    A = S[s:s + 3 * nc].reshape((nc, 3))
+    B = S[s + 3 * nc:s + 6 * nc].reshape((nc, 3))
+    M = S[s + 6 * nc:s + 9 * nc].reshape((nc, 3))
+    H = S[s + 9 * nc:s + 10 * nc]
+    d = out[:m]
+    N = out[m:4 * m].reshape((m, 3))
+    W = out[4 * m:7 * m].reshape((m, 3))
+    G = out[7 * m:7 * m + m * nv].reshape((m, nv))
+    X = out[7 * m + m * nv:8 * m + m * nv]
+    return (parents, prism, idx_v, sup, cj, kind, cap, other, Rpl, ppl, axis, ca, cb, cr, oa, ob, orad, cut,
+            oR, op, oz, A, B, M, H, d, N, W, G, X)
+
+
 @_jit
-def clearances(q, parents, Rpl, ppl, axis, prism, idx_v, sup, R0, p0, cj, ca, cb, cr,
-               kind, cap, other, oa, ob, orad, oR, op, oz, A, B, d, N, W, G):
-    """Fill d, N, W, G of every pair (see the module doc); returns the index of the smallest d."""
-    _kinematics(q, parents, Rpl, ppl, axis, prism, idx_v, R0, p0, cj, ca, cb, oR, op, oz, A, B)
-    G[:] = 0.0
-    imin, dmin = -1, np.inf
-    s1, s2, ts = np.empty(3), np.empty(3), np.empty(8)
-    for i in range(kind.shape[0]):
+def _exact(todo, nt, kind, cap, other, cj, oa, ob, orad, cr, sup, prism, idx_v, op, oz, A, B, d, N, W, G, X, sc):
+    """The pairs ``todo[:nt]`` exactly: each one's distance d, normal N, witness W and row G; marks them
+    exact (X = 1). ``sc``: scratch of 14. One call for all (a call passes each array with a reference count)."""
+    s1, s2, ts = sc[:3], sc[3:6], sc[6:14]
+    for it in range(nt):
+        i = todo[it]
         c = cap[i]
         a, b, r = A[c], B[c], cr[c]
         k = kind[i]
         n = N[i]
+        for j in range(G.shape[1]):
+            G[i, j] = 0.0
         if k == PLANE:
             sa = sb = 0.0
             for x in range(3):
@@ -264,45 +314,228 @@ def clearances(q, parents, Rpl, ppl, axis, prism, idx_v, sup, R0, p0, cj, ca, cb
         for x in range(3):
             W[i, x] = s1[x] - r * n[x]
         d[i] = dist
-        if dist < dmin:
-            imin, dmin = i, dist
+        X[i] = 1.0
+
+
+@_jit
+def clearances_flat(q, ints, F, S, out, dims, broad, P):
+    """Every pair's distance, normal, witness point and row at q (see the module doc), with its inputs in
+    flat buffers (the layout :class:`Clearance` writes and :func:`_unpack` reads): ``ints`` (parents, prism,
+    idx_v, sup, cj, kind, cap, other), floats F (joint placements — joint 0's the base's pose —, axes,
+    capsules, obstacles, each pair's cut-off distance), scratch S (oR, op, oz, A, B, the capsules' centres M
+    and half lengths H) and results ``out`` (d, N, W, G, X: 1 where the pair is exact).
+
+    ``broad``: a pair whose lower bound (from the capsules' bounding spheres; exact for a plane) is at or
+    beyond its cut-off is left out — d holds the bound, its row is zero and X = 0 — and the nearest pair is
+    always exact (a left-out pair whose bound is below the nearest exact distance is computed).
+
+    ``P``: the velocity damper's (d_min, k/dt, a_stop, set, v_free); with ``set`` 1, v_free gets the
+    largest joint speed max_k |q̇_k| no pair's damper inequality can act on: min_i b_i / L_i, with L_i
+    ‖g_i‖₁ for a computed pair and, for one left out, the sum over its capsules' joints of the distance of
+    the capsule's farthest point to the joint's axis (|g_i q̇| ≤ L_i max_k |q̇_k|). Returns the index of
+    the smallest d."""
+    (parents, prism, idx_v, sup, cj, kind, cap, other, Rpl, ppl, axis, ca, cb, cr, oa, ob, orad, cut,
+     oR, op, oz, A, B, M, H, d, N, W, G, X) = _unpack(ints, F, S, out, dims)
+    _kinematics(q, parents, Rpl, ppl, axis, prism, idx_v, Rpl[0], ppl[0], cj, ca, cb, oR, op, oz, A, B)
+    for c in range(A.shape[0]):
+        h = 0.0
+        for x in range(3):
+            M[c, x] = 0.5 * (A[c, x] + B[c, x])
+            h += (B[c, x] - A[c, x]) ** 2
+        H[c] = 0.5 * math.sqrt(h)
+    m = kind.shape[0]
+    sc, todo = np.empty(14), np.empty(m, dtype=np.int64)
+    nt = 0
+    for i in range(m):
+        if broad:  # a lower bound from the capsule's bounding sphere (exact for a plane: the nearer end)
+            c, k = cap[i], kind[i]
+            e = 0.0
+            if k == PLANE:
+                sa = sb = 0.0
+                for x in range(3):
+                    sa += (A[c, x] - oa[i, x]) * ob[i, x]
+                    sb += (B[c, x] - oa[i, x]) * ob[i, x]
+                lb = min(sa, sb) - cr[c]
+            elif k == BOX:
+                for x in range(3):
+                    y = M[c, x]
+                    g = oa[i, x] - y if y < oa[i, x] else (y - ob[i, x] if y > ob[i, x] else 0.0)
+                    e += g * g
+                lb = math.sqrt(e) - H[c] - cr[c]
+            elif k == SPHERE:
+                for x in range(3):
+                    e += (M[c, x] - oa[i, x]) ** 2
+                lb = math.sqrt(e) - H[c] - cr[c] - orad[i]
+            else:
+                o = other[i]
+                for x in range(3):
+                    e += (M[c, x] - M[o, x]) ** 2
+                lb = math.sqrt(e) - H[c] - cr[c] - H[o] - cr[o]
+            if lb >= cut[i]:
+                d[i] = lb
+                X[i] = 0.0
+                for j in range(G.shape[1]):
+                    G[i, j] = 0.0
+                continue
+        todo[nt] = i
+        nt += 1
+    _exact(todo, nt, kind, cap, other, cj, oa, ob, orad, cr, sup, prism, idx_v, op, oz, A, B, d, N, W, G, X, sc)
+    while True:  # the nearest is exact: a left-out pair's bound below it is computed, until none is
+        imin, dmin = -1, np.inf
+        for i in range(m):
+            if d[i] < dmin:
+                imin, dmin = i, d[i]
+        if imin < 0 or X[imin] == 1.0:
+            break
+        todo[0] = imin
+        _exact(todo, 1, kind, cap, other, cj, oa, ob, orad, cr, sup, prism, idx_v, op, oz, A, B, d, N, W, G, X, sc)
+    if P[3] == 1.0:
+        P[4] = _free_speed(P[0], P[1], P[2], parents, prism, sup, cj, kind, cap, other, op, M, H, d, G, X)
     return imin
 
 
 @_jit
-def clearances_flat(q, ints, F, S, out, dims):
-    """:func:`clearances` with its inputs in flat buffers (the layout :class:`Clearance` writes): ``ints``
-    (parents, prism, idx_v, sup, cj, kind, cap, other), floats F (joint placements — joint 0's the base's
-    pose —, axes, capsules, obstacles), scratch S (oR, op, oz, A, B) and results ``out`` (d, N, W, G)."""
-    nj, nc, m, nv = dims[0], dims[1], dims[2], dims[3]
-    parents, prism, idx_v = ints[:nj], ints[nj:2 * nj], ints[2 * nj:3 * nj]
-    o = 3 * nj
-    sup = ints[o:o + nj * nj].reshape((nj, nj))
-    o += nj * nj
-    cj, kind = ints[o:o + nc], ints[o + nc:o + nc + m]
-    cap, other = ints[o + nc + m:o + nc + 2 * m], ints[o + nc + 2 * m:o + nc + 3 * m]
-    Rpl = F[:9 * nj].reshape((nj, 3, 3))
-    ppl = F[9 * nj:12 * nj].reshape((nj, 3))
-    axis = F[12 * nj:15 * nj].reshape((nj, 3))
-    f = 15 * nj
-    ca = F[f:f + 3 * nc].reshape((nc, 3))
-    cb = F[f + 3 * nc:f + 6 * nc].reshape((nc, 3))
-    cr = F[f + 6 * nc:f + 7 * nc]
-    f += 7 * nc
-    oa = F[f:f + 3 * m].reshape((m, 3))
-    ob = F[f + 3 * m:f + 6 * m].reshape((m, 3))
-    orad = F[f + 6 * m:f + 7 * m]
-    oR = S[:9 * nj].reshape((nj, 3, 3))
-    op = S[9 * nj:12 * nj].reshape((nj, 3))
-    oz = S[12 * nj:15 * nj].reshape((nj, 3))
-    A = S[15 * nj:15 * nj + 3 * nc].reshape((nc, 3))
-    B = S[15 * nj + 3 * nc:15 * nj + 6 * nc].reshape((nc, 3))
-    d = out[:m]
-    N = out[m:4 * m].reshape((m, 3))
-    W = out[4 * m:7 * m].reshape((m, 3))
-    G = out[7 * m:7 * m + m * nv].reshape((m, nv))
-    return clearances(q, parents, Rpl, ppl, axis, prism, idx_v, sup, Rpl[0], ppl[0], cj, ca, cb, cr,
-                      kind, cap, other, oa, ob, orad, oR, op, oz, A, B, d, N, W, G)
+def _free_speed(dmin, gain_dt, decel, parents, prism, sup, cj, kind, cap, other, op, M, H, d, G, X):
+    """The largest max_k |q̇_k| no damper inequality can act on (see :func:`clearances_flat`)."""
+    nj, nc, m = parents.shape[0], M.shape[0], kind.shape[0]
+    lever = np.full(nc, -1.0)  # Σ over a capsule's joints of its farthest point's distance to the joint
+    out = np.inf
+    for i in range(m):
+        room = d[i] - dmin
+        if room <= 0.0:
+            return 0.0
+        bi = min(gain_dt * room, math.sqrt(2.0 * decel * room))
+        L = 0.0
+        if X[i] == 1.0:
+            for j in range(G.shape[1]):
+                L += abs(G[i, j])
+        else:
+            for side in range(2):
+                c = cap[i] if side == 0 else other[i]
+                if side == 1 and kind[i] != CAPSULE:
+                    break
+                if lever[c] < 0.0:
+                    s, jc = 0.0, cj[c]
+                    for k in range(1, nj):
+                        if sup[jc, k]:
+                            s += 1.0 if prism[k] else math.sqrt((M[c, 0] - op[k, 0]) ** 2 + (M[c, 1] - op[k, 1]) ** 2
+                                                                + (M[c, 2] - op[k, 2]) ** 2) + H[c]
+                    lever[c] = s
+                L += lever[c]
+        if L > 0.0 and bi < out * L:
+            out = bi / L
+    return out
+
+
+@_jit
+def _promote(v, b, dmin, gain_dt, decel, parents, prism, idx_v, sup, cj, kind, cap, other, cr, oa, ob, orad, op, oz,
+             A, B, M, H, d, N, W, G, X, sc, todo, V):
+    """Compute exactly every left-out pair whose approach speed under q̇ = ``v`` might exceed its bound b
+    (the velocity damper's, from the pair's lower bound; updated for the pairs computed): the speed of a
+    point of a capsule is at most Σ_k |q̇_k| (‖M − o_k‖ + H) over the joints k that move it (|q̇_k| for a
+    prismatic joint), and of a pair's distance at most the sum over its two capsules. ``sc``, ``todo``,
+    ``V``: scratch of 14, m and nc. Returns how many pairs it computed."""
+    m, nj = kind.shape[0], parents.shape[0]
+    V[:] = -1.0  # each capsule's speed bound, computed when first needed
+    count = 0
+    for i in range(m):
+        if X[i] == 1.0:
+            continue
+        speed = 0.0
+        for side in range(2):
+            c = cap[i] if side == 0 else other[i]
+            if side == 1 and kind[i] != CAPSULE:
+                break
+            if V[c] < 0.0:
+                s, j = 0.0, cj[c]
+                for k in range(1, nj):
+                    if sup[j, k]:
+                        w = abs(v[idx_v[k]])
+                        if prism[k]:
+                            s += w
+                        else:
+                            s += w * (math.sqrt((M[c, 0] - op[k, 0]) ** 2 + (M[c, 1] - op[k, 1]) ** 2
+                                                + (M[c, 2] - op[k, 2]) ** 2) + H[c])
+                V[c] = s
+            speed += V[c]
+        if speed > b[i]:
+            todo[count] = i
+            count += 1
+    if count:
+        _exact(todo, count, kind, cap, other, cj, oa, ob, orad, cr, sup, prism, idx_v, op, oz, A, B, d, N, W, G, X,
+               sc)
+        for t in range(count):
+            room = max(d[todo[t]] - dmin, 0.0)
+            b[todo[t]] = min(gain_dt * room, math.sqrt(2.0 * decel * room))
+    return count
+
+
+@_jit
+def damp(v, dmin, gain_dt, decel, vmax, b, idx, ints, F, S, out, dims):
+    """The velocity damper on q̇ = ``v`` (in place; see :class:`fdcontrol.limits.collision.CollisionAvoidance`)
+    for the pairs of a :class:`Clearance` (its flat buffers, after its compute): b_i into ``b``,
+    the violated pairs nearest first, projected in two sweeps, then the uniform scaling that makes every
+    inequality and the velocity limits ``vmax`` (empty: none) hold. Returns whether it changed v.
+
+    A pair the broad phase left out (its row zero, d a lower bound, so b_i a lower bound of its own) is
+    computed exactly first when the joint speeds of ``v`` could bring it nearer faster than b_i, and again
+    after the projections changed v (:func:`_promote`); the final scaling only
+    slows every joint, so a pair still left out stays within its bound."""
+    (parents, prism, idx_v, sup, cj, kind, cap, other, _Rpl, _ppl, _axis, _ca, _cb, cr, oa, ob, orad, _cut,
+     _oR, op, oz, A, B, M, H, d, N, W, G, X) = _unpack(ints, F, S, out, dims)
+    m, n = G.shape
+    sc, todo, V = np.empty(14), np.empty(m, dtype=np.int64), np.empty(A.shape[0])
+    for i in range(m):
+        room = d[i] - dmin
+        if room < 0.0:
+            room = 0.0
+        b[i] = min(gain_dt * room, math.sqrt(2.0 * decel * room))
+    _promote(v, b, dmin, gain_dt, decel, parents, prism, idx_v, sup, cj, kind, cap, other, cr, oa, ob, orad, op, oz,
+             A, B, M, H, d, N, W, G, X, sc, todo, V)
+    nv = 0
+    for i in range(m):
+        bi = b[i]
+        r = 0.0
+        for j in range(n):
+            r += G[i, j] * v[j]
+        if r < -bi:
+            idx[nv] = i
+            nv += 1
+    if nv == 0:
+        return False
+    for a in range(1, nv):  # nearest first (insertion sort: few pairs)
+        x, k = idx[a], a - 1
+        while k >= 0 and d[idx[k]] > d[x]:
+            idx[k + 1] = idx[k]
+            k -= 1
+        idx[k + 1] = x
+    for _ in range(2):
+        for t in range(nv):
+            i = idx[t]
+            r, gg = 0.0, 0.0
+            for j in range(n):
+                r += G[i, j] * v[j]
+                gg += G[i, j] * G[i, j]
+            gap = -b[i] - r
+            if gap > 0.0 and gg > 0.0:
+                f = gap / gg
+                for j in range(n):
+                    v[j] += f * G[i, j]
+    _promote(v, b, dmin, gain_dt, decel, parents, prism, idx_v, sup, cj, kind, cap, other, cr, oa, ob, orad, op, oz,
+             A, B, M, H, d, N, W, G, X, sc, todo, V)
+    s = 1.0
+    for i in range(m):
+        r = 0.0
+        for j in range(n):
+            r += G[i, j] * v[j]
+        if r < -b[i]:
+            s = min(s, b[i] / -r)
+    for j in range(vmax.shape[0]):
+        if abs(v[j]) > vmax[j]:
+            s = min(s, vmax[j] / abs(v[j]))
+    for j in range(n):
+        v[j] *= s
+    return True
 
 
 # ---------------------------------------------------------------------------- link geometry
@@ -404,7 +637,8 @@ class Clearance:
     """
 
     def __init__(self, robot: RobotModel, geometry: LinkGeometry, obstacles: list[Obstacle],
-                 self_collision: bool = False, self_margin: float = 0.02, hard_margin: float = 0.01) -> None:
+                 self_collision: bool = False, self_margin: float = 0.02, hard_margin: float = 0.01,
+                 broad: bool = True) -> None:
         model = robot.model
         nj = model.njoints
         kinds = {"JointModelRX": (0, 0), "JointModelRY": (1, 0), "JointModelRZ": (2, 0),
@@ -475,14 +709,21 @@ class Clearance:
         Rpl = self.Rpl.copy()
         Rpl[0], ppl = self.R0, self.ppl.copy()  # joint 0's placement is never read: the base's pose there
         ppl[0] = self.p0
+        self.hard_margin = float(hard_margin)  # d_min (m): the velocity damper's; half of it crossed is a fault
+        # the broad phase: a pair is computed exactly while its lower bound is below its margin and d_min (the
+        # loads, the fault check and a volume's refusal read no farther); farther, only the velocity damper may
+        # need it, and it computes those the joint speeds could bring within its bound (:func:`promote`)
+        self.cutoff = np.maximum(self.margins, self.hard_margin)
+        self.broad = bool(broad)
         self._F = np.concatenate([Rpl.ravel(), ppl.ravel(), self.axis.ravel(), self.ca.ravel(), self.cb.ravel(),
-                                  self.cr, self.oa.ravel(), self.ob.ravel(), self.orad])
-        self._S = np.zeros(15 * nj + 6 * nc)  # scratch and capsule ends: oR, op, oz, A, B
-        self._O = np.zeros(7 * m + m * nv)  # results: d, normal, witness, rows
+                                  self.cr, self.oa.ravel(), self.ob.ravel(), self.orad, self.cutoff])
+        self._S = np.zeros(15 * nj + 10 * nc)  # scratch: oR, op, oz, capsule ends A, B, centres M, half lengths H
+        self._O = np.zeros(8 * m + m * nv)  # results: d, normal, witness, rows, exact
+        # the velocity damper's parameters and the joint speed it cannot act below (see clearances_flat)
+        self.damper = np.array([0.0, 0.0, 0.0, 0.0, -1.0])
         self._views()
         self.d[:] = np.inf
         self.nearest = -1
-        self.hard_margin = float(hard_margin)  # d_min (m): the velocity damper's; half of it crossed is a fault
         self._key: list[float] | None = None  # q of the last compute, as a list (a cheap comparison)
         self.count = 0  # how many times the distances were computed (tests: none when nothing is configured)
 
@@ -498,17 +739,18 @@ class Clearance:
         self.op = S[9 * nj:12 * nj].reshape(nj, 3)
         self.oz = S[12 * nj:15 * nj].reshape(nj, 3)
         self.A = S[15 * nj:15 * nj + 3 * nc].reshape(nc, 3)
-        self.B = S[15 * nj + 3 * nc:].reshape(nc, 3)
+        self.B = S[15 * nj + 3 * nc:15 * nj + 6 * nc].reshape(nc, 3)
         self.d = out[:m]
         self.normal = out[m:4 * m].reshape(m, 3)
         self.witness = out[4 * m:7 * m].reshape(m, 3)
-        self.rows = out[7 * m:].reshape(m, nv)
+        self.rows = out[7 * m:7 * m + m * nv].reshape(m, nv)
+        self.exact = out[7 * m + m * nv:]
 
     def copy(self) -> Clearance:
         """The same pairs with buffers of their own (another thread may compute with it: a move's path check
         while the loop thread computes with this one)."""
         out = copy.copy(self)
-        out._S, out._O = self._S.copy(), self._O.copy()
+        out._S, out._O, out.damper = self._S.copy(), self._O.copy(), self.damper.copy()
         out._views()
         out._key, out.nearest, out.count = None, -1, 0
         return out
@@ -523,8 +765,11 @@ class Clearance:
         self._key = list(key) if key is q else key  # a copy of a caller's list
         q = np.asarray(q, dtype=float)
         self.count += 1
-        self.nearest = int(clearances_flat(q, self._I, self._F, self._S, self._O, self._dims))
+        self.nearest = int(clearances_flat(q, self._I, self._F, self._S, self._O, self._dims, self.broad,
+                                              self.damper))
         return self.nearest
+
+
 
     def crossed(self, qd: np.ndarray) -> str | None:
         """Why the loop must hold, or None: a pair nearer than half the hard margin that the joint velocity

@@ -33,7 +33,7 @@ import pinocchio as pin
 import scipy.linalg
 
 from fdcontrol.model.linalg import cho_solve_upper
-from fdcontrol.model.spatial import cross
+from fdcontrol.model.spatial import cross, first_max
 
 
 def locked_acceleration(H: np.ndarray, b: np.ndarray, locked: np.ndarray) -> np.ndarray:
@@ -206,17 +206,27 @@ class JointLimitConstraints:
         if not (up | lo).any():
             self.set_active(locked)
             return locked
+        # per joint in plain floats (N ≈ 6–7: a few µs instead of a dozen numpy calls per trial), the same
+        # operations as the array form: λ = (H x − b) where locked, the pull onto a limit, the outward q̈
+        ups, los, qds = up.tolist(), lo.tolist(), qd.tolist()
+        push_up = [u and v >= 0 for u, v in zip(ups, qds, strict=True)]
+        push_lo = [w and v <= 0 for w, v in zip(los, qds, strict=True)]
         for _ in range(2 * len(q) + 1):
             x = solve(locked)
-            lam = np.where(locked, H @ x - b, 0.0)
-            pull = np.where(up, lam, 0.0) - np.where(lo, lam, 0.0)  # > 0: would pull onto the limit
-            acc = np.where(locked, 0.0, x - decay * qd)
-            out = np.where(up & (qd >= 0), acc, 0.0) - np.where(lo & (qd <= 0), acc, 0.0)  # > 0: outward
-            j_rel, j_add = int(np.argmax(pull)), int(np.argmax(out))
-            if pull[j_rel] > 0:
+            r = (H @ x - b).tolist()
+            lk = locked.tolist()
+            pull, out = [], []
+            for k, rk, xk, vk, u, w, pu, pl in zip(lk, r, x.tolist(), qds, ups, los, push_up, push_lo, strict=True):
+                lam = rk if k else 0.0
+                pull.append((lam if u else 0.0) - (lam if w else 0.0))  # > 0: would pull onto the limit
+                acc = 0.0 if k else xk - decay * vk
+                out.append((acc if pu else 0.0) - (acc if pl else 0.0))  # > 0: outward
+            j_rel, p_rel = first_max(pull)
+            j_add, p_add = first_max(out)
+            if p_rel > 0:
                 locked = locked.copy()
                 locked[j_rel] = False
-            elif out[j_add] > 0:
+            elif p_add > 0:
                 locked = locked.copy()
                 locked[j_add] = True
             else:

@@ -29,6 +29,16 @@ def finite(x: np.ndarray) -> bool:
     return math.isfinite(float(np.add.reduce(x, axis=None)))
 
 
+def first_max(v: list[float]) -> tuple[int, float]:
+    """(j, v_j) where ``np.argmax(v)`` points: the first largest entry, the first NaN before any number."""
+    j, m = 0, v[0]
+    for i in range(1, len(v)):
+        x = v[i]
+        if x > m or (x != x and m == m):
+            j, m = i, x
+    return j, m
+
+
 def check_vec6(x: np.ndarray | list[float], name: str, labels: tuple[str, str, str, str, str],
                max_linear: float, max_angular: float, frame: str, error: type[ValueError]) -> np.ndarray:
     """A finite 6-vector [linear; angular] with |linear| ≤ max_linear, |angular| ≤ max_angular and

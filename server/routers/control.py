@@ -9,6 +9,7 @@ always allowed. PUT /control/twist is in server/routers/twist.py.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import numpy as np
@@ -29,11 +30,32 @@ def start(request: Request) -> dict[str, Any]:
     return ack(request, done=lambda s: s.running)
 
 
+#: s a stop waits for the loop thread to end it before the command thread is asked as well (a braking time
+#: longer than this still ends at rest: the command thread waits for it)
+STOP_WAIT = 5.0
+
+
 @router.post("/control/stop", response_model=schemas.Ack, responses=ERRORS)
-def stop(request: Request) -> dict[str, Any]:
-    """Brake to standstill within the acceleration limit, then stop the loop."""
-    worker(request).call("stop")  # allowed on a stuck loop too: stopping is always safe to ask
-    return ack(request, done=lambda s: not s.running)
+async def stop(request: Request) -> dict[str, Any]:
+    """Brake to standstill with the braking profile fixed when the stop began, then stop the loop.
+
+    Like a hold, the stop goes straight from the event loop into shared memory (no thread, no pipe): the
+    loop brakes from its next cycle start and its thread ends itself at rest, so the answer — the first
+    stopped state the loop publishes — comes one braking time after the stop arrived, plus the machine's
+    scheduling. A loop process that cannot be trusted right now (stuck, ending), or one that has not stopped
+    within ``STOP_WAIT``, is asked through the command thread as well: stopping is always safe to ask."""
+    w = worker(request)
+    if w.alive:
+        w.request_stop()
+        end = time.monotonic() + STOP_WAIT
+        while w.problem() is None and time.monotonic() < end:
+            if not w.channel.read_running()[0]:  # (not the whole state: this polls every 2 ms)
+                w.stop_acknowledged = True  # as a stop through the pipe (server/supervisor.py: a restart stays stopped)
+                s = w.state()[0]
+                return {"ok": True, "running": s.running, "holding": s.holding, "detail": None}
+            await asyncio.sleep(0.002)
+    await asyncio.to_thread(w.call, "stop")
+    return await asyncio.to_thread(ack, request, None, lambda s: not s.running)
 
 
 @router.post("/control/hold", response_model=schemas.Ack, responses=ERRORS)

@@ -15,6 +15,7 @@ service's watchdog: the arm holds), as for any client of the service. ``disconne
 from __future__ import annotations
 
 import math
+import time
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,9 @@ from fdcontrol.env.spaces import ActionError, ActionSpec, check_action
 
 from .config_fdcontrol_robot import FdcontrolRobotConfig
 from .embedded import EmbeddedService
+
+#: how long disconnect waits for the service to say it holds before it closes the connection (s)
+HOLD_SEEN_S = 5.0
 
 
 class FdcontrolRobot(Robot):
@@ -142,11 +146,14 @@ class FdcontrolRobot(Robot):
     @check_if_not_connected
     def disconnect(self) -> None:
         """Hold the arm (it brakes to standstill and stays), then close the connection (and stop the
-        embedded service)."""
+        embedded service) once the service's state says it holds (bounded: HOLD_SEEN_S)."""
         env, self.env = self.env, None
         try:
             assert env is not None
             env.client.hold(True)
+            deadline = time.monotonic() + HOLD_SEEN_S
+            while not env.client.state().get("holding") and time.monotonic() < deadline:
+                time.sleep(0.01)
         finally:
             if env is not None:
                 env.close()
