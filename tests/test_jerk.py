@@ -209,3 +209,25 @@ def test_the_jerk_limit_says_whether_it_acted():
     qd = [2.0, 0.0]  # a far target: ramped
     assert lim.apply(Cycle(np.zeros(2), np.zeros(2), None, 1e-3), qd) is True and qd[1] == 0.0
     assert qd[0] == pytest.approx(0.005, rel=1e-12)
+
+
+def test_a_change_outside_after_a_moving_reference_and_a_target_reached_within_rounding():
+    """Closed forms. (1) Fed back twice (q̇ = 0.005, 0.015 from rest), then the previous reference changed
+    outside the limit to 0.02: a_prev = (0.02 − 0.005)/dt = 15 rad/s², the acceleration is capped at
+    a_max = 10, which the jerk box [15 − 5, 15 + 5] allows: q̇ = 0.02 + 10·dt = 0.03. (2) A target a
+    rounding error away (±1e-20 rad/s from rest) is reached exactly, and the limit says it did not act."""
+    from fdcontrol.limits import Cycle
+
+    lim = JointJerk(np.array([5000.0]), np.array([10.0]))
+    qd = [2.0]
+    lim.apply(Cycle(np.zeros(1), np.zeros(1), None, 1e-3), qd)
+    qd2 = [2.0]
+    lim.apply(Cycle(np.zeros(1), np.array(qd), None, 1e-3), qd2)
+    assert qd2[0] == pytest.approx(0.015, rel=1e-12)
+    qd3 = [2.0]
+    lim.apply(Cycle(np.zeros(1), np.array([0.02]), None, 1e-3), qd3)
+    assert qd3[0] == pytest.approx(0.03, rel=1e-12)
+    for target in (1e-20, -1e-20):
+        lim = JointJerk(np.array([5000.0]), np.array([10.0]))
+        qd = [target]
+        assert lim.apply(Cycle(np.zeros(1), np.zeros(1), None, 1e-3), qd) is False and qd == [target]
