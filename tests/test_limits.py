@@ -613,3 +613,30 @@ def test_a_reference_exactly_at_a_limit_is_not_limited():
     J[0, 0], J[5, 1] = 1.0, 1.0
     qd = [0.5, 1.5]
     assert CartesianSpeed(0.5, 1.5).apply(Cycle(np.zeros(2), np.zeros(2), J, 0.5), qd) is False and qd == [0.5, 1.5]
+
+
+def test_path_limits_never_speed_up_and_refuse_bad_parameters_by_exact_message(ur10):
+    """σ ∈ [0, 1]: a joint that could only keep within a·dt by going faster than asked (σ ≥ 1.1) is left to the
+    acceleration limit, never sped up; the parameters come from the settings and are refused by name."""
+    from types import SimpleNamespace
+
+    from fdcontrol.limits import Cycle, PathAcceleration, PathSpeed
+
+    qd = [1.0]
+    assert PathAcceleration(np.array([0.5])).apply(Cycle(np.zeros(1), np.array([1.6]), None, 1.0), qd) is False
+    assert qd == [1.0]
+    p = SimpleNamespace(max_joint_acceleration=3.0, path_speed_reserve=0.25)
+    ps = PathSpeed.from_settings(ur10, p)
+    assert ps.reserve == 0.25 and ps.max_acceleration.tolist() == [3.0] * 6
+    assert PathSpeed.from_settings(ur10, SimpleNamespace(max_joint_acceleration=3.0)).reserve == 0.5
+    assert PathAcceleration.from_settings(ur10, p).max_acceleration.tolist() == [3.0] * 6
+    for cls in (PathSpeed, PathAcceleration):
+        wrong = r"^max_acceleration must be a scalar or have 6 entries, got shape \(2,\)$"
+        with pytest.raises(ValueError, match=wrong):
+            cls.from_settings(ur10, SimpleNamespace(max_joint_acceleration=np.ones(2)))
+        with pytest.raises(ValueError, match=r"^max_acceleration must be finite and > 0 for every joint$"):
+            cls.from_settings(ur10, SimpleNamespace(max_joint_acceleration=0.0))
+    for bad in (0.0, 1.5, math.inf, math.nan, -0.1):
+        with pytest.raises(ValueError, match=r"^path_speed_reserve must be in \(0, 1\]$"):
+            PathSpeed(ur10, np.full(6, 3.0), bad).validate()
+    PathSpeed(ur10, np.full(6, 3.0), 1.0).validate()  # the end of the range is allowed
