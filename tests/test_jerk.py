@@ -146,3 +146,88 @@ def test_bad_jerk_parameters_are_refused_naming_the_parameter():
         JointJerk(np.array([5000.0, 5000.0]), np.array([1.0, math.nan])).validate()
     with pytest.raises(ValueError, match=r"^max_jerk and max_acceleration must have one entry per joint each$"):
         JointJerk(np.array([5000.0, 5000.0]), np.array([1.0])).validate()
+
+
+def test_missed_cycles_keep_the_robots_tick_signal_within_the_limits():
+    """A loop paced by the robot's clock misses cycles now and then (dt = k ticks of h): the robot fills
+    each missing command at the constant acceleration of its last tick (at rest it stays at rest). The
+    velocity the robot executes, tick by tick, built here from the references alone, keeps |a| ≤ a_max
+    and |Δa| ≤ j_max h around every miss, also over two misses in a row."""
+    from fdcontrol.limits import Cycle
+
+    h = 1e-3
+    lim = JointJerk(np.array([J, J]), np.array([A, A]))
+    rng = np.random.default_rng(7)
+    prev = np.zeros(2)  # the last reference = the robot's velocity at its last commanded tick
+    acc = np.zeros(2)  # the acceleration of the robot's last tick
+    misses = 0
+    for i in range(400):
+        k = 1 if i < 5 or rng.random() < 0.6 else int(rng.integers(2, 5))
+        misses += k > 1
+        v = prev.copy()
+        for _ in range(k - 1):  # the robot's fill of the commands that did not come
+            if np.any(prev):
+                v = v + acc * h
+            else:
+                acc = np.zeros(2)
+        target = np.array([2.0, -1.0]) * (1.0 if (i // 60) % 2 == 0 else -1.0)
+        qd = target.tolist()
+        lim.apply(Cycle(np.zeros(2), prev, None, k * h, h), qd)
+        out = np.array(qd)
+        a = (out - v) / h  # the robot's acceleration in the tick the new reference arrives
+        assert np.all(np.abs(a) <= A * (1 + EPS) + EPS), (i, k, a)
+        assert np.all(np.abs(a - acc) <= J * h * (1 + EPS) + 1e-6), (i, k, a, acc)
+        prev, acc = out, a
+    assert misses > 50
+
+
+def test_a_reference_changed_outside_the_limit_counts_with_its_own_step():
+    """Closed form, one joint (j_max = 5000 rad/s³, a_max = 10 rad/s², dt = 1 ms, far target): from rest the
+    first step is a = j dt = 5 rad/s², q̇ = 0.005. Fed back, the next is a = 10 (q̇ = 0.015); a previous
+    reference changed to 0.003 outside the limit counts as a_prev = 0.003/dt = 3, so a = 3 + 5 = 8."""
+    from fdcontrol.limits import Cycle
+
+    def two_cycles(second_prev: float) -> float:
+        lim = JointJerk(np.array([5000.0]), np.array([10.0]))
+        qd = [2.0]
+        lim.apply(Cycle(np.zeros(1), np.zeros(1), None, 1e-3), qd)
+        assert qd[0] == pytest.approx(0.005, rel=1e-12)
+        qd2 = [2.0]
+        lim.apply(Cycle(np.zeros(1), np.array([second_prev]), None, 1e-3), qd2)
+        return qd2[0]
+
+    assert two_cycles(0.005) == pytest.approx(0.015, rel=1e-12)  # its own reference
+    assert two_cycles(0.003) == pytest.approx(0.011, rel=1e-12)  # changed outside
+
+
+def test_the_jerk_limit_says_whether_it_acted():
+    from fdcontrol.limits import Cycle
+
+    lim = JointJerk(np.array([5000.0, 5000.0]), np.array([10.0, 10.0]))
+    qd = [0.0, 0.0]  # at rest, asked to stay: reached at once
+    assert lim.apply(Cycle(np.zeros(2), np.zeros(2), None, 1e-3), qd) is False and qd == [0.0, 0.0]
+    qd = [2.0, 0.0]  # a far target: ramped
+    assert lim.apply(Cycle(np.zeros(2), np.zeros(2), None, 1e-3), qd) is True and qd[1] == 0.0
+    assert qd[0] == pytest.approx(0.005, rel=1e-12)
+
+
+def test_a_change_outside_after_a_moving_reference_and_a_target_reached_within_rounding():
+    """Closed forms. (1) Fed back twice (q̇ = 0.005, 0.015 from rest), then the previous reference changed
+    outside the limit to 0.02: a_prev = (0.02 − 0.005)/dt = 15 rad/s², the acceleration is capped at
+    a_max = 10, which the jerk box [15 − 5, 15 + 5] allows: q̇ = 0.02 + 10·dt = 0.03. (2) A target a
+    rounding error away (±1e-20 rad/s from rest) is reached exactly, and the limit says it did not act."""
+    from fdcontrol.limits import Cycle
+
+    lim = JointJerk(np.array([5000.0]), np.array([10.0]))
+    qd = [2.0]
+    lim.apply(Cycle(np.zeros(1), np.zeros(1), None, 1e-3), qd)
+    qd2 = [2.0]
+    lim.apply(Cycle(np.zeros(1), np.array(qd), None, 1e-3), qd2)
+    assert qd2[0] == pytest.approx(0.015, rel=1e-12)
+    qd3 = [2.0]
+    lim.apply(Cycle(np.zeros(1), np.array([0.02]), None, 1e-3), qd3)
+    assert qd3[0] == pytest.approx(0.03, rel=1e-12)
+    for target in (1e-20, -1e-20):
+        lim = JointJerk(np.array([5000.0]), np.array([10.0]))
+        qd = [target]
+        assert lim.apply(Cycle(np.zeros(1), np.zeros(1), None, 1e-3), qd) is False and qd == [target]

@@ -539,9 +539,22 @@ def test_a_fault_holds_with_one_braking_step_and_says_when_it_began(ur10):
 
 def test_a_fault_with_a_non_finite_reference_or_a_dead_driver_still_holds(ur10, capsys):
     loop, sim, sent, rec = _moving_loop(ur10)
+    loop.qd_ref = np.array([np.inf, 0, 0, 0, 0, 0])  # the ramp from it is not finite: zero instead
+    loop._on_exception(ValueError("bad"))
+    assert sent[-1][1].shape == (6,) and loop.qd_ref.shape == (6,)
+    assert np.array_equal(sent[-1][1], np.zeros(6)) and np.array_equal(loop.qd_ref, np.zeros(6))
     loop.qd_ref = np.full(6, np.nan)
     loop._on_exception(ValueError("bad"))
-    assert np.array_equal(sent[-1][1], np.zeros(6)) and np.array_equal(loop.qd_ref, np.zeros(6))
+    assert loop.qd_ref.shape == (6,) and np.array_equal(loop.qd_ref, np.zeros(6))
+
+    def broken(*args):
+        raise RuntimeError("broken")
+
+    loop.end_goals = broken  # type: ignore[method-assign]  # dropping the goals fails: still held, no raise
+    loop.exchange = broken  # the driver's exchange fails: no raise either
+    loop._on_exception(ValueError("once more"))
+    assert loop.state.holding and loop.state.fault == "ValueError: once more"
+    loop.exchange = rec.exchange
 
     def dead(q, qd):
         raise OSError("gone")
@@ -575,7 +588,7 @@ def test_stop_without_a_thread_sends_rest_and_says_why_when_the_driver_is_dead(u
     np.testing.assert_array_equal(sent[0][0], js.q)
     np.testing.assert_array_equal(sent[0][1], np.zeros(6))
     s = loop.state
-    assert not s.running and not loop.running and loop._thread is None
+    assert s.running is False and not loop.running and loop._thread is None
     np.testing.assert_array_equal(s.q, js.q)
     np.testing.assert_array_equal(s.q_ref, js.q)
     np.testing.assert_array_equal(s.qd, js.qd)
@@ -588,7 +601,7 @@ def test_stop_without_a_thread_sends_rest_and_says_why_when_the_driver_is_dead(u
 
     sim.read = dead  # type: ignore[method-assign]
     loop.stop()
-    assert loop.state.fault == "OSError: gone" and not loop.state.running
+    assert loop.state.fault == "OSError: gone" and loop.state.running is False
     loop.fault = "an earlier fault"  # the first fault stays the one reported
     loop.stop()
     assert loop.state.fault == "an earlier fault"
@@ -602,6 +615,8 @@ def test_braking_time_and_brake_step_closed_form(ur10):
     assert loop.braking_time() == pytest.approx(0.8 / 4.0, rel=1e-15)  # max |q̇_j| / a_j at 4 rad/s²
     loop.limits.max_acceleration = 1.0  # lowered: a stop never brakes softer than the loop was built with
     assert loop.braking_time() == pytest.approx(0.2, rel=1e-15)
+    loop.limits.max_acceleration = 8.0  # raised: a stop beginning now brakes at the limit in force
+    assert loop.braking_time() == pytest.approx(0.1, rel=1e-15)
     np.testing.assert_allclose(brake_step(np.array([1.0, -0.05, 0.0, -1.0]), np.array([2.0, 2.0, 2.0, 1.0]), 0.1),
                                [0.8, 0.0, 0.0, -0.9], rtol=0, atol=1e-15)
     np.testing.assert_allclose(brake_step(np.array([0.3, -0.3]), 1.0, 0.1), [0.2, -0.2], rtol=0, atol=1e-15)
@@ -626,7 +641,7 @@ def test_hold_and_release(ur10):
     loop.set_wrench([1.0, 0, 0, 0, 0, 0])
     assert loop._command is not None and loop._twist is not None and loop._target is not None
     loop.fault, loop.fault_at = "a fault", 5.0
-    loop.hold(True)  # holding keeps the fault and the inputs (the watchdog and the API report them)
+    loop.hold()  # holding keeps the fault and the inputs (the watchdog and the API report them)
     assert loop._hold_request and loop.fault == "a fault" and loop.fault_at == 5.0 and loop._twist is not None
     loop.hold(False)  # an explicit release: the fault, the stale inputs and the goals are gone
     assert not loop._hold_request and loop.fault is None and np.isnan(loop.fault_at)
@@ -659,3 +674,57 @@ def test_following_verdict_and_worst_joints_are_numpys_argmax(pairs):
         assert (f.ok, f.joint, f.error) == (False, j, float(off[j]))
     else:
         assert f.ok and f.joint == -1
+
+
+def test_stop_brakes_to_standstill_while_the_input_stream_goes_on(ur10):
+    """stop() while a wrench stream keeps the arm moving: the thread brakes through the limits (never a step
+    above a·dt), ends at rest within the braking time on its own cycle count, and only then stop() returns."""
+    import threading
+
+    loop, sim = make_loop(ur10)
+    sent: list[np.ndarray] = []
+    orig = sim.send
+    sim.send = lambda q, qd: (sent.append(np.array(qd)), orig(q, qd))  # type: ignore[method-assign]
+    streaming = threading.Event()
+    streaming.set()
+
+    def stream() -> None:
+        for _ in range(3000):  # bounded: 30 s at most
+            if not streaming.is_set():
+                return
+            loop.set_wrench([40.0, 0, 0, 0, 0, 0])
+            time.sleep(0.01)
+
+    feeder = threading.Thread(target=stream, daemon=True)
+    loop.start()
+    feeder.start()
+    try:
+        until(lambda: loop.cycle, lambda n: n > 0.4 / DT, what="0.4 s of the loop's cycles")
+        before = loop.cycle
+        need = loop.braking_time() / DT  # cycles of the ramp from the speed now
+        assert np.max(np.abs(loop.qd_ref)) > 0.02
+        assert loop.state.running is True
+        loop.stop()  # the stream goes on meanwhile
+        assert not loop.running and loop.state.running is False
+        assert loop.cycle - before <= need + 0.2 / DT  # braked and ended, not run on until the join's bound
+    finally:
+        streaming.clear()
+        feeder.join(5)
+        loop.stop()
+    assert _velocity_steps_ok(sent, loop.limits.max_acceleration) <= 1 + 1e-9
+    assert np.max(np.abs(sent[-1])) == 0.0
+
+
+def test_a_fault_brakes_at_the_limit_in_force_when_it_is_above_the_floor_and_reports_the_safety_mode(ur10):
+    """The braking step of a fault at a_b = max(the acceleration limit in force, the floor the loop was built
+    with): raised to 8 rad/s² (floor 4), the ramp's step is q̇ (1 − 1/r), r = max_j |q̇_j| / (8 dt); the
+    robot controller's safety mode goes into the held state."""
+    loop, sim, sent, _rec = _moving_loop(ur10)
+    loop.limits.max_acceleration = 8.0
+    sim.safety_mode = "PROTECTIVE_STOP"
+    prev = loop.qd_ref.copy()
+    r = float(np.max(np.abs(prev) / (8.0 * loop.period)))
+    assert r > 1
+    loop._on_exception(OSError("lost"))
+    np.testing.assert_allclose(sent[-1][1], prev * (1 - 1 / r), rtol=0, atol=1e-15)
+    assert loop.state.safety_mode == "PROTECTIVE_STOP"
