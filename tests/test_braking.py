@@ -282,3 +282,53 @@ def test_the_ramp_step_outside_a_stop_is_at_the_larger_of_the_limit_and_the_floo
     b = p.clamp(np.array([math.nan, -math.nan]), qd, dt)
     assert b.tolist() == [0.0, 0.0]
     assert p.bound(np.zeros(0), dt).shape == (0,) and list(braking_steps(np.zeros(0), np.zeros(0), dt)) == []
+
+
+def test_live_inputs_are_a_stream_a_move_a_goal_on_the_motion_term_or_a_hand_on_a_law_that_reads_it():
+    """The live-input rule term by term (fdcontrol.loop.liveness.Liveness.live) on stand-ins for the loop's
+    task and law: a stream within its watchdog; a move in progress (not one cancelled or done); a goal on a
+    law with the motion term; a load on the sensor on a law with the force term — and nothing else."""
+    from types import SimpleNamespace as NS
+
+    from fdcontrol.loop.liveness import Liveness
+
+    def loop(terms=(), move=None, task=True):
+        return NS(task=(NS(move=None if move is None else NS(status=move)) if task else None),
+                  law=NS(_law=NS(terms=terms)))
+
+    f0, hand, goal = np.zeros(6), np.array([0, 0, 2.0, 0, 0, 0]), np.eye(4)
+    lv = Liveness()
+    assert not lv.loaded_now and lv.loaded_at == -math.inf
+    assert lv.live(loop(), "ok", f0, None, 0.0)
+    for watchdog in ("idle", "tripped"):
+        assert not lv.live(loop(("motion", "force")), watchdog, f0, None, 0.0)
+    for status in ("moving", "paused"):
+        assert lv.live(loop(move=status), "idle", f0, None, 0.0)
+    for status in ("cancelled", "done"):
+        assert not lv.live(loop(move=status), "idle", f0, None, 0.0)
+    assert not lv.live(loop(task=False), "idle", f0, None, 0.0)
+    assert lv.live(loop(("motion",)), "idle", f0, goal, 0.0)
+    assert not lv.live(loop(("force",)), "idle", f0, goal, 0.0)  # a goal the law does not track
+    assert not lv.live(loop(("motion",)), "idle", f0, None, 0.0)
+    assert not lv.live(NS(task=None, law=NS()), "idle", f0, goal, 0.0)  # a law without terms
+    lv.sensed(hand, 1.0)
+    assert lv.live(loop(("force",)), "idle", hand, None, 1.0)
+    assert not lv.live(loop(("motion",)), "idle", hand, None, 1.0)  # a hand on a law that does not read it
+    lv.sensed(f0, 1.5)
+    assert not lv.live(loop(("force",)), "idle", f0, None, 1.5)
+
+
+def test_the_load_and_its_quiet_second_are_read_at_their_thresholds():
+    from fdcontrol.loop.liveness import LOAD_FORCE, LOAD_TORQUE, Liveness, loaded
+
+    assert not loaded(np.array([LOAD_FORCE, 0, 0, 0, 0, 0])) and loaded(np.array([0, 0, 1.01 * LOAD_FORCE, 0, 0, 0]))
+    assert not loaded(np.array([0, 0, 0, LOAD_TORQUE, 0, 0])) and loaded(np.array([0, 0, 0, 0, 0, 1.01 * LOAD_TORQUE]))
+    lv = Liveness()
+    assert lv.loaded_reason(0.0) is None and lv.loaded_reason(math.nan) is None  # never loaded
+    lv.sensed(np.array([0, 0, 2.0, 0, 0, 0]), 10.0)
+    assert lv.loaded_reason(10.0) == "it reads a load" and lv.loaded_reason(math.nan) == "it reads a load"
+    lv.sensed(np.zeros(6), 10.2)
+    assert lv.loaded_at == 10.0 and not lv.loaded_now
+    assert lv.loaded_reason(10.5) == "it read a load 0.50 s ago"
+    assert lv.loaded_reason(10.0 + LOAD_QUIET - 1e-6) is not None and lv.loaded_reason(10.0 + LOAD_QUIET) is None
+    assert lv.loaded_reason(math.nan) is None  # no time: only a load now counts
