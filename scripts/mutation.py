@@ -41,7 +41,7 @@ class Target:
 # the watchdog / hold / brake paths of the loop (fdcontrol/loop/cycle.py): not the whole cycle
 LOOP_SAFETY = ("*ǁhold__mutmut_*", "*ǁstop__mutmut_*", "*ǁbraking_time__mutmut_*", "*ǁ_on_exception__mutmut_*",
                "*.x__fresh__mutmut_*", "*.x__received__mutmut_*", "*.x_brake_step__mutmut_*",
-               "*.x__hold_after__mutmut_*")
+               "*.x__hold_after__mutmut_*", "*ǁrequest_stop__mutmut_*", "*ǁ_stopped__mutmut_*")
 
 TARGETS = (
     Target("supervisor", "fdcontrol/server/supervisor.py", ("tests/test_supervisor.py",)),
