@@ -58,7 +58,7 @@ TARGETS = (
     Target("limits-joint", "fdcontrol/limits/position.py fdcontrol/limits/velocity.py "
            "fdcontrol/limits/acceleration.py fdcontrol/limits/cartesian.py", ("tests/test_limits.py",)),
     Target("limits-path", "fdcontrol/limits/path_speed.py fdcontrol/limits/path_acceleration.py",
-           ("tests/test_limits.py",)),
+           ("tests/test_limits.py", "tests/test_drift.py::test_path_speed_caps_at_the_speed_the_straight_line_allows")),
     Target("limits-jerk", "fdcontrol/limits/jerk.py", ("tests/test_jerk.py",)),
     Target("limits-workspace", "fdcontrol/limits/workspace.py", ("tests/test_workspace.py",)),
     Target("limits-collision", "fdcontrol/limits/collision.py", ("tests/test_collision.py",)),

@@ -195,15 +195,21 @@ def test_path_speed_keeps_the_velocity_limit_pose_straight():
     assert np.linalg.norm(d[1:]) / d[0] < 0.01, d
 
 
-def test_path_speed_caps_at_the_speed_the_straight_line_allows():
+@pytest.mark.parametrize("q0, u", [
+    ([0.3, -1.1, 1.4, -0.9, 1.2, 0.2], [0.6, -0.3, 0.2, 0.1, 0.05, -0.2]),
+    # a gently curved path: every |q''_j| < 1, so the cap is above √(reserve · a) (no floor of 1 on |q''|)
+    ([0.6115016, -1.12587324, 1.50700145, -0.99890684, 1.28440709, 0.60723276],
+     [0.22073232, -0.19790312, -0.02740396, -0.59694441, -0.14432695, 0.73088147]),
+])
+def test_path_speed_caps_at_the_speed_the_straight_line_allows(q0, u):
     """The cap against an independent construction: the joint path of a straight line at a constant
     twist, integrated with RK4 (J q' = u), differenced twice; the capped speed is
-    min_j √(reserve · a_j / |q''_j|)."""
+    min_j √(reserve · a_j / |q''_j|): not acted below it (also just below), scaled to it above."""
     from fdcontrol.limits import Cycle, PathSpeed
 
     robot = RobotModel.load("ur10")
-    q0 = np.array([0.3, -1.1, 1.4, -0.9, 1.2, 0.2])
-    u = np.array([0.6, -0.3, 0.2, 0.1, 0.05, -0.2])
+    q0 = np.array(q0)
+    u = np.array(u)
     u /= np.linalg.norm(u)
 
     def qprime(q):
@@ -223,7 +229,7 @@ def test_path_speed_caps_at_the_speed_the_straight_line_allows():
     a = np.full(6, 4.0)
     lim = PathSpeed(robot, a, reserve=0.5)
     expected = float(np.min(np.sqrt(0.5 * a / np.abs(qpp))))
-    for speed, acted in ((0.5 * expected, False), (3.0 * expected, True)):
+    for speed, acted in ((0.5 * expected, False), (0.95 * expected, False), (3.0 * expected, True)):
         qd = speed * qprime(q0)
         out = qd.tolist()
         assert lim.apply(Cycle(q0, np.zeros(6), robot.jacobian(q0), 0.002), out) is acted
