@@ -231,3 +231,36 @@ def test_a_change_outside_after_a_moving_reference_and_a_target_reached_within_r
         lim = JointJerk(np.array([5000.0]), np.array([10.0]))
         qd = [target]
         assert lim.apply(Cycle(np.zeros(1), np.zeros(1), None, 1e-3), qd) is False and qd == [target]
+
+
+def test_a_missed_cycle_counts_from_more_than_one_and_a_half_periods():
+    """Closed form at the boundary (j_max = 1 rad/s³, a_max = 10 rad/s², period 1 s, far target 100): from rest
+    the first step is a = 1, q̇ = 1. A dt of exactly 1.5 periods is one late tick of h = 1.5 (a ≤ 1 + 1.5,
+    q̇ = 1 + 2.5·1.5 = 4.75); at 1.6 periods it is two ticks of h = 0.8, the first filled by the robot at
+    a = 1 (q̇ 1.8), then a ≤ 1 + 0.8: q̇ = 1.8 + 1.8·0.8 = 3.24."""
+    from fdcontrol.limits import Cycle
+
+    for dt, expected in ((1.5, 4.75), (1.6, 3.24)):
+        lim = JointJerk(np.array([1.0]), np.array([10.0]))
+        qd = [100.0]
+        lim.apply(Cycle(np.zeros(1), np.zeros(1), None, 1.0, 1.0), qd)
+        assert qd == [1.0]
+        qd = [100.0]
+        lim.apply(Cycle(np.zeros(1), np.array([1.0]), None, dt, 1.0), qd)
+        assert qd[0] == pytest.approx(expected, rel=1e-12), dt
+
+
+def test_a_restart_from_rest_is_a_previous_reference_beyond_one_step_of_the_acceleration_limit():
+    """j_max = 1, a_max = 10, dt = 1: a reference of exactly a·dt = 10, then rest, is a step the acceleration
+    limit allows: it counts with its own step (a_prev = −10, so a ∈ [−11, −9]: q̇ = −9 for a target 0). Just
+    beyond a·dt it is a restart from rest (a_prev = 0): the target 0 is kept."""
+    from fdcontrol.limits import Cycle
+
+    for last, expected in ((10.0, -9.0), (10.5, 0.0)):
+        lim = JointJerk(np.array([1.0]), np.array([10.0]))
+        qd = [last]
+        lim.apply(Cycle(np.zeros(1), np.array([last]), None, 1.0), qd)
+        assert qd == [last]  # held where it was: the reference is exactly the previous one
+        qd = [0.0]
+        lim.apply(Cycle(np.zeros(1), np.zeros(1), None, 1.0), qd)
+        assert qd[0] == pytest.approx(expected, abs=1e-12), last
