@@ -306,6 +306,36 @@ class _Recording:
         self.published.append(state)
 
 
+def test_stop_publishes_the_stopped_state_once_and_sends_rest_once(ur10):
+    """stop() on a running loop: the loop thread brakes to rest, ends itself and publishes the stopped state;
+    stop() then does not end the stop a second time (one stopped state, one rest command after the last
+    cycle); a stop() whose thread did not end it (a loop never started) still publishes it once."""
+    loop, sim = make_loop(ur10)
+    io = _Recording()
+    loop.io = io
+    sent: list[np.ndarray] = []
+    orig = sim.send
+    sim.send = lambda q, qd: (sent.append(np.array(qd)), orig(q, qd))  # type: ignore[method-assign]
+    try:
+        loop.start()
+        deadline = time.monotonic() + 60  # only ends a hung test
+        while loop.cycle < 0.3 / DT:
+            assert time.monotonic() < deadline, loop.cycle
+            loop.set_wrench([40.0, 0, 0, 0, 0, 0])
+            time.sleep(0.01)
+        loop.stop()
+        stopped = [s for s in io.published if not s.running]
+        assert len(stopped) == 1 and stopped[0] is io.published[-1], [s.cycle for s in stopped]
+        tail = next(i for i, qd in enumerate(reversed(sent)) if np.any(qd))  # rest commands at the end
+        assert 1 <= tail <= 2  # the cycle that reached rest, and the stop's one rest command
+        n = len(io.published)
+        loop.stop()  # already stopped: says so once more (the stopped state at the measured pose)
+        assert len(io.published) == n + 1 and not io.published[-1].running
+    finally:
+        loop.io = None
+        io.ch.close(unlink=True)
+
+
 def test_a_stop_through_shared_memory_ends_the_thread_at_rest_by_itself(ur10):
     """The service's stop: one store into the stop counter, nothing else — no stop(), no join. The loop brakes
     from the next cycle within the acceleration limit, its thread ends at rest and publishes the stopped state

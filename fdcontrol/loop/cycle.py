@@ -206,6 +206,7 @@ class ControlLoop:
         self.action: ActionInput | None = None  # a policy's goals, interpolated (fdcontrol.loop.action)
         self._hold_request = False
         self._stop_request = False
+        self._stops_ended = 0  # stops ended (the stopped state published): by the loop thread or by stop()
         self._zero_request = False
         self._thread: threading.Thread | None = None
         self._running = threading.Event()
@@ -586,6 +587,7 @@ class ControlLoop:
     def stop(self, timeout: float = 2.0) -> None:
         """Brake to standstill within the acceleration limit, then end the thread."""
         thread = self._thread
+        ended = self._stops_ended
         if thread is not None and thread.is_alive() and thread is not threading.current_thread():
             self._stop_request = True  # the thread brakes through the limits and ends at rest
             thread.join(timeout + self.braking_time() + 10 * self.period)
@@ -593,7 +595,8 @@ class ControlLoop:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
             self._thread = None
-        self._stopped()
+        if self._stops_ended == ended:  # not ended by the loop thread itself (it ran _stopped at rest)
+            self._stopped()
 
     def _stopped(self) -> None:
         """The loop has ended: a zero reference at the measured pose, the stopped state published (by the
@@ -615,6 +618,7 @@ class ControlLoop:
         if self.exchange is not None:
             with contextlib.suppress(Exception):
                 self.exchange(self, self.state)
+        self._stops_ended += 1
 
     def _on_exception(self, exc: Exception) -> None:
         _hold_after(self, exc)
