@@ -306,23 +306,35 @@ class _Recording:
         self.published.append(state)
 
 
-def test_stop_publishes_the_stopped_state_once_and_sends_rest_once(ur10):
-    """stop() on a running loop: the loop thread brakes to rest, ends itself and publishes the stopped state;
-    stop() then does not end the stop a second time (one stopped state, one rest command after the last
-    cycle); a stop() whose thread did not end it (a loop never started) still publishes it once."""
+def _pushed_loop(ur10, seconds: float):
+    """A started UR10 loop with a :class:`_Recording` as its io, pushed at 40 N for ``seconds`` of its own
+    clock; every velocity command sent to the simulator is kept in ``sent``."""
     loop, sim = make_loop(ur10)
     io = _Recording()
     loop.io = io
     sent: list[np.ndarray] = []
     orig = sim.send
     sim.send = lambda q, qd: (sent.append(np.array(qd)), orig(q, qd))  # type: ignore[method-assign]
+    loop.start()
     try:
-        loop.start()
         deadline = time.monotonic() + 60  # only ends a hung test
-        while loop.cycle < 0.3 / DT:
+        while loop.cycle < seconds / DT:
             assert time.monotonic() < deadline, loop.cycle
             loop.set_wrench([40.0, 0, 0, 0, 0, 0])
             time.sleep(0.01)
+    except BaseException:
+        loop.stop()
+        io.ch.close(unlink=True)
+        raise
+    return loop, io, sent
+
+
+def test_stop_publishes_the_stopped_state_once_and_sends_rest_once(ur10):
+    """stop() on a running loop: the loop thread brakes to rest, ends itself and publishes the stopped state;
+    stop() then does not end the stop a second time (one stopped state, one rest command after the last
+    cycle); a stop() on the stopped loop, whose thread is gone, publishes the stopped state itself, once."""
+    loop, io, sent = _pushed_loop(ur10, 0.3)
+    try:
         loop.stop()
         stopped = [s for s in io.published if not s.running]
         assert len(stopped) == 1 and stopped[0] is io.published[-1], [s.cycle for s in stopped]
@@ -341,19 +353,8 @@ def test_a_stop_through_shared_memory_ends_the_thread_at_rest_by_itself(ur10):
     from the next cycle within the acceleration limit, its thread ends at rest and publishes the stopped state
     itself (what the stop route answers on). A stop counted while the loop was stopped does not end the next
     run (forget_stops, as the loop process starts the loop)."""
-    loop, sim = make_loop(ur10)
-    io = _Recording()
-    loop.io = io
-    sent: list[np.ndarray] = []
-    orig = sim.send
-    sim.send = lambda q, qd: (sent.append(np.array(qd)), orig(q, qd))  # type: ignore[method-assign]
+    loop, io, sent = _pushed_loop(ur10, 0.5)
     try:
-        loop.start()
-        deadline = time.monotonic() + 60  # only ends a hung test
-        while loop.cycle < 0.5 / DT:
-            assert time.monotonic() < deadline, loop.cycle
-            loop.set_wrench([40.0, 0, 0, 0, 0, 0])
-            time.sleep(0.01)
         moving = float(np.max(np.abs(loop.qd_ref)))
         io.ch.stop[0] += 1.0  # the stop route's one store
         thread = loop._thread
