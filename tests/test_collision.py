@@ -260,7 +260,7 @@ def test_capsules_enclose_the_vendor_meshes() -> None:
     try:
         spec.loader.exec_module(fit)  # type: ignore[union-attr]
     except Exception as exc:  # example-robot-data missing
-        pytest.skip(f"example-robot-data not available: {exc}")
+        pytest.skip(f"example-robot-data (test extra) could not be loaded: {exc}")
     rng = np.random.default_rng(0)
     for name, (src, links, flange, vflange) in fit.ARMS.items():
         robot = RobotModel.load(name)
