@@ -744,8 +744,8 @@ def test_a_changed_damper_on_the_same_distances_never_reads_the_old_ones_free_sp
                                         ("distance", float("nan")), ("deceleration", 0.0),
                                         ("deceleration", float("inf")), ("deceleration", float("nan"))])
 def test_a_damper_distance_or_deceleration_not_finite_and_positive_is_refused(field, bad) -> None:
-    what = {"distance": r"collision distance must be finite and > 0 \(m\)",
-            "deceleration": r"collision deceleration must be finite and > 0 \(m/s²\)"}[field]
+    what = {"distance": r"^collision distance must be finite and > 0 \(m\)$",
+            "deceleration": r"^collision deceleration must be finite and > 0 \(m/s²\)$"}[field]
     with pytest.raises(ValueError, match=what):
         CollisionAvoidance(None, **{field: bad}).validate()
 

@@ -376,15 +376,15 @@ def test_the_hard_stop_without_volumes_or_robot_does_nothing_and_needs_the_jacob
         assert one_cycle(stop, q, qd) == (False, qd)
     from fdcontrol.limits.base import Cycle
 
-    with pytest.raises(ValueError, match="the workspace stop needs the Jacobian J"):
+    with pytest.raises(ValueError, match=r"^the workspace stop needs the Jacobian J$"):
         WorkspaceStop(robot, wall).apply(Cycle(q, np.zeros(6), None, 0.002), list(qd))
-    with pytest.raises(ValueError, match="the workspace stop of link origins needs the robot"):
+    with pytest.raises(ValueError, match=r"^the workspace stop of link origins needs the robot$"):
         WorkspaceStop(None, wall, links=[LINK])
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, float("inf"), float("nan")])
 def test_a_deceleration_that_is_not_finite_and_positive_is_refused(bad):
-    with pytest.raises(ValueError, match="workspace stop deceleration must be finite and > 0"):
+    with pytest.raises(ValueError, match=r"^workspace stop deceleration must be finite and > 0$"):
         WorkspaceStop(None, [], bad).validate()
 
 
