@@ -806,3 +806,27 @@ def test_the_damper_from_the_settings_is_the_one_built_by_hand() -> None:
     want = clearance_for(robot, [], default["collision_links"], True, default["self_collision_margin"],
                          default["collision_distance"])
     assert lim.clearance.names == want.names and np.array_equal(lim.clearance.margins, want.margins)
+
+
+def test_a_damper_without_velocity_limits_only_projects_and_one_pair_alone_is_exact() -> None:
+    """The forearm's capsule alone against a ball (one pair): without velocity limits the damper's q̇ is the
+    projection onto g q̇ = −b, whatever its size, cycle after cycle at new q; a fast approach is not stopped
+    dead, only slowed to b."""
+    from fdcontrol.model.collision import LinkGeometry
+
+    robot = RobotModel.load("ur10")
+    q = np.asarray(HOME["ur10"], dtype=float)
+    forearm = [c for c in robot.geometry.capsules if c.link == "forearm_link"]
+    cl = Clearance(robot, LinkGeometry(forearm, []), [_ball_beside_the_forearm(robot, q, 0.012)])
+    lim = CollisionAvoidance(cl, 0.01, 5.0)  # no velocity limits
+    assert lim.velocity is None
+    for k in range(3):
+        qk = q + k * 1e-4
+        cl.compute(qk)
+        assert cl.d.shape == (1,)
+        g, b = cl.rows[0].copy(), _b(cl.d, 0.01, CollisionAvoidance.gain, 0.002, 5.0)[0]
+        qd = -(5.0 + b) * g / (g @ g)  # 5 m/s beyond the bound, several rad/s at the joints
+        out = qd.tolist()
+        assert lim.apply(Cycle(qk, np.zeros(6), None, 0.002), out)
+        want = qd + (-b - g @ qd) / (g @ g) * g
+        assert np.allclose(out, want, rtol=1e-9, atol=1e-15) and g @ np.asarray(out) == pytest.approx(-b, rel=1e-9)
