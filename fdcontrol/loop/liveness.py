@@ -9,13 +9,19 @@ its setpoints or a reaction's switch would ask:
   the motion term, or a move in progress); every stop (hold, watchdog, fault, ``stop``, a change that
   waits for standstill) ends the goals, so only a new request moves the arm again,
 * a hand on the sensor: a law that reads the force sensor, and the sensor reads a load now
-  (|F| > ``LOAD_FORCE`` or |τ| > ``LOAD_TORQUE`` after the sensor model and its deadband).
+  (|F| > ``LOAD_FORCE`` or |τ| > ``LOAD_TORQUE`` after the sensor model and its deadband) once the
+  tool's own inertial wrench is taken out of the reading (:class:`~fdcontrol.control.sensing.WrenchFilter`
+  ``contact``: the tool model's mass, centre of mass and inertia times the tool's acceleration, estimated
+  from the measured joint velocities). A braking arm decelerates its tool, and the sensor reads the
+  force that does it (0.5 kg at 2 m/s² is 1 N): that is the arm's own motion, no hand, and it never
+  keeps the arm moving. A hand pushing while the arm brakes still reads as a hand.
 
 So a force setpoint in free space, a reaction switching to force or motion, or a sensor bias smaller
 than the load threshold never moves the arm by itself.
 
 **Load.** The sensor reads a load when |F| > ``LOAD_FORCE`` or |τ| > ``LOAD_TORQUE``; zeroing the
-sensor is refused while it does and for ``LOAD_QUIET`` s after the last load.
+sensor is refused while it does and for ``LOAD_QUIET`` s after the last load (the reading as the law sees
+it, the tool's inertia included unless compensated: a bias is only taken at standstill anyway).
 
 **Following** (:class:`Following`). The arm does not do what the loop asks when a joint's measured
 velocity differs from the reference sent the cycle before by more than ``FOLLOW_SPEED`` for
@@ -54,11 +60,15 @@ class Liveness:
     def __init__(self) -> None:
         self.loaded_at = -math.inf  # the loop's time of the newest cycle whose reading was a load
         self.loaded_now = False
+        self.hand_now = False  # a load beyond the tool's own inertia: a hand (or a surface) on the sensor
 
-    def sensed(self, f_meas: np.ndarray, now: float) -> None:
+    def sensed(self, f_meas: np.ndarray, now: float, contact: np.ndarray | None = None) -> None:
+        """This cycle's reading ``f_meas`` and, on a law that reads the sensor, ``contact``: the reading
+        without the tool's inertial wrench (None: ``f_meas`` itself)."""
         self.loaded_now = loaded(f_meas)
         if self.loaded_now:
             self.loaded_at = now
+        self.hand_now = self.loaded_now if contact is None or contact is f_meas else loaded(contact)
 
     def loaded_reason(self, now: float) -> str | None:
         """Why the sensor may not be zeroed at ``now`` (the loop's clock), or None."""
@@ -78,7 +88,7 @@ class Liveness:
         terms = getattr(terms, "terms", ())
         if target is not None and "motion" in terms:
             return True
-        return "force" in terms and self.loaded_now
+        return "force" in terms and self.hand_now
 
 
 class Following:

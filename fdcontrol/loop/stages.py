@@ -150,8 +150,11 @@ class Sensor(Stage):
             else:
                 loop.filter.zero(raw, R)
                 loop._zero_request = False
-        c.f_meas = f_meas = loop.filter.apply(raw, R, c.dt, c.twist)  # the twist: the tool's inertia (if compensated)
-        loop.liveness.sensed(f_meas, now)
+        # the twist: the tool's inertia (compensated in f_meas if configured; on a law that reads the sensor,
+        # always out of the reading that tells a hand: fdcontrol.loop.liveness)
+        sensing = loop.law.uses_sensor
+        c.f_meas = f_meas = loop.filter.apply(raw, R, c.dt, c.twist, contact=sensing)
+        loop.liveness.sensed(f_meas, now, loop.filter.contact if sensing else None)
 
 
 class Inputs(Stage):
