@@ -17,7 +17,15 @@ from types import SimpleNamespace as NS
 import numpy as np
 import pytest
 
-from fdcontrol.loop.liveness import FOLLOW_SPEED, FOLLOW_TIME, LOAD_FORCE, LOAD_TORQUE, Following, Liveness, worst_joints
+from fdcontrol.loop.liveness import (
+    FOLLOW_SPEED,
+    FOLLOW_TIME,
+    LOAD_FORCE,
+    LOAD_TORQUE,
+    Following,
+    Liveness,
+    worst_joints,
+)
 
 PUSH = 30.0  # N, the push that sets the arm moving
 PUSH_CYCLES = 150
