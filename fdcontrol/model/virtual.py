@@ -295,6 +295,13 @@ class VirtualModel:
     def equation(self, q: np.ndarray, wrench: np.ndarray, qd: np.ndarray | None = None,
                  tau: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(H, b) of seed eq. 9 written as H q̈ = b, b = τ + Jᵀ f − C(q, q̇) − G(q)."""
+        H, b, _ = self.equation_and_jacobian(q, wrench, qd, tau)
+        return H, b
+
+    def equation_and_jacobian(self, q: np.ndarray, wrench: np.ndarray, qd: np.ndarray | None = None,
+                              tau: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`equation` and the J (base frame) it used: another b at the same q is Jᵀf + τ (no gravity,
+        no Coriolis term) without a second CRBA."""
         q = self.robot.check_q(q)
         v = self._zero if (qd is None or not self.coriolis) else np.asarray(qd, dtype=float)
         J = self._crba_and_jacobian(q)
@@ -302,7 +309,7 @@ class VirtualModel:
         b = J.T @ np.asarray(wrench, dtype=float) + (self._zero if tau is None else tau)
         if self.gravity or v is not self._zero:
             b = b - pin.rnea(self.model, self.data, q, v, self._zero)
-        return H, b
+        return H, b, J
 
     def _aba(self, q: np.ndarray, v: np.ndarray, tau: np.ndarray, f: np.ndarray) -> np.ndarray:
         """ABA with f as an external force on the tip body (pinocchio wants it in joint frame)."""
