@@ -640,3 +640,92 @@ def test_path_limits_never_speed_up_and_refuse_bad_parameters_by_exact_message(u
         with pytest.raises(ValueError, match=r"^path_speed_reserve must be in \(0, 1\]$"):
             PathSpeed(ur10, np.full(6, 3.0), bad).validate()
     PathSpeed(ur10, np.full(6, 3.0), 1.0).validate()  # the end of the range is allowed
+
+
+def test_safety_limits_defaults_are_the_services():
+    """Built without them, the tip speeds and the recovery speed are the service's defaults (the declared
+    parameters), also what LimitParams says."""
+    from fdcontrol.limits.safety import PARAMS, LimitParams
+
+    declared = {p.name: p.default for p in PARAMS}
+    lim = SafetyLimits(np.array([-1.0]), np.array([1.0]), 1.0, 2.0)
+    assert lim.max_linear_speed == declared["max_linear_speed"] == LimitParams().max_linear_speed == 0.5
+    assert lim.max_angular_speed == declared["max_angular_speed"] == LimitParams().max_angular_speed == 1.5
+    assert lim.recovery_speed == LimitParams().recovery_speed == 0.1
+
+
+def test_a_set_without_the_compiled_twin_passes_every_input_and_the_period_to_its_limits():
+    """A set with the jerk limit runs the classes' loops (no compiled twin). Closed form, one joint, j_max =
+    1 rad/s³, a_max = 10 rad/s², the other limits far away, a far target 100 rad/s: from rest the jerk limit
+    gives q̇ = j·dt = 1; then a dt of 1.6 periods of 1 s is a missed robot tick — two ticks of 0.8 s, the first
+    filled by the robot at a = 1 (q̇ 1.8), then a ≤ 1 + 0.8: q̇ = 1.8 + 1.8·0.8 = 3.24. Without the period it
+    would be one tick of 1.6 s: q̇ = 1 + 2.6·1.6 = 5.16. The composed limits say which acted."""
+    from fdcontrol.limits import JointJerk
+
+    def composed() -> SafetyLimits:
+        big, acc = np.array([1e6]), np.array([10.0])
+        return SafetyLimits.compose([CartesianSpeed(0.5, 1.5), PositionEnvelope(-big, big, acc, np.array([1e3])),
+                                     JointVelocity(np.array([1e3])), JointAcceleration(acc),
+                                     JointJerk(np.array([1.0]), acc)])
+
+    J = np.zeros((6, 1))
+    J[0, 0] = 1e-3  # a tip speed of 1 mm/s per rad/s: within the Cartesian limit at these speeds
+    for period, expected in ((1.0, 3.24), (None, 5.16)):
+        lim = composed()
+        assert lim._compiled is None and lim.names == ("cartesian", "position", "velocity", "acceleration", "jerk")
+        out = lim.apply(np.array([0.5]), np.array([100.0]), np.zeros(1), J, 1.0, 1.0)
+        assert out.tolist() == [1.0]
+        assert lim.active == {"cartesian": False, "position": False, "velocity": False, "acceleration": True,
+                              "jerk": True}
+        out = lim.apply(np.array([0.5]), np.array([100.0]), np.array([1.0]), J, 1.6, period)
+        assert out[0] == pytest.approx(expected, rel=1e-12), period
+    with pytest.raises(ValueError, match=r"^the Cartesian speed limit needs the Jacobian J$"):
+        composed().apply(np.zeros(1), np.ones(1), np.zeros(1), None, 1e-3)
+
+
+#: each parameter vector the compiled twin reads: (the limit holding it, its attribute, a new value from the old)
+_VECTORS = (("position", "lower", lambda v, lo, hi: v + 0.3 * (hi - lo)),
+            ("position", "upper", lambda v, lo, hi: v - 0.3 * (hi - lo)),
+            ("position", "max_acceleration", lambda v, lo, hi: 0.01 * v),
+            ("position", "max_velocity", lambda v, lo, hi: 0.2 * v),
+            ("velocity", "max_velocity", lambda v, lo, hi: 0.05 * v),
+            ("acceleration", "max_acceleration", lambda v, lo, hi: 0.1 * v),
+            ("path_acceleration", "max_acceleration", lambda v, lo, hi: 0.1 * v),
+            ("path_speed", "max_acceleration", lambda v, lo, hi: 1e-4 * v))
+
+
+@pytest.mark.parametrize("how", ["replaced", "in place"])
+@pytest.mark.parametrize(("holder", "attr", "new"), _VECTORS, ids=[f"{h}.{a}" for h, a, _ in _VECTORS])
+def test_compiled_twin_reads_each_parameter_vector_changed_alone(ur10, holder, attr, new, how):
+    """One parameter vector of the default six changed — a new array, or the array the limit held written in
+    place after a cycle — and nothing else: the compiled path gives what the classes' float loops give with
+    that value (limits built afresh with it, base.run), on arm states inside and beyond the limits where the
+    change matters."""
+    from fdcontrol.limits import run
+
+    lo, hi, dt = ur10.limits.lower, ur10.limits.upper, 0.002
+    rng = np.random.default_rng(11)
+    states = []
+    for _ in range(25):
+        q = lo + rng.uniform(-0.05, 1.05, 6) * (hi - lo)
+        qd = rng.uniform(-2.0, 2.0, 6)
+        off = rng.choice([0.0, 1e-4, 1e-2])  # the previous reference along q̇ or off it
+        states.append((q, qd, rng.uniform(0.0, 1.1) * qd + rng.normal(0.0, off, 6), ur10.jacobian(q)))
+    lim, fresh = SafetyLimits.from_robot(ur10), SafetyLimits.from_robot(ur10)
+    held = getattr(getattr(lim, holder), attr)
+    value = new(held.copy(), lo, hi)
+    before = [lim.apply(*s, dt) for s in states]  # cycles with the old value first
+    for x in (lim, fresh):
+        if how == "replaced":
+            setattr(getattr(x, holder), attr, value.copy())
+        else:  # (an array the limits share, e.g. one a_max for all: every limit reading it sees the change)
+            (held if x is lim else getattr(getattr(x, holder), attr))[:] = value  # lim's: taken before those cycles
+    changed = 0
+    for s, b in zip(states, before, strict=True):
+        want_active: dict[str, bool] = {}
+        want = run(fresh.limits, *s, dt, want_active)
+        got = lim.apply(*s, dt)
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+        assert lim.active == want_active
+        changed += not np.allclose(b, want, rtol=1e-6, atol=1e-9)
+    assert changed >= 3  # the states do tell the old value from the new
