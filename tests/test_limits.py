@@ -729,3 +729,31 @@ def test_compiled_twin_reads_each_parameter_vector_changed_alone(ur10, holder, a
         assert lim.active == want_active
         changed += not np.allclose(b, want, rtol=1e-6, atol=1e-9)
     assert changed >= 3  # the states do tell the old value from the new
+
+
+def test_a_limit_without_parameters_is_built_and_validated_by_the_base_from_settings(ur10):
+    """A limit (a plugin's) that reads no settings needs no ``from_settings`` of its own: the base builds it and
+    validates it, and it runs, alone and then in the hard box, through ``limit``."""
+    from fdcontrol.limits.safety import LimitParams
+
+    class HoldFirst(Limit):
+        """q̇_0 ≤ 0 and ≥ 0: the first joint held."""
+
+        name = "hold_first"
+        refuse = False
+
+        def validate(self) -> None:
+            if self.refuse:
+                raise ValueError("hold_first refused")
+
+        def apply(self, c, qd):
+            hit = qd[0] != 0.0
+            qd[0] = 0.0
+            return hit
+
+    lim = HoldFirst.from_settings(ur10, LimitParams())
+    assert type(lim) is HoldFirst
+    assert lim.limit(np.zeros(2), np.array([1.0, -2.0]), np.zeros(2), None, 0.002).tolist() == [0.0, -2.0]
+    HoldFirst.refuse = True
+    with pytest.raises(ValueError, match=r"^hold_first refused$"):
+        HoldFirst.from_settings(ur10, LimitParams())
