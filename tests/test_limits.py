@@ -729,6 +729,8 @@ def test_compiled_twin_reads_each_parameter_vector_changed_alone(ur10, holder, a
         assert lim.active == want_active
         changed += not np.allclose(b, want, rtol=1e-6, atol=1e-9)
     assert changed >= 3  # the states do tell the old value from the new
+    for h, a, _ in _VECTORS:  # and every limit holds the value it reads, the changed one and the others
+        np.testing.assert_array_equal(getattr(getattr(lim, h), a), getattr(getattr(fresh, h), a), err_msg=f"{h}.{a}")
 
 
 def test_a_limit_without_parameters_is_built_and_validated_by_the_base_from_settings(ur10):
@@ -757,3 +759,105 @@ def test_a_limit_without_parameters_is_built_and_validated_by_the_base_from_sett
     HoldFirst.refuse = True
     with pytest.raises(ValueError, match=r"^hold_first refused$"):
         HoldFirst.from_settings(ur10, LimitParams())
+
+
+def test_the_compiled_path_computes_no_path_curvature_at_rest(ur10):
+    """The default six compiled: J̇(q, q̇)q̇ (one forward-kinematics pass) is evaluated only while the q̇ the
+    limits before the path speed limit leave moves: at rest the path speed limit costs nothing."""
+    lim = SafetyLimits.from_robot(ur10)
+    robot = _CountingRobot(ur10)
+    lim.path_speed.robot = robot  # type: ignore[union-attr,assignment]
+    q = np.full(6, 0.3)
+    J = ur10.jacobian(q)
+    for _ in range(3):
+        lim.apply(q, np.zeros(6), np.zeros(6), J, 0.002)
+    assert robot.calls == 0
+    lim.apply(q, np.full(6, 0.001), np.zeros(6), J, 0.002)
+    assert robot.calls == 1
+
+
+def test_safety_limits_builders_read_their_defaults_and_the_active_record(ur10):
+    """from_robot without arguments: the declared defaults (half the URDF velocity limits, 4 rad/s², the default
+    six); from_settings with settings that name no limits: the default six; compose records into the dict it is
+    given."""
+    from types import SimpleNamespace
+
+    from fdcontrol.limits.safety import PARAMS
+
+    declared = {p.name: p.default for p in PARAMS}
+    lim = SafetyLimits.from_robot(ur10)
+    np.testing.assert_array_equal(lim.max_velocity, declared["velocity_scale"] * ur10.limits.velocity)
+    np.testing.assert_array_equal(lim.max_velocity, 0.5 * ur10.limits.velocity)
+    assert lim.max_acceleration.tolist() == [declared["max_joint_acceleration"]] * 6 == [4.0] * 6
+    assert lim.names == check_order(DEFAULT_LIMITS)
+    bare = SimpleNamespace(velocity_scale=0.3, max_joint_acceleration=2.0, max_linear_speed=0.2,
+                           max_angular_speed=0.4)  # no ``limits``
+    lim = SafetyLimits.from_settings(ur10, bare)
+    assert lim.names == check_order(DEFAULT_LIMITS) and lim.max_acceleration.tolist() == [2.0] * 6
+    active: dict[str, bool] = {}
+    lim = SafetyLimits.compose(list(lim.limits), active)
+    assert lim.active is active
+    lim.apply(np.zeros(6), np.zeros(6), np.zeros(6), ur10.jacobian(np.zeros(6)), 0.002)
+    assert active == dict.fromkeys(lim.names, False)
+
+
+def check_order(names):
+    from fdcontrol.limits.safety import check_limit_names
+
+    return check_limit_names(names)
+
+
+def test_per_joint_is_a_float_copy_of_the_right_length():
+    """per_joint's contract: a float64 vector of n entries, a copy (an integer given stays a float where the
+    limits write into it; the caller's array is not shared)."""
+    from fdcontrol.limits.base import per_joint
+
+    for value in (2, [1, 2, 3], np.array([1, 2, 3])):
+        out = per_joint(value, 3, "x")
+        assert out.dtype == np.float64 and out.shape == (3,)
+        out[0] = 0.5
+        assert out[0] == 0.5
+    given_ = np.array([1.0, 2.0, 3.0])
+    per_joint(given_, 3, "x")[0] = 9.0
+    assert given_.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_velocity_and_acceleration_changed_in_place_reach_the_position_envelope():
+    """One joint in [−1, 1], v_max 1 rad/s, a_max 2 rad/s², recovery 0.1, dt 2 ms. Changed in place through the
+    fields, the envelope reads the new values too (closed forms): beyond the upper limit at q = 1.5 with v_max
+    0.5 the joint comes back at −0.1·0.5 = −0.05 rad/s (from −0.05: no step); inside at q = 0.9 with a_max 0.5
+    its speed towards the limit is capped at √(2·0.5·0.5·0.1) = √0.05 (from there: no step). The limits are built
+    each from its own arrays, as from the settings: the composition makes the equal ones one."""
+    def fresh() -> SafetyLimits:
+        return SafetyLimits.compose([PositionEnvelope(np.array([-1.0]), np.array([1.0]), np.array([2.0]),
+                                                      np.array([1.0]), 0.1),
+                                     JointVelocity(np.array([1.0])), JointAcceleration(np.array([2.0]))])
+
+    J = np.zeros((6, 1))
+    lim = fresh()
+    lim.max_velocity[0] = 0.5
+    out = lim.apply(np.array([1.5]), np.array([-10.0]), np.array([-0.05]), J, 0.002)
+    assert out[0] == pytest.approx(-0.05, rel=1e-12)
+    lim = fresh()
+    lim.max_acceleration[0] = 0.5
+    v = math.sqrt(0.05)
+    out = lim.apply(np.array([0.9]), np.array([10.0]), np.array([v]), J, 0.002)
+    assert out[0] == pytest.approx(v, rel=1e-12)
+
+
+def test_integer_parameter_vectors_are_read_as_floats():
+    """Limits composed from integer vectors give what the same float vectors give, and a value written into
+    them in place is kept as written (not truncated)."""
+    def composed(dtype) -> SafetyLimits:
+        v = {k: np.array(x, dtype=dtype) for k, x in (("lo", [-1, -2]), ("hi", [1, 2]), ("a", [2, 3]), ("v", [1, 1]))}
+        return SafetyLimits.compose([PositionEnvelope(v["lo"], v["hi"], v["a"], v["v"]), JointVelocity(v["v"]),
+                                     JointAcceleration(v["a"])])
+
+    J = np.zeros((6, 2))
+    for q, qd, prev in (([0.9, -1.9], [5.0, -5.0], [0.5, -0.5]), ([1.2, 0.0], [1.0, 1.0], [0.0, 0.9])):
+        args = (np.array(q), np.array(qd), np.array(prev), J, 0.002)
+        np.testing.assert_array_equal(composed(int).apply(*args), composed(float).apply(*args))
+    lim = composed(int)
+    lim.max_velocity[1] = 0.25
+    out = lim.apply(np.zeros(2), np.array([0.0, 1.0]), np.array([0.0, 0.25]), J, 0.002)
+    assert out.tolist() == [0.0, 0.25]
