@@ -861,3 +861,17 @@ def test_integer_parameter_vectors_are_read_as_floats():
     lim.max_velocity[1] = 0.25
     out = lim.apply(np.zeros(2), np.array([0.0, 1.0]), np.array([0.0, 0.25]), J, 0.002)
     assert out.tolist() == [0.0, 0.25]
+
+
+def test_a_vector_held_apart_and_written_in_place_after_cycles_reaches_the_compiled_path():
+    """The position envelope's v_max (1 rad/s, the recovery speed's scale) and the velocity limit's (0.8) are two
+    arrays. The velocity limit's array, taken before some cycles and written in place after them (0.1), is the
+    one the next cycle reads: a far target from 0.1 rad/s stays at 0.1 (a·dt = 2 rad/s allows any step)."""
+    lim = SafetyLimits.compose([PositionEnvelope(np.array([-10.0]), np.array([10.0]), np.array([1000.0]),
+                                                 np.array([1.0])),
+                                JointVelocity(np.array([0.8])), JointAcceleration(np.array([1000.0]))])
+    held, J = lim.velocity.max_velocity, np.zeros((6, 1))
+    for _ in range(3):
+        assert lim.apply(np.zeros(1), np.array([5.0]), np.zeros(1), J, 0.002).tolist() == [0.8]
+    held[0] = 0.1
+    assert lim.apply(np.zeros(1), np.array([5.0]), np.array([0.1]), J, 0.002).tolist() == [0.1]
