@@ -41,9 +41,13 @@ def _scheduler(loop: ControlLoop) -> str | None:
 
 
 def main(settings_json: str, shm_name: str, conn: Connection, notify: Connection) -> None:
-    # Ctrl-C in a terminal reaches the whole process group: the API process ends this one in order
-    # ("close": the loop stops, the driver closes), never a KeyboardInterrupt halfway (nor a restart)
+    # Ctrl-C in a terminal (SIGINT) and a service manager's stop (SIGTERM, which systemd sends to the
+    # whole control group) reach this process too: the API process ends it in order ("close": the arm
+    # brakes, the loop stops, the driver closes), never a signal halfway (nor a restart by the supervisor
+    # while the service shuts down). Should the API process die, its pipe closes and this one ends in
+    # order on its own (the EOFError below); SIGKILL still ends it at once.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     from fdcontrol.server.metrics import LoopMetrics
     from fdcontrol.server.record_ring import StateRing
     from fdcontrol.server.runtime import ConflictError, PolicyError, Runtime

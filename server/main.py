@@ -12,6 +12,7 @@ The service's modules are imported by ``serve`` only, so ``fdcontrol analyze`` s
 from __future__ import annotations
 
 import argparse
+import signal
 import socket
 import sys
 from collections.abc import Callable
@@ -179,14 +180,28 @@ def run(args: argparse.Namespace) -> int:
             print(f"fdcontrol serve: Foxglove on ws://{settings.foxglove_host}:{settings.foxglove_port} "
                   f"(read-only, no authentication; Foxglove layout: {url_of(settings)}foxglove-layout.json)",
                   file=sys.stderr, flush=True)
+        # SIGTERM (a service manager's stop): uvicorn shuts down in order (the arm brakes, the loop process
+        # closes), then raises the signal again, which this handler turns into a clean exit
+        signal.signal(signal.SIGTERM, _terminated)
         uvicorn.Server(config).run(sockets=[sock])
     except KeyboardInterrupt:  # Ctrl-C: uvicorn shut down in order (the loop process closed), then re-raised it
         print("fdcontrol serve: stopped", file=sys.stderr, flush=True)
         return 130
+    except Terminated:  # the loop process was closed by the shutdown (or ends on its own when this one exits)
+        print("fdcontrol serve: stopped", file=sys.stderr, flush=True)
+        return 0
     except (OSError, SystemExit) as exc:
         worker.close()
         return fail(f"could not serve on {settings.host}:{settings.port}: {exc}")
     return 0
+
+
+class Terminated(Exception):
+    """SIGTERM reached ``fdcontrol serve`` (after uvicorn's orderly shutdown, or before it began)."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated
 
 
 def add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

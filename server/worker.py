@@ -115,8 +115,8 @@ class LoopWorker:
     def _discard(self) -> None:
         if hasattr(self, "_exiting"):
             self._exiting.close()
-        if self.proc.is_alive():
-            self.proc.terminate()
+        if self.proc.is_alive():  # it did not end in order: it ignores SIGTERM (server/loop_process.py)
+            self.proc.kill()
             self.proc.join(2)
         self._closed = True
         if self.feed is not None:
@@ -271,6 +271,8 @@ class LoopWorker:
         return self.proc.is_alive()
 
     def close(self) -> None:
+        if self._closed:  # closed already (the app's shutdown, then the command's own ending)
+            return
         self.recording.finish()
         with contextlib.suppress(Exception):
             with self._lock:

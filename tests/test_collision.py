@@ -659,3 +659,174 @@ def test_a_move_under_way_still_gets_the_damper() -> None:
     assert q[0] - q0[0] > 0.05  # it moved towards the box
     assert abs(q[0] - q_goal[0]) > 0.2  # and was held off it
     assert 0.005 < dmin < 0.015  # the damper held it at the hard margin (the lag: about 1 mm past it)
+
+
+# ---------------------------------------------------------------------- the damper's own arithmetic, one pair
+def _ball_beside_the_forearm(robot: RobotModel, q: np.ndarray, gap: float, radius: float = 0.05) -> Obstacle:
+    """A sphere whose surface is ``gap`` from the UR10 forearm capsule at q: its centre on the perpendicular
+    through the capsule's middle (whose nearest segment point is that middle: the distance in closed form)."""
+    cl = Clearance(robot, robot.geometry, [])
+    cl.compute(q)
+    i = [c.link for c in robot.geometry.capsules].index("forearm_link")
+    u = cl.B[i] - cl.A[i]
+    e = np.cross(u, [0.0, 0.0, 1.0])
+    e /= np.linalg.norm(e)
+    return Obstacle("ball", SPHERE, (cl.A[i] + cl.B[i]) / 2 + (cl.cr[i] + radius + gap) * e, radius=radius)
+
+
+def _b(d: np.ndarray, dmin: float, gain: float, dt: float, decel: float) -> np.ndarray:
+    room = np.maximum(d - dmin, 0.0)
+    return np.minimum(gain * room / dt, np.sqrt(2.0 * decel * room))
+
+
+@pytest.mark.parametrize("room, dmin, dt, decel", [(1e-4, 0.01, 0.002, 5.0),  # k·room/dt binds
+                                                   (0.02, 0.01, 0.002, 5.0),  # the braking curve binds
+                                                   (0.004, 0.03, 0.008, 0.7)])
+def test_the_damper_projects_the_one_violated_pair_onto_its_bound_in_closed_form(room, dmin, dt, decel) -> None:
+    """One pair driven in faster than b = min(k·(d − d_min)/dt, √(2·a_stop·(d − d_min))): q̇ becomes its least
+    change onto g q̇ = −b, q̇ + (−b − g q̇)/‖g‖² g, then scaled uniformly into the joint velocity limits; every
+    other pair stays within its bound; moving away or along is left alone and reported as not acted."""
+    robot = RobotModel.load("ur10")
+    q = np.asarray(HOME["ur10"], dtype=float)
+    # every pair exact (no broad phase: no pair computed only when the damper needs it, so every b is exact)
+    cl = Clearance(robot, robot.geometry, [_ball_beside_the_forearm(robot, q, dmin + room)], broad=False)
+    vmax = robot.limits.velocity.copy()
+    lim = CollisionAvoidance(cl, dmin, decel, vmax)
+    lim.apply(Cycle(q + 1e-3, np.zeros(6), None, dt), [0.0] * 6)  # a cycle before, at another q
+    cl.compute(q)
+    i = int(np.argmin(cl.d))
+    assert cl.d[i] == pytest.approx(dmin + room, abs=1e-12)
+    g, b = cl.rows[i].copy(), _b(cl.d, dmin, CollisionAvoidance.gain, dt, decel)
+    qd = -(1.5 * b[i] + 0.005) * g / (g @ g)
+    assert set(np.flatnonzero(cl.rows @ qd < -b)) == {i}  # this pair only is violated
+    want = qd + (-b[i] - g @ qd) / (g @ g) * g
+    for cap in (vmax, 0.5 * float(np.max(np.abs(want) / vmax)) * vmax):  # within the joint velocity limits, beyond
+        lim = CollisionAvoidance(cl, dmin, decel, cap)
+        s = min(1.0, 1.0 / float(np.max(np.abs(want) / cap)))
+        assert (s < 1.0) == (cap is not vmax)
+        out = qd.tolist()
+        assert lim.apply(Cycle(q, np.zeros(6), None, dt), out)
+        assert np.allclose(out, s * want, rtol=1e-9, atol=1e-15), (out, s * want)
+        assert np.all(cl.rows @ np.asarray(out) >= -b * (1 + 1e-9) - 1e-15)
+        assert np.all(np.abs(out) <= cap * (1 + 1e-12))
+        assert np.allclose(lim.bounds(dt), b, rtol=1e-12, atol=0)  # the bounds, as the damper used them
+    t = np.linalg.svd(g[None, :])[2][-1]  # along the surface: g t = 0
+    for free in (0.5 * g / (g @ g), 0.1 * t / np.abs(t).max(), (b[i] * 0.99) * -g / (g @ g)):
+        out = free.tolist()
+        assert not lim.apply(Cycle(q, np.zeros(6), None, dt), out) and out == free.tolist()
+
+
+def test_a_changed_damper_on_the_same_distances_never_reads_the_old_ones_free_speed() -> None:
+    """The distances' computer keeps the joint speed below which the damper cannot act, for the damper's
+    parameters. A damper with a tighter d_min, a longer step or a softer stop on the same computer, at the
+    same q: a slow approach the old parameters left free is damped under the new ones, every cycle."""
+    robot = RobotModel.load("ur10")
+    q = np.asarray(HOME["ur10"], dtype=float)
+    for tight, dt in (({"distance": 0.05}, 0.002), ({}, 10.0), ({"deceleration": 1e-4}, 0.002)):
+        cl = Clearance(robot, robot.geometry, [_ball_beside_the_forearm(robot, q, 0.03)])
+        old = CollisionAvoidance(cl, 0.01, 5.0, robot.limits.velocity)
+        old.apply(Cycle(q + 1e-3, np.zeros(6), None, 0.002), [0.0] * 6)
+        cl.compute(q)
+        i = int(np.argmin(cl.d))
+        g = cl.rows[i].copy()
+        qd = -0.004 * g / (g @ g)  # 4 mm/s towards the ball
+        assert not old.apply(Cycle(q, np.zeros(6), None, 0.002), qd.tolist())
+        assert np.abs(qd).max() <= cl.damper[4]  # below the old parameters' free speed
+        new = CollisionAvoidance(cl, **{"distance": 0.01, "deceleration": 5.0, **tight},
+                                 velocity=robot.limits.velocity)
+        for _ in range(2):
+            out = qd.tolist()
+            assert new.apply(Cycle(q, np.zeros(6), None, dt), out), tight
+            assert g @ np.asarray(out) >= -_b(cl.d, new.distance, new.gain, dt, new.deceleration)[i] * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("field, bad", [("distance", 0.0), ("distance", -0.01), ("distance", float("inf")),
+                                        ("distance", float("nan")), ("deceleration", 0.0),
+                                        ("deceleration", float("inf")), ("deceleration", float("nan"))])
+def test_a_damper_distance_or_deceleration_not_finite_and_positive_is_refused(field, bad) -> None:
+    what = {"distance": r"^collision distance must be finite and > 0 \(m\)$",
+            "deceleration": r"^collision deceleration must be finite and > 0 \(m/s²\)$"}[field]
+    with pytest.raises(ValueError, match=what):
+        CollisionAvoidance(None, **{field: bad}).validate()
+
+
+def test_small_positive_damper_parameters_are_accepted_and_the_defaults_are_the_settings() -> None:
+    from fdcontrol.control.workspace import PARAMS
+
+    CollisionAvoidance(None, 0.0005, 0.2).validate()
+    default = {p.name: p.default for p in PARAMS}
+    lim = CollisionAvoidance()
+    assert (lim.clearance, lim.velocity) == (None, None)
+    assert (lim.distance, lim.deceleration) == (default["collision_distance"], default["workspace_stop_deceleration"])
+
+
+def test_the_damper_from_the_settings_is_the_one_built_by_hand() -> None:
+    """From the service's settings: the volumes, which links obey them, self-collision and its margin, d_min,
+    the deceleration and the velocity limits; from settings that name none of the workspace's (the library's
+    LimitParams), the declared defaults."""
+    from fdcontrol.control.workspace import PARAMS
+    from fdcontrol.limits.safety import LimitParams
+    from fdcontrol.server.settings import ControlParams
+
+    robot = RobotModel.load("ur10")
+    q = np.asarray(HOME["ur10"], dtype=float)
+    ball = _ball_beside_the_forearm(robot, q, 0.03)
+    keep = [{"name": "ball", "sphere": {"center": ball.a.tolist(), "radius": ball.radius}, "margin": 0.02}]
+    box = {"min": [-3.0, -3.0, -3.0], "max": [3.0, 3.0, 3.0]}
+    chosen = {"keep_out": keep, "workspace_box": box, "collision_links": "all", "self_collision": True,
+              "self_collision_margin": 0.07, "collision_distance": 0.02, "workspace_stop_deceleration": 3.0,
+              "velocity_scale": 0.4}
+    lim = CollisionAvoidance.from_settings(robot, ControlParams(**chosen))
+    ws = workspace_from_config(robot, box, keep)
+    cl = clearance_for(robot, ws.zones, "all", True, 0.07, 0.02)
+    assert (lim.distance, lim.deceleration) == (0.02, 3.0)
+    assert np.array_equal(lim.velocity, 0.4 * robot.limits.velocity)
+    assert lim.clearance.names == cl.names and lim.clearance.hard_margin == 0.02
+    assert np.array_equal(lim.clearance.margins, cl.margins)
+    lim.clearance.compute(q)
+    cl.compute(q)
+    assert np.array_equal(lim.clearance.d, cl.d)
+    # the library's parameters name none of these: the declared defaults (keep-out volumes only, no
+    # self-collision: nothing to compute)
+    default = {p.name: p.default for p in PARAMS}
+    lim = CollisionAvoidance.from_settings(robot, LimitParams())  # type: ignore[arg-type]
+    assert lim.clearance is None
+    assert (lim.distance, lim.deceleration) == (default["collision_distance"], default["workspace_stop_deceleration"])
+    assert np.array_equal(lim.velocity, LimitParams().velocity_scale * robot.limits.velocity)
+
+    class Some(LimitParams):  # a keep-out volume, the rest left to the defaults
+        keep_out = keep
+
+    lim = CollisionAvoidance.from_settings(robot, Some())  # type: ignore[arg-type]
+    want = clearance_for(robot, workspace_from_config(robot, None, keep).zones, default["collision_links"],
+                         default["self_collision"], default["self_collision_margin"], default["collision_distance"])
+    assert lim.clearance.names == want.names and lim.clearance.hard_margin == want.hard_margin
+    selfish = type("Selfish", (LimitParams,), {"self_collision": True})()
+    lim = CollisionAvoidance.from_settings(robot, selfish)  # type: ignore[arg-type]
+    want = clearance_for(robot, [], default["collision_links"], True, default["self_collision_margin"],
+                         default["collision_distance"])
+    assert lim.clearance.names == want.names and np.array_equal(lim.clearance.margins, want.margins)
+
+
+def test_a_damper_without_velocity_limits_only_projects_and_one_pair_alone_is_exact() -> None:
+    """The forearm's capsule alone against a ball (one pair): without velocity limits the damper's q̇ is the
+    projection onto g q̇ = −b, whatever its size, cycle after cycle at new q; a fast approach is not stopped
+    dead, only slowed to b."""
+    from fdcontrol.model.collision import LinkGeometry
+
+    robot = RobotModel.load("ur10")
+    q = np.asarray(HOME["ur10"], dtype=float)
+    forearm = [c for c in robot.geometry.capsules if c.link == "forearm_link"]
+    cl = Clearance(robot, LinkGeometry(forearm, []), [_ball_beside_the_forearm(robot, q, 0.012)])
+    lim = CollisionAvoidance(cl, 0.01, 5.0)  # no velocity limits
+    assert lim.velocity is None
+    for k in range(3):
+        qk = q + k * 1e-4
+        cl.compute(qk)
+        assert cl.d.shape == (1,)
+        g, b = cl.rows[0].copy(), _b(cl.d, 0.01, CollisionAvoidance.gain, 0.002, 5.0)[0]
+        qd = -(5.0 + b) * g / (g @ g)  # 5 m/s beyond the bound, several rad/s at the joints
+        out = qd.tolist()
+        assert lim.apply(Cycle(qk, np.zeros(6), None, 0.002), out)
+        want = qd + (-b - g @ qd) / (g @ g) * g
+        assert np.allclose(out, want, rtol=1e-9, atol=1e-15) and g @ np.asarray(out) == pytest.approx(-b, rel=1e-9)

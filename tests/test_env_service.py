@@ -256,9 +256,9 @@ def test_episode_export_aligned_with_the_recording(service, tmp_path):
 
 def test_creating_the_env_does_not_move_the_arm(service):
     """Selecting the compliance law must not pull the arm to a target left from before."""
-    import time
-
     from fdcontrol.client import Client
+
+    from .waits import cycles_later
 
     with Client(service.url) as c:
         c.patch_config(mode="admittance")
@@ -267,8 +267,8 @@ def test_creating_the_env_does_not_move_the_arm(service):
         before = np.asarray(c.state()["tip_pose"])[:3, 3]
         env = ServiceEnv(service.url, rate=RATE)
         try:
-            time.sleep(0.5)
-            after = np.asarray(c.state()["tip_pose"])[:3, 3]
+            # 250 cycles of the loop's own count (0.5 s at the service's 500 Hz), however loaded the machine
+            after = np.asarray(cycles_later(c.state, 250)["tip_pose"])[:3, 3]
             assert np.linalg.norm(after - before) < 2e-4
         finally:
             env.close()

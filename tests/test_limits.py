@@ -425,6 +425,86 @@ def test_compiled_twin_equals_the_limit_classes_with_the_path_limits(name, data,
     assert lim.active == want_active
 
 
+@pytest.mark.parametrize("name", ["ur10", "panda"])
+def test_path_speed_reuses_a_given_svd_of_j_near_a_singularity(name):
+    """Near a singularity (κ(J) > 1e4) the compiled path speed limit needs J⁺ by an SVD: given the SVD of
+    this J (the one the γ schedule took this cycle) it gives what its own SVD and the classes' float loops
+    give, to rounding; given the SVD of another J it does not (so the given one is what it uses)."""
+    pytest.importorskip("numba")
+    from fdcontrol.limits import run
+    from fdcontrol.model.linalg import svd
+
+    robot = ROBOTS[name]
+    lim = SafetyLimits.from_robot(robot)
+    rng = np.random.default_rng(7)
+    n = robot.dof
+    # a singular pose: the arm stretched by a held push (as in the loop), then turned about the base axis and
+    # the flange axis — both keep J's singular values (the whole J rotates; the tip stays on the last axis)
+    from fdcontrol.drivers import SimulatedRobot
+    from fdcontrol.loop import build_loop
+    from fdcontrol.model.robot import HOME
+
+    loop = build_loop(driver=SimulatedRobot(robot, dt=2e-3, q0=np.array(HOME[name])), robot=robot, rate=500.0)
+    loop.set_wrench([5.0, -3.0, 2.0, 0.1, 0.0, 0.2], t=1e12)
+    for _ in range(3000):
+        loop.step(now=0.0)
+    stretched = loop.state.q.copy()
+    acted = differs = 0
+    for _ in range(40):
+        q = stretched.copy()
+        q[0] += rng.uniform(-1.0, 1.0)
+        q[-1] += rng.uniform(-1.0, 1.0)
+        J = robot.jacobian(q)
+        s = svd(J)
+        assert s[1][-1] < 1e-4 * s[1][0]  # the SVD branch (κ(J) > 1e4)
+        qd = rng.normal(scale=1.5, size=n)
+        prev = np.zeros(n)
+        for _ in range(400):  # the previous reference where the limits settle at this q (the acceleration
+            prev = lim.apply(q, qd, prev, J, 2e-3)  # limit then no longer decides alone)
+        want_active: dict[str, bool] = {}
+        want = run(lim.limits, q, qd, prev, J, 2e-3, want_active)
+        own = lim.apply(q, qd, prev, J, 2e-3)
+        got = lim.apply(q, qd, prev, J, 2e-3, svd=s)
+        np.testing.assert_allclose(got, own, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+        assert lim.active == want_active
+        acted += want_active["path_speed"]
+        other = svd(robot.jacobian(q + 0.3))
+        differs += not np.allclose(lim.apply(q, qd, prev, J, 2e-3, svd=other), want, rtol=1e-9, atol=1e-12)
+    assert acted > 10 and differs > 10, (acted, differs)
+
+
+def test_loop_shares_the_gamma_schedules_svd_with_the_limits():
+    """At a singular pose the γ schedule takes J's SVD; the limits stage is handed that same decomposition
+    (one SVD per cycle for both), and the cycle's reference is the one the limits give with their own."""
+    import copy
+
+    from fdcontrol.drivers import SimulatedRobot
+    from fdcontrol.loop import build_loop
+    from fdcontrol.model.robot import HOME
+
+    robot = ROBOTS["ur10"]
+    sim = SimulatedRobot(robot, dt=2e-3, q0=np.array(HOME["ur10"]))
+    loop = build_loop(driver=sim, robot=robot, rate=500.0)
+    seen = []
+    apply, twin = loop.limits.apply, copy.deepcopy(loop.limits)
+
+    def spy(q, qd, prev, J, dt, period=None, svd=None):
+        seen.append(svd)
+        out = apply(q, qd, prev, J, dt, period, svd=svd)
+        np.testing.assert_allclose(out, twin.apply(q, qd, prev, J, dt, period), rtol=1e-9, atol=1e-12)
+        return out
+
+    loop.limits.apply = spy
+    loop.set_wrench([5.0, -3.0, 2.0, 0.1, 0.0, 0.2], t=1e12)  # held: the arm ends stretched, singular
+    for _ in range(3000):
+        loop.step(now=0.0)
+    assert loop.state.gamma == loop.solver.mapping.gamma0  # at the singularity: the regularizing γ
+    s = loop.config.known_svd()
+    assert s is not None and seen[-1] is s  # the schedule's decomposition, handed on as is
+    assert sum(x is not None for x in seen) > 100
+
+
 # ------------------------------------------------------------------------- the path limits alone, at their edges
 class _CountingRobot:
     """A robot whose J̇(q, q̇)q̇ counts its evaluations (the path speed limit's cost per cycle)."""

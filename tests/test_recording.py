@@ -19,6 +19,7 @@ from websockets.sync.client import connect
 from fdcontrol.recording import COMMAND_TOPIC, CONFIG_TOPIC, STATE_FIELDS, STATE_TOPIC, quaternion, read_recording
 
 from .service import Service
+from .waits import cycles_later
 
 
 def test_quaternion_matches_pinocchio():
@@ -204,7 +205,7 @@ def test_serve_record_flag_records_from_startup_and_a_clean_stop_finishes_the_fi
         http = httpx.Client(base_url=svc.url, timeout=30)
         st = http.get("/recording").json()
         assert st["active"] and st["name"] == "boot.mcap"
-        time.sleep(0.5)
+        cycles_later(lambda: http.get("/state").json(), 150)  # recorded: the ring holds every cycle
     finally:
         svc.stop()  # SIGTERM: the service shuts down cleanly and finishes the file
     rec = read_recording(tmp_path / "boot.mcap")

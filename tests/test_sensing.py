@@ -207,6 +207,57 @@ def test_inertia_compensation_leaves_the_contact_of_an_accelerating_tool(rng):
         assert np.linalg.norm(no_twist[:3] - contact[:3]) == pytest.approx(m * np.linalg.norm(a), rel=1e-9)
 
 
+def test_the_contact_reading_leaves_out_the_tools_inertia_whether_or_not_the_law_sees_it_compensated(rng):
+    """``apply(…, contact=True)``: ``contact`` is the contact alone (Newton–Euler as above) through the same
+    deadband and low-pass, with its own state, while the law's reading is the one without the flag, bit for
+    bit. Without the flag ``contact`` is that reading, and an estimate resumed later starts afresh: its first
+    cycle differentiates no old twist."""
+    m, com = 0.8, np.array([0.0, 0.01, 0.05])
+    R_ts, p_ts = rot(rng), np.array([0.01, 0.0, -0.03])
+    dt, fc, db = 0.002, 30.0, 0.3
+    R_tip = rot(rng)
+    R_bs = R_tip @ R_ts
+    a = np.array([1.5, -2.0, 0.5])  # m/s², base frame, no rotation
+    e = np.array([0.4, 2.5, -1.0])  # contact force env → tool at the sensor origin, base frame
+    a_s, e_s, g_s = R_bs.T @ a, R_bs.T @ e, R_bs.T @ G
+    raw = np.r_[m * a_s - m * g_s - e_s, np.cross(com, m * a_s) - np.cross(com, m * g_s)]
+
+    def tip(w_s):  # a sensor-frame wrench about the sensor origin → tip origin → deadband → base frame
+        F = R_ts @ w_s[:3]
+        tau = R_ts @ w_s[3:] + np.cross(p_ts, F)
+        return np.r_[R_tip @ (F * (1 - db / np.linalg.norm(F))), R_tip @ tau]
+
+    contact = tip(np.r_[-e_s, 0, 0, 0])
+    seen = tip(np.r_[-e_s + m * a_s, np.cross(com, m * a_s)])  # the reading with the tool's inertia in it
+    for comp in (False, True):
+        kw = dict(tool_mass=m, tool_com=com, sensor_rotation=R_ts, sensor_position=p_ts, deadband_force=db,
+                  cutoff=fc, inertia_compensation=comp)
+        filt, plain = WrenchFilter(**kw), WrenchFilter(**kw)
+        y0 = None
+        for k in range(40):
+            tw = np.r_[a * k * dt, np.zeros(3)]
+            out = filt.apply(raw, R_tip, dt, tw, contact=True)
+            np.testing.assert_array_equal(out, plain.apply(raw, R_tip, dt, tw))  # the law's reading: unchanged
+            if comp:
+                assert filt.contact is out
+                continue
+            if k == 0:  # the first cycle has no acceleration yet: the contact channel starts from the reading
+                np.testing.assert_allclose(filt.contact, seen, atol=1e-9)
+                y0 = filt.contact.copy()
+            else:  # the first-order step response from there to the contact alone
+                decay = np.exp(-2 * np.pi * fc * dt * k)
+                np.testing.assert_allclose(filt.contact, contact + (y0 - contact) * decay, atol=1e-9)
+                np.testing.assert_allclose(out, seen + (y0 - seen) * decay, atol=1e-9)
+    filt = WrenchFilter(tool_mass=m, tool_com=com, sensor_rotation=R_ts, sensor_position=p_ts)
+    filt.apply(raw, R_tip, dt, np.zeros(6), contact=True)
+    out = filt.apply(raw, R_tip, dt, np.r_[a * dt, np.zeros(3)])  # no flag: contact is the reading
+    assert filt.contact is out
+    filt.apply(raw, R_tip, dt, np.r_[a * 50 * dt, np.zeros(3)], contact=True)  # resumed: no old twist
+    np.testing.assert_allclose(filt.contact, out, atol=1e-9)  # (from the old twist it would read 49·m·a more)
+    filt.apply(raw, R_tip, dt, np.r_[a * 51 * dt, np.zeros(3)], contact=True)
+    np.testing.assert_allclose(filt.contact[:3], R_tip @ R_ts @ -e_s, atol=1e-9)
+
+
 def test_the_sensor_model_refuses_what_is_not_a_mount_or_a_mass():
     for bad in (np.diag([1.0, 1.0, -1.0]),  # a reflection: orthogonal, but det −1
                 np.eye(3) + 1e-3,  # not orthogonal

@@ -12,6 +12,7 @@ import httpx
 from fdcontrol.recording import CONFIG_TOPIC, STATE_TOPIC, read_recording
 
 from .service import Service
+from .waits import cycles_later
 
 
 def test_workspace_and_a_reaction_are_in_the_recording(tmp_path):
@@ -35,7 +36,7 @@ def test_workspace_and_a_reaction_are_in_the_recording(tmp_path):
         while http.get("/state").json()["reaction_count"] == count0 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert http.get("/state").json()["reaction_count"] == count0 + 1
-        time.sleep(0.2)
+        cycles_later(lambda: http.get("/state").json(), 100)  # states after the reaction's hold
         assert http.post("/recording/stop").status_code == 200
     finally:
         http.close()

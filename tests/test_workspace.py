@@ -220,7 +220,12 @@ def test_the_workspace_stop_from_the_settings_holds_the_links():
     h = 1e-6
     fd = np.column_stack([(stop.link_points((q + h * e).tolist())[0][0] - stop.link_points((q - h * e).tolist())[0][0])
                           / (2 * h) for e in np.eye(6)])
-    assert np.allclose(J, fd, atol=1e-6)
+    assert np.allclose(J, fd, atol=1e-6) and np.abs(J).max() > 0.1
+    # and the origin where MuJoCo puts the link's body (kinematics the limit did not write)
+    from fdcontrol.drivers.mujoco import MujocoRobot
+
+    assert np.allclose(stop.link_points(q.tolist())[0][0], mujoco_body(MujocoRobot(robot, dt=P.DT, q0=q), LINK),
+                       atol=1e-9)
 
 
 # ---------------------------------------------------------------------- a simulated arm's start box
@@ -264,3 +269,165 @@ def test_no_start_box_where_the_tip_cannot_move_in_3d_or_starts_stretched():
 
     assert start_box(RobotModel.load("planar2"), np.array(HOME["planar2"])) is None  # a planar arm
     assert start_box(RobotModel.load("ur10"), np.zeros(6)) is None  # q = 0: the UR10 stretched out
+
+
+# ---------------------------------------------------------------------- the hard stop in closed form
+# One cycle of the limit alone, with a Jacobian chosen by the test (J[:3] = [I 0]: the tip's velocity is
+# q̇[:3]) and planes placed at a known distance from the tip where MuJoCo puts it (kinematics the limit
+# did not write): every scale is the closed form min(1, a_max / a), a_max = min(√(2·a_stop·r), r/dt).
+@pytest.fixture(scope="module")
+def ur10_at_rest():
+    from fdcontrol.drivers.mujoco import MujocoRobot
+    from fdcontrol.model.robot import HOME
+
+    robot = RobotModel.load("ur10")
+    q = np.array(HOME["ur10"], dtype=float) + [0.1, -0.05, 0.08, 0.02, -0.1, 0.3]  # not a special pose
+    return robot, q, mujoco_tip(MujocoRobot(robot, dt=P.DT, q0=q))
+
+
+def one_cycle(stop: WorkspaceStop, q: np.ndarray, qd: list[float], dt: float = 0.002,
+              J: np.ndarray | None = None) -> tuple[bool, list[float]]:
+    from fdcontrol.limits.base import Cycle
+
+    if J is None:
+        J = np.zeros((6, 6))
+        J[:3, :3] = np.eye(3)
+    out = list(qd)
+    return stop.apply(Cycle(q, np.zeros(6), J, dt), out), out
+
+
+def braking_bound(r: float, deceleration: float, dt: float) -> float:
+    r = max(r, 0.0)
+    return min(np.sqrt(2.0 * deceleration * r), r / dt)
+
+
+@pytest.mark.parametrize("deceleration, dt", [(5.0, 0.002), (0.5, 0.008), (20.0, 0.001)])
+def test_the_hard_stop_scales_the_approach_onto_the_braking_curve_in_closed_form(ur10_at_rest, deceleration, dt):
+    """A plane r in front of the tip (normal −x: the tip approaches at q̇_x): an approach faster than
+    a_max is scaled onto a_max exactly, the direction of q̇ kept; one at or below it is left alone."""
+    robot, q, tip = ur10_at_rest
+    qd_dir = np.array([1.0, 0.4, -0.7, 0.3, -0.2, 0.5])  # approach speed = q̇_x
+    for r in (1e-5, 3e-5, 1e-4, 1e-3, 0.02, 0.3):  # r/dt binds below 2·a_stop·dt², the braking curve above
+        stop = WorkspaceStop(robot, [Plane(tip + [r, 0, 0], np.array([-1.0, 0, 0]))], deceleration)
+        amax = braking_bound(r, deceleration, dt)
+        for speed in (0.5 * amax, amax * (1 - 1e-6), 1.5 * amax, 10 * amax, 1e3 * amax):
+            acted, out = one_cycle(stop, q, (speed * qd_dir).tolist(), dt)
+            s = min(1.0, amax / speed)
+            assert acted == (s < 1.0), (r, speed)
+            assert np.allclose(out, s * speed * qd_dir, rtol=1e-9, atol=0), (r, speed, out)  # (the tip's rounding)
+            assert out[0] <= amax * (1 + 1e-9)  # never faster than the braking curve allows
+
+
+def test_the_hard_stop_brakes_on_the_nearest_bound_of_several_and_stops_at_or_beyond_the_boundary(ur10_at_rest):
+    robot, q, tip = ur10_at_rest
+    walls = [Plane(tip + [0.01, 0, 0], np.array([-1.0, 0, 0])),  # 1 cm ahead in x
+             Plane(tip + [0, 0.001, 0], np.array([0, -1.0, 0])),  # 1 mm ahead in y
+             Sphere(tip - [0, 0, 0.5], 0.3)]  # 20 cm below
+    stop = WorkspaceStop(robot, walls, 5.0)
+    qd = [1.0, 1.0, -1.0, 0.2, 0.0, 0.1]
+    acted, out = one_cycle(stop, q, qd)
+    s = min(braking_bound(0.01, 5.0, 0.002) / 1.0, braking_bound(0.001, 5.0, 0.002) / 1.0,
+            braking_bound(0.2, 5.0, 0.002) / 1.0)
+    assert acted and np.allclose(out, np.multiply(qd, s), rtol=1e-9, atol=0)
+    # on the boundary or beyond it, no approach at all: every joint stops; away and along are free
+    for d in (0.0, -0.003):
+        stop = WorkspaceStop(robot, [Plane(tip + [d, 0, 0], np.array([-1.0, 0, 0]))], 5.0)
+        acted, out = one_cycle(stop, q, [1e-6, 0.3, 0.0, 0.2, 0.1, 0.0])
+        assert acted and out == [0.0] * 6
+        for free in ([-0.2, 0.3, 0.1, 0.2, 0.1, 0.0], [0.0, 0.3, -0.1, 0.2, 0.1, 0.0]):
+            acted, out = one_cycle(stop, q, free)
+            assert not acted and out == free
+
+
+def test_a_bound_resting_on_the_tip_does_not_switch_off_the_other_bounds(ur10_at_rest):
+    """The tip on one face (or beyond it) and still along its normal, the next face rushing at it: the
+    next face's bound acts, as it does with the first face away."""
+    robot, q, tip = ur10_at_rest
+    ahead = Plane(tip + [0, 0.002, 0], np.array([0, -1.0, 0]))
+    qd = [0.0, 0.5, 0.1, 0.0, 0.0, 0.0]
+    s = braking_bound(0.002, 5.0, 0.002) / 0.5
+    for d in (0.0, -0.001):
+        stop = WorkspaceStop(robot, [Plane(tip + [d, 0, 0], np.array([-1.0, 0, 0])), ahead], 5.0)
+        acted, out = one_cycle(stop, q, qd)
+        assert acted and np.allclose(out, np.multiply(qd, s), rtol=1e-9, atol=0), (d, out)
+
+
+def test_the_hard_stop_reads_the_tip_velocity_through_the_cycles_jacobian(ur10_at_rest):
+    """With the arm's own Jacobian, the approach speed is (J q̇)_x: the scale matches the closed form on
+    it, and the tip after one step of the scaled q̇ (MuJoCo's kinematics) is no nearer than the bound."""
+    from fdcontrol.drivers.mujoco import MujocoRobot
+
+    robot, q, tip = ur10_at_rest
+    J = robot.jacobian(q)
+    r, dt = 0.004, 0.002
+    stop = WorkspaceStop(robot, [Plane(tip + [r, 0, 0], np.array([-1.0, 0, 0]))], 5.0)
+    qd = np.linalg.pinv(J[:3]) @ np.array([0.8, 0.1, 0.0])
+    acted, out = one_cycle(stop, q, qd.tolist(), dt, J)
+    assert acted and np.allclose(out, qd * braking_bound(r, 5.0, dt) / (J[0] @ qd), rtol=1e-9, atol=0)
+    after = mujoco_tip(MujocoRobot(robot, dt=dt, q0=q + dt * np.asarray(out)))
+    assert after[0] - tip[0] <= braking_bound(r, 5.0, dt) * dt * (1 + 1e-3)
+
+
+def test_the_hard_stop_without_volumes_or_robot_does_nothing_and_needs_the_jacobian(ur10_at_rest):
+    robot, q, tip = ur10_at_rest
+    qd = [0.5, -0.2, 0.1, 0.3, 0.0, 0.1]
+    wall = [Plane(tip + [0.001, 0, 0], np.array([-1.0, 0, 0]))]
+    for stop in (WorkspaceStop(robot, []), WorkspaceStop(None, wall)):
+        assert one_cycle(stop, q, qd) == (False, qd)
+    from fdcontrol.limits.base import Cycle
+
+    with pytest.raises(ValueError, match=r"^the workspace stop needs the Jacobian J$"):
+        WorkspaceStop(robot, wall).apply(Cycle(q, np.zeros(6), None, 0.002), list(qd))
+    with pytest.raises(ValueError, match=r"^the workspace stop of link origins needs the robot$"):
+        WorkspaceStop(None, wall, links=[LINK])
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("inf"), float("nan")])
+def test_a_deceleration_that_is_not_finite_and_positive_is_refused(bad):
+    with pytest.raises(ValueError, match=r"^workspace stop deceleration must be finite and > 0$"):
+        WorkspaceStop(None, [], bad).validate()
+
+
+def test_an_unknown_part_is_refused_and_a_small_deceleration_is_accepted():
+    with pytest.raises(ValueError, match="unsupported workspace piece object"):
+        WorkspaceStop(None, [object()])
+    WorkspaceStop(None, [Plane(np.zeros(3), np.array([0, 0, 1.0]))], 0.25).validate()
+
+
+def test_the_workspace_stop_from_the_settings_is_the_one_built_by_hand(ur10_at_rest):
+    """From the service's settings (pydantic models) and from plain data alike: the box's faces, every
+    keep-out volume, the deceleration and the links; from settings that name none of them (the library's
+    LimitParams), an empty stop with the service's default deceleration that never acts."""
+    from fdcontrol.limits.safety import LimitParams
+    from fdcontrol.server.settings import ControlParams
+
+    robot, q, tip = ur10_at_rest
+    box = {"min": (tip - [0.3, 0.3, 0.3]).tolist(), "max": (tip + [0.004, 0.3, 0.3]).tolist()}
+    keep = [{"name": "ball", "sphere": {"center": (tip + [0, 0.05, 0]).tolist(), "radius": 0.045}},
+            {"plane": {"point": (tip - [0, 0, 0.002]).tolist(), "normal": [0, 0, 1.0]}}]
+    ws = workspace_from_config(robot, box, keep)
+    by_hand = WorkspaceStop(robot, [p for z in ws.zones for p in z.parts()], 2.0, [LINK])
+    params = ControlParams(workspace_box=box, keep_out=keep, workspace_stop_deceleration=2.0, workspace_links=[LINK])
+
+    class Plain:  # the same settings as plain data
+        workspace_box, keep_out, workspace_stop_deceleration, workspace_links = box, keep, 2.0, [LINK]
+
+    rng = np.random.default_rng(3)
+    J = robot.jacobian(q)
+    for stop in (WorkspaceStop.from_settings(robot, params), WorkspaceStop.from_settings(robot, Plain())):
+        assert len(stop.parts) == 6 + 2 and stop.deceleration == 2.0 and stop.links == [LINK]
+        acted_any = False
+        for _ in range(30):
+            qd = rng.normal(0, 0.5, 6).tolist()
+            got, want = one_cycle(stop, q, qd, J=J), one_cycle(by_hand, q, qd, J=J)
+            assert got == want
+            acted_any |= got[0]
+        assert acted_any
+    empty = WorkspaceStop.from_settings(robot, LimitParams())  # type: ignore[arg-type]
+    assert empty.parts == [] and empty.links == []
+    assert empty.deceleration == ControlParams().workspace_stop_deceleration == WorkspaceStop().deceleration
+    assert one_cycle(empty, q, [3.0] * 6) == (False, [3.0] * 6)
+    for only in ({"workspace_box": box}, {"keep_out": keep}):  # each alone
+        stop = WorkspaceStop.from_settings(robot, ControlParams(**only))
+        ws = workspace_from_config(robot, only.get("workspace_box"), only.get("keep_out", []))
+        assert len(stop.parts) == len([p for z in ws.zones for p in z.parts()])

@@ -110,6 +110,12 @@ class WrenchFilter:
 
     ``apply`` takes the raw reading, the tip rotation R (base ← tip) and optionally the tip
     twist J q̇ [v; ω] (base frame, tip origin) of the same cycle.
+
+    **Contact** (``apply(…, contact=True)``): ``contact`` is then the reading with the tool's
+    inertial wrench subtracted whether or not ``inertia_compensation`` is on — the same steps 1–5
+    with its own low-pass state — so a decelerating tool's own inertia never reads as a hand
+    (fdcontrol.loop.liveness). Without it (or without a tool model, or a twist) ``contact`` is the
+    reading itself, and the tool's motion is not estimated (nothing is computed for it).
     """
 
     tool_mass: float = 0.0
@@ -125,6 +131,7 @@ class WrenchFilter:
     inertia_compensation: bool = False
     accel_cutoff: float = 0.0
     _state: np.ndarray | None = None
+    _contact_state: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self._s = check_sign(self.sign)
@@ -138,6 +145,8 @@ class WrenchFilter:
             raise ValueError("tool_mass must be finite and ≥ 0 (kg)")
         self._inertia = inertia_matrix(self.tool_inertia)
         self._motion = ToolMotion(self.accel_cutoff)
+        self._has_inertia = self.tool_mass > 0 or bool(self._inertia.any())  # a tool whose motion loads the sensor
+        self.contact = np.zeros(6)  # the last reading without the tool's inertial wrench (class doc)
 
     def _sensor_rotation_in_base(self, R_tip: np.ndarray) -> np.ndarray:
         return R_tip @ self.sensor_rotation
@@ -149,7 +158,7 @@ class WrenchFilter:
     def zero(self, raw: np.ndarray, R: np.ndarray) -> None:
         """Bias zeroing without contact: b = s r + W, so this reading becomes zero."""
         self.bias = self._s * np.asarray(raw, dtype=float) + self.gravity_wrench(R)
-        self._state = None
+        self._state = self._contact_state = None
 
     def inertial_wrench(self, R_tip: np.ndarray, twist: np.ndarray, dt: float) -> np.ndarray:
         """The wrench accelerating the tool about the sensor origin, sensor frame, from this
@@ -159,22 +168,40 @@ class WrenchFilter:
                                                  self.sensor_rotation, self.sensor_position)
         return inertial_wrench(self.tool_mass, self.tool_com, self._inertia, a_o, omega, alpha)
 
-    def apply(self, raw: np.ndarray, R: np.ndarray, dt: float, twist: np.ndarray | None = None) -> np.ndarray:
+    def apply(self, raw: np.ndarray, R: np.ndarray, dt: float, twist: np.ndarray | None = None,
+              contact: bool = False) -> np.ndarray:
         w = self._s * np.asarray(raw, dtype=float) + self.gravity_wrench(R) - self.bias
-        if self.inertia_compensation and twist is not None:
-            w = w - self.inertial_wrench(R, twist, dt)
+        inertial = None
+        if twist is not None and self._has_inertia and (self.inertia_compensation or contact):
+            inertial = self.inertial_wrench(R, twist, dt)
+        elif self._motion.started:
+            self._motion.reset()  # no estimate this cycle: the next one starts afresh, not from an old twist
+        if self.inertia_compensation and inertial is not None:
+            w = w - inertial
+        out = self._steps(w, R)
+        if self.cutoff > 0:
+            out = self._state = self._low_pass(self._state, out, dt)
+        if contact and inertial is not None and not self.inertia_compensation:
+            c = self._steps(w - inertial, R)
+            if self.cutoff > 0:
+                c = self._contact_state = self._low_pass(self._contact_state, c, dt)
+            self.contact = c
+        else:
+            self.contact, self._contact_state = out, None
+        return out
+
+    def _steps(self, w: np.ndarray, R: np.ndarray) -> np.ndarray:
+        """Steps 3–4 and the rotation to the base frame."""
         w = move_wrench(w, self.sensor_rotation, self.sensor_position)
         w = np.concatenate((_deadband(w[:3], self.deadband_force),
                             _deadband(w[3:], self.deadband_torque)))
-        w = rotate6(R, w)
-        if self.cutoff > 0:
-            if self._state is None:
-                self._state = w
-            else:
-                self._state = self._state + (1 - math.exp(-2 * math.pi * self.cutoff * dt)) * (
-                    w - self._state)
-            w = self._state
-        return w
+        return rotate6(R, w)
+
+    def _low_pass(self, state: np.ndarray | None, w: np.ndarray, dt: float) -> np.ndarray:
+        """Step 5 from ``state`` (None: the first reading passes as it is)."""
+        if state is None:
+            return w
+        return state + (1 - math.exp(-2 * math.pi * self.cutoff * dt)) * (w - state)
 
 
 def _deadband(v: np.ndarray, d: float) -> np.ndarray:
@@ -190,4 +217,4 @@ def carry_bias(old: WrenchFilter, new: WrenchFilter, raw: np.ndarray, R: np.ndar
     raw = np.asarray(raw, dtype=float)
     f_s = old._s * raw + old.gravity_wrench(R) - old.bias
     new.bias = new._s * raw + new.gravity_wrench(R) - f_s
-    new._state = None
+    new._state = new._contact_state = None

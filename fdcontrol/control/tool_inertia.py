@@ -27,6 +27,7 @@ import math
 
 import numpy as np
 
+from fdcontrol.model.spatial import cross
 from fdcontrol.params import Param, declare
 
 #: the compensation's parameters (the sensor model's: a change waits for standstill and re-zeroes)
@@ -62,9 +63,9 @@ def inertia_matrix(v: np.ndarray | list[float]) -> np.ndarray:
 def inertial_wrench(mass: float, com: np.ndarray, inertia: np.ndarray, a_o: np.ndarray,
                     omega: np.ndarray, alpha: np.ndarray) -> np.ndarray:
     """[F_in; τ_in] about the sensor origin, everything in the sensor frame (module doc)."""
-    a_c = a_o + np.cross(alpha, com) + np.cross(omega, np.cross(omega, com))
+    a_c = a_o + cross(alpha, com) + cross(omega, cross(omega, com))
     F = mass * a_c
-    return np.concatenate((F, inertia @ alpha + np.cross(omega, inertia @ omega) + np.cross(com, F)))
+    return np.concatenate((F, inertia @ alpha + cross(omega, inertia @ omega) + cross(com, F)))
 
 
 class ToolMotion:
@@ -79,6 +80,11 @@ class ToolMotion:
     def reset(self) -> None:
         self._prev: np.ndarray | None = None
         self._acc = np.zeros(6)
+
+    @property
+    def started(self) -> bool:
+        """A twist is kept to differentiate the next one against."""
+        return self._prev is not None
 
     def update(self, twist: np.ndarray, dt: float) -> np.ndarray:
         """The tip's acceleration [a; α] (base frame, tip origin) from this cycle's twist [v; ω]."""
@@ -101,6 +107,6 @@ class ToolMotion:
         acceleration (base frame, tip origin) and the sensor's pose (R_TS, p_TS) in the tip frame."""
         omega, alpha = twist[3:], acc[3:]
         r = R_tip @ p_ts
-        a_o = acc[:3] + np.cross(alpha, r) + np.cross(omega, np.cross(omega, r))
+        a_o = acc[:3] + cross(alpha, r) + cross(omega, cross(omega, r))
         R = R_tip @ R_ts  # base ← sensor
         return R.T @ a_o, R.T @ omega, R.T @ alpha

@@ -69,7 +69,7 @@ class CollisionAvoidance(Limit):
                            distance)
         out = cls(cl, distance,
                   float(getattr(p, "workspace_stop_deceleration", 5.0)),
-                  float(getattr(p, "velocity_scale", 1.0)) * robot.limits.velocity)
+                  float(params.velocity_scale) * robot.limits.velocity)  # (every LimitSettings has it)
         out.validate()
         return out
 

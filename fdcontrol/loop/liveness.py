@@ -9,13 +9,19 @@ its setpoints or a reaction's switch would ask:
   the motion term, or a move in progress); every stop (hold, watchdog, fault, ``stop``, a change that
   waits for standstill) ends the goals, so only a new request moves the arm again,
 * a hand on the sensor: a law that reads the force sensor, and the sensor reads a load now
-  (|F| > ``LOAD_FORCE`` or |τ| > ``LOAD_TORQUE`` after the sensor model and its deadband).
+  (|F| > ``LOAD_FORCE`` or |τ| > ``LOAD_TORQUE`` after the sensor model and its deadband) once the
+  tool's own inertial wrench is taken out of the reading (:class:`~fdcontrol.control.sensing.WrenchFilter`
+  ``contact``: the tool model's mass, centre of mass and inertia times the tool's acceleration, estimated
+  from the measured joint velocities). A braking arm decelerates its tool, and the sensor reads the
+  force that does it (0.5 kg at 2 m/s² is 1 N): that is the arm's own motion, no hand, and it never
+  keeps the arm moving. A hand pushing while the arm brakes still reads as a hand.
 
 So a force setpoint in free space, a reaction switching to force or motion, or a sensor bias smaller
 than the load threshold never moves the arm by itself.
 
 **Load.** The sensor reads a load when |F| > ``LOAD_FORCE`` or |τ| > ``LOAD_TORQUE``; zeroing the
-sensor is refused while it does and for ``LOAD_QUIET`` s after the last load.
+sensor is refused while it does and for ``LOAD_QUIET`` s after the last load (the reading as the law sees
+it, the tool's inertia included unless compensated: a bias is only taken at standstill anyway).
 
 **Following** (:class:`Following`). The arm does not do what the loop asks when a joint's measured
 velocity differs from the reference sent the cycle before by more than ``FOLLOW_SPEED`` for
@@ -54,11 +60,15 @@ class Liveness:
     def __init__(self) -> None:
         self.loaded_at = -math.inf  # the loop's time of the newest cycle whose reading was a load
         self.loaded_now = False
+        self.hand_now = False  # a load beyond the tool's own inertia: a hand (or a surface) on the sensor
 
-    def sensed(self, f_meas: np.ndarray, now: float) -> None:
+    def sensed(self, f_meas: np.ndarray, now: float, contact: np.ndarray | None = None) -> None:
+        """This cycle's reading ``f_meas`` and, on a law that reads the sensor, ``contact``: the reading
+        without the tool's inertial wrench (None: ``f_meas`` itself)."""
         self.loaded_now = loaded(f_meas)
         if self.loaded_now:
             self.loaded_at = now
+        self.hand_now = self.loaded_now if contact is None or contact is f_meas else loaded(contact)
 
     def loaded_reason(self, now: float) -> str | None:
         """Why the sensor may not be zeroed at ``now`` (the loop's clock), or None."""
@@ -78,7 +88,7 @@ class Liveness:
         terms = getattr(terms, "terms", ())
         if target is not None and "motion" in terms:
             return True
-        return "force" in terms and self.loaded_now
+        return "force" in terms and self.hand_now
 
 
 class Following:
@@ -112,9 +122,12 @@ class Following:
 
     def check(self, qd: np.ndarray, qd_ref_prev: np.ndarray, now: float) -> str | None:
         """A fault text once the arm ran on for ``FOLLOW_TIME``, else None; updates ``ok``/``joint``/``error``."""
-        a = np.asarray(qd, dtype=float).tolist()
-        b = np.asarray(qd_ref_prev, dtype=float).tolist()
-        j, off_j, k, dev_k = worst_joints(a, b)
+        a = np.asarray(qd, dtype=float)
+        b = np.asarray(qd_ref_prev, dtype=float)
+        if _worst_arrays is not None and a.ndim == 1 and a.shape == b.shape and a.size:
+            j, off_j, k, dev_k = _worst_arrays(a, b)  # the same scan compiled (one call, no lists)
+        else:
+            j, off_j, k, dev_k = worst_joints(a.tolist(), b.tolist())
         self._follows(off_j, j, now)
         # runs on: faster than asked, or against the reference (an arm held back — contact, a wall — moves
         # slower than asked along it, and that is no fault: the admittance is what lets it push)
@@ -125,8 +138,8 @@ class Following:
             self.since = now
         if now - self.since < FOLLOW_TIME:
             return None
-        return (f"the arm does not follow the reference: joint {k} moves at {a[k]:.3f} rad/s, "
-                f"the loop asked {b[k]:.3f} rad/s for {now - self.since:.2f} s; holding")
+        return (f"the arm does not follow the reference: joint {k} moves at {float(a[k]):.3f} rad/s, "
+                f"the loop asked {float(b[k]):.3f} rad/s for {now - self.since:.2f} s; holding")
 
 
 def worst_joints(qd: list[float], ref: list[float]) -> tuple[int, float, int, float]:
@@ -143,3 +156,34 @@ def worst_joints(qd: list[float], ref: list[float]) -> tuple[int, float, int, fl
         same = x == x and r == r and (x > 0) == (r > 0) and (x < 0) == (r < 0)
         dev.append(abs(x) - abs(r) if same else abs(x))
     return (*first_max(off), *first_max(dev))
+
+
+def _scan(qd: np.ndarray, ref: np.ndarray) -> tuple[int, float, int, float]:
+    """:func:`worst_joints` on two float64 vectors of one length ≥ 1, compiled: the same float operations and
+    comparisons in the same order, so the same joints and values (tests/test_loop.py)."""
+    j, k = 0, 0
+    m_off, m_dev = 0.0, 0.0
+    for i in range(qd.shape[0]):
+        x, r = qd[i], ref[i]
+        off = abs(x - r)
+        same = x == x and r == r and (x > 0) == (r > 0) and (x < 0) == (r < 0)
+        dev = abs(x) - abs(r) if same else abs(x)
+        if i == 0:
+            m_off, m_dev = off, dev
+            continue
+        if off > m_off or (off != off and m_off == m_off):
+            j, m_off = i, off
+        if dev > m_dev or (dev != dev and m_dev == m_dev):
+            k, m_dev = i, dev
+    return j, m_off, k, m_dev
+
+
+try:  # compiled at import (cached on disk), never in the loop thread; without numba the plain-float scan
+    import numba
+    from numba import types as _t
+
+    _VEC = _t.Array(_t.float64, 1, "A")
+    _worst_arrays: Any = numba.njit(_t.Tuple((_t.int64, _t.float64, _t.int64, _t.float64))(_VEC, _VEC),
+                                    cache=True)(_scan)
+except ImportError:  # pragma: no cover - the fast extra is installed with the tests
+    _worst_arrays = None

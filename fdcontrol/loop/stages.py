@@ -150,8 +150,11 @@ class Sensor(Stage):
             else:
                 loop.filter.zero(raw, R)
                 loop._zero_request = False
-        c.f_meas = f_meas = loop.filter.apply(raw, R, c.dt, c.twist)  # the twist: the tool's inertia (if compensated)
-        loop.liveness.sensed(f_meas, now)
+        # the twist: the tool's inertia (compensated in f_meas if configured; on a law that reads the sensor,
+        # always out of the reading that tells a hand: fdcontrol.loop.liveness)
+        sensing = loop.law.uses_sensor
+        c.f_meas = f_meas = loop.filter.apply(raw, R, c.dt, c.twist, contact=sensing)
+        loop.liveness.sensed(f_meas, now, loop.filter.contact if sensing else None)
 
 
 class Inputs(Stage):
@@ -403,7 +406,8 @@ class Limits(Stage):
     name, order = "limits", SAFETY
 
     def run(self, loop: ControlLoop, c: Frame) -> None:
-        qd_ref = loop.limits.apply(c.q, c.qd_des, loop.qd_ref, c.J, c.dt, loop.period)
+        # the SVD of J if the γ schedule took it this cycle (the path speed limit then takes none of its own)
+        qd_ref = loop.limits.apply(c.q, c.qd_des, loop.qd_ref, c.J, c.dt, loop.period, svd=c.conf.known_svd())
         if c.holding or c.resting:  # braking: never softer than the profile fixed when the stop began
             loop.braking.begin(loop.limits.max_acceleration)
             qd_ref = loop.braking.clamp(qd_ref, loop.qd_ref, c.dt)
