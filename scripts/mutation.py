@@ -63,7 +63,8 @@ TARGETS = (
     Target("limits-workspace", "fdcontrol/limits/workspace.py", ("tests/test_workspace.py",)),
     Target("limits-collision", "fdcontrol/limits/collision.py", ("tests/test_collision.py",)),
     Target("braking", "fdcontrol/limits/braking.py", ("tests/test_braking.py",)),
-    Target("liveness", "fdcontrol/loop/liveness.py", ("tests/test_braking.py",)),
+    Target("liveness", "fdcontrol/loop/liveness.py",
+           ("tests/test_liveness.py", "tests/test_braking.py", "tests/test_loop.py")),
 )
 KILLED = ("killed", "timeout", "segfault")
 

@@ -43,6 +43,23 @@ def test_locked_joint_dynamics_two_forms_agree(ur10, rng):
             np.testing.assert_allclose(H @ a7, b + lam, rtol=1e-8, atol=1e-9)
 
 
+def test_locked_acceleration_is_the_free_block_solved_by_scipy_bit_for_bit(rng):
+    """Eq. 7 as written: the free block H[np.ix_(free, free)] factored and solved by scipy's cho_factor and
+    cho_solve, zero on the locked joints — the same bits (the free block is taken without np.ix_)."""
+    import scipy.linalg
+
+    for k in range(200):
+        n = 1 + k % 7
+        M = rng.normal(size=(n, n))
+        H, b = M @ M.T + n * np.eye(n), rng.normal(size=n)
+        locked = rng.random(n) < 0.4
+        free = ~locked
+        want = np.zeros(n)
+        if free.any():
+            want[free] = scipy.linalg.cho_solve(scipy.linalg.cho_factor(H[np.ix_(free, free)]), b[free])
+        assert np.array_equal(locked_acceleration(H, b, locked), want), k
+
+
 def test_projection_puts_the_state_on_the_limit():
     c = JointLimitConstraints(lower=np.full(3, -1.0), upper=np.full(3, 1.0))
     q, qd = c.project(np.array([1.2, 0.5, -1.3]), np.array([0.4, 0.2, -0.1]))

@@ -49,9 +49,20 @@ def test_simulated_step_matches_its_equations_in_numpy(ur10):
         lo_k, up_k = np.minimum(lo, q0), np.maximum(up, q0)
         hit = (q < lo_k) | (q > up_k)
         q, qd = np.clip(q, lo_k, up_k), np.where(hit, 0.0, qd)
+        twin = SimulatedRobot(ur10, dt=dt, tau=tau, q0=q0)
+        twin.qd = sim.qd.copy()
         sim.send(None, ref)
         np.testing.assert_allclose(sim.q, q, rtol=0, atol=1e-15)
         np.testing.assert_allclose(sim.qd, qd, rtol=0, atol=1e-15)
+        # the compiled step (numba) and the plain-float loop: bit for bit
+        from fdcontrol.drivers import simulated
+
+        compiled, simulated._lag_step = simulated._lag_step, None
+        try:
+            twin.send(None, ref)
+        finally:
+            simulated._lag_step = compiled
+        assert np.array_equal(sim.q, twin.q) and np.array_equal(sim.qd, twin.qd), k
 
 
 def test_spring_wall_sensor_reads_robot_on_environment(ur10):

@@ -1,4 +1,5 @@
-"""A hand on the sensor is a live input; the tool's own inertia is not — on the MuJoCo arm.
+"""A hand on the sensor is a live input; the tool's own inertia is not — on the MuJoCo arm; and the
+liveness module's parts (the load, the live-input rule, the following check) against their definitions.
 
 The service's loop (``Runtime``, the default simulated UR10 with its 0.5 kg tool) in compliance mode (a law
 that reads the force sensor), stepped synchronously on its own clock. A hand (MuJoCo's applied force at the
@@ -11,16 +12,20 @@ it, is: the arm keeps following it.
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace as NS
 
 import numpy as np
 import pytest
 
-pytest.importorskip("mujoco")
-
-from fdcontrol.loop.liveness import LOAD_FORCE
-from fdcontrol.server import runtime as runtime_module
-from fdcontrol.server.runtime import Runtime
-from fdcontrol.server.settings import Settings
+from fdcontrol.loop.liveness import (
+    FOLLOW_SPEED,
+    FOLLOW_TIME,
+    LOAD_FORCE,
+    LOAD_TORQUE,
+    Following,
+    Liveness,
+    worst_joints,
+)
 
 PUSH = 30.0  # N, the push that sets the arm moving
 PUSH_CYCLES = 150
@@ -30,6 +35,11 @@ class Arm:
     """The service's loop on the MuJoCo arm, stepped by the test (as the loop's thread would)."""
 
     def __init__(self, mode: str = "compliance") -> None:
+        pytest.importorskip("mujoco")
+        from fdcontrol.server import runtime as runtime_module
+        from fdcontrol.server.runtime import Runtime
+        from fdcontrol.server.settings import Settings
+
         runtime_module.BRAKE_WAIT = 0.0  # the test steps the loop itself: PATCH never waits for a thread
         self.rt = Runtime(Settings(realtime=False))
         self.loop = self.rt.loop
@@ -104,3 +114,86 @@ def test_a_hand_that_stays_on_the_tool_while_the_arm_brakes_keeps_it_moving(arm,
         assert loop.qd_ref.any(), "the arm came to rest under a hand"
     v_tip = loop.state.tip_twist[:3]
     assert float(v_tip @ hand) / np.linalg.norm(hand) > 0.01, v_tip
+
+
+# ---------------------------------------------------------------------- the parts, against their definitions
+def test_a_hand_is_the_contact_reading_and_zeroing_waits_for_the_reading_the_law_sees():
+    """``sensed(f_meas, now, contact)``: the load that refuses zeroing is the law's reading; the hand that is a
+    live input is the contact reading (the tool's inertia out); without one, the law's reading is both."""
+    force_law = NS(task=None, law=NS(_law=NS(terms=("force",))))
+    lv = Liveness()
+    inertia_only, hand_against = np.array([1.5, 0, 0, 0, 0, 0]), np.array([0.5, 0, 0, 0, 0, 0])
+    lv.sensed(inertia_only, 2.0, np.array([0.2, 0, 0, 0, 0, 0]))  # a braking tool: reads 1.5 N, touches nothing
+    assert lv.loaded_now and lv.loaded_at == 2.0 and not lv.hand_now
+    assert lv.loaded_reason(2.0) == "it reads a load"
+    assert not lv.live(force_law, "idle", inertia_only, None, 2.0)
+    lv.sensed(hand_against, 2.5, np.array([0, 0, 0, 0, 0, 2 * LOAD_TORQUE]))  # a hand's torque, half hidden
+    assert not lv.loaded_now and lv.loaded_at == 2.0 and lv.hand_now
+    assert lv.live(force_law, "idle", hand_against, None, 2.5)
+    lv.sensed(inertia_only, 3.0)  # no contact reading: the law's reading is the hand
+    assert lv.loaded_now and lv.hand_now
+    lv.sensed(hand_against, 3.5, hand_against)  # the same object: the same verdict
+    assert not lv.loaded_now and not lv.hand_now and lv.loaded_at == 3.0
+    assert lv.loaded_reason(3.5) == "it read a load 0.50 s ago"
+
+
+def _worst(qd, ref):
+    """worst_joints by numpy (an independent computation of its definition)."""
+    qd, ref = np.asarray(qd, dtype=float), np.asarray(ref, dtype=float)
+    off = np.abs(qd - ref)
+    dev = np.where(np.sign(qd) == np.sign(ref), np.abs(qd) - np.abs(ref), np.abs(qd))
+    j, k = int(np.argmax(off)), int(np.argmax(dev))
+    return j, float(off[j]), k, float(dev[k])
+
+
+def test_the_worst_joints_are_numpys_argmax_of_the_difference_and_of_the_run_on(rng):
+    cases = [([0.0, 0.0], [0.0, 0.0]), ([0.0, 0.3], [1.0, 0.3]), ([-1.0, 0.5], [1.0, 0.2]), ([2.0, -3.0], [1.0, -1.0]),
+             ([1.0, 0.5], [2.0, 0.1]), ([0.5, -0.5], [0.0, 0.0]), ([0.2, math.nan, 3.0], [0.1, 0.0, 0.0]),
+             ([0.2, 1.0, 3.0], [0.1, math.nan, 0.0]), ([-0.0, 0.7], [0.0, -0.7]), ([1.0, 1.0, 1.0], [0.0, 0.0, 0.0])]
+    cases += [(list(rng.normal(size=6) * rng.integers(0, 2, 6)), list(rng.normal(size=6) * rng.integers(0, 2, 6)))
+              for _ in range(200)]
+    for qd, ref in cases:
+        got, want = worst_joints(qd, ref), _worst(qd, ref)
+        assert got[0] == want[0] and got[2] == want[2], (qd, ref, got, want)
+        np.testing.assert_array_equal([got[1], got[3]], [want[1], want[3]])
+    j, off, k, dev = worst_joints([], [])
+    assert (j, k) == (0, 0) and math.isnan(off) and math.isnan(dev)
+    with pytest.raises(ValueError):
+        worst_joints([1.0], [1.0, 2.0])
+
+
+def test_following_turns_false_after_follow_time_of_a_lag_and_a_run_on_is_a_fault_after_as_long():
+    """Times in exact binary fractions: the boundaries are read exactly (≥ FOLLOW_TIME, > FOLLOW_SPEED)."""
+    assert FOLLOW_TIME == 0.25 and FOLLOW_SPEED == 0.5  # the times and speeds below are built on these
+    f = Following()
+    assert f.ok and f.joint == -1 and math.isnan(f.error)
+    held_back = ([0.0, 0.0, 0.1], [0.0, 0.0, 0.625])  # slower than asked: a lag, never a run-on
+    for t in (1.0, 1.125, 1.25 - 2 ** -20):
+        assert f.check(*held_back, t) is None
+        assert f.ok and f.joint == -1 and math.isnan(f.error)
+    assert f.check(*held_back, 1.25) is None
+    assert not f.ok and f.joint == 2 and f.error == 0.525
+    assert f.check(*held_back, 1.5) is None and not f.ok  # goes on
+    assert f.check([0.0, 0.0, 0.125], [0.0, 0.0, 0.625], 1.625) is None  # exactly FOLLOW_SPEED off: follows
+    assert f.ok and f.joint == -1 and math.isnan(f.error)
+    assert f.check(*held_back, 2.0) is None and f.ok  # a new lag starts its own FOLLOW_TIME
+    assert f.check(*held_back, 2.125) is None and f.ok
+    f.reset()
+    assert f.ok and f.joint == -1 and math.isnan(f.error)
+    assert f.check(*held_back, 2.25) is None and f.ok  # reset: from now, not from 2.0
+
+    f = Following()
+    runs_on = ([0.0, -1.0], [0.0, 0.25])  # against the reference: |q̇| = 1 > FOLLOW_SPEED
+    assert f.check(*runs_on, 10.0) is None
+    assert f.check(*runs_on, 10.25 - 2 ** -20) is None
+    why = f.check(*runs_on, 10.25)
+    assert why == ("the arm does not follow the reference: joint 1 moves at -1.000 rad/s, "
+                   "the loop asked 0.250 rad/s for 0.25 s; holding")
+    assert not f.ok and f.joint == 1 and f.error == 1.25
+    assert f.check([0.0, 0.875], [0.0, 0.25], 10.5) is not None  # faster than asked (0.625 more): runs on still
+    assert f.check([0.0, 0.75], [0.0, 0.25], 10.75) is None  # exactly FOLLOW_SPEED faster: no run-on
+    assert f.check([0.0, 0.875], [0.0, 0.25], 11.0) is None  # a new run-on starts its own FOLLOW_TIME
+    f.reset()
+    assert f.check([0.0, 0.875], [0.0, 0.25], 11.25) is None  # reset: from now
+    assert f.check([math.nan, 0.0], [0.0, 0.0], 12.0) is None  # NaN: no verdict of its own (the driver's fault)
+    assert f.ok and f.joint == -1

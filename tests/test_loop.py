@@ -761,6 +761,13 @@ def test_following_verdict_and_worst_joints_are_numpys_argmax(pairs):
     got = worst_joints(qd.tolist(), ref.tolist())
     assert (got[0], got[2]) == (j, k)
     np.testing.assert_array_equal([got[1], got[3]], [off[j], dev[k]])
+    from fdcontrol.loop import liveness
+
+    for scan in (liveness._worst_arrays, liveness._scan):  # the compiled scan the check runs, and its source
+        if scan is not None:
+            c = scan(qd, ref)
+            assert (c[0], c[2]) == (j, k)
+            np.testing.assert_array_equal([c[1], c[3]], [off[j], dev[k]])
     f = Following()
     f.check(qd, ref, 10.0)
     f.check(qd, ref, 10.0 + FOLLOW_TIME)

@@ -94,3 +94,40 @@ def test_fd_inside_step_equals_the_general_path() -> None:
         inside = fast.constraints.inside(q)
         used["inside" if inside and fast.constraints.inside(got[0]) else "projected" if inside else "outside"] += 1
     assert min(used.values()) > 20, used
+
+
+def test_fd_locked_step_reuses_the_equation_of_its_active_set_bit_for_bit() -> None:
+    """At a virtual joint limit the FD step decides the active set on (H, b) at the projected q; its q̈ then
+    reuses that H and J (one CRBA per step, not two) and gives bit for bit what the locked dynamics computed
+    afresh (LockedDynamics: CRBA, H, b = Jᵀf + τ at the same q) give."""
+    robot = RobotModel.load("panda")
+    rng = np.random.default_rng(11)
+    reuse, afresh = (make_solver(make_mapping("fd", robot)) for _ in range(2))
+    crba = {"reuse": 0, "afresh": 0}
+    for key, sol in (("reuse", reuse), ("afresh", afresh)):
+        def counted(q, inner=sol.virtual._crba_and_jacobian, key=key):
+            crba[key] += 1
+            return inner(q)
+        sol.virtual._crba_and_jacobian = counted
+    before = afresh.before_substep
+
+    def forget(*args):  # the twin computes the step's q̈ afresh (as before the reuse)
+        out = before(*args)
+        afresh._equation = None
+        return out
+
+    afresh.before_substep = forget
+    lo, up = afresh.constraints.lower, afresh.constraints.upper
+    locked_steps = 0
+    for k in range(200):
+        q = rng.uniform(lo, up)
+        j = k % robot.dof
+        q[j] = (up[j] + 0.01) if k % 2 else (lo[j] - 0.01)  # beyond a virtual limit: the general path
+        qd = rng.normal(scale=1.0, size=robot.dof)
+        f = rng.normal(scale=30.0, size=6)
+        a, b = reuse.step(q, qd, f, DT), afresh.step(q, qd, f, DT)
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]), k
+        assert np.array_equal(reuse.constraints.active, afresh.constraints.active), k
+        locked_steps += bool(afresh.constraints.active.any())
+    assert locked_steps > 40, locked_steps
+    assert crba["afresh"] - crba["reuse"] == locked_steps, crba  # one CRBA fewer per locked step

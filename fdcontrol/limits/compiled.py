@@ -51,6 +51,7 @@ _HEAD = types.Tuple((types.boolean, types.boolean, types.boolean))(
     types.float64, types.float64, types.float64, types.float64, types.boolean)  # recovery, margin, v, ω, cartesian?
 _TAIL = types.Tuple((_VEC, types.boolean, types.boolean, types.boolean))(
     _VEC, _MAT, _VEC, types.float64,  # q̇_prev, J, J̇(q, q̇)q̇ at W's q̇, dt
+    _MAT, _VEC, _MAT,  # J's thin SVD U, σ, Vᵀ when known (σ empty: none)
     _MAT, _IDX, _MAT,  # P, idx, W
     types.float64, types.boolean, types.boolean)  # path_speed reserve, path_speed?, path_acceleration?
 
@@ -136,11 +137,12 @@ def head(q, qd_in, t, dt, P, idx, W, recovery, margin, max_linear, max_angular, 
 
 
 @numba.njit(cache=True)
-def _pinv_apply(J, y):
+def _pinv_apply(J, y, U, sv, Vt):
     """J⁺ y (J 6×N, y a 6-vector) as ``np.linalg.pinv(J, rcond=1e-6) @ y``: by the Cholesky factor
     of the smaller Gram matrix (J Jᵀ or JᵀJ) when κ(J) ≤ GRAM_KAPPA is certain — κ(G) ≤ tr(G)·tr(G⁻¹),
     tr(G⁻¹) = ‖L⁻¹‖²_F — so that no singular value is truncated and the two agree to rounding; by the
-    SVD pseudo-inverse otherwise."""
+    SVD pseudo-inverse otherwise — from ``U, sv, Vt``, the SVD of this very J when the caller has it (the γ
+    schedule took it this cycle: one decomposition instead of two), else its own (``sv`` empty)."""
     m, n = J.shape
     k = m if n >= m else n
     G = np.empty((k, k))
@@ -184,7 +186,9 @@ def _pinv_apply(J, y):
                     tr_inv += e[i] * e[i]
         ok = tr_g * tr_inv <= GRAM_KAPPA * GRAM_KAPPA
     if not ok:
-        return np.linalg.pinv(np.ascontiguousarray(J), 1e-6) @ np.ascontiguousarray(y)
+        if sv.shape[0] == 0:
+            return np.linalg.pinv(np.ascontiguousarray(J), 1e-6) @ np.ascontiguousarray(y)
+        return _svd_apply(U, sv, Vt, y)
     rhs = np.empty(k)  # n ≥ m: G z = y, x = Jᵀ z;  n < m: G x = Jᵀ y
     for i in range(k):
         if n >= m:
@@ -216,8 +220,31 @@ def _pinv_apply(J, y):
     return x
 
 
+@numba.njit(cache=True)
+def _svd_apply(U, sv, Vt, y):
+    """J⁺ y from J = U diag(sv) Vt (thin SVD, sv descending) as ``np.linalg.pinv`` forms it: singular values
+    at or below 1e-6 × the largest count as zero."""
+    k = sv.shape[0]
+    n = Vt.shape[1]
+    cutoff = 1e-6 * sv[0]
+    z = np.zeros(k)
+    for i in range(k):
+        if sv[i] > cutoff:
+            s = 0.0
+            for r in range(U.shape[0]):
+                s += U[r, i] * y[r]
+            z[i] = s / sv[i]
+    x = np.empty(n)
+    for c in range(n):
+        s = 0.0
+        for i in range(k):
+            s += Vt[i, c] * z[i]
+        x[c] = s
+    return x
+
+
 @numba.njit(_TAIL, cache=True, boundscheck=True)
-def tail(prev, J, jdot, dt, P, idx, W, reserve, path_speed_on, path_acceleration_on):
+def tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_acceleration_on):
     """Path speed, path acceleration, joint acceleration, then the hard box, on W from :func:`head`:
     (q̇_ref — a new array, path speed acted, path acceleration acted, acceleration acted).
 
@@ -239,7 +266,7 @@ def tail(prev, J, jdot, dt, P, idx, W, reserve, path_speed_on, path_acceleration
             if not math.isfinite(qd[c]):
                 fin = False
         if speed > 1e-9 and fin:
-            x = _pinv_apply(J, jdot)  # J̇(q, q')q' = jdot/ṡ² (quadratic in q̇)
+            x = _pinv_apply(J, jdot, U, sv, Vt)  # J̇(q, q')q' = jdot/ṡ² (quadratic in q̇)
             inv2 = 1.0 / (speed * speed)
             amax = P[idx[PS_AMAX]]
             top, cap, good = 0.0, np.inf, True

@@ -85,6 +85,7 @@ _COMPILED = {"cartesian": CartesianSpeed, "position": PositionEnvelope, "velocit
 
 
 _NO_JDOT = np.zeros(6)
+_NO_SVD = (np.zeros((0, 0)), np.zeros(0), np.zeros((0, 0)))  # no SVD of J given (tail takes its own)
 
 __all__ = ["BASIC_LIMITS", "BRAKING_MARGIN", "DEFAULT_LIMITS", "LimitParams", "SafetyLimits", "check_limit_names"]
 
@@ -256,10 +257,14 @@ class SafetyLimits:
             lim.validate()
 
     def apply(self, q: np.ndarray, qd: np.ndarray, qd_prev: np.ndarray, J: np.ndarray,
-              dt: float, period: float | None = None) -> np.ndarray:
+              dt: float, period: float | None = None,
+              svd: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """Return the limited joint velocity reference (see the module doc for the order). ``dt`` is
         the time since the previous reference, ``period`` the loop's nominal period (default ``dt``):
-        a robot-paced loop passes the robot's time, a multiple of the period after a missed cycle."""
+        a robot-paced loop passes the robot's time, a multiple of the period after a missed cycle.
+        ``svd``: (U, σ, Vᵀ), the thin SVD of this very J when the caller has it (the loop's Configuration,
+        when the γ schedule took it this cycle): the compiled path speed limit then reuses it where it needs
+        J⁺ by an SVD (κ(J) > 1e4) instead of taking its own — the same pseudo-inverse within rounding."""
         kernels, act = self._compiled, self.active
         if kernels is None:
             return run(self.limits, q, qd, qd_prev, J, dt, self.active, period)
@@ -289,9 +294,10 @@ class SafetyLimits:
             moving = d.tolist()
             if any(moving) and math.isfinite(sum(moving)):  # J̇(q, q̇)q̇ at the q̇ the limits before it left
                 jdot = ps.robot.jacobian_rate(q, d)
+        U, sv, Vt = _NO_SVD if svd is None else svd
         out, hit_ps, hit_pa, act["acceleration"] = tail(
-            qd_prev, J, jdot, dt, self._P, self._idx, W, ps.reserve if ps is not None else 1.0, ps is not None,
-            pa is not None)
+            qd_prev, J, jdot, dt, U, sv, Vt, self._P, self._idx, W, ps.reserve if ps is not None else 1.0,
+            ps is not None, pa is not None)
         if ps is not None:
             act["path_speed"] = hit_ps
         if pa is not None:

@@ -122,9 +122,12 @@ class Following:
 
     def check(self, qd: np.ndarray, qd_ref_prev: np.ndarray, now: float) -> str | None:
         """A fault text once the arm ran on for ``FOLLOW_TIME``, else None; updates ``ok``/``joint``/``error``."""
-        a = np.asarray(qd, dtype=float).tolist()
-        b = np.asarray(qd_ref_prev, dtype=float).tolist()
-        j, off_j, k, dev_k = worst_joints(a, b)
+        a = np.asarray(qd, dtype=float)
+        b = np.asarray(qd_ref_prev, dtype=float)
+        if _worst_arrays is not None and a.ndim == 1 and a.shape == b.shape and a.size:
+            j, off_j, k, dev_k = _worst_arrays(a, b)  # the same scan compiled (one call, no lists)
+        else:
+            j, off_j, k, dev_k = worst_joints(a.tolist(), b.tolist())
         self._follows(off_j, j, now)
         # runs on: faster than asked, or against the reference (an arm held back — contact, a wall — moves
         # slower than asked along it, and that is no fault: the admittance is what lets it push)
@@ -135,8 +138,8 @@ class Following:
             self.since = now
         if now - self.since < FOLLOW_TIME:
             return None
-        return (f"the arm does not follow the reference: joint {k} moves at {a[k]:.3f} rad/s, "
-                f"the loop asked {b[k]:.3f} rad/s for {now - self.since:.2f} s; holding")
+        return (f"the arm does not follow the reference: joint {k} moves at {float(a[k]):.3f} rad/s, "
+                f"the loop asked {float(b[k]):.3f} rad/s for {now - self.since:.2f} s; holding")
 
 
 def worst_joints(qd: list[float], ref: list[float]) -> tuple[int, float, int, float]:
@@ -153,3 +156,34 @@ def worst_joints(qd: list[float], ref: list[float]) -> tuple[int, float, int, fl
         same = x == x and r == r and (x > 0) == (r > 0) and (x < 0) == (r < 0)
         dev.append(abs(x) - abs(r) if same else abs(x))
     return (*first_max(off), *first_max(dev))
+
+
+def _scan(qd: np.ndarray, ref: np.ndarray) -> tuple[int, float, int, float]:
+    """:func:`worst_joints` on two float64 vectors of one length ≥ 1, compiled: the same float operations and
+    comparisons in the same order, so the same joints and values (tests/test_loop.py)."""
+    j, k = 0, 0
+    m_off, m_dev = 0.0, 0.0
+    for i in range(qd.shape[0]):
+        x, r = qd[i], ref[i]
+        off = abs(x - r)
+        same = x == x and r == r and (x > 0) == (r > 0) and (x < 0) == (r < 0)
+        dev = abs(x) - abs(r) if same else abs(x)
+        if i == 0:
+            m_off, m_dev = off, dev
+            continue
+        if off > m_off or (off != off and m_off == m_off):
+            j, m_off = i, off
+        if dev > m_dev or (dev != dev and m_dev == m_dev):
+            k, m_dev = i, dev
+    return j, m_off, k, m_dev
+
+
+try:  # compiled at import (cached on disk), never in the loop thread; without numba the plain-float scan
+    import numba
+    from numba import types as _t
+
+    _VEC = _t.Array(_t.float64, 1, "A")
+    _worst_arrays: Any = numba.njit(_t.Tuple((_t.int64, _t.float64, _t.int64, _t.float64))(_VEC, _VEC),
+                                    cache=True)(_scan)
+except ImportError:  # pragma: no cover - the fast extra is installed with the tests
+    _worst_arrays = None

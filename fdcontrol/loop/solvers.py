@@ -187,6 +187,8 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         lim = mapping.robot.limits
         self.constraints = JointLimitConstraints(*inset_limits(lim.lower, lim.upper, limit_inset))
         self._locked: np.ndarray | None = None  # the active set of the current sub-step
+        #: (q, γ, H, J) of the sub-step's equation (before_substep, Cholesky): accel reuses it at that q
+        self._equation: tuple[np.ndarray, float, np.ndarray, np.ndarray] | None = None
         self._zero = np.zeros(vm.dof)
         self._damped = bool(np.any(self.joint_damping))
         self.locked_solve = LockedDynamics(vm, self.algorithm)  # (q, f, τ, locked) → x, by the algorithm
@@ -251,13 +253,19 @@ class ForwardDynamicsSolver(_AccelerationSolver):
             if conf is not None:  # the cycle's factor (Cholesky, no gravity)
                 return self._free_accel(conf, qd, wrench, t)
             return self.virtual.acceleration(q, wrench, None, t, self.algorithm) - self.decay * qd
-        return self.locked_solve(q, wrench, t, locked) - self.decay * np.where(locked, 0.0, qd)
+        eq = self._equation
+        if eq is not None and eq[0] is q and eq[1] == self.virtual.gamma:
+            # H and J of this very q and γ (before_substep's): the equation LockedDynamics forms, without CRBA
+            x = locked_acceleration(eq[2], eq[3].T @ np.asarray(wrench, dtype=float) + t, locked)
+        else:
+            x = self.locked_solve(q, wrench, t, locked)
+        return x - self.decay * np.where(locked, 0.0, qd)
 
     def before_substep(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None
                        ) -> tuple[np.ndarray, np.ndarray]:
         """Schedule γ at this sub-step's q, project onto the limits, decide the active set, zero locked q̇."""
         self.mapping.schedule(q, self._at(q))  # type: ignore[attr-defined]
-        self._locked = None
+        self._locked, self._equation = None, None
         if self.joint_limits != "constraints":
             return q, qd
         c = self.constraints
@@ -266,9 +274,12 @@ class ForwardDynamicsSolver(_AccelerationSolver):
             return q, qd
         q = np.clip(q, c.lower, c.upper)
         t = self.joint_load(q, qd, tau)
-        H, b = self.virtual.equation(q, wrench, None, t)
+        vm = self.virtual
+        H, b, J = vm.equation_and_jacobian(q, wrench, None, t)
         if type(self.locked_solve) is LockedDynamics and self.algorithm == "cholesky":  # its own path, on the (H, b)
-            # just computed at this q and γ (no CRBA per trial of the active set)
+            # just computed at this q and γ (no CRBA per trial of the active set, nor for the step's q̈)
+            self._equation = None if vm.gravity else (q, vm.gamma, H, J)
+
             def solve(lk: np.ndarray) -> np.ndarray:
                 return locked_acceleration(H, b, lk)
         else:

@@ -70,15 +70,19 @@ class ForwardDynamics(Mapping):
         """γ of the virtual model now (with the schedule: its value at the last scheduled q)."""
         return self.virtual.gamma
 
-    def gamma_at(self, q: np.ndarray, J: np.ndarray | None = None) -> float:
-        """The scheduled γ at q (``gamma`` itself when the schedule is off); `J`: J(q) if known."""
+    def gamma_at(self, q: np.ndarray, J: np.ndarray | None = None, conf: Configuration | None = None) -> float:
+        """The scheduled γ at q (``gamma`` itself when the schedule is off); `J`: J(q) if known; `conf`: a
+        Configuration updated at q whose J is `J` (its SVD is taken once and shared with the limits)."""
         if not self.scheduled:
             return self.gamma0
         J = self.robot.jacobian(q) if J is None else J
         if sigma_min_above(J, REGULAR_SIGMA):  # past every band (no SVD needed): a Cholesky test of J Jᵀ
             return self.gamma_straight
-        _, s, Vt = svd(J)  # np.linalg.svd(J, full_matrices=False) without its wrapper's cost
-        h = self.virtual.link_inertia(q, Vt.T)
+        # np.linalg.svd(J, full_matrices=False) without its wrapper's cost (the same call either way)
+        own = conf is not None and conf.jacobian is J and conf.q is q and conf.virtual is self.virtual
+        _, s, Vt = conf.svd if own else svd(J)  # type: ignore[union-attr]
+        # the link Jacobians from the Configuration's CRBA pass at q (no second pass: the same bits)
+        h = self.virtual.link_inertia(q, Vt.T, conf.data if own else None)  # type: ignore[union-attr]
         # the common case first: every σ_k past the schedule's band (its end 2s/ρ, scheduled_gamma)
         end = min(2.0 * math.sqrt(max(float(h.min()), 0.0) / self.gamma0) / GAIN_MARGIN, REGULAR_SIGMA)
         if s[-1] >= end:
@@ -94,13 +98,16 @@ class ForwardDynamics(Mapping):
         key = q.tolist() if own else None
         if own and key == self._scheduled_at:  # the cycle's Configuration, scheduled already (the read stage)
             return False
-        g = self.gamma_at(q, conf.jacobian if own else None)  # type: ignore[union-attr]
+        g = self.gamma_at(q, conf.jacobian if own else None, conf if own else None)  # type: ignore[union-attr]
         self._scheduled_at = key
         if g == self.virtual.gamma:
             return False
         self.virtual.set_gamma(g)
         if own:
+            J, known = conf.jacobian, conf.known_svd()  # type: ignore[union-attr]
             conf.update(q, check=False)  # type: ignore[union-attr]
+            if known is not None and np.array_equal(conf.jacobian, J):  # γ moves H, never J: its SVD stays
+                conf._svd = known  # type: ignore[union-attr]
         return True
 
     def joint_space(self, q: np.ndarray) -> np.ndarray:

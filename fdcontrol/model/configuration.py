@@ -23,6 +23,7 @@ import math
 import numpy as np
 import pinocchio as pin
 
+from fdcontrol.model.linalg import svd
 from fdcontrol.model.robot import ModelError, RobotModel
 from fdcontrol.model.virtual import VirtualModel
 
@@ -63,6 +64,7 @@ class Configuration:
         self.jacobian = self.to_base(pin.getFrameJacobian(m, d, self.tip_id, pin.LOCAL_WORLD_ALIGNED))
         self.q = q
         self._sv: np.ndarray | None = None
+        self._svd: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._kappa: float | None = None
         self._H: np.ndarray | None = None
         self._Hinv: np.ndarray | None = None
@@ -146,6 +148,18 @@ class Configuration:
         return pin.rnea(vm.model, vm.data, self.q, qd, np.zeros(self.dof))
 
     # ---------------------------------------------------------------- telemetry, lazily
+    @property
+    def svd(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The thin SVD of J, (U, σ descending, Vᵀ) (fdcontrol.model.linalg.svd; computed on first use per
+        update, then shared: the γ schedule and the path speed limit read the same decomposition)."""
+        if self._svd is None:
+            self._svd = svd(self.jacobian)
+        return self._svd
+
+    def known_svd(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """:attr:`svd` if something asked for it since the last update, else None (never computes it)."""
+        return self._svd
+
     @property
     def singular_values(self) -> np.ndarray:
         """Singular values of J, descending (computed on first use per update)."""
