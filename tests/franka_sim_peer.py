@@ -33,7 +33,8 @@ import numpy as np
 
 RECORD_COLUMNS = ("t", "message_id", "finished", *(f"dq_c{i}" for i in range(7)),
                   *(f"q_c{i}" for i in range(7)), "flange_x", "flange_y", "flange_z",
-                  "impedance", *(f"q_d{i}" for i in range(7)))
+                  "impedance", *(f"q_d{i}" for i in range(7)), *(f"q{i}" for i in range(7)),
+                  *(f"dq{i}" for i in range(7)), "tick")
 #: ``impedance``: the simulator's impedance controller when the command arrived: 0 joint, 1 Cartesian,
 #: 2 none (no motion); ``q_d``: the robot's desired joint positions at that moment (rad)
 COLUMN = {name: i for i, name in enumerate(RECORD_COLUMNS)}
@@ -78,7 +79,8 @@ def main() -> None:
         F = np.array(st.F_T_EE).reshape(4, 4, order="F")
         flange = (T @ np.linalg.inv(F))[:3, 3]
         row = np.r_[time.monotonic(), cmd.message_id, float(cmd.motion_generation_finished),
-                    cmd.dq_c, cmd.q_c, flange, float(self._FrankaRobotServer__impedance_control_mode), st.q_d]
+                    cmd.dq_c, cmd.q_c, flange, float(self._FrankaRobotServer__impedance_control_mode), st.q_d,
+                    st.q, st.dq, float(self._FrankaServer__message_id)]
         with lock:
             rows.append(row)
         original(self, data)

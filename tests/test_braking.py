@@ -154,6 +154,60 @@ def test_an_arm_that_does_not_follow_is_a_fault(ur10):
     assert faulted[0].stamp - states[0].stamp >= FOLLOW_TIME - DT
 
 
+class Servo(SimulatedRobot):
+    """A position interface as a Franka's: the driver commands its own integral of q̇_ref (not the loop's
+    q_ref), and the arm follows through a joint impedance servo, q̇ = (q_c − q)/``lag`` (k_d/k_p s behind a
+    ramp); ``commanded_position`` is q_c. ``runaway``: joint 0 moves at 1 rad/s whatever it is sent."""
+
+    interface = "position"
+
+    def __init__(self, robot, lag: float = 0.2, runaway: bool = False) -> None:
+        super().__init__(robot, dt=DT, tau=0.0, q0=Q0)
+        self.q_c, self.lag, self.runaway = self.q.copy(), lag, runaway
+
+    def send(self, q_ref, qd_ref):  # type: ignore[override]
+        if qd_ref is not None:
+            self.q_c = self.q_c + self.dt * np.asarray(qd_ref)
+        v = (self.q_c - self.q) / self.lag
+        if self.runaway:
+            v[0] = 1.0
+        super().send(None, v)
+
+    def commanded_position(self):
+        return self.q_c
+
+
+@pytest.mark.parametrize("runaway", [False, True], ids=["catching-up", "runaway"])
+def test_an_arm_catching_up_with_its_servo_lag_is_no_fault_one_that_runs_away_is(ur10, runaway):
+    """A position-interfaced arm 0.2 s behind its commanded positions: a wrench speeds it up, a hold brakes
+    the reference at 8 rad/s², and the arm covers its lag faster than the reference (by more than
+    FOLLOW_SPEED, for longer than FOLLOW_TIME on the loop's clock, which runs at five times the robot's here
+    as beside a simulator slowed by a loaded machine): toward the commanded position, no fault, and it comes
+    to rest. An arm that runs on at 1 rad/s whatever it is sent: a fault, as on a velocity interface."""
+    sim = Servo(ur10, runaway=runaway)
+    loop = ControlLoop(ur10, sim, make_solver(make_mapping("fd", ur10)),
+                       limits=SafetyLimits.from_robot(ur10, max_acceleration=8.0), rate=1 / DT)
+    now, states = 0.0, []
+    for _ in range(round(0.6 / DT)):
+        loop.set_wrench([60.0, 0, 0, 0, 0, 0], t=now)
+        states.append(loop.step(now=now))
+        now += 5 * DT
+    loop.hold()
+    for _ in range(round(2.0 / DT)):
+        states.append(loop.step(now=now))
+        now += 5 * DT
+    faults = [s.fault for s in states if s.fault]
+    if runaway:
+        assert faults and "does not follow" in faults[0] and states[-1].holding
+        return
+    # the run-on rule without the commanded position: faster than the reference sent the cycle before
+    dev = [np.abs(b.qd) - np.abs(a.qd_ref) for a, b in zip(states, states[1:])]
+    runs = [d.max() > FOLLOW_SPEED for d in dev]
+    assert sum(runs) * 5 * DT > FOLLOW_TIME, sum(runs)  # the catch-up, longer than FOLLOW_TIME on the loop's clock
+    assert not faults
+    assert states[-1].holding and not np.any(states[-1].qd_ref) and np.abs(states[-1].qd).max() < 1e-3
+
+
 class Failing(SimulatedRobot):
     fail = False
 

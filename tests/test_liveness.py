@@ -197,3 +197,69 @@ def test_following_turns_false_after_follow_time_of_a_lag_and_a_run_on_is_a_faul
     assert f.check([0.0, 0.875], [0.0, 0.25], 11.25) is None  # reset: from now
     assert f.check([math.nan, 0.0], [0.0, 0.0], 12.0) is None  # NaN: no verdict of its own (the driver's fault)
     assert f.ok and f.joint == -1
+
+
+def servo_braking(kp_kd: float = 10.0, v: float = 1.3, a: float = 8.0, h: float = 1e-3):
+    """A joint servoed to commanded positions, as a joint impedance controller does (k_p (q_c − q) − k_d q̇,
+    inertia neglected: q̇ = k_p/k_d (q_c − q); franky-sim's joint 4 has k_p/k_d = 3500/350 = 10 /s), through
+    a reference that speeds up at ``a`` to ``v``, cruises, brakes at ``a`` to rest and rests: per robot tick
+    the measured q̇ and q, the reference sent the tick before and the position commanded with it."""
+    ramp = np.minimum(np.arange(1, round(v / a / h) + 1) * a * h, v)
+    ref = np.r_[ramp, np.full(100, v), ramp[::-1][1:], np.zeros(400)]
+    q, q_c, rows = 0.0, 0.0, []
+    for r in ref:
+        q_c += h * r  # the command of this tick
+        qd = kp_kd * (q_c - q)
+        q += h * qd  # the arm over the tick
+        rows.append((kp_kd * (q_c - q), q, r, q_c))  # the next state: its q̇ and q against what was sent
+    return rows
+
+
+def test_a_servo_catching_up_with_its_commanded_position_does_not_run_on():
+    """A joint impedance controller lags 0.13 rad behind a 1.3 rad/s ramp and covers that gap once the
+    reference brakes: more than FOLLOW_SPEED faster than the reference for 50 ms of the robot's time here
+    (85 ms recorded from franky-sim under the loop's jerk-limited braking) — on a loaded machine, where the
+    simulator runs at a fraction of real time (a sixth here), longer than FOLLOW_TIME on the loop's clock.
+    Moving toward the commanded position is no run-on; without the commanded position it was a fault."""
+    rows = servo_braking()
+    dev = [abs(qd) - abs(r) for qd, _, r, _ in rows]
+    assert max(dev) > FOLLOW_SPEED + 0.05  # the catch-up is faster than the reference by more than FOLLOW_SPEED
+    assert all(qd * (q_c - q) > 0 for qd, q, _, q_c in rows if abs(qd) > FOLLOW_SPEED)  # toward q_c, all along
+    slow = 6e-3  # the loop's clock per robot tick: the simulator behind on a loaded machine
+    blind, seeing = Following(), Following()
+    faults = [blind.check([qd], [r], i * slow) for i, (qd, _, r, _) in enumerate(rows)]
+    assert any(faults)  # the check as it was: a fault for a servo's lag
+    for i, (qd, q, r, q_c) in enumerate(rows):
+        assert seeing.check([qd], [r], i * slow, np.array([q]), lambda c=q_c: np.array([c])) is None
+    assert seeing.ok  # and no lag report either at rest
+
+
+@pytest.mark.parametrize("commanded", ["ahead", "behind", "at"])
+def test_an_arm_that_runs_past_or_away_from_its_commanded_position_still_runs_on(commanded):
+    """A driver ignoring commands: the arm goes on at 1 rad/s while the reference is 0 and the commanded
+    position stays where the loop left it, 0.05 rad ahead of the arm, behind it, or at it. Ahead, the arm
+    covers the gap (no run-on for those 50 ms) and runs past: a fault FOLLOW_TIME after it passed; behind
+    or at it, FOLLOW_TIME after it started. Against the reference and away from the commanded position:
+    a fault as before."""
+    h = 2 ** -10
+    q_c = {"ahead": 0.05, "behind": -0.05, "at": 0.0}[commanded]
+    f = Following()
+    faults = []
+    for i in range(1024):
+        q = i * h * 1.0
+        faults.append((q, i * h, f.check([1.0], [0.0], i * h, np.array([q]), lambda: np.array([q_c]))))
+    first = next((q, t) for q, t, why in faults if why)
+    passed = max(q_c, 0.0)  # where the arm is no longer moving toward q_c
+    assert first[1] == pytest.approx(passed / 1.0 + FOLLOW_TIME, abs=2 * h), (first, commanded)
+    assert "joint 0 moves at 1.000 rad/s, the loop asked 0.000 rad/s" in next(w for _, _, w in faults if w)
+
+    f = Following()  # against the reference, moving away from the commanded position
+    away = [f.check([-1.0], [0.25], t, np.array([0.0]), lambda: np.array([0.01])) for t in (0.0, 0.125, 0.25)]
+    assert away[:2] == [None, None] and away[2] is not None
+    f = Following()  # against the reference, toward the commanded position: catching up, no run-on
+    assert all(f.check([-1.0], [0.25], t, np.array([0.0]), lambda: np.array([-0.01])) is None
+               for t in (0.0, 0.125, 0.25, 0.5))
+    f = Following()  # NaN in the commanded position: no catching up (the run-on counts)
+    assert [f.check([1.0], [0.0], t, np.array([0.0]), lambda: np.array([math.nan])) for t in (0.0, 0.25)][1]
+    f = Following()  # no commanded position known (a velocity interface): as before
+    assert [f.check([1.0], [0.0], t, np.array([0.0]), lambda: None) for t in (0.0, 0.25)][1]

@@ -78,7 +78,8 @@ class RobotDriver(ABC):
     libfranka hands its control callback; None: the loop takes it from the states' ``t``) and
     :meth:`clock_stats` (the robot's view: success rate, missed cycles);
     :meth:`recover` and :meth:`reconnect` (a robot's error recovery; ``can_recover``);
-    :meth:`robot_errors` (the robot's error names, for the metrics).
+    :meth:`robot_errors` (the robot's error names, for the metrics); :meth:`commanded_position` (where the
+    robot's own controller drives the joints now, when it is not the loop's position reference).
     A simulated world (objects, a push on the tool) is the :class:`SimulatedWorld` protocol.
     """
 
@@ -97,6 +98,13 @@ class RobotDriver(ABC):
 
     def clock_stats(self) -> dict[str, float | int] | None:
         """The robot's own view of the exchange (success rate, missed cycles), or None."""
+        return None
+
+    def commanded_position(self) -> np.ndarray | None:
+        """The joint positions (rad) the robot's own controller drives toward now — the position it was
+        last commanded, as the robot holds it — or None: the loop's own position reference on a position
+        interface (what :meth:`send` was given), nothing on a velocity interface. A joint moving toward it
+        catches up with its servo's lag and does not count as running on (fdcontrol.loop.liveness)."""
         return None
 
     def robot_errors(self) -> dict[str, Any] | None:

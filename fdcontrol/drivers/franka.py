@@ -483,6 +483,14 @@ class FrankaDriver(RobotDriver):
         """libfranka's error names: the current error's (until recovered) and counts since the start."""
         return {"active": list(self.error_names), "counts": dict(self.error_counts)}
 
+    def commanded_position(self) -> np.ndarray | None:
+        """The robot's desired joint positions q_d of the newest state: where its joint impedance
+        controller drives the joints — the last position commanded (or the robot's own fill of a missed
+        one), and after a motion the position it holds. An arm lags behind them while it moves (FR3 and
+        franky-sim alike) and catches up once the reference slows."""
+        s = self._state
+        return None if s is None else np.asarray(s.q_d, dtype=float)
+
     def read_wrench(self) -> np.ndarray | None:
         if self.sensor is not None:
             w = self.sensor.read()

@@ -515,6 +515,15 @@ class ControlLoop:
         kh = conf.kappa_h if first or k % n == n // 2 else self.state.kappa_h
         return s, kh
 
+    def commanded_position(self) -> np.ndarray | None:
+        """Where the robot's controller drives the joints now (rad): the driver's
+        :meth:`~fdcontrol.drivers.base.RobotDriver.commanded_position`, else on a position interface the
+        reference sent the cycle before; None on a velocity interface (the following check's catching up)."""
+        q_c = self.driver.commanded_position()
+        if q_c is None and self.driver.interface == "position":
+            return self._q_ref
+        return q_c
+
     def _position_reference(self, q: np.ndarray, qd_ref: np.ndarray, dt: float,
                             holding: bool) -> tuple[np.ndarray, bool]:
         """q_ref sent with q̇_ref. Velocity interfaces: q + dt q̇_ref. Position interfaces

@@ -27,12 +27,18 @@ it, the tool's inertia included unless compensated: a bias is only taken at stan
 velocity differs from the reference sent the cycle before by more than ``FOLLOW_SPEED`` for
 ``FOLLOW_TIME``: the state says so (``following`` false, the joint, the difference) and so does
 ``/health``. When the arm runs on — faster than asked, or against the reference — the loop also records
-a fault (so it holds, and ``/health`` says why).
+a fault (so it holds, and ``/health`` says why). A joint that moves toward the position its robot's
+controller was last commanded (the driver's ``commanded_position``; a position interface's own reference
+otherwise) does not run on: it catches up. A servoed arm lags behind its commanded positions — a joint
+impedance controller's k_p (q_c − q) − k_d q̇ tracks a ramp a distance k_d q̇ / k_p behind — and covers
+that gap after the reference has slowed or stopped, faster than the reference; it can only cover the gap
+(once past the commanded position it moves away from it, and that counts again).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -98,7 +104,8 @@ class Following:
     joint's measured velocity has differed from the reference, either way, by more than ``FOLLOW_SPEED``
     for ``FOLLOW_TIME`` — a report (``/health`` ``following``), not a fault: an arm held back (a blocked
     joint, a driver that ignores commands, a wall) says so while the loop keeps braking and steering.
-    **Runs on**: faster than asked, or against the reference, as long — a fault (the loop holds)."""
+    **Runs on**: faster than asked, or against the reference, as long — a fault (the loop holds); a joint
+    moving toward its commanded position (catching up with a servo's lag) does not run on."""
 
     def __init__(self) -> None:
         self.since = math.nan
@@ -120,8 +127,13 @@ class Following:
         if now - self.lag_since >= FOLLOW_TIME:
             self.ok, self.joint, self.error = False, j, off_j
 
-    def check(self, qd: np.ndarray, qd_ref_prev: np.ndarray, now: float) -> str | None:
-        """A fault text once the arm ran on for ``FOLLOW_TIME``, else None; updates ``ok``/``joint``/``error``."""
+    def check(self, qd: np.ndarray, qd_ref_prev: np.ndarray, now: float, q: np.ndarray | None = None,
+              commanded: Callable[[], np.ndarray | None] | None = None) -> str | None:
+        """A fault text once the arm ran on for ``FOLLOW_TIME``, else None; updates ``ok``/``joint``/``error``.
+
+        ``q`` the measured joint positions and ``commanded()`` the positions the robot's controller was last
+        commanded (None: unknown): a joint whose velocity points from q toward them catches up and does not
+        run on. Asked only when a joint would run on (a cycle that follows pays nothing for it)."""
         a = np.asarray(qd, dtype=float)
         b = np.asarray(qd_ref_prev, dtype=float)
         if _worst_arrays is not None and a.ndim == 1 and a.shape == b.shape and a.size:
@@ -131,6 +143,14 @@ class Following:
         self._follows(off_j, j, now)
         # runs on: faster than asked, or against the reference (an arm held back — contact, a wall — moves
         # slower than asked along it, and that is no fault: the admittance is what lets it push)
+        if dev_k > FOLLOW_SPEED and q is not None and commanded is not None:
+            q_c = commanded()
+            if q_c is not None:  # a joint moving toward its commanded position catches up: it runs on nowhere
+                catching = a * (np.asarray(q_c, dtype=float) - np.asarray(q, dtype=float)) > 0.0
+                if catching.any():
+                    a = np.where(catching, 0.0, a)
+                    _, _, k, dev_k = _worst(a, b)
+                    a = np.asarray(qd, dtype=float)  # the fault text names the measured velocity
         if not dev_k > FOLLOW_SPEED:  # (NaN: the driver's own fault path reports it)
             self.since = math.nan
             return None
@@ -140,6 +160,12 @@ class Following:
             return None
         return (f"the arm does not follow the reference: joint {k} moves at {float(a[k]):.3f} rad/s, "
                 f"the loop asked {float(b[k]):.3f} rad/s for {now - self.since:.2f} s; holding")
+
+
+def _worst(a: np.ndarray, b: np.ndarray) -> tuple[int, float, int, float]:
+    if _worst_arrays is not None and a.ndim == 1 and a.shape == b.shape and a.size:
+        return _worst_arrays(a, b)  # type: ignore[no-any-return]
+    return worst_joints(a.tolist(), b.tolist())
 
 
 def worst_joints(qd: list[float], ref: list[float]) -> tuple[int, float, int, float]:

@@ -108,7 +108,7 @@ class Read(Stage):
         c.js, c.conf, c.q, c.pose, c.J = js, conf, conf.q, conf.pose, conf.jacobian
         c.twist = conf.twist(js.qd)
         if loop.cycle and loop.fault is None:  # does the arm do what the loop asked the cycle before?
-            why = loop.following.check(js.qd, loop.qd_ref, c.now)
+            why = loop.following.check(js.qd, loop.qd_ref, c.now, js.q, loop.commanded_position)
             if why is not None:
                 loop.fault, loop.fault_at = why, c.now
 
