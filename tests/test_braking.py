@@ -4,6 +4,7 @@ fault. Library level: the loop stepped on its own clock (simulated arm)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
@@ -201,7 +202,7 @@ def test_an_arm_catching_up_with_its_servo_lag_is_no_fault_one_that_runs_away_is
         assert faults and "does not follow" in faults[0] and states[-1].holding
         return
     # the run-on rule without the commanded position: faster than the reference sent the cycle before
-    dev = [np.abs(b.qd) - np.abs(a.qd_ref) for a, b in zip(states, states[1:])]
+    dev = [np.abs(b.qd) - np.abs(a.qd_ref) for a, b in itertools.pairwise(states)]
     runs = [d.max() > FOLLOW_SPEED for d in dev]
     assert sum(runs) * 5 * DT > FOLLOW_TIME, sum(runs)  # the catch-up, longer than FOLLOW_TIME on the loop's clock
     assert not faults
