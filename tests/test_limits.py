@@ -720,3 +720,238 @@ def test_path_limits_never_speed_up_and_refuse_bad_parameters_by_exact_message(u
         with pytest.raises(ValueError, match=r"^path_speed_reserve must be in \(0, 1\]$"):
             PathSpeed(ur10, np.full(6, 3.0), bad).validate()
     PathSpeed(ur10, np.full(6, 3.0), 1.0).validate()  # the end of the range is allowed
+
+
+def test_safety_limits_defaults_are_the_services():
+    """Built without them, the tip speeds and the recovery speed are the service's defaults (the declared
+    parameters), also what LimitParams says."""
+    from fdcontrol.limits.safety import PARAMS, LimitParams
+
+    declared = {p.name: p.default for p in PARAMS}
+    lim = SafetyLimits(np.array([-1.0]), np.array([1.0]), 1.0, 2.0)
+    assert lim.max_linear_speed == declared["max_linear_speed"] == LimitParams().max_linear_speed == 0.5
+    assert lim.max_angular_speed == declared["max_angular_speed"] == LimitParams().max_angular_speed == 1.5
+    assert lim.recovery_speed == LimitParams().recovery_speed == 0.1
+
+
+def test_a_set_without_the_compiled_twin_passes_every_input_and_the_period_to_its_limits():
+    """A set with the jerk limit runs the classes' loops (no compiled twin). Closed form, one joint, j_max =
+    1 rad/s³, a_max = 10 rad/s², the other limits far away, a far target 100 rad/s: from rest the jerk limit
+    gives q̇ = j·dt = 1; then a dt of 1.6 periods of 1 s is a missed robot tick — two ticks of 0.8 s, the first
+    filled by the robot at a = 1 (q̇ 1.8), then a ≤ 1 + 0.8: q̇ = 1.8 + 1.8·0.8 = 3.24. Without the period it
+    would be one tick of 1.6 s: q̇ = 1 + 2.6·1.6 = 5.16. The composed limits say which acted."""
+    from fdcontrol.limits import JointJerk
+
+    def composed() -> SafetyLimits:
+        big, acc = np.array([1e6]), np.array([10.0])
+        return SafetyLimits.compose([CartesianSpeed(0.5, 1.5), PositionEnvelope(-big, big, acc, np.array([1e3])),
+                                     JointVelocity(np.array([1e3])), JointAcceleration(acc),
+                                     JointJerk(np.array([1.0]), acc)])
+
+    J = np.zeros((6, 1))
+    J[0, 0] = 1e-3  # a tip speed of 1 mm/s per rad/s: within the Cartesian limit at these speeds
+    for period, expected in ((1.0, 3.24), (None, 5.16)):
+        lim = composed()
+        assert lim._compiled is None and lim.names == ("cartesian", "position", "velocity", "acceleration", "jerk")
+        out = lim.apply(np.array([0.5]), np.array([100.0]), np.zeros(1), J, 1.0, 1.0)
+        assert out.tolist() == [1.0]
+        assert lim.active == {"cartesian": False, "position": False, "velocity": False, "acceleration": True,
+                              "jerk": True}
+        out = lim.apply(np.array([0.5]), np.array([100.0]), np.array([1.0]), J, 1.6, period)
+        assert out[0] == pytest.approx(expected, rel=1e-12), period
+    with pytest.raises(ValueError, match=r"^the Cartesian speed limit needs the Jacobian J$"):
+        composed().apply(np.zeros(1), np.ones(1), np.zeros(1), None, 1e-3)
+
+
+#: each parameter vector the compiled twin reads: (the limit holding it, its attribute, a new value from the old)
+_VECTORS = (("position", "lower", lambda v, lo, hi: v + 0.3 * (hi - lo)),
+            ("position", "upper", lambda v, lo, hi: v - 0.3 * (hi - lo)),
+            ("position", "max_acceleration", lambda v, lo, hi: 0.01 * v),
+            ("position", "max_velocity", lambda v, lo, hi: 0.2 * v),
+            ("velocity", "max_velocity", lambda v, lo, hi: 0.05 * v),
+            ("acceleration", "max_acceleration", lambda v, lo, hi: 0.1 * v),
+            ("path_acceleration", "max_acceleration", lambda v, lo, hi: 0.1 * v),
+            ("path_speed", "max_acceleration", lambda v, lo, hi: 1e-4 * v))
+
+
+@pytest.mark.parametrize("how", ["replaced", "in place"])
+@pytest.mark.parametrize(("holder", "attr", "new"), _VECTORS, ids=[f"{h}.{a}" for h, a, _ in _VECTORS])
+def test_compiled_twin_reads_each_parameter_vector_changed_alone(ur10, holder, attr, new, how):
+    """One parameter vector of the default six changed — a new array, or the array the limit held written in
+    place after a cycle — and nothing else: the compiled path gives what the classes' float loops give with
+    that value (limits built afresh with it, base.run), on arm states inside and beyond the limits where the
+    change matters."""
+    from fdcontrol.limits import run
+
+    lo, hi, dt = ur10.limits.lower, ur10.limits.upper, 0.002
+    rng = np.random.default_rng(11)
+    states = []
+    for _ in range(25):
+        q = lo + rng.uniform(-0.05, 1.05, 6) * (hi - lo)
+        qd = rng.uniform(-2.0, 2.0, 6)
+        off = rng.choice([0.0, 1e-4, 1e-2])  # the previous reference along q̇ or off it
+        states.append((q, qd, rng.uniform(0.0, 1.1) * qd + rng.normal(0.0, off, 6), ur10.jacobian(q)))
+    lim, fresh = SafetyLimits.from_robot(ur10), SafetyLimits.from_robot(ur10)
+    held = getattr(getattr(lim, holder), attr)
+    value = new(held.copy(), lo, hi)
+    before = [lim.apply(*s, dt) for s in states]  # cycles with the old value first
+    for x in (lim, fresh):
+        if how == "replaced":
+            setattr(getattr(x, holder), attr, value.copy())
+        else:  # (an array the limits share, e.g. one a_max for all: every limit reading it sees the change)
+            (held if x is lim else getattr(getattr(x, holder), attr))[:] = value  # lim's: taken before those cycles
+    changed = 0
+    for s, b in zip(states, before, strict=True):
+        want_active: dict[str, bool] = {}
+        want = run(fresh.limits, *s, dt, want_active)
+        got = lim.apply(*s, dt)
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+        assert lim.active == want_active
+        changed += not np.allclose(b, want, rtol=1e-6, atol=1e-9)
+    assert changed >= 3  # the states do tell the old value from the new
+    for h, a, _ in _VECTORS:  # and every limit holds the value it reads, the changed one and the others
+        np.testing.assert_array_equal(getattr(getattr(lim, h), a), getattr(getattr(fresh, h), a), err_msg=f"{h}.{a}")
+
+
+def test_a_limit_without_parameters_is_built_and_validated_by_the_base_from_settings(ur10):
+    """A limit (a plugin's) that reads no settings needs no ``from_settings`` of its own: the base builds it and
+    validates it, and it runs, alone and then in the hard box, through ``limit``."""
+    from fdcontrol.limits.safety import LimitParams
+
+    class HoldFirst(Limit):
+        """q̇_0 ≤ 0 and ≥ 0: the first joint held."""
+
+        name = "hold_first"
+        refuse = False
+
+        def validate(self) -> None:
+            if self.refuse:
+                raise ValueError("hold_first refused")
+
+        def apply(self, c, qd):
+            hit = qd[0] != 0.0
+            qd[0] = 0.0
+            return hit
+
+    lim = HoldFirst.from_settings(ur10, LimitParams())
+    assert type(lim) is HoldFirst
+    assert lim.limit(np.zeros(2), np.array([1.0, -2.0]), np.zeros(2), None, 0.002).tolist() == [0.0, -2.0]
+    HoldFirst.refuse = True
+    with pytest.raises(ValueError, match=r"^hold_first refused$"):
+        HoldFirst.from_settings(ur10, LimitParams())
+
+
+def test_the_compiled_path_computes_no_path_curvature_at_rest(ur10):
+    """The default six compiled: J̇(q, q̇)q̇ (one forward-kinematics pass) is evaluated only while the q̇ the
+    limits before the path speed limit leave moves: at rest the path speed limit costs nothing."""
+    lim = SafetyLimits.from_robot(ur10)
+    robot = _CountingRobot(ur10)
+    lim.path_speed.robot = robot  # type: ignore[union-attr,assignment]
+    q = np.full(6, 0.3)
+    J = ur10.jacobian(q)
+    for _ in range(3):
+        lim.apply(q, np.zeros(6), np.zeros(6), J, 0.002)
+    assert robot.calls == 0
+    lim.apply(q, np.full(6, 0.001), np.zeros(6), J, 0.002)
+    assert robot.calls == 1
+
+
+def test_safety_limits_builders_read_their_defaults_and_the_active_record(ur10):
+    """from_robot without arguments: the declared defaults (half the URDF velocity limits, 4 rad/s², the default
+    six); from_settings with settings that name no limits: the default six; compose records into the dict it is
+    given."""
+    from types import SimpleNamespace
+
+    from fdcontrol.limits.safety import PARAMS
+
+    declared = {p.name: p.default for p in PARAMS}
+    lim = SafetyLimits.from_robot(ur10)
+    np.testing.assert_array_equal(lim.max_velocity, declared["velocity_scale"] * ur10.limits.velocity)
+    np.testing.assert_array_equal(lim.max_velocity, 0.5 * ur10.limits.velocity)
+    assert lim.max_acceleration.tolist() == [declared["max_joint_acceleration"]] * 6 == [4.0] * 6
+    assert lim.names == check_order(DEFAULT_LIMITS)
+    bare = SimpleNamespace(velocity_scale=0.3, max_joint_acceleration=2.0, max_linear_speed=0.2,
+                           max_angular_speed=0.4)  # no ``limits``
+    lim = SafetyLimits.from_settings(ur10, bare)
+    assert lim.names == check_order(DEFAULT_LIMITS) and lim.max_acceleration.tolist() == [2.0] * 6
+    active: dict[str, bool] = {}
+    lim = SafetyLimits.compose(list(lim.limits), active)
+    assert lim.active is active
+    lim.apply(np.zeros(6), np.zeros(6), np.zeros(6), ur10.jacobian(np.zeros(6)), 0.002)
+    assert active == dict.fromkeys(lim.names, False)
+
+
+def check_order(names):
+    from fdcontrol.limits.safety import check_limit_names
+
+    return check_limit_names(names)
+
+
+def test_per_joint_is_a_float_copy_of_the_right_length():
+    """per_joint's contract: a float64 vector of n entries, a copy (an integer given stays a float where the
+    limits write into it; the caller's array is not shared)."""
+    from fdcontrol.limits.base import per_joint
+
+    for value in (2, [1, 2, 3], np.array([1, 2, 3])):
+        out = per_joint(value, 3, "x")
+        assert out.dtype == np.float64 and out.shape == (3,)
+        out[0] = 0.5
+        assert out[0] == 0.5
+    given_ = np.array([1.0, 2.0, 3.0])
+    per_joint(given_, 3, "x")[0] = 9.0
+    assert given_.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_velocity_and_acceleration_changed_in_place_reach_the_position_envelope():
+    """One joint in [−1, 1], v_max 1 rad/s, a_max 2 rad/s², recovery 0.1, dt 2 ms. Changed in place through the
+    fields, the envelope reads the new values too (closed forms): beyond the upper limit at q = 1.5 with v_max
+    0.5 the joint comes back at −0.1·0.5 = −0.05 rad/s (from −0.05: no step); inside at q = 0.9 with a_max 0.5
+    its speed towards the limit is capped at √(2·0.5·0.5·0.1) = √0.05 (from there: no step). The limits are built
+    each from its own arrays, as from the settings: the composition makes the equal ones one."""
+    def fresh() -> SafetyLimits:
+        return SafetyLimits.compose([PositionEnvelope(np.array([-1.0]), np.array([1.0]), np.array([2.0]),
+                                                      np.array([1.0]), 0.1),
+                                     JointVelocity(np.array([1.0])), JointAcceleration(np.array([2.0]))])
+
+    J = np.zeros((6, 1))
+    lim = fresh()
+    lim.max_velocity[0] = 0.5
+    out = lim.apply(np.array([1.5]), np.array([-10.0]), np.array([-0.05]), J, 0.002)
+    assert out[0] == pytest.approx(-0.05, rel=1e-12)
+    lim = fresh()
+    lim.max_acceleration[0] = 0.5
+    v = math.sqrt(0.05)
+    out = lim.apply(np.array([0.9]), np.array([10.0]), np.array([v]), J, 0.002)
+    assert out[0] == pytest.approx(v, rel=1e-12)
+
+
+def test_integer_parameter_vectors_are_read_as_floats():
+    """Limits composed from integer vectors give what the same float vectors give, and a value written into
+    them in place is kept as written (not truncated)."""
+    def composed(dtype) -> SafetyLimits:
+        v = {k: np.array(x, dtype=dtype) for k, x in (("lo", [-1, -2]), ("hi", [1, 2]), ("a", [2, 3]), ("v", [1, 1]))}
+        return SafetyLimits.compose([PositionEnvelope(v["lo"], v["hi"], v["a"], v["v"]), JointVelocity(v["v"]),
+                                     JointAcceleration(v["a"])])
+
+    J = np.zeros((6, 2))
+    for q, qd, prev in (([0.9, -1.9], [5.0, -5.0], [0.5, -0.5]), ([1.2, 0.0], [1.0, 1.0], [0.0, 0.9])):
+        args = (np.array(q), np.array(qd), np.array(prev), J, 0.002)
+        np.testing.assert_array_equal(composed(int).apply(*args), composed(float).apply(*args))
+    lim = composed(int)
+    lim.max_velocity[1] = 0.25
+    out = lim.apply(np.zeros(2), np.array([0.0, 1.0]), np.array([0.0, 0.25]), J, 0.002)
+    assert out.tolist() == [0.0, 0.25]
+
+
+def test_a_vector_held_apart_and_written_in_place_after_cycles_reaches_the_compiled_path():
+    """The position envelope's v_max (1 rad/s, the recovery speed's scale) and the velocity limit's (0.8) are two
+    arrays. The velocity limit's array, taken before some cycles and written in place after them (0.1), is the
+    one the next cycle reads: a far target from 0.1 rad/s stays at 0.1 (a·dt = 2 rad/s allows any step)."""
+    lim = SafetyLimits.compose([PositionEnvelope(np.array([-10.0]), np.array([10.0]), np.array([1000.0]),
+                                                 np.array([1.0])),
+                                JointVelocity(np.array([0.8])), JointAcceleration(np.array([1000.0]))])
+    held, J = lim.velocity.max_velocity, np.zeros((6, 1))
+    for _ in range(3):
+        assert lim.apply(np.zeros(1), np.array([5.0]), np.zeros(1), J, 0.002).tolist() == [0.8]
+    held[0] = 0.1
+    assert lim.apply(np.zeros(1), np.array([5.0]), np.array([0.1]), J, 0.002).tolist() == [0.1]

@@ -343,6 +343,16 @@ def test_stop_publishes_the_stopped_state_once_and_sends_rest_once(ur10):
         n = len(io.published)
         loop.stop()  # already stopped: says so once more (the stopped state at the measured pose)
         assert len(io.published) == n + 1 and not io.published[-1].running
+        assert loop._thread is None  # the ended thread is let go
+        # a second run, ended by stop() the same way: again one stopped state
+        loop.start()
+        c0 = loop.cycle
+        until(lambda: loop.cycle, lambda c: c > c0 + 50, what="50 cycles of the second run")
+        n = len(io.published)
+        loop.stop()
+        stopped = [s for s in io.published[n:] if not s.running]
+        assert len(stopped) == 1 and stopped[0] is io.published[-1], [s.cycle for s in stopped]
+        assert loop._thread is None
     finally:
         loop.io = None
         io.ch.close(unlink=True)
@@ -377,6 +387,59 @@ def test_a_stop_through_shared_memory_ends_the_thread_at_rest_by_itself(ur10):
         loop.stop()
         loop.io = None
         io.ch.close(unlink=True)
+
+
+def test_a_driver_lost_while_running_then_stopped_says_stopped_at_rest_and_keeps_the_first_fault(ur10):
+    """The driver goes silent under a running, moving loop: the loop holds with the driver's fault; a stop then
+    ends it with the stopped state — not running, a zero reference, the first fault — published, and an
+    exchange that raises at the end does not keep the stop from ending."""
+    loop, io, _sent = _pushed_loop(ur10, 0.3)
+    sim = loop.driver
+    try:
+        assert loop.state.running and np.any(loop.state.qd_ref)
+
+        def dead():
+            raise OSError("driver connection lost")
+
+        sim.read = dead  # type: ignore[method-assign]
+        until(lambda: loop.fault, lambda f: f is not None, what="the driver's fault")
+        loop.exchange = lambda _loop, _state: 1 / 0
+        loop.stop()
+        s = loop.state
+        assert not loop.running and s.running is False
+        assert s.fault == "OSError: driver connection lost" and s.fault == loop.fault
+        np.testing.assert_array_equal(s.qd_ref, np.zeros(6))
+        assert io.published[-1] is s
+    finally:
+        loop.exchange = None
+        loop.io = None
+        io.ch.close(unlink=True)
+
+
+def test_a_stop_lingers_nowhere_the_next_cycles_by_hand_follow_the_input(ur10):
+    """A loop stepped by hand, stopped (its stopped state sent), then stepped by hand again: it follows the
+    wrench as before — the stop has ended, no stop request is left to hold it; a stop whose driver is dead
+    ends the same way, with a zero reference in its stopped state and an exchange that raises ignored."""
+    for dead in (False, True):
+        loop, sim, _sent, rec = _moving_loop(ur10)
+        if dead:
+            read = sim.read
+
+            def gone():
+                raise OSError("gone")
+
+            sim.read = gone  # type: ignore[method-assign]
+            loop.exchange = lambda _loop, _state: 1 / 0
+        loop.stop()
+        assert loop.state.running is False and not np.any(loop.state.qd_ref)
+        assert rec.published[-1] == (loop, loop.state)
+        if dead:
+            assert loop.state.fault == "OSError: gone"
+            sim.read, loop.exchange = read, rec.exchange  # type: ignore[method-assign]
+        loop.hold(False)  # (a dead driver's stop leaves its fault: released as an operator would)
+        q0 = loop.state.q.copy()
+        states = run(loop, 0.2, wrench=[40.0, 0, 0, 0, 0, 0], t0=10.0)
+        assert not states[-1].holding and np.abs(states[-1].q - q0).max() > 1e-3
 
 
 def test_a_failing_publish_never_ends_the_loop_thread(ur10):

@@ -171,3 +171,31 @@ def test_defaults_and_validation(panda):
         PostureTask(panda, stiffness=-1.0)
     with pytest.raises(ValueError):
         PostureTask(panda, preferred=[0.0] * 6)
+
+
+def test_nullspace_transpose_is_its_masked_eigen_inverse_bit_for_bit():
+    """N̄ᵀ as the module doc writes it — Λ by the eigenvalues of J H⁻¹ Jᵀ above RCOND × the largest, taken by
+    a mask — gives the same bits whether every eigenvalue is kept (regular poses: no mask copy) or some are
+    cut (at a singularity)."""
+    from fdcontrol import RobotModel, VirtualModel
+    from fdcontrol.control.posture import RCOND
+    from fdcontrol.model.linalg import cho_solve_upper, eigh
+
+    robot = RobotModel.load("panda")
+    vm = VirtualModel(robot, 1e3)
+    rng = np.random.default_rng(5)
+    cut = 0
+    for k in range(200):
+        q = rng.uniform(robot.limits.lower, robot.limits.upper)
+        H, J = vm.inertia(q), robot.jacobian(q)
+        if k % 4 == 1:
+            J = J.copy()
+            J[5] = J[4]  # two equal rows: J H⁻¹ Jᵀ singular, an eigenvalue cut
+        X = cho_solve_upper(H, J.T)
+        A = J @ X
+        w, V = eigh(0.5 * (A + A.T))
+        keep = w > RCOND * max(float(w[-1]), 0.0)
+        cut += int(not keep.all())
+        want = np.eye(7) - J.T @ (X @ ((V[:, keep] / w[keep]) @ V[:, keep].T)).T
+        assert np.array_equal(nullspace_transpose(H, J), want), k
+    assert 10 < cut < 200, cut

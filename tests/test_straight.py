@@ -127,7 +127,10 @@ def test_the_schedule_is_continuous_and_monotone_in_sigma():
 def test_the_mappings_schedule_is_the_equation_along_a_random_walk(ur10):
     """The mapping's γ (its Cholesky test for a regular pose, and its SVD) equals
     scheduled_gamma evaluated from scratch, along a random walk that crosses the elbow singularity."""
+    from fdcontrol.model.configuration import Configuration
+
     fd = make_mapping("fd", ur10)
+    conf = Configuration(ur10, virtual=fd.virtual)
     rng = np.random.default_rng(0)
     q = np.array([0.2, -1.0, 0.6, -1.2, 0.5, 0.3])
     seen = set()
@@ -137,6 +140,12 @@ def test_the_mappings_schedule_is_the_equation_along_a_random_walk(ur10):
         _, s, Vt = np.linalg.svd(ur10.jacobian(q), full_matrices=False)
         expected = float(scheduled_gamma(s, fd.virtual.link_inertia(q, Vt.T), GAMMA.default, GAMMA_STRAIGHT.default))
         assert fd.gamma_at(q) == expected
+        # and from the loop's Configuration at q (its J, from the CRBA pass): with its SVD (shared with the
+        # limits) and that pass's link Jacobians, the same bits as from a fresh SVD and computeJointJacobians
+        conf.update(q)
+        assert fd.gamma_at(conf.q, conf.jacobian, conf) == fd.gamma_at(conf.q, conf.jacobian)
+        assert conf.known_svd() is not None or expected == GAMMA_STRAIGHT.default
+        assert np.array_equal(fd.virtual.link_jacobians(conf.q, conf.data), fd.virtual.link_jacobians(q))
         seen.add("low" if expected == GAMMA.default else "high" if expected == GAMMA_STRAIGHT.default else "band")
     assert seen == {"low", "band", "high"}
 

@@ -44,8 +44,12 @@ def nullspace_transpose(H: np.ndarray, J: np.ndarray) -> np.ndarray:
     Hinv_Jt = cho_solve_upper(H, J.T)  # scipy's cho_factor + cho_solve, without their wrappers' cost
     A = J @ Hinv_Jt
     w, V = eigh(0.5 * (A + A.T))
-    keep = w > RCOND * max(float(w[-1]), 0.0)
-    Lam = (V[:, keep] / w[keep]) @ V[:, keep].T
+    top = RCOND * max(float(w[-1]), 0.0)
+    if w[0] > top:  # every eigenvalue kept (w ascending): V itself, not its copy by a mask of all True
+        Lam = (V / w) @ V.T
+    else:
+        keep = w > top
+        Lam = (V[:, keep] / w[keep]) @ V[:, keep].T
     Jbar = Hinv_Jt @ Lam
     n = H.shape[0]
     eye = _EYE.get(n)

@@ -79,8 +79,10 @@ class ForwardDynamics(Mapping):
         if sigma_min_above(J, REGULAR_SIGMA):  # past every band (no SVD needed): a Cholesky test of J Jᵀ
             return self.gamma_straight
         # np.linalg.svd(J, full_matrices=False) without its wrapper's cost (the same call either way)
-        _, s, Vt = conf.svd if conf is not None and conf.jacobian is J else svd(J)
-        h = self.virtual.link_inertia(q, Vt.T)
+        own = conf is not None and conf.jacobian is J and conf.q is q and conf.virtual is self.virtual
+        _, s, Vt = conf.svd if own else svd(J)  # type: ignore[union-attr]
+        # the link Jacobians from the Configuration's CRBA pass at q (no second pass: the same bits)
+        h = self.virtual.link_inertia(q, Vt.T, conf.data if own else None)  # type: ignore[union-attr]
         # the common case first: every σ_k past the schedule's band (its end 2s/ρ, scheduled_gamma)
         end = min(2.0 * math.sqrt(max(float(h.min()), 0.0) / self.gamma0) / GAIN_MARGIN, REGULAR_SIGMA)
         if s[-1] >= end:

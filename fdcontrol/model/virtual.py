@@ -193,10 +193,11 @@ class VirtualModel:
             if j != self.tip_joint:
                 self.model.inertias[j] = light
 
-    def link_inertia(self, q: np.ndarray, directions: np.ndarray) -> np.ndarray:
+    def link_inertia(self, q: np.ndarray, directions: np.ndarray, data: pin.Data | None = None) -> np.ndarray:
         """h_k = v_kᵀ H_l v_k = ‖A v_k‖² for the columns v_k of `directions` (N×k): the light links'
-        inertia at unit link mass along each joint-space direction (independent of γ)."""
-        AV = self.link_jacobians(q) @ directions
+        inertia at unit link mass along each joint-space direction (independent of γ). `data`: pinocchio
+        data of this model whose joint Jacobians are at q already (a Configuration's, after its CRBA)."""
+        AV = self.link_jacobians(q, data) @ directions
         return (AV * AV).sum(axis=0)
 
     # ------------------------------------------------------------------ matrices
@@ -274,11 +275,15 @@ class VirtualModel:
             return x
         raise ModelError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
 
-    def link_jacobians(self, q: np.ndarray) -> np.ndarray:
+    def link_jacobians(self, q: np.ndarray, data: pin.Data | None = None) -> np.ndarray:
         """A = [J_b1; …; J_b(N−1)]: body Jacobians of the light links at their joint origins,
-        so that H_l = AᵀA and H = JᵀJ + AᵀA/γ (6(N−1)×N)."""
-        pin.computeJointJacobians(self.model, self.data, q)
-        return np.vstack([pin.getJointJacobian(self.model, self.data, j, pin.LOCAL)
+        so that H_l = AᵀA and H = JᵀJ + AᵀA/γ (6(N−1)×N). `data`: pinocchio data of this model whose joint
+        Jacobians are at q already — CRBA with the WORLD convention fills them as computeJointJacobians
+        does, the same bits (a Configuration's; tests/test_straight.py) — else they are computed here."""
+        if data is None:
+            data = self.data
+            pin.computeJointJacobians(self.model, data, q)
+        return np.vstack([pin.getJointJacobian(self.model, data, j, pin.LOCAL)
                           for j in range(1, self.model.njoints) if j != self.tip_joint])
 
     def _qr(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
