@@ -118,6 +118,8 @@ def run(t: Target, python: str, timeout: float, keep: bool) -> dict[str, object]
         try:
             p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
             out = p.stdout + p.stderr
+            if p.returncode != 0:  # (e.g. the clean run of the tests failed): the mutants not checked count as
+                print(f"mutmut ended with {p.returncode}:\n{out[-3000:]}", file=sys.stderr)  # survivors; say why
         except subprocess.TimeoutExpired:
             out = f"(stopped after {timeout:g} s: the mutants not checked count as survivors)"
         took = time.monotonic() - t0

@@ -74,6 +74,24 @@ def test_shared_memory_layout_round_trips_every_field(rng, loop_state):
         assert extra == {"last_cycle_at": 42.5}
 
 
+def test_pack_writes_each_array_where_its_slot_is(rng, loop_state):
+    """pack's one scatter of the flattened arrays writes the buffer an array at a time would write: every
+    array's entries at its slot start, in row-major order, nothing else touched — also for a state whose
+    arrays are off their declared sizes (written as they come, as before)."""
+    lay = SharedLayout(max_dof=16, extra=("last_cycle_at",))
+    odd = dataclasses.replace(synthetic(rng, dof=6), qd=np.arange(4.0))  # qd shorter than q
+    for s in [loop_state, *cases(rng), odd]:
+        got, want = lay.empty(), lay.empty()
+        got[:] = want[:] = np.nan
+        lay.pack(s, got, last_cycle_at=1.0)
+        lay.pack(s, want, last_cycle_at=1.0)
+        for name, start in lay._arrays:  # the array slots by hand, after a full pack (the rest identical)
+            want[lay.slots[name]] = np.nan
+            v = np.asarray(getattr(s, name), dtype=float).reshape(-1)
+            want[start:start + v.size] = v
+        np.testing.assert_array_equal(got, want)
+
+
 def test_unpacked_state_owns_its_arrays(rng):
     """The unpacked state's arrays are its own: rewriting the packed vector afterwards (the next state in
     a reused buffer) changes none of them, and each has its declared shape."""

@@ -226,8 +226,14 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         The same numbers as the general path (tests/test_loop_configuration.py)."""
         self.constraints.release()
         self._locked, self.last_converged = None, True
-        qd1 = qd + dt * self._free_accel(conf, qd, wrench, self.joint_load(q, qd, tau))
-        return self.constraints.project(q + dt * qd1, qd1)
+        if _euler is None or type(qd) is not np.ndarray or qd.dtype != np.float64 or qd.ndim != 1:
+            qd1 = qd + dt * self._free_accel(conf, qd, wrench, self.joint_load(q, qd, tau))
+            return self.constraints.project(q + dt * qd1, qd1)
+        # H⁻¹(Jᵀf + t) by the cycle's factor, then − c q̇ and the Euler step in one compiled call (the same
+        # float operations in the same order as _free_accel and SemiImplicitEuler: the same bits)
+        x = conf.solve(conf.jacobian.T.dot(wrench) + self.joint_load(q, qd, tau))
+        q1, qd1 = _euler(q, qd, x, self.decay, float(dt))
+        return self.constraints.project(q1, qd1)
 
     def _free_accel(self, conf: Configuration, qd: np.ndarray, wrench: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Eq. 10 with damping, no joint locked: H⁻¹(Jᵀf + t) − c q̇ by the cycle's Cholesky factor."""
@@ -369,3 +375,26 @@ def make_solver(mapping: Mapping, integrator: Integrator | None = None, *,
     return SOLVERS.get(kind).build(mapping, integrator, decay=decay, joint_damping=joint_damping,
                                    substeps=substeps, coriolis=coriolis, joint_limits=joint_limits,
                                    limit_inset=limit_inset)
+
+
+def _euler_step(q: np.ndarray, qd: np.ndarray, x: np.ndarray, decay: float, dt: float
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """q̈ = x − c q̇, q̇⁺ = q̇ + dt q̈, q⁺ = q + dt q̇⁺ per joint (ForwardDynamicsSolver._euler_inside)."""
+    n = q.shape[0]
+    q1, qd1 = np.empty(n), np.empty(n)
+    for i in range(n):
+        v = qd[i] + dt * (x[i] - decay * qd[i])
+        qd1[i] = v
+        q1[i] = q[i] + dt * v
+    return q1, qd1
+
+
+try:  # compiled at import (cached on disk), never in the loop thread; without numba the numpy form
+    import numba
+    from numba import types as _t
+
+    _V = _t.Array(_t.float64, 1, "A")
+    _euler: Any = numba.njit(_t.UniTuple(_t.Array(_t.float64, 1, "C"), 2)(_V, _V, _V, _t.float64, _t.float64),
+                             cache=True)(_euler_step)
+except ImportError:  # pragma: no cover - the fast extra is installed with the tests
+    _euler = None

@@ -221,6 +221,7 @@ class SharedLayout:
         self._extra = [(name, self.slots[name]) for name in extra]
         self._names = tuple(f.name for f in FIELDS)
         self._plans: dict[int, tuple[int, int, list[tuple[str, int, int, tuple[int, ...]]]]] = {}
+        self._scatters: dict[int, tuple[np.ndarray, tuple[int, ...]]] = {}
 
     def empty(self) -> np.ndarray:
         return np.zeros(self.size)
@@ -238,8 +239,13 @@ class SharedLayout:
                 raise ValueError(f"{name} = {v!r} is not one of {', '.join(codes)}")
             row[i] = codes[v]
         out[self._scalar_run] = row
-        for v, start in zip(self._get_arrays(s), self._array_starts, strict=True):
-            out[start:start + v.size] = v.reshape(-1)
+        arrays = self._get_arrays(s)
+        dst, sizes = self._scatter_plan(dof)
+        if all(v.size == n for v, n in zip(arrays, sizes, strict=True)):  # the declared sizes: one scatter
+            out[dst] = np.concatenate(arrays, axis=None)  # every array flattened, in slot order
+        else:  # a value off its declared shape: each written as before, as many entries as it has
+            for v, start in zip(arrays, self._array_starts, strict=True):
+                out[start:start + v.size] = v.reshape(-1)
         for name, sl, keys in self._flags:
             v = getattr(s, name)
             out[sl] = [bool(v.get(k)) for k in keys]
@@ -252,6 +258,17 @@ class SharedLayout:
                 out[start + 1:stop].view(np.uint8)[: len(raw)] = np.frombuffer(raw, dtype=np.uint8)
         for name, value in extra.items():
             out[self.slots[name].start] = value
+
+    def _scatter_plan(self, dof: int) -> tuple[np.ndarray, tuple[int, ...]]:
+        """For ``dof`` joints: the slot of every entry of the arrays flattened one after the other (pack's one
+        scatter), and each array's declared size."""
+        plan = self._scatters.get(dof)
+        if plan is None:
+            sizes = tuple(math.prod(shape_of_rule(shape, dof)) for _, shape, _ in self._array_shapes)
+            dst = np.concatenate([np.arange(start, start + n) for (_, _, start), n
+                                  in zip(self._array_shapes, sizes, strict=True)])
+            plan = self._scatters[dof] = (dst, sizes)
+        return plan
 
     def _array_plan(self, dof: int) -> tuple[int, int, list[tuple[str, int, int, tuple[int, ...]]]]:
         """For ``dof`` joints: the span of the array slots, and per array its offset in that span and shape."""
