@@ -110,7 +110,9 @@ def run(t: Target, python: str, timeout: float, keep: bool) -> dict[str, object]
     try:
         _layout(work)
         (work / "pyproject.toml").write_text(_config(t))
-        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "FDCONTROL_MUTATION": "1"}  # (tests/conftest.py)
+        # (FDCONTROL_MUTATION: tests/conftest.py) numba checks every index: a mutant that leaves a compiled
+        # kernel's buffer too short fails with an IndexError instead of writing past its end
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "FDCONTROL_MUTATION": "1", "NUMBA_BOUNDSCHECK": "1"}
         t0 = time.monotonic()
         cmd = [python, "-m", "mutmut", "run", "--max-children", "1", *t.functions]
         try:

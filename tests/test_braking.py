@@ -387,3 +387,32 @@ def test_the_load_and_its_quiet_second_are_read_at_their_thresholds():
     assert lv.loaded_reason(10.5) == "it read a load 0.50 s ago"
     assert lv.loaded_reason(10.0 + LOAD_QUIET - 1e-6) is not None and lv.loaded_reason(10.0 + LOAD_QUIET) is None
     assert lv.loaded_reason(math.nan) is None  # no time: only a load now counts
+
+
+def test_a_limit_left_unset_per_joint_brakes_that_joint_at_the_floor():
+    """A per-joint acceleration limit read as ``null`` (JSON) is an unset limit, like NaN: that joint brakes at the
+    floor, the others at the larger of their limit and the floor — in the stop that begins and in the one that would."""
+    p = BrakingProfile([0.5, 0.25])
+    assert p.current([None, 8.0]).tolist() == [0.5, 8.0]
+    assert p.time(np.array([1.0, 4.0]), [None, 8.0]) == 2.0  # max(1/0.5, 4/8)
+    p.begin([8.0, None])
+    assert p.active and p.deceleration.tolist() == [8.0, 0.25]
+
+
+def test_single_precision_velocities_brake_along_the_double_precision_ramp():
+    """Velocities handed in as float32 (a driver's single-precision reading) give the same steps, next bound and
+    distances as the same numbers in float64, to the last bit: the ramp is computed in double precision."""
+    qd32 = np.array([0.7, -0.3, 0.11], dtype=np.float32)
+    qd = qd32.astype(np.float64)  # the same numbers, exactly
+    a, dt = np.array([3.0, 3.0, 3.0]), 0.002
+    k = math.ceil(float(qd[0]) / (3.0 * dt))  # ⌈0.69999998… / 0.006⌉
+    steps = list(braking_steps(qd32, a, dt))
+    assert len(steps) == k == 117
+    for i, s in enumerate(steps, 1):
+        assert s.dtype == np.float64 and np.array_equal(s, qd * (1.0 - i / k) if i < k else np.zeros(3))
+    p = BrakingProfile(a)
+    r = float(np.max(np.abs(qd) / (a * dt)))
+    assert np.array_equal(p.bound(qd32, dt), qd * (1.0 - 1.0 / r))
+    t = float(qd[0]) / 3.0
+    assert p.time(qd32, a) == t
+    assert np.array_equal(p.distance(qd32, a), np.abs(qd) * t / 2.0)

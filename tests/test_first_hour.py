@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -61,47 +62,36 @@ def test_the_wrench_reply_says_the_arm_moves(svc):
     assert after["seq_ack"] >= 2
 
 
-@pytest.mark.parametrize(("sig", "exit_code"), [(signal.SIGINT, 130), (signal.SIGTERM, 0)], ids=["ctrl-c", "sigterm"])
-def test_ctrl_c_stops_the_service_in_order_without_a_traceback(sig, exit_code):
-    """A terminal's Ctrl-C sends SIGINT to the whole process group, and a service manager's stop (systemd's
-    default) SIGTERM to the whole control group: the API process and the loop process alike. The loop
-    process leaves its ending to the API process (no KeyboardInterrupt or death by the signal in it, so no
-    restart by the supervisor while the service shuts down); the service says it stopped, in one line,
-    exits with 130 after Ctrl-C and 0 after SIGTERM, and leaves no process behind."""
+@contextlib.contextmanager
+def _serving(log) -> Iterator[tuple[subprocess.Popen, list[int]]]:
+    """`fdcontrol serve` in a process group of its own (as a terminal's job), once healthy, with its
+    children (the loop process and multiprocessing's resource tracker); whatever is left is killed after."""
     port = free_port()
-    with tempfile.NamedTemporaryFile("w+", prefix="fdcontrol-ctrl-c-", suffix=".log") as log:
-        p = subprocess.Popen([sys.executable, "-m", "fdcontrol.server", "serve", "--host", "127.0.0.1",
-                              "--port", str(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                             start_new_session=True)  # a process group of its own, as a terminal's job
-        try:
-            deadline = time.monotonic() + STARTUP  # only ends a hung test
-            while time.monotonic() < deadline:
-                assert p.poll() is None, Path(log.name).read_text()
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.1)
-            else:
-                pytest.fail("the service did not become healthy")
-            loop = [int(c) for t in Path(f"/proc/{p.pid}/task").iterdir()
-                    for c in (t / "children").read_text().split()]
-            assert loop, "the loop process (and the resource tracker)"
-            os.killpg(p.pid, sig)  # Ctrl-C, or a service manager's stop
-            code = p.wait(60)  # only ends a hung test
-        finally:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(10)
-        out = Path(log.name).read_text()
-    assert code == exit_code, out
-    assert "Traceback" not in out and "KeyboardInterrupt" not in out and "restarting" not in out, out
-    assert out.strip().splitlines()[-1] == "fdcontrol serve: stopped", out
-    # the loop process and multiprocessing's resource tracker (which may take a moment to see its pipe close)
-    deadline = time.monotonic() + 30  # only ends a hung test
-    while [pid for pid in loop if Path(f"/proc/{pid}").exists()] and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not [pid for pid in loop if Path(f"/proc/{pid}").exists()], "a child outlived the service"
+    p = subprocess.Popen([sys.executable, "-m", "fdcontrol.server", "serve", "--host", "127.0.0.1",
+                          "--port", str(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                         start_new_session=True)
+    loop: list[int] = []
+    try:
+        deadline = time.monotonic() + STARTUP  # only ends a hung test
+        while time.monotonic() < deadline:
+            assert p.poll() is None, Path(log.name).read_text()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("the service did not become healthy")
+        loop += [int(c) for t in Path(f"/proc/{p.pid}/task").iterdir() for c in (t / "children").read_text().split()]
+        assert loop, "the loop process (and the resource tracker)"
+        yield p, loop
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(10)
+        for pid in loop:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def _gone(pid: int) -> bool:
@@ -112,40 +102,40 @@ def _gone(pid: int) -> bool:
         return True
 
 
+def _all_gone(pids: list[int]) -> bool:
+    deadline = time.monotonic() + 30  # only ends a hung test (the resource tracker may take a moment)
+    while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return all(_gone(pid) for pid in pids)
+
+
+@pytest.mark.parametrize(("sig", "exit_code"), [(signal.SIGINT, 130), (signal.SIGTERM, 0)], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_the_service_in_order_without_a_traceback(sig, exit_code):
+    """A terminal's Ctrl-C sends SIGINT to the whole process group, and a service manager's stop (systemd's
+    default) SIGTERM to the whole control group: the API process and the loop process alike. The loop
+    process leaves its ending to the API process (no KeyboardInterrupt or death by the signal in it, so no
+    restart by the supervisor while the service shuts down); the service says it stopped, in one line,
+    exits with 130 after Ctrl-C and 0 after SIGTERM, and leaves no process behind."""
+    with tempfile.NamedTemporaryFile("w+", prefix="fdcontrol-stop-", suffix=".log") as log:
+        with _serving(log) as (p, loop):
+            os.killpg(p.pid, sig)  # Ctrl-C, or a service manager's stop
+            code = p.wait(60)  # only ends a hung test
+            out = Path(log.name).read_text()
+            assert code == exit_code, out
+            assert "Traceback" not in out and "KeyboardInterrupt" not in out and "restarting" not in out, out
+            assert out.strip().splitlines()[-1] == "fdcontrol serve: stopped", out
+            assert _all_gone(loop), "a child outlived the service"
+
+
 def test_a_killed_api_process_leaves_no_loop_process_behind():
     """The loop process ignores SIGINT and SIGTERM (the API process ends it in order); should the API
     process itself be killed (SIGKILL: nothing of it runs any more), the loop process sees its command
     pipe close and ends on its own instead of holding the robot's connection forever."""
-    port = free_port()
     with tempfile.NamedTemporaryFile("w+", prefix="fdcontrol-kill-", suffix=".log") as log:
-        p = subprocess.Popen([sys.executable, "-m", "fdcontrol.server", "serve", "--host", "127.0.0.1",
-                              "--port", str(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                             start_new_session=True)
-        loop: list[int] = []
-        try:
-            deadline = time.monotonic() + STARTUP  # only ends a hung test
-            while time.monotonic() < deadline:
-                assert p.poll() is None, Path(log.name).read_text()
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.1)
-            else:
-                pytest.fail("the service did not become healthy")
-            loop = [int(c) for t in Path(f"/proc/{p.pid}/task").iterdir()
-                    for c in (t / "children").read_text().split()]
-            assert loop, "the loop process (and the resource tracker)"
+        with _serving(log) as (p, loop):
             os.kill(p.pid, signal.SIGKILL)  # the API process only
             p.wait(10)
-            deadline = time.monotonic() + 30  # only ends a hung test
-            while not all(_gone(pid) for pid in loop) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert all(_gone(pid) for pid in loop), "the loop process outlived the killed API process"
-        finally:
-            for pid in [p.pid, *loop]:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+            assert _all_gone(loop), "the loop process outlived the killed API process"
 
 
 def test_a_run_without_chromium_says_in_one_line_that_the_browser_tests_did_not_run(tmp_path):

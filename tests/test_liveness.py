@@ -122,6 +122,7 @@ def test_a_hand_is_the_contact_reading_and_zeroing_waits_for_the_reading_the_law
     live input is the contact reading (the tool's inertia out); without one, the law's reading is both."""
     force_law = NS(task=None, law=NS(_law=NS(terms=("force",))))
     lv = Liveness()
+    assert lv.live(force_law, "idle", np.zeros(6), None, 0.0) is False  # nothing sensed yet: an answer, False
     inertia_only, hand_against = np.array([1.5, 0, 0, 0, 0, 0]), np.array([0.5, 0, 0, 0, 0, 0])
     lv.sensed(inertia_only, 2.0, np.array([0.2, 0, 0, 0, 0, 0]))  # a braking tool: reads 1.5 N, touches nothing
     assert lv.loaded_now and lv.loaded_at == 2.0 and not lv.hand_now
@@ -158,8 +159,45 @@ def test_the_worst_joints_are_numpys_argmax_of_the_difference_and_of_the_run_on(
         np.testing.assert_array_equal([got[1], got[3]], [want[1], want[3]])
     j, off, k, dev = worst_joints([], [])
     assert (j, k) == (0, 0) and math.isnan(off) and math.isnan(dev)
-    with pytest.raises(ValueError):
-        worst_joints([1.0], [1.0, 2.0])
+    for qd, ref in (([1.0], [1.0, 2.0]), ([], [1.0]), ([1.0], [])):  # lengths that differ: an error, no verdict
+        with pytest.raises(ValueError):
+            worst_joints(qd, ref)
+
+
+def test_the_load_is_the_force_norm_over_fx_fy_fz_and_the_torque_norm_over_tx_ty_tz():
+    """Each component counts in its own norm and in no other: a torque never adds to the force, nor a force
+    to the torque."""
+    from fdcontrol.loop.liveness import loaded
+
+    for i in range(3):
+        f = np.zeros(6)
+        f[i] = 1.01 * LOAD_FORCE
+        assert loaded(f)
+        f[i], f[3 + i] = LOAD_FORCE, 0.9 * LOAD_TORQUE  # at the force threshold, a torque below its own
+        assert not loaded(f)
+        f[i], f[3 + i] = 0.0, 1.01 * LOAD_TORQUE
+        assert loaded(f)
+        f[3 + i], f[(i + 1) % 3] = LOAD_TORQUE, 0.9 * LOAD_FORCE
+        assert not loaded(f)
+
+
+def test_following_reads_the_velocities_as_floats():
+    """Integer velocities (a driver that reports whole numbers) are velocities like any others."""
+    f = Following()
+    assert f.check(np.array([0, 2]), np.array([0, 0]), 0.0) is None
+    assert f.check(np.array([0, 2]), np.array([0, 0]), FOLLOW_TIME) == (
+        "the arm does not follow the reference: joint 1 moves at 2.000 rad/s, the loop asked 0.000 rad/s "
+        "for 0.25 s; holding")
+    assert not f.ok and f.joint == 1 and f.error == 2.0
+    assert Following().check([0.0, 0.0], [1, 0], 0.0) is None  # an integer reference too
+
+
+def test_following_refuses_velocities_of_different_lengths():
+    """A measured q̇ and a reference of different lengths are an error (the cycle that raises holds with a
+    fault), never a verdict read past the end of the shorter one."""
+    for qd, ref in (([0.0, 3.0], [0.0]), ([0.0], [0.0, 3.0]), ([], [1.0]), ([1.0], [])):
+        with pytest.raises(ValueError):
+            Following().check(np.array(qd), np.array(ref), 0.0)
 
 
 def test_following_turns_false_after_follow_time_of_a_lag_and_a_run_on_is_a_fault_after_as_long():

@@ -214,7 +214,7 @@ def test_the_contact_reading_leaves_out_the_tools_inertia_whether_or_not_the_law
     cycle differentiates no old twist."""
     m, com = 0.8, np.array([0.0, 0.01, 0.05])
     R_ts, p_ts = rot(rng), np.array([0.01, 0.0, -0.03])
-    dt, fc, db = 0.002, 30.0, 0.3
+    dt, db = 0.002, 0.3
     R_tip = rot(rng)
     R_bs = R_tip @ R_ts
     a = np.array([1.5, -2.0, 0.5])  # m/s², base frame, no rotation
@@ -229,7 +229,7 @@ def test_the_contact_reading_leaves_out_the_tools_inertia_whether_or_not_the_law
 
     contact = tip(np.r_[-e_s, 0, 0, 0])
     seen = tip(np.r_[-e_s + m * a_s, np.cross(com, m * a_s)])  # the reading with the tool's inertia in it
-    for comp in (False, True):
+    for comp, fc in ((False, 30.0), (True, 30.0), (False, 0.5)):  # (a cut-off below 1 Hz filters too)
         kw = dict(tool_mass=m, tool_com=com, sensor_rotation=R_ts, sensor_position=p_ts, deadband_force=db,
                   cutoff=fc, inertia_compensation=comp)
         filt, plain = WrenchFilter(**kw), WrenchFilter(**kw)
@@ -249,6 +249,7 @@ def test_the_contact_reading_leaves_out_the_tools_inertia_whether_or_not_the_law
                 np.testing.assert_allclose(filt.contact, contact + (y0 - contact) * decay, atol=1e-9)
                 np.testing.assert_allclose(out, seen + (y0 - seen) * decay, atol=1e-9)
     filt = WrenchFilter(tool_mass=m, tool_com=com, sensor_rotation=R_ts, sensor_position=p_ts)
+    np.testing.assert_array_equal(filt.contact, np.zeros(6))  # before the first reading: no load
     filt.apply(raw, R_tip, dt, np.zeros(6), contact=True)
     out = filt.apply(raw, R_tip, dt, np.r_[a * dt, np.zeros(3)])  # no flag: contact is the reading
     assert filt.contact is out
@@ -256,6 +257,20 @@ def test_the_contact_reading_leaves_out_the_tools_inertia_whether_or_not_the_law
     np.testing.assert_allclose(filt.contact, out, atol=1e-9)  # (from the old twist it would read 49·m·a more)
     filt.apply(raw, R_tip, dt, np.r_[a * 51 * dt, np.zeros(3)], contact=True)
     np.testing.assert_allclose(filt.contact[:3], R_tip @ R_ts @ -e_s, atol=1e-9)
+
+
+def test_a_tool_given_only_its_rotational_inertia_is_compensated_too():
+    """tool_mass 0 with a rotational inertia (a light tool whose spin is what loads the sensor): the
+    torque I α that turns it is taken out, for the law (compensated) and for the contact reading."""
+    izz, alpha, dt = 0.02, 3.0, 0.004
+    for comp in (True, False):
+        filt = WrenchFilter(tool_mass=0.0, tool_inertia=np.array([0.01, 0.01, izz, 0, 0, 0]),
+                            inertia_compensation=comp)
+        raw = np.array([0, 0, 0, 0, 0, izz * alpha])  # robot on tool: what spins it up about z
+        filt.apply(raw, np.eye(3), dt, np.zeros(6), contact=True)
+        out = filt.apply(raw, np.eye(3), dt, np.array([0, 0, 0, 0, 0, alpha * dt]), contact=True)
+        np.testing.assert_allclose(filt.contact, np.zeros(6), atol=1e-12)
+        np.testing.assert_allclose(out, np.zeros(6) if comp else raw, atol=1e-12)
 
 
 def test_the_sensor_model_refuses_what_is_not_a_mount_or_a_mass():

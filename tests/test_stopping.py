@@ -20,6 +20,7 @@ import pytest
 from websockets.sync.client import connect
 
 from fdcontrol.limits.safety import DEFAULT_LIMITS
+from fdcontrol.loop.liveness import LOAD_QUIET
 from fdcontrol.recording import COMMAND_TOPIC, read_recording
 
 from .service import Service
@@ -331,10 +332,11 @@ def test_zeroing_the_sensor_under_a_load_is_refused_and_no_patch_rezeroes_it(htt
     s = cycles(http, 50)
     assert np.linalg.norm(np.array(s["f_measured"][:3]) - bias_free[:3]) < 3.0  # the hand still reads as a load
     http.delete("/sim/push")
-    wait(http, lambda s: np.linalg.norm(s["f_measured"][:3]) < 1.0)  # the hand let go: nothing was absorbed
+    off = wait(http, lambda s: np.linalg.norm(s["f_measured"][:3]) < 1.0)  # the hand let go: nothing was absorbed
     r = http.post("/control/zero-sensor")
     assert r.status_code == 409, r.text  # pushed within the last second
-    time.sleep(1.2)
+    # a second without a load on the loop's own clock (its last loaded cycle came before `off`)
+    wait(http, lambda s: s["stamp"] >= off["stamp"] + LOAD_QUIET)
     assert http.post("/control/zero-sensor").status_code == 200
     p0 = tip(state(http))
     assert http.post("/control/hold", json={"hold": False}).status_code == 200

@@ -184,7 +184,7 @@ def worst_joints(qd: list[float], ref: list[float]) -> tuple[int, float, int, fl
     return (*first_max(off), *first_max(dev))
 
 
-def _scan(qd: np.ndarray, ref: np.ndarray) -> tuple[int, float, int, float]:
+def _scan(qd: np.ndarray, ref: np.ndarray) -> tuple[int, float, int, float]:  # pragma: no mutate block
     """:func:`worst_joints` on two float64 vectors of one length ≥ 1, compiled: the same float operations and
     comparisons in the same order, so the same joints and values (tests/test_loop.py)."""
     j, k = 0, 0
