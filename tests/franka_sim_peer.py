@@ -9,8 +9,9 @@ simulator receives is appended to the file as one row of float64 (``RECORD_COLUM
 simulator's time, the command's message id, motion_finished, then the commanded joint
 velocities dq_c (7), joint positions q_c (7), and the flange position measured by the
 simulator at that moment (O_T_EE · F_T_EE⁻¹, 3, m) — the flange is read on the simulator's side —,
-the impedance controller the simulator runs (0 joint, 1 Cartesian, 2 none) and the robot's desired
-joint positions q_d (7, rad).
+the impedance controller the simulator runs (0 joint, 1 Cartesian, 2 none), the robot's desired
+joint positions q_d (7, rad), the measured joint positions q (7, rad) and velocities dq (7, rad/s) at
+that moment, and the simulator's tick (the id of the state it sends next).
 
 Only 127.0.0.0/8: the simulator's UDP socket is bound to the hostname, not to 0.0.0.0. Without a
 client the simulator only takes connections (every 2 ms): its physics and its 1 kHz states run
@@ -36,7 +37,8 @@ RECORD_COLUMNS = ("t", "message_id", "finished", *(f"dq_c{i}" for i in range(7))
                   "impedance", *(f"q_d{i}" for i in range(7)), *(f"q{i}" for i in range(7)),
                   *(f"dq{i}" for i in range(7)), "tick")
 #: ``impedance``: the simulator's impedance controller when the command arrived: 0 joint, 1 Cartesian,
-#: 2 none (no motion); ``q_d``: the robot's desired joint positions at that moment (rad)
+#: 2 none (no motion); ``q_d``: the robot's desired joint positions at that moment (rad); ``q``, ``dq``: the
+#: measured joint state then; ``tick``: the id of the state the simulator sends next
 COLUMN = {name: i for i, name in enumerate(RECORD_COLUMNS)}
 
 
