@@ -596,6 +596,10 @@ def test_path_acceleration_at_its_edges():
     # joint 1 needs σ ≥ 0.6: no σ for both, the reference stays for the acceleration limit
     qd = [1.0, 1.0]
     assert lim.apply(Cycle(np.zeros(2), np.array([0.0, 1.1]), None, 1.0), qd) is False and qd == [1.0, 1.0]
+    # a joint asked to rest exactly a·dt from its previous reference is within reach for any σ: joint 1 alone
+    # sets σ ∈ [−0.25, 0.25], so σ = 0.25
+    qd = [0.0, 2.0]
+    assert lim.apply(Cycle(np.zeros(2), np.array([0.5, 0.0]), None, 1.0), qd) is True and qd == [0.0, 0.5]
 
 
 # ------------------------------------------------------------------------- SafetyLimits: names, fields, refusals
