@@ -131,9 +131,9 @@ class Following:
               commanded: Callable[[], np.ndarray | None] | None = None) -> str | None:
         """A fault text once the arm ran on for ``FOLLOW_TIME``, else None; updates ``ok``/``joint``/``error``.
 
-        ``q`` the measured joint positions and ``commanded()`` the positions the robot's controller was last
-        commanded (None: unknown): a joint whose velocity points from q toward them catches up and does not
-        run on. Asked only when a joint would run on (a cycle that follows pays nothing for it)."""
+        ``commanded()`` (with ``q``, the measured joint positions) the positions the robot's controller was
+        last commanded (None: unknown): a joint whose velocity points from q toward them catches up and does
+        not run on. Asked only when a joint would run on (a cycle that follows pays nothing for it)."""
         a = np.asarray(qd, dtype=float)
         b = np.asarray(qd_ref_prev, dtype=float)
         if _worst_arrays is not None and a.ndim == 1 and a.shape == b.shape and a.size:
@@ -143,14 +143,12 @@ class Following:
         self._follows(off_j, j, now)
         # runs on: faster than asked, or against the reference (an arm held back — contact, a wall — moves
         # slower than asked along it, and that is no fault: the admittance is what lets it push)
-        if dev_k > FOLLOW_SPEED and q is not None and commanded is not None:
+        if dev_k > FOLLOW_SPEED and commanded is not None:
             q_c = commanded()
             if q_c is not None:  # a joint moving toward its commanded position catches up: it runs on nowhere
-                catching = a * (np.asarray(q_c, dtype=float) - np.asarray(q, dtype=float)) > 0.0
-                if catching.any():
-                    a = np.where(catching, 0.0, a)
-                    _, _, k, dev_k = _worst(a, b)
-                    a = np.asarray(qd, dtype=float)  # the fault text names the measured velocity
+                catching = a * np.subtract(q_c, q) > 0.0
+                if catching.any():  # (the joint that runs on, if any, is not one of them: its a[k] stays)
+                    _, _, k, dev_k = worst_joints(np.where(catching, 0.0, a).tolist(), b.tolist())
         if not dev_k > FOLLOW_SPEED:  # (NaN: the driver's own fault path reports it)
             self.since = math.nan
             return None
@@ -160,12 +158,6 @@ class Following:
             return None
         return (f"the arm does not follow the reference: joint {k} moves at {float(a[k]):.3f} rad/s, "
                 f"the loop asked {float(b[k]):.3f} rad/s for {now - self.since:.2f} s; holding")
-
-
-def _worst(a: np.ndarray, b: np.ndarray) -> tuple[int, float, int, float]:
-    if _worst_arrays is not None and a.ndim == 1 and a.shape == b.shape and a.size:
-        return _worst_arrays(a, b)  # type: ignore[no-any-return]
-    return worst_joints(a.tolist(), b.tolist())
 
 
 def worst_joints(qd: list[float], ref: list[float]) -> tuple[int, float, int, float]:
