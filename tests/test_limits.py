@@ -538,6 +538,49 @@ def test_path_speed_does_nothing_and_computes_nothing_at_rest_or_without_a_finit
     assert 0 < fast[0] < 2.0 and len(set(fast)) == 1  # scaled uniformly
 
 
+class _FixedRate:
+    """A robot whose J̇(q, q') q' is a fixed vector (closed forms for the path speed limit), counting calls."""
+
+    def __init__(self, rate: list[float]) -> None:
+        self.rate = np.array(rate, dtype=float)
+        self.calls = 0
+
+    def jacobian_rate(self, q: np.ndarray, qd: np.ndarray) -> np.ndarray:
+        self.calls += 1
+        return self.rate.copy()
+
+
+def test_path_speed_at_its_edges():
+    """Closed forms with J = I (so q'' = −J⁺ J̇q' is minus the robot's fixed rate) and a = 4, reserve 1: the
+    cap is √(a / max|q''|). A tip speed exactly at the cap is within the limit (not acted); a tip speed of
+    1e-9 m/s counts as rest (J̇ never evaluated); q'' = 0 (a path without curvature) caps nothing and says so;
+    a non-finite q'' leaves q̇ alone; a direction whose singular value is at or below 1e-6 of the largest
+    counts as singular (J⁺ leaves it out, as the compiled twin's J⁺ does), so J̇ along it caps nothing."""
+    from fdcontrol.limits import Cycle, PathSpeed
+
+    def run(rate: list[float], qd: list[float], J: np.ndarray | None = None) -> tuple[bool, list[float], int]:
+        robot = _FixedRate(rate)
+        lim = PathSpeed(robot, np.full(6, 4.0), 1.0)  # type: ignore[arg-type]
+        out = list(qd)
+        with np.errstate(invalid="ignore"):
+            acted = lim.apply(Cycle(np.zeros(6), np.zeros(6), np.eye(6) if J is None else J, 0.002), out)
+        return acted, out, robot.calls
+
+    bend = [1.0, 0, 0, 0, 0, 0]  # |q''_0| = 1: cap = √(4 / 1) = 2
+    assert run(bend, [2.0, 0, 0, 0, 0, 0]) == (False, [2.0, 0, 0, 0, 0, 0], 1)  # exactly at the cap
+    acted, out, _ = run(bend, [4.0, 0, 0, 0, 0, 0])  # twice the cap: scaled onto it
+    assert acted is True and out == [2.0, 0, 0, 0, 0, 0]
+    assert run(bend, [1e-9, 0, 0, 0, 0, 0]) == (False, [1e-9, 0, 0, 0, 0, 0], 0)  # rest: nothing computed
+    assert run([0.0] * 6, [4.0, 0, 0, 0, 0, 0]) == (False, [4.0, 0, 0, 0, 0, 0], 1)  # a straight path
+    assert run([math.inf, 0, 0, 0, 0, 0], [4.0, 0, 0, 0, 0, 0])[:2] == (False, [4.0, 0, 0, 0, 0, 0])
+    assert run([math.nan, 0, 0, 0, 0, 0], [4.0, 0, 0, 0, 0, 0])[:2] == (False, [4.0, 0, 0, 0, 0, 0])
+    near = np.diag([1.0, 1, 1, 1, 1, 1e-8])  # σ_min / σ_max = 1e-8 ≤ 1e-6: singular
+    assert run([0, 0, 0, 0, 0, 1e-3], [4.0, 0, 0, 0, 0, 0], near) == (False, [4.0, 0, 0, 0, 0, 0], 1)
+    # at 1e-5 it is not: q''_5 = 1e-3 / 1e-5 = 100 caps at √(4 / 100) = 0.2
+    acted, out, _ = run([0, 0, 0, 0, 0, 1e-3], [4.0, 0, 0, 0, 0, 0], np.diag([1.0, 1, 1, 1, 1, 1e-5]))
+    assert acted is True and out[0] == pytest.approx(0.2, rel=1e-12) and out[1:] == [0.0] * 5
+
+
 def test_path_acceleration_at_its_edges():
     """Closed forms: a change of exactly a·dt is within the limit (not acted); where the joints' σ intervals
     meet in one point, that σ scales the reference; where they miss each other it is left to the
@@ -553,6 +596,10 @@ def test_path_acceleration_at_its_edges():
     # joint 1 needs σ ≥ 0.6: no σ for both, the reference stays for the acceleration limit
     qd = [1.0, 1.0]
     assert lim.apply(Cycle(np.zeros(2), np.array([0.0, 1.1]), None, 1.0), qd) is False and qd == [1.0, 1.0]
+    # a joint asked to rest exactly a·dt from its previous reference is within reach for any σ: joint 1 alone
+    # sets σ ∈ [−0.25, 0.25], so σ = 0.25
+    qd = [0.0, 2.0]
+    assert lim.apply(Cycle(np.zeros(2), np.array([0.5, 0.0]), None, 1.0), qd) is True and qd == [0.0, 0.5]
 
 
 # ------------------------------------------------------------------------- SafetyLimits: names, fields, refusals
