@@ -193,10 +193,13 @@ def commanded_position_derivatives(rec: np.ndarray, start: bool = False
 
 
 #: the position interface's first ticks of a motion: the q_d the simulator records with a motion's first
-#: command lies up to ~5e-8 rad from the q_d of the state the driver started the motion at (the simulator's
-#: desired position still settling after the previous motion): 0.01–0.9 % of the first ticks' acceleration
-#: and jerk measured, a relative 2e-2 there; 1e-6 for every other tick
+#: command (its q_d when the command arrives, not that of the state the command answers) lies up to ~5e-8 rad
+#: from the q_d of the state the driver started the motion at, as the simulator's desired position still
+#: settles after the previous motion; with the machine loaded the first command arrives ticks later and the
+#: gap reaches ~1.1e-7 rad (2.2 % of the jerk limit at 1 ms³: 5107–5110 rad/s³ seen in 2 of 14 runs beside
+#: 3–4 CPU-bound processes). A relative START_SLACK there; 1e-6 for every other tick
 START_TICKS = 3
+START_SLACK = 5e-2
 
 
 def lost_ticks(rec: np.ndarray) -> int:
@@ -333,7 +336,8 @@ def test_position_interface_and_cartesian_impedance(sim, options):
     if options.get("interface") == "position":
         dq, a, j = commanded_position_derivatives(rec)
         _, a0, j0 = commanded_position_derivatives(rec, start=True)
-        assert np.max(np.abs(a0)) <= FR3_AMAX * (1 + 2e-2) and np.max(np.abs(j0)) <= FR3_JMAX * (1 + 2e-2)
+        assert np.max(np.abs(a0)) <= FR3_AMAX * (1 + START_SLACK), f"first ticks: {np.max(np.abs(a0)):.2f} rad/s²"
+        assert np.max(np.abs(j0)) <= FR3_JMAX * (1 + START_SLACK), f"first ticks: {np.max(np.abs(j0)):.0f} rad/s³"
     else:
         dq, a, j = commanded_derivatives(rec)
     assert np.all(np.abs(dq) <= FR3_VMAX * (1 + 1e-6)), np.max(np.abs(dq), axis=0)
