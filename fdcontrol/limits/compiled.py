@@ -137,6 +137,19 @@ def head(q, qd_in, t, dt, P, idx, W, recovery, margin, max_linear, max_angular, 
 
 
 @numba.njit(cache=True)
+def _t_times(M, z, rows):
+    """Mᵀ z over M's first ``rows`` rows, summed row by row in order (the same float operations wherever
+    a pseudo-inverse below forms one)."""
+    x = np.empty(M.shape[1])
+    for c in range(M.shape[1]):
+        s = 0.0
+        for i in range(rows):
+            s += M[i, c] * z[i]
+        x[c] = s
+    return x
+
+
+@numba.njit(cache=True)
 def _pinv_apply(J, y, U, sv, Vt):
     """J⁺ y (J 6×N, y a 6-vector) as ``np.linalg.pinv(J, rcond=1e-6) @ y``: by the Cholesky factor
     of the smaller Gram matrix (J Jᵀ or JᵀJ) when κ(J) ≤ GRAM_KAPPA is certain — κ(G) ≤ tr(G)·tr(G⁻¹),
@@ -189,15 +202,7 @@ def _pinv_apply(J, y, U, sv, Vt):
         if sv.shape[0] == 0:
             return np.linalg.pinv(np.ascontiguousarray(J), 1e-6) @ np.ascontiguousarray(y)
         return _svd_apply(U, sv, Vt, y)
-    rhs = np.empty(k)  # n ≥ m: G z = y, x = Jᵀ z;  n < m: G x = Jᵀ y
-    for i in range(k):
-        if n >= m:
-            rhs[i] = y[i]
-        else:
-            s = 0.0
-            for c in range(m):
-                s += J[c, i] * y[c]
-            rhs[i] = s
+    rhs = y if n >= m else _t_times(J, y, m)  # n ≥ m: G z = y, x = Jᵀ z;  n < m: G x = Jᵀ y
     z = np.empty(k)
     for i in range(k):  # L z' = rhs
         s = rhs[i]
@@ -211,13 +216,7 @@ def _pinv_apply(J, y, U, sv, Vt):
         z[i] = s / L[i, i]
     if n < m:
         return z
-    x = np.empty(n)
-    for c in range(n):
-        s = 0.0
-        for i in range(m):
-            s += J[i, c] * z[i]
-        x[c] = s
-    return x
+    return _t_times(J, z, m)
 
 
 @numba.njit(cache=True)
@@ -225,7 +224,6 @@ def _svd_apply(U, sv, Vt, y):
     """J⁺ y from J = U diag(sv) Vt (thin SVD, sv descending) as ``np.linalg.pinv`` forms it: singular values
     at or below 1e-6 × the largest count as zero."""
     k = sv.shape[0]
-    n = Vt.shape[1]
     cutoff = 1e-6 * sv[0]
     z = np.zeros(k)
     for i in range(k):
@@ -234,13 +232,7 @@ def _svd_apply(U, sv, Vt, y):
             for r in range(U.shape[0]):
                 s += U[r, i] * y[r]
             z[i] = s / sv[i]
-    x = np.empty(n)
-    for c in range(n):
-        s = 0.0
-        for i in range(k):
-            s += Vt[i, c] * z[i]
-        x[c] = s
-    return x
+    return _t_times(Vt, z, k)
 
 
 @numba.njit(_TAIL, cache=True, boundscheck=True)
