@@ -211,6 +211,49 @@ def test_a_long_websocket_error_is_300_characters_and_echoes_nothing(open_servic
     httpx.post(open_service.url + "/control/hold", json={"hold": False})
 
 
+#: pydantic's text for a key a message may not have (the service names where it sits: ``target.<key>``)
+EXTRA = ": Extra inputs are not permitted"
+
+
+def _target_keys_error(ws, keys: list[str]) -> tuple[str, str]:
+    """The service's error for a target with these extra keys, and the whole text it would be unclipped
+    (docs/security.md: each error of the message as ``where: what``, joined by ``; ``)."""
+    ws.send(json.dumps({"target": {"position": [0.0, 0.0, 0.0], **dict.fromkeys(keys, 1)}}))
+    err = _next_error(ws)
+    assert err is not None
+    return err, "; ".join(f"target.{k}{EXTRA}" for k in keys)
+
+
+def test_a_websocket_error_of_300_characters_is_sent_whole_and_one_of_301_is_clipped_to_300(open_service):
+    """docs/security.md: error replies are at most 300 characters. On the real service, at the boundary:
+    an error whose text is exactly 300 characters arrives whole, one of 301 arrives as its first 299 and
+    "…" (300 in all), one far longer also as 300."""
+    part = len(f"target.{EXTRA}")  # one error without its key
+
+    def keys(total: int, n: int = 6) -> list[str]:  # n short distinct keys whose error text is `total` long
+        letters = total - n * part - 2 * (n - 1)
+        sizes = [letters // n + (1 if i < letters % n else 0) for i in range(n)]
+        return [chr(ord("a") + i) * s for i, s in enumerate(sizes)]
+
+    with connect(ws_url(open_service, "/ws/control?decimation=500"), open_timeout=5) as ws:
+        err, whole = _target_keys_error(ws, keys(300))
+        assert len(whole) == 300 and err == whole, (len(err), err)
+        err, whole = _target_keys_error(ws, keys(301))
+        assert len(whole) == 301 and err == whole[:299] + "…", (len(err), err)
+        err, whole = _target_keys_error(ws, keys(2000, n=40))
+        assert len(whole) == 2000 and err == whole[:299] + "…", (len(err), err)
+
+
+def test_a_long_key_inside_a_websocket_message_is_not_echoed(open_service):
+    """A key nested in a message (here in its target) is named when short — a typo to see — and never
+    echoed when long (input), as at the message's top level."""
+    with connect(ws_url(open_service, "/ws/control?decimation=500"), open_timeout=5) as ws:
+        err, _ = _target_keys_error(ws, ["positon"])
+        assert err == f"target.positon{EXTRA}", err
+        err, _ = _target_keys_error(ws, ["Z" * 100])
+        assert err == f"target.(a long key){EXTRA}" and "Z" * 33 not in err, err
+
+
 def test_allowed_hosts_and_allowed_origins(open_service):
     """docs/security.md: the Host must be a loopback name, the bound host or one of allowed_hosts
     (421 otherwise); a foreign Origin on a state change or handshake is refused (403) unless it is
