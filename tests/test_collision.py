@@ -250,7 +250,6 @@ def test_capsule_placement_matches_pinocchio(arm: str) -> None:
 
 def test_capsules_enclose_the_vendor_meshes() -> None:
     """Every vertex of the vendors' collision meshes lies inside its link's fitted capsule (conservative)."""
-    pytest.importorskip("scipy")
     import importlib.util
     from pathlib import Path
 
