@@ -19,7 +19,7 @@ from websockets.sync.client import connect
 from fdcontrol.recording import COMMAND_TOPIC, CONFIG_TOPIC, STATE_FIELDS, STATE_TOPIC, quaternion, read_recording
 
 from .service import Service
-from .waits import cycles_later
+from .waits import HUNG, cycles_later
 
 
 def test_quaternion_matches_pinocchio():
@@ -48,10 +48,13 @@ def children(pid: int) -> list[int]:
 
 
 def push(url: str, seconds: float, force: float = 15.0) -> None:
-    """Stream a slowly turning push at 100 Hz over /ws/control for `seconds`."""
-    t0 = time.monotonic()
+    """Stream a slowly turning push at 100 Hz over /ws/control for `seconds` of the loop's own clock (its
+    state's stamp; the deadline only ends a hung test)."""
+    stamp = lambda: httpx.get(url + "/state").json()["stamp"]  # noqa: E731
+    t0, deadline = stamp(), time.monotonic() + HUNG
     with connect(url.replace("http", "ws") + "/ws/control?decimation=500") as ws:
-        while (t := time.monotonic() - t0) < seconds:
+        while (t := stamp() - t0) < seconds:
+            assert time.monotonic() < deadline, t
             ws.send(json.dumps({"wrench": [force * math.cos(t), force * math.sin(t), 0, 0, 0, 0]}))
             time.sleep(0.01)
 
