@@ -255,3 +255,30 @@ def test_the_projector_on_bad_input_raises_as_lapack_does(bad):
             nullspace_transpose(H, J)
     else:
         np.testing.assert_array_equal(nullspace_transpose(H, J), want)
+
+
+def test_the_compiled_posture_torque_is_numpys_to_rounding():
+    """τ_p = N̄ᵀ H (K (q_p − q) − D q̇) in one compiled call against numpy's products on random FR3 states (the
+    first call fixes q_p by numpy's form; lists take numpy's form too)."""
+    pytest.importorskip("numba")
+    from fdcontrol import RobotModel, VirtualModel
+    from fdcontrol.control import posture
+
+    assert posture._torque is not None
+    robot = RobotModel.load("fr3")
+    vm = VirtualModel(robot, 1e3)
+    rng = np.random.default_rng(3)
+    task = PostureTask(robot, stiffness=rng.uniform(1, 20, 7), damping=rng.uniform(0, 3, 7))
+    q0 = rng.uniform(robot.limits.lower, robot.limits.upper)
+    H0, J0 = vm.inertia(q0), robot.jacobian(q0)
+    assert not np.any(task.torque(H0, J0, q0, np.zeros(7)))  # activation: q_p = q, at rest
+    np.testing.assert_array_equal(task.preferred, q0)
+    for _ in range(200):
+        q, qd = rng.uniform(robot.limits.lower, robot.limits.upper), rng.normal(size=7)
+        H, J = vm.inertia(q), robot.jacobian(q)
+        Nt = nullspace_transpose(H, J)
+        want = Nt @ (H @ (task.stiffness * (task.preferred - q) - task.damping * qd))
+        got = task.torque(H, J, q, qd, Nt)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9 * np.abs(want).max())
+        np.testing.assert_allclose(task.torque(H, J, q.tolist(), qd.tolist(), Nt), want, rtol=0,
+                                   atol=1e-9 * np.abs(want).max())

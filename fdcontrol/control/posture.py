@@ -196,15 +196,39 @@ def _projector_kernel(H: np.ndarray, J: np.ndarray, rcond: float, Nt: np.ndarray
     return True
 
 
+def _torque_kernel(Nt: np.ndarray, H: np.ndarray, K: np.ndarray, qp: np.ndarray, q: np.ndarray, D: np.ndarray,
+                   qd: np.ndarray) -> np.ndarray:
+    """τ_p = N̄ᵀ (H a_p), a_p = K (q_p − q) − D q̇ (PostureTask.torque), written out per joint."""
+    n = q.shape[0]
+    a = np.empty(n)
+    for j in range(n):
+        a[j] = K[j] * (qp[j] - q[j]) - D[j] * qd[j]
+    h = np.empty(n)
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += H[i, j] * a[j]
+        h[i] = s
+    tau = np.empty(n)
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += Nt[i, j] * h[j]
+        tau[i] = s
+    return tau
+
+
 try:  # compiled at import (cached on disk), never in the loop thread; without numba the LAPACK form
     import numba
     from numba import types as _t
 
-    _M = _t.Array(_t.float64, 2, "A")
+    _M, _V = _t.Array(_t.float64, 2, "A"), _t.Array(_t.float64, 1, "A")
     _projector: Any = numba.njit(_t.boolean(_M, _M, _t.float64, _t.Array(_t.float64, 2, "C")), cache=True,
                                  boundscheck=True)(_projector_kernel)
+    _torque: Any = numba.njit(_t.Array(_t.float64, 1, "C")(_M, _M, _V, _V, _V, _V, _V), cache=True,
+                              boundscheck=True)(_torque_kernel)
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
-    _projector = None
+    _projector = _torque = None
 
 
 def at_gamma0(tau: np.ndarray, Nt: np.ndarray, ratio: float) -> np.ndarray:
@@ -278,6 +302,11 @@ class PostureTask:
                Nt: np.ndarray | None = None) -> np.ndarray:
         """τ_p = N̄ᵀ H a_p (N·m on the virtual model); pass N̄ᵀ when it is already known."""
         Nt = nullspace_transpose(H, J) if Nt is None else Nt
+        if _torque is not None and self.preferred is not None:
+            try:  # one compiled call on float64 arrays (a wrong length raises IndexError, as numpy's form raises)
+                return _torque(Nt, H, self.stiffness, self.preferred, q, self.damping, qd)  # type: ignore[no-any-return]
+            except TypeError:  # other types (lists, integers): numpy's form
+                pass
         return Nt @ (H @ self.acceleration(q, qd))
 
     def distance(self, q: np.ndarray) -> float:
