@@ -235,7 +235,7 @@ _F64 = np.dtype(np.float64)
 
 
 def _steps_kernel(w: np.ndarray, Rs: np.ndarray, ps: np.ndarray, d_force: float, d_torque: float, R: np.ndarray,
-                  out: np.ndarray) -> None:
+                  out: np.ndarray) -> None:  # pragma: no mutate block
     """WrenchFilter._steps into ``out``: move_wrench(w, Rs, ps), the deadbands of the force and the torque,
     rotate6(R, ·), written out per coordinate."""
     f0 = Rs[0, 0] * w[0] + Rs[0, 1] * w[1] + Rs[0, 2] * w[2]

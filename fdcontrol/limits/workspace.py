@@ -136,7 +136,8 @@ class WorkspaceStop(Limit):
         return s
 
 
-def _scale_kernel(d: np.ndarray, nrm: np.ndarray, v: np.ndarray, deceleration: float, dt: float) -> float:
+def _scale_kernel(d: np.ndarray, nrm: np.ndarray, v: np.ndarray, deceleration: float,
+                  dt: float) -> float:  # pragma: no mutate block
     """WorkspaceStop._scale per piece: the approach speed a = −n·v against min(√(2 · deceleration · r), r/dt),
     r = max(d, 0) (a NaN distance acts nowhere, as numpy's comparisons have it)."""
     s = 1.0

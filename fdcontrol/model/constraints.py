@@ -66,7 +66,8 @@ def locked_acceleration_lapack(H: np.ndarray, b: np.ndarray, locked: np.ndarray)
 _F64 = np.dtype(np.float64)
 
 
-def _locked_kernel(H: np.ndarray, b: np.ndarray, locked: np.ndarray, qdd: np.ndarray) -> bool:
+def _locked_kernel(H: np.ndarray, b: np.ndarray, locked: np.ndarray,
+                   qdd: np.ndarray) -> bool:  # pragma: no mutate block
     """Eq. 7 into ``qdd``: the free block H_FF = L Lᵀ (Cholesky), q̈_F by forward and back substitution, zero
     on the locked joints. False (qdd undefined) when H_FF is not positive definite or a value is not finite."""
     n = b.shape[0]
@@ -358,7 +359,7 @@ class JointLimitConstraints:
 
 
 def _start_kernel(q: np.ndarray, qd: np.ndarray, lo_tol: np.ndarray, up_tol: np.ndarray, up: np.ndarray,
-                  lo: np.ndarray, locked: np.ndarray) -> bool:
+                  lo: np.ndarray, locked: np.ndarray) -> bool:  # pragma: no mutate block
     """decide's start: which joints are at a limit (up, lo: at_limit) and locked (at a limit, not moving back
     inside); whether any joint is at a limit."""
     anyone = False
@@ -371,7 +372,7 @@ def _start_kernel(q: np.ndarray, qd: np.ndarray, lo_tol: np.ndarray, up_tol: np.
 
 
 def _verdict_kernel(r: np.ndarray, x: np.ndarray, locked: np.ndarray, qd: np.ndarray, up: np.ndarray,
-                    lo: np.ndarray, decay: float) -> tuple[int, float, int, float]:
+                    lo: np.ndarray, decay: float) -> tuple[int, float, int, float]:  # pragma: no mutate block
     """One trial of decide: λ = r = H x − b where locked, the pull onto a limit and the outward q̈ per joint,
     each's first largest entry (np.argmax: the first NaN before any number)."""
     j_rel, p_rel, j_add, p_add = 0, 0.0, 0, 0.0
@@ -389,7 +390,8 @@ def _verdict_kernel(r: np.ndarray, x: np.ndarray, locked: np.ndarray, qd: np.nda
 
 
 def _project_kernel(q: np.ndarray, qd: np.ndarray, lower: np.ndarray, upper: np.ndarray, lo_tol: np.ndarray,
-                    up_tol: np.ndarray, active: np.ndarray, q_out: np.ndarray, qd_out: np.ndarray) -> bool:
+                    up_tol: np.ndarray, active: np.ndarray, q_out: np.ndarray,
+                    qd_out: np.ndarray) -> bool:  # pragma: no mutate block
     """JointLimitConstraints.project into q_out, qd_out: q clipped to the limits (NaN stays NaN, as np.clip),
     q̇ zeroed where the clipped q is at a limit and q̇ points out, or the joint is locked; whether any q̇ was."""
     changed = False

@@ -80,7 +80,7 @@ def symmetric_upper(M: np.ndarray) -> np.ndarray:
 _LOWER: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # the strict lower triangle's indices per size
 
 
-def _symmetric_kernel(M: np.ndarray, H: np.ndarray) -> None:
+def _symmetric_kernel(M: np.ndarray, H: np.ndarray) -> None:  # pragma: no mutate block
     """symmetric_upper into H: the upper triangle of M + 0.0, mirrored."""
     n = M.shape[0]
     for i in range(n):
