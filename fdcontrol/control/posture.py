@@ -81,7 +81,7 @@ _F64 = np.dtype(np.float64)
 JACOBI_SWEEPS = 30  # cyclic Jacobi sweeps at most (a 6×6 converges in 5–8)
 
 
-def _projector_kernel(H: np.ndarray, J: np.ndarray, rcond: float, Nt: np.ndarray) -> bool:
+def _projector_kernel(H: np.ndarray, J: np.ndarray, rcond: float, Nt: np.ndarray) -> bool:  # pragma: no mutate block
     """N̄ᵀ into ``Nt`` (N×N) from H (N×N, symmetric positive definite) and J (m×N, m ≤ N); False (Nt undefined)
     when H is not positive definite or a value is not finite (the caller then takes the LAPACK path).
 
@@ -197,7 +197,7 @@ def _projector_kernel(H: np.ndarray, J: np.ndarray, rcond: float, Nt: np.ndarray
 
 
 def _torque_kernel(Nt: np.ndarray, H: np.ndarray, K: np.ndarray, qp: np.ndarray, q: np.ndarray, D: np.ndarray,
-                   qd: np.ndarray) -> np.ndarray:
+                   qd: np.ndarray) -> np.ndarray:  # pragma: no mutate block
     """τ_p = N̄ᵀ (H a_p), a_p = K (q_p − q) − D q̇ (PostureTask.torque), written out per joint."""
     n = q.shape[0]
     a = np.empty(n)

@@ -210,7 +210,7 @@ _F64 = np.dtype(np.float64)
 _PLANE, _SPHERE, _BOX = 0.0, 1.0, 2.0  # the kinds of Parts' table
 
 
-def _distances_kernel(p: np.ndarray, G: np.ndarray, d: np.ndarray, nrm: np.ndarray) -> None:
+def _distances_kernel(p: np.ndarray, G: np.ndarray, d: np.ndarray, nrm: np.ndarray) -> None:  # pragma: no mutate block
     """Parts.distances of the point p over the table G, into d and nrm: each piece's own ``distance``
     (Plane, Sphere, KeepOutBox), written out per coordinate."""
     p0, p1, p2 = p[0], p[1], p[2]
@@ -260,7 +260,7 @@ def _distances_kernel(p: np.ndarray, G: np.ndarray, d: np.ndarray, nrm: np.ndarr
 
 
 def _tip_force_kernel(d: np.ndarray, nrm: np.ndarray, v: np.ndarray, margin: np.ndarray, k: np.ndarray,
-                      b: np.ndarray, F: np.ndarray) -> int:
+                      b: np.ndarray, F: np.ndarray) -> int:  # pragma: no mutate block
     """Workspace.tip_wrench's force into F (3): Σ over the pieces inside their margin of
     max(k (m − d) − b min(n·v, 0), 0) n; returns the index of the smallest d (the first NaN, as np.argmin)."""
     F[0], F[1], F[2] = 0.0, 0.0, 0.0

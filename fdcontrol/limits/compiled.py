@@ -405,3 +405,14 @@ def jerk(qd, prev, dt, k, h, max_jerk, max_acc, S, history, W, box):
             elif x < W[HARD_LO, j]:
                 qd[j] = W[HARD_LO, j]
     return hit
+
+
+@numba.njit(types.none(_VEC, _MAT), cache=True, boundscheck=True)
+def box(qd, W):
+    """The hard box of W on ``qd`` in place (the last step of :func:`fdcontrol.limits.base.run`)."""
+    for j in range(qd.shape[0]):
+        x = qd[j]
+        if x > W[HARD_HI, j]:
+            qd[j] = W[HARD_HI, j]
+        elif x < W[HARD_LO, j]:
+            qd[j] = W[HARD_LO, j]

@@ -65,6 +65,7 @@ from fdcontrol.limits import (
     PathAcceleration,
     PathSpeed,
     PositionEnvelope,
+    WorkspaceStop,
     run,
 )
 from fdcontrol.limits.base import per_joint
@@ -73,12 +74,12 @@ from fdcontrol.params import Param, declare
 
 
 def _compiled_kernels() -> tuple[Callable[..., Any], ...] | None:
-    """limits.compiled's (head, tail, jerk) (compiled on first import), or None where numba is missing."""
+    """limits.compiled's (head, tail, jerk, box) (compiled on first import), or None where numba is missing."""
     try:
-        from fdcontrol.limits.compiled import head, jerk, tail
+        from fdcontrol.limits.compiled import box, head, jerk, tail
     except ImportError:
         return None
-    return head, tail, jerk
+    return head, tail, jerk, box
 
 
 #: the limit classes the compiled twin computes (fdcontrol.limits.compiled): the required three and
@@ -291,7 +292,7 @@ class SafetyLimits:
                 or (pa is not None and pa.max_acceleration is not V[6])
                 or (ps is not None and ps.max_acceleration is not V[7])):
             self._pack()  # a parameter vector was replaced (not changed in place): _sources() in order
-        head, tail, jerk = kernels
+        head, tail, jerk, box = kernels
         W, dt = self._work, float(dt)
         # J q̇ as CartesianSpeed computes it (J @ list): ndarray.dot gives the same bits, faster
         hit = head(q, qd, J.dot(qd) if c is not None else qd, dt, self._P, self._idx, W, p.recovery, p.margin,
@@ -316,15 +317,15 @@ class SafetyLimits:
         if pa is not None:
             act["path_acceleration"] = hit_pa
         if after:
-            return self._after_acceleration(after, jerk, q, out, qd_prev, J, dt, period)
+            return self._after_acceleration(after, jerk, box, q, out, qd_prev, J, dt, period)
         return out
 
-    def _after_acceleration(self, after: tuple[Limit, ...], jerk: Callable[..., bool], q: np.ndarray,
-                            out: np.ndarray, qd_prev: np.ndarray, J: np.ndarray, dt: float,
+    def _after_acceleration(self, after: tuple[Limit, ...], jerk: Callable[..., bool], box: Callable[..., None],
+                            q: np.ndarray, out: np.ndarray, qd_prev: np.ndarray, J: np.ndarray, dt: float,
                             period: float | None) -> np.ndarray:
         """The limits after the acceleration limit on the compiled twin's ``out``, in order, then the hard box
-        (base.run's steps): the jerk limit by its compiled twin, any other by its own ``apply`` on a Cycle that
-        holds the twin's boxes."""
+        (base.run's steps): the jerk limit by its compiled twin, the workspace stop on the array, any other by its
+        own ``apply`` on a Cycle that holds the twin's boxes."""
         act, W = self.active, self._work
         h_period = dt if period is None else float(period)
         last = len(after) - 1
@@ -347,22 +348,23 @@ class SafetyLimits:
                 if i == last:
                     return out
                 continue
+            if type(lim) is WorkspaceStop:  # on the array itself, the same operations as its apply
+                if lst is not None:
+                    out, lst = np.array(lst), None
+                act[lim.name] = lim.scale_velocity(q, J, out, dt)
+                continue
             if c is None:
                 c = Cycle(q, qd_prev, J, dt, period)
                 c.lo, c.hi, c.hard_lo, c.hard_hi = (W[r].tolist() for r in range(1, 5))
             if lst is None:
                 lst = out.tolist()
             act[lim.name] = lim.apply(c, lst)
-        if lst is None:
-            lst = out.tolist()
-        lo, hi = (W[3].tolist(), W[4].tolist()) if c is None else (c.hard_lo, c.hard_hi)
-        for j in range(len(lst)):  # the hard box, last (base.run)
-            x = lst[j]
-            if x > hi[j]:
-                lst[j] = hi[j]
-            elif x < lo[j]:
-                lst[j] = lo[j]
-        return np.array(lst)
+        if lst is not None:
+            out = np.array(lst)
+        if c is not None:  # the boxes as the limits before left them
+            W[3], W[4] = c.hard_lo, c.hard_hi
+        box(out, W)  # the hard box, last (base.run)
+        return out
 
     # the fields, one source of truth in the composed limits -----------------------------
     @property

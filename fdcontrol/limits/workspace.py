@@ -107,19 +107,37 @@ class WorkspaceStop(Limit):
             return False
         if c.J is None:
             raise ValueError("the workspace stop needs the Jacobian J")
-        qdv = np.asarray(qd)
-        s = self._scale(self.tip(c.q), c.J[:3] @ qdv, c.dt)
-        if self._link_ids:
-            for p, Jp in self.link_points(c.q):
-                s = min(s, self._scale(p, Jp @ qdv, c.dt))
+        s = self._velocity_scale(c.q, c.J, np.asarray(qd), c.dt)
         if s >= 1.0 or not math.isfinite(s):
             return False
         for j in range(c.n):
             qd[j] *= s
         return True
 
+    def scale_velocity(self, q: np.ndarray, J: np.ndarray | None, qd: np.ndarray, dt: float) -> bool:
+        """:meth:`apply` on the arrays of a caller that has them (SafetyLimits' compiled path): ``qd`` scaled in
+        place by the same factor, the same float operations."""
+        if not self.parts or self.robot is None:
+            return False
+        if J is None:
+            raise ValueError("the workspace stop needs the Jacobian J")
+        s = self._velocity_scale(q, J, qd, float(dt))
+        if s >= 1.0 or not math.isfinite(s):
+            return False
+        qd *= s
+        return True
 
-def _scale_kernel(d: np.ndarray, nrm: np.ndarray, v: np.ndarray, deceleration: float, dt: float) -> float:
+    def _velocity_scale(self, q: Any, J: np.ndarray, qdv: np.ndarray, dt: float) -> float:
+        """The smallest scale of q̇ over the tip and the links (1: none needed)."""
+        s = self._scale(self.tip(q), J[:3] @ qdv, dt)
+        if self._link_ids:
+            for p, Jp in self.link_points(q):
+                s = min(s, self._scale(p, Jp @ qdv, dt))
+        return s
+
+
+def _scale_kernel(d: np.ndarray, nrm: np.ndarray, v: np.ndarray, deceleration: float,
+                  dt: float) -> float:  # pragma: no mutate block
     """WorkspaceStop._scale per piece: the approach speed a = −n·v against min(√(2 · deceleration · r), r/dt),
     r = max(d, 0) (a NaN distance acts nowhere, as numpy's comparisons have it)."""
     s = 1.0
