@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import threading
 from multiprocessing.connection import Connection
@@ -37,6 +38,10 @@ class _Fanout:
         self._pending = False
         # (decimation, phase) → [block last woken, [futures]], kept sorted: smallest decimation first
         self._groups: dict[tuple[int, int], list[Any]] = {}
+        # waiters with a timeout: future → (deadline on loop.time(), decimation, phase); one timer for all of them
+        # (at the earliest deadline), not one per wait — a sender waits once per state it sends
+        self._deadlines: dict[asyncio.Future[bool], tuple[float, int, int]] = {}
+        self._expiry: asyncio.TimerHandle | None = None
 
     def _group(self, decimation: int, phase: int) -> list[Any]:
         group = self._groups.get((decimation, phase))
@@ -45,17 +50,48 @@ class _Fanout:
             self._groups = dict(sorted(self._groups.items()))
         return group
 
-    def wait(self, decimation: int, phase: int = 0) -> asyncio.Future[None]:
-        """Done when a state of a new block (cycle − ``phase``) // ``decimation`` has been published."""
-        fut = self.loop.create_future()
+    def wait(self, decimation: int, phase: int = 0, timeout: float | None = None) -> asyncio.Future[bool]:
+        """Done when a state of a new block (cycle − ``phase``) // ``decimation`` has been published (result
+        False), or after ``timeout`` s without one (result True; None: no timeout). Call :meth:`forget` when
+        done with it."""
+        fut: asyncio.Future[bool] = self.loop.create_future()
         self._group(decimation, phase)[1].append(fut)
+        if timeout is not None:
+            deadline = self.loop.time() + timeout
+            self._deadlines[fut] = (deadline, decimation, phase)
+            if self._expiry is None or deadline < self._expiry.when():
+                self._expire_at(deadline)
         return fut
 
-    def forget(self, decimation: int, fut: asyncio.Future[None], phase: int = 0) -> None:
-        """A waiter that stopped waiting (heartbeat timeout, client gone): no list grows while stopped."""
+    def forget(self, decimation: int, fut: asyncio.Future[bool], phase: int = 0) -> None:
+        """A waiter that stopped waiting (woken, timed out, client gone): no list grows while stopped."""
+        self._deadlines.pop(fut, None)
         if not fut.done() or fut.cancelled():
             with contextlib.suppress(KeyError, ValueError):
                 self._groups[decimation, phase][1].remove(fut)
+
+    def _expire_at(self, when: float) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+        self._expiry = self.loop.call_at(when, self._expire)
+
+    def _expire(self) -> None:
+        """The timer of the earliest deadline: every waiter past its deadline is done (True), then the timer
+        goes to the earliest deadline left (waiters woken meanwhile have left through forget)."""
+        self._expiry = None
+        now, left = self.loop.time(), math.inf
+        for fut, (deadline, d, p) in list(self._deadlines.items()):
+            if fut.done():  # cancelled: its forget removes it
+                continue
+            if deadline <= now:
+                del self._deadlines[fut]
+                with contextlib.suppress(KeyError, ValueError):
+                    self._groups[d, p][1].remove(fut)
+                fut.set_result(True)
+            elif deadline < left:
+                left = deadline
+        if left < math.inf:
+            self._expire_at(left)
 
     def deliver(self, s: LoopState) -> None:
         """In this fanout's event loop: the newest state, its senders woken now."""
@@ -75,7 +111,7 @@ class _Fanout:
         s = self.current = self._posted
         if s is None:
             return
-        ready: list[asyncio.Future[None]] = []
+        ready: list[asyncio.Future[bool]] = []
         for (d, p), group in self._groups.items():
             block = (s.cycle - p) // d
             if block != group[0] and group[1]:
@@ -84,10 +120,10 @@ class _Fanout:
                 group[1] = []
         self._wake(ready)
 
-    def _wake(self, futures: list[asyncio.Future[None]]) -> None:
+    def _wake(self, futures: list[asyncio.Future[bool]]) -> None:
         for f in futures[: self.WAKE_CHUNK]:
             if not f.done():  # a sender that timed out (heartbeat) or left
-                f.set_result(None)
+                f.set_result(False)
         if len(futures) > self.WAKE_CHUNK:
             self.loop.call_soon(self._wake, futures[self.WAKE_CHUNK:])
 

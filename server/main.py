@@ -12,6 +12,8 @@ The service's modules are imported by ``serve`` only, so ``fdcontrol analyze`` s
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import signal
 import socket
 import sys
@@ -162,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
         sock = listen(settings.host, settings.port)
     except OSError as exc:
         return fail(port_problem(settings.host, settings.port, exc))
+    raise_priority(settings.api_nice)  # before the loop process starts: it (and any restart of it) inherits it
     try:
         worker = LoopWorker(settings)
     except WorkerError as exc:
@@ -194,6 +197,29 @@ def run(args: argparse.Namespace) -> int:
         worker.close()
         return fail(f"could not serve on {settings.host}:{settings.port}: {exc}")
     return 0
+
+
+def raise_priority(nice: int | None) -> bool:
+    """The API process's niceness (``api_nice``), set before its threads start (they inherit it); True when set.
+
+    The event loop of this process receives each wrench and sends each state: on a machine with CPU-bound
+    neighbours it waits for a CPU at every hand-over, a few milliseconds each at nice 0. A lower niceness only
+    where permitted (CAP_SYS_NICE or RLIMIT_NICE), as SCHED_FIFO for the loop thread; never raised above the
+    niceness the service was started with."""
+    if nice is None:
+        return False
+    try:
+        if nice >= os.getpriority(os.PRIO_PROCESS, 0):
+            return False
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
+    except (AttributeError, PermissionError, OSError):  # not permitted here, or not POSIX
+        return False
+    # Linux sets the niceness per thread: also those started at import (the BLAS library's workers)
+    with contextlib.suppress(OSError):
+        for tid in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, int(tid), nice)
+    return True
 
 
 class Terminated(Exception):

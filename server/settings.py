@@ -267,6 +267,10 @@ class Settings(ControlParams, BaseSettings):
     autostart: bool | None = Field(None, description="start the loop at startup (default: "
                                    "only on the simulated robot)")
     realtime: bool = Field(True, description="try SCHED_FIFO for the loop thread (ignored where not permitted)")
+    api_nice: int | None = Field(-10, ge=-20, le=19, description="niceness of the API process (fdcontrol serve): "
+                                 "its event loop hands every wrench to the loop and every state to the WebSockets, "
+                                 "so a negative value keeps CPU-bound neighbours from delaying them; null: "
+                                 "unchanged; ignored where not permitted")
     state_decimation: int = Field(10, ge=1, le=10000, description="default WS decimation")
     max_batch: int = Field(10_000, ge=1, le=1_000_000)
     switch_interval: float = Field(2e-4, gt=0, le=0.01, description="sys.setswitchinterval (s)")

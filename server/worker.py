@@ -13,7 +13,6 @@ The pieces it talks through, one file each:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import multiprocessing as mp
 import threading
@@ -242,15 +241,13 @@ class LoopWorker:
                     mine = (s.cycle - phase) // decimation
                     yield s, True
                     continue
-                fut = fan.wait(decimation, phase)
+                fut = fan.wait(decimation, phase, heartbeat)  # the fanout's one timer, not one per wait
                 try:
-                    async with asyncio.timeout(heartbeat):
-                        await fut
-                    continue
-                except TimeoutError:
-                    pass
+                    timed_out = await fut
                 finally:
                     fan.forget(decimation, fut, phase)
+                if not timed_out:
+                    continue
                 s = self.state()[0]
                 mine = (s.cycle - phase) // decimation
                 yield s, False

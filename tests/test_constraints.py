@@ -45,8 +45,11 @@ def test_locked_joint_dynamics_two_forms_agree(ur10, rng):
 
 def test_locked_acceleration_is_the_free_block_solved_by_scipy_bit_for_bit(rng):
     """Eq. 7 as written: the free block H[np.ix_(free, free)] factored and solved by scipy's cho_factor and
-    cho_solve, zero on the locked joints — the same bits (the free block is taken without np.ix_)."""
+    cho_solve, zero on the locked joints — the same bits by the LAPACK form (the free block is taken without
+    np.ix_), the same to rounding by the compiled one the loop runs (its own Cholesky: κ·ε)."""
     import scipy.linalg
+
+    from fdcontrol.model import constraints
 
     for k in range(200):
         n = 1 + k % 7
@@ -57,7 +60,45 @@ def test_locked_acceleration_is_the_free_block_solved_by_scipy_bit_for_bit(rng):
         want = np.zeros(n)
         if free.any():
             want[free] = scipy.linalg.cho_solve(scipy.linalg.cho_factor(H[np.ix_(free, free)]), b[free])
-        assert np.array_equal(locked_acceleration(H, b, locked), want), k
+        assert np.array_equal(constraints.locked_acceleration_lapack(H, b, locked), want), k
+        got = locked_acceleration(H, b, locked)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14 * np.abs(want).max(), err_msg=str(k))
+        assert not got[locked].any()
+        if constraints._locked is not None:  # the compiled form is what ran
+            out = np.empty(n)
+            assert constraints._locked(H, b, locked, out) and np.array_equal(out, got)
+
+
+@pytest.mark.parametrize("bad", ["nan_free", "nan_b", "indefinite", "ints", "nan_locked_row"])
+def test_locked_acceleration_on_bad_input_does_what_scipy_does(bad):
+    """What the compiled eq. 7 cannot take goes to scipy's form: a non-finite value in the free block or in b
+    raises as scipy raises, an indefinite free block raises LinAlgError, integers are solved as floats; a NaN
+    only in a locked joint's row and column is never read, by either form."""
+    import scipy.linalg
+
+    from fdcontrol.model import constraints
+
+    n = 4
+    H, b = np.diag([2.0, 3.0, 4.0, 5.0]) + 0.5, np.array([1.0, -2.0, 0.5, 3.0])
+    locked = np.array([False, True, False, False])
+    if bad == "nan_free":
+        H[0, 2] = H[2, 0] = np.nan
+    elif bad == "nan_b":
+        b[3] = np.nan
+    elif bad == "indefinite":
+        H = -H
+    elif bad == "ints":
+        H, b = np.eye(n, dtype=int) * 2, np.arange(n)
+    else:
+        H[1, :] = H[:, 1] = np.nan
+    try:
+        want = constraints.locked_acceleration_lapack(H, b, locked)
+    except (ValueError, np.linalg.LinAlgError, scipy.linalg.LinAlgError) as exc:
+        with pytest.raises(type(exc)):
+            locked_acceleration(H, b, locked)
+    else:
+        np.testing.assert_allclose(locked_acceleration(H, b, locked), want, rtol=1e-14)
+        assert bad in ("ints", "nan_locked_row")
 
 
 def test_projection_puts_the_state_on_the_limit():
@@ -241,3 +282,54 @@ def test_first_max_is_numpys_argmax(rng):
         j, m = first_max(v.tolist())
         assert j == int(np.argmax(v))
         np.testing.assert_array_equal(m, v[j])
+
+
+def _project_arrays(c, q, qd):
+    """JointLimitConstraints.project written with numpy arrays (the reference)."""
+    if not c.engaged and c.inside(q):
+        return q, qd
+    q = np.clip(q, c.lower, c.upper)
+    up, lo = c.at_limit(q)
+    out = (up & (qd > 0)) | (lo & (qd < 0)) | c.active
+    if out.any():
+        qd = qd.copy()
+        qd[out] = 0.0
+    return q, qd
+
+
+def test_the_compiled_active_set_and_projection_are_the_array_rules(rng):
+    """decide and project as the loop runs them (compiled per-joint rules where numba is installed) against
+    their numpy forms on random states on, beyond and inside the limits, locked sets, NaN now and then: the
+    same locked set, the same q and q̇ to the bit, and q̇ handed back as is when nothing was zeroed."""
+    from fdcontrol.model import constraints
+
+    zeroed = 0
+    for k in range(600):
+        n = int(rng.integers(2, 8))
+        c = JointLimitConstraints(-np.ones(n), np.ones(n), tol=1e-9)
+        q = rng.uniform(-1.2, 1.2, size=n)
+        at = rng.random(n) < 0.4
+        q[at] = rng.choice([-1.0, 1.0, -1.0 + 5e-10, 1.0 - 5e-10], size=int(at.sum()))
+        qd = rng.choice([-0.5, 0.0, 0.5], size=n) * rng.random(n)
+        if k % 25 == 0:
+            (q if k % 50 else qd)[int(rng.integers(0, n))] = np.nan
+        c.set_active(rng.random(n) < 0.2)
+        want_q, want_qd = _project_arrays(c, q, qd)
+        got_q, got_qd = c.project(q, qd)
+        np.testing.assert_array_equal(got_q, want_q)
+        np.testing.assert_array_equal(got_qd, want_qd)
+        assert (got_qd is qd) == (want_qd is qd)
+        zeroed += want_qd is not qd
+        A = rng.normal(size=(n, n))
+        H, b = A @ A.T + 0.1 * np.eye(n), rng.normal(size=n) * 5
+
+        def solve(lk, H=H, b=b):
+            return locked_acceleration(H, b, lk)
+
+        if np.isfinite(q).all() and np.isfinite(qd).all():
+            decay = float(rng.choice([0.0, 2.0]))
+            np.testing.assert_array_equal(c.decide(q, qd, solve, H, b, decay),
+                                          _decide_arrays(c, q, qd, solve, H, b, decay))
+    assert zeroed > 100
+    if constraints._project is None:
+        pytest.skip("numba not installed: the numpy forms ran")

@@ -42,3 +42,53 @@ def test_the_heartbeat_runs_real_time_beside_the_loop():
         assert 5 in prios, f"the heartbeat thread is not SCHED_FIFO: {prios}"
     finally:
         s.stop()
+
+
+def _nice_permitted() -> bool:
+    """Whether a process here may lower its niceness (CAP_SYS_NICE or RLIMIT_NICE), probed in a child."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", "import os; os.setpriority(os.PRIO_PROCESS, 0, os.getpriority("
+                        "os.PRIO_PROCESS, 0) - 1)"], capture_output=True, timeout=60)
+    return r.returncode == 0
+
+
+def _nice_of_threads(pid: int) -> set[int]:
+    """The niceness of every thread of a process (/proc/<pid>/task/<tid>/stat, field 19)."""
+    out = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out.add(int(stat.rsplit(")", 1)[1].split()[16]))
+    return out
+
+
+def test_the_api_process_runs_at_api_nice():
+    """The API process's event loop hands over every wrench and state: with ``api_nice`` it (every thread,
+    and the loop process it starts) runs at that niceness; with null, at the one it was started with."""
+    if not _nice_permitted():
+        pytest.skip("lowering the niceness is not permitted here (no CAP_SYS_NICE)")
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    want = max(mine - 3, -20)
+    for setting, expect in ((str(want), want), ("null", mine)):
+        s = Service(env={"FDCONTROL_API_NICE": setting})
+        try:
+            assert _nice_of_threads(s.proc.pid) == {expect}, setting
+            assert expect in _nice_of_threads(_loop_pid(s)), setting  # its non-real-time threads
+        finally:
+            s.stop()
+
+
+def test_api_nice_never_lowers_the_priority_the_service_was_started_with():
+    import subprocess
+    import sys
+
+    code = ("import os; from fdcontrol.server.main import raise_priority; n = os.getpriority(os.PRIO_PROCESS, 0); "
+            "print(raise_priority(None), raise_priority(n), raise_priority(n + 1), "
+            "os.getpriority(os.PRIO_PROCESS, 0) - n)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=Path(__file__).resolve().parent.parent)
+    assert r.stdout.split() == ["False", "False", "False", "0"], r.stderr[-2000:]

@@ -361,15 +361,15 @@ def test_compiled_default_four_equals_the_limit_classes_bit_for_bit(j, data, dt,
 
 
 def test_compiled_twin_for_the_default_sets_only(ur10):
-    """The default six, the basic four and the required three run the compiled twin; a set with another
-    limit (jerk) runs the classes' loops; a parameter changed in place, or replaced, reaches the compiled
-    path at once."""
+    """The default six, the basic four and the required three run the compiled twin, and so does a set with
+    limits after the acceleration limit (jerk: compiled too; the others run on the twin's result); a parameter
+    changed in place, or replaced, reaches the compiled path at once."""
     pytest.importorskip("numba")
     q, J = np.zeros(6), ur10.jacobian(np.full(6, 0.3))
     assert SafetyLimits.from_robot(ur10, limits=BASIC_LIMITS)._compiled is not None
     assert SafetyLimits.from_robot(ur10, limits=("position", "velocity", "acceleration"))._compiled is not None
     assert SafetyLimits.from_robot(ur10)._compiled is not None  # the default six (with the path-keeping limits)
-    assert SafetyLimits.from_robot(ur10, limits=(*BASIC_LIMITS, "jerk"))._compiled is None
+    assert SafetyLimits.from_robot(ur10, limits=(*BASIC_LIMITS, "jerk"))._compiled is not None
     for names in (BASIC_LIMITS, DEFAULT_LIMITS):
         lim = SafetyLimits.from_robot(ur10, limits=names)
         lim.max_velocity[2] = 0.01  # in place, as callers do
@@ -423,6 +423,98 @@ def test_compiled_twin_equals_the_limit_classes_with_the_path_limits(name, data,
     note(f"float loops {want}, compiled {got}, acted {want_active}")
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
     assert lim.active == want_active
+
+
+class _NarrowAfter(Limit):
+    """A plugin's limit after the acceleration limit: halves q̇ of joint 0 and narrows the hard box of joint 1 to
+    ±1e-4 rad/s (what the composition's last step, the box, must then respect)."""
+
+    name, order = "narrow_after", 44.0
+
+    def validate(self) -> None:
+        pass
+
+    def apply(self, c, qd):
+        qd[0] *= 0.5
+        c.hard_lo[1], c.hard_hi[1] = max(c.hard_lo[1], -1e-4), min(c.hard_hi[1], 1e-4)
+        return qd[0] != 0.0
+
+
+@pytest.fixture
+def narrow_after():
+    """_NarrowAfter registered as a limit for one test."""
+    LIMITS.register(_NarrowAfter.name)(_NarrowAfter)
+    yield
+    LIMITS._entries.pop(_NarrowAfter.name)
+
+
+@settings(PROPS, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])  # registered once
+@given(st.sampled_from(["ur10", "panda"]), st.data(), st.sampled_from([
+    (*BASIC_LIMITS, "jerk"), (*DEFAULT_LIMITS, "jerk"), ("position", "velocity", "acceleration", "jerk"),
+    (*BASIC_LIMITS, "jerk", "narrow_after"), (*BASIC_LIMITS, "narrow_after"), (*BASIC_LIMITS, "workspace", "jerk"),
+    (*BASIC_LIMITS, "workspace")]))
+def test_compiled_twin_with_the_limits_after_the_acceleration_limit_equals_the_classes(narrow_after, name, data,
+                                                                                        names):
+    """The jerk limit (compiled too), the workspace stop and a plugin's limit after the acceleration limit (their
+    own loops on the twin's result), cycle after cycle against the classes' float loops on a second, independent
+    set (base.run): random desired q̇ near and beyond the limits, each set's output fed back as the loop does,
+    the previous reference changed outside now and then, a stop to rest, missed robot ticks (dt 2–3 periods)
+    and a non-finite value: the same bits (with the path speed limit: to rounding), the same limits acted
+    (with the path acceleration limit, which scales Δq̇ onto a·dt, the acceleration limit's tie aside) and the
+    same jerk history."""
+    pytest.importorskip("numba")
+    from fdcontrol.control.workspace import WorkspaceBox
+    from fdcontrol.limits import WorkspaceStop, run
+
+    robot = ROBOTS[name]
+    n, lo, hi, period = robot.dof, robot.limits.lower, robot.limits.upper, 1e-3
+    scale_v, acc = data.draw(st.floats(0.05, 1.0)), data.draw(st.floats(0.5, 20.0))
+    q = lo + np.array(data.draw(st.lists(st.floats(-0.05, 1.05), min_size=n, max_size=n))) * (hi - lo)
+    J = robot.jacobian(q)
+    tip = robot.pose(q)[:3, 3]
+    box = WorkspaceBox(tip - data.draw(st.floats(1e-4, 0.05)), tip + data.draw(st.floats(1e-4, 0.05)))
+
+    def build() -> SafetyLimits:
+        made = SafetyLimits.from_robot(robot, scale_v, acc, limits=tuple(
+            x for x in names if x not in ("workspace", "narrow_after")))
+        extra: list[Limit] = [_NarrowAfter()] if "narrow_after" in names else []
+        if "workspace" in names:
+            extra.append(WorkspaceStop(robot, list(box.faces), 5.0))
+        return SafetyLimits.compose([*made.limits, *extra]) if extra else made
+
+    twin, loops = build(), build()
+    assert twin._compiled is not None and twin.names == loops.names
+    loops._compiled = None
+    exact = "path_speed" not in names
+    prev = prev_twin = np.zeros(n)  # each set's own output fed back (the path speed limit: they differ by rounding)
+    for k in range(data.draw(st.integers(5, 40))):
+        kind = data.draw(st.integers(0, 19))
+        scale = data.draw(st.sampled_from([1e-3, 0.1, 1.0, 10.0]))
+        qd = np.zeros(n) if kind == 0 else scale * vec(data.draw, n, -1, 1)
+        if kind == 1:  # the previous reference changed outside the limits
+            step = data.draw(st.sampled_from([1e-6, 1e-2])) * vec(data.draw, n, -1, 1)
+            prev, prev_twin = prev + step, prev_twin + step
+        if kind == 2:
+            qd[data.draw(st.integers(0, n - 1))] = data.draw(st.sampled_from([math.nan, math.inf, -math.inf]))
+        dt = period * (data.draw(st.integers(2, 3)) if kind == 3 else 1)
+        want_active: dict[str, bool] = {}
+        want = run(loops.limits, q, qd, prev, J, dt, want_active, period)
+        got = twin.apply(q, qd, prev_twin, J, dt, period)
+        note(f"cycle {k}: float loops {want}, compiled {got}, acted {want_active}")
+        if exact:
+            np.testing.assert_array_equal(got, want)
+            assert twin.active == want_active
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+            assert {**twin.active, "acceleration": None} == {**want_active, "acceleration": None}
+        if "jerk" in names:
+            jt, jl = (dict(zip(x.names, x.limits, strict=True))["jerk"] for x in (twin, loops))
+            if exact:
+                np.testing.assert_array_equal(jt._state, jl._state)
+            if k == 0:
+                history = jt._state
+            assert jt._state is history  # the compiled twin ran: it writes the history in place
+        prev, prev_twin = want, got
 
 
 @pytest.mark.parametrize("name", ["ur10", "panda"])
@@ -781,8 +873,9 @@ def test_safety_limits_defaults_are_the_services():
     assert lim.recovery_speed == LimitParams().recovery_speed == 0.1
 
 
-def test_a_set_without_the_compiled_twin_passes_every_input_and_the_period_to_its_limits():
-    """A set with the jerk limit runs the classes' loops (no compiled twin). Closed form, one joint, j_max =
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_set_with_the_jerk_limit_passes_every_input_and_the_period_to_its_limits(compiled):
+    """A set with the jerk limit, by the compiled twin and by the classes' loops. Closed form, one joint, j_max =
     1 rad/s³, a_max = 10 rad/s², the other limits far away, a far target 100 rad/s: from rest the jerk limit
     gives q̇ = j·dt = 1; then a dt of 1.6 periods of 1 s is a missed robot tick — two ticks of 0.8 s, the first
     filled by the robot at a = 1 (q̇ 1.8), then a ≤ 1 + 0.8: q̇ = 1.8 + 1.8·0.8 = 3.24. Without the period it
@@ -799,15 +892,24 @@ def test_a_set_without_the_compiled_twin_passes_every_input_and_the_period_to_it
     J[0, 0] = 1e-3  # a tip speed of 1 mm/s per rad/s: within the Cartesian limit at these speeds
     for period, expected in ((1.0, 3.24), (None, 5.16)):
         lim = composed()
-        assert lim._compiled is None and lim.names == ("cartesian", "position", "velocity", "acceleration", "jerk")
+        assert lim.names == ("cartesian", "position", "velocity", "acceleration", "jerk")
+        if compiled:
+            pytest.importorskip("numba")
+            assert lim._compiled is not None
+        else:
+            lim._compiled = None
         out = lim.apply(np.array([0.5]), np.array([100.0]), np.zeros(1), J, 1.0, 1.0)
         assert out.tolist() == [1.0]
         assert lim.active == {"cartesian": False, "position": False, "velocity": False, "acceleration": True,
                               "jerk": True}
         out = lim.apply(np.array([0.5]), np.array([100.0]), np.array([1.0]), J, 1.6, period)
         assert out[0] == pytest.approx(expected, rel=1e-12), period
-    with pytest.raises(ValueError, match=r"^the Cartesian speed limit needs the Jacobian J$"):
-        composed().apply(np.zeros(1), np.ones(1), np.zeros(1), None, 1e-3)
+    lim = composed()
+    if not compiled:
+        lim._compiled = None
+    why = "the limits need" if compiled else "the Cartesian speed limit needs"
+    with pytest.raises(ValueError, match=rf"^{why} the Jacobian J$"):
+        lim.apply(np.zeros(1), np.ones(1), np.zeros(1), None, 1e-3)
 
 
 #: each parameter vector the compiled twin reads: (the limit holding it, its attribute, a new value from the old)

@@ -301,3 +301,23 @@ def test_an_arm_that_runs_past_or_away_from_its_commanded_position_still_runs_on
     assert [f.check([1.0], [0.0], t, np.array([0.0]), lambda: np.array([math.nan])) for t in (0.0, 0.25)][1]
     f = Following()  # no commanded position known (a velocity interface): as before
     assert [f.check([1.0], [0.0], t, np.array([0.0]), lambda: None) for t in (0.0, 0.25)][1]
+
+
+def test_loaded_is_the_norms_of_numpy_in_plain_floats():
+    """``loaded`` in plain floats against np.linalg.norm on random wrenches around both thresholds, on each
+    threshold exactly (one axis), and with NaN and Inf: the same verdict every time."""
+    from fdcontrol.loop.liveness import loaded
+
+    rng = np.random.default_rng(4)
+    cases = [rng.normal(scale=s, size=6) for s in (0.05, 0.3, 0.6, 1.0) for _ in range(500)]
+    for i in range(6):
+        for x in (LOAD_FORCE if i < 3 else LOAD_TORQUE, math.nan, math.inf, -math.inf):
+            f = np.zeros(6)
+            f[i] = x
+            cases.append(f)
+    verdicts = set()
+    for f in cases:
+        want = bool(np.linalg.norm(f[:3]) > LOAD_FORCE or np.linalg.norm(f[3:]) > LOAD_TORQUE)
+        assert loaded(f) is want, f
+        verdicts.add(want)
+    assert verdicts == {True, False}

@@ -174,11 +174,11 @@ def test_defaults_and_validation(panda):
 
 
 def test_nullspace_transpose_is_its_masked_eigen_inverse_bit_for_bit():
-    """N̄ᵀ as the module doc writes it — Λ by the eigenvalues of J H⁻¹ Jᵀ above RCOND × the largest, taken by
-    a mask — gives the same bits whether every eigenvalue is kept (regular poses: no mask copy) or some are
-    cut (at a singularity)."""
+    """N̄ᵀ as the module doc writes it by LAPACK — Λ by the eigenvalues of J H⁻¹ Jᵀ above RCOND × the largest,
+    taken by a mask — gives the same bits whether every eigenvalue is kept (regular poses: no mask copy) or some
+    are cut (at a singularity)."""
     from fdcontrol import RobotModel, VirtualModel
-    from fdcontrol.control.posture import RCOND
+    from fdcontrol.control.posture import RCOND, nullspace_transpose_lapack
     from fdcontrol.model.linalg import cho_solve_upper, eigh
 
     robot = RobotModel.load("panda")
@@ -197,5 +197,88 @@ def test_nullspace_transpose_is_its_masked_eigen_inverse_bit_for_bit():
         keep = w > RCOND * max(float(w[-1]), 0.0)
         cut += int(not keep.all())
         want = np.eye(7) - J.T @ (X @ ((V[:, keep] / w[keep]) @ V[:, keep].T)).T
-        assert np.array_equal(nullspace_transpose(H, J), want), k
+        assert np.array_equal(nullspace_transpose_lapack(H, J), want), k
     assert 10 < cut < 200, cut
+
+
+@pytest.mark.parametrize("name", ["panda", "fr3", "ur10"])
+def test_the_compiled_projector_is_the_lapack_one_to_rounding(name):
+    """The compiled N̄ᵀ (Cholesky, Jacobi eigen-decomposition: one call) against numpy's and LAPACK's
+    (cho_solve, eigh) on random poses of the virtual model, regular and singular (two equal rows of J: an
+    eigenvalue of J H⁻¹ Jᵀ cut): the same projector to 1e-9 of its size; the compiled one is what the loop
+    runs where numba is installed."""
+    pytest.importorskip("numba")
+    from fdcontrol import RobotModel, VirtualModel
+    from fdcontrol.control import posture
+
+    assert posture._projector is not None
+    robot = RobotModel.load(name)
+    vm = VirtualModel(robot, 1e3)
+    rng = np.random.default_rng(7)
+    for k in range(300):
+        q = rng.uniform(robot.limits.lower, robot.limits.upper)
+        H, J = vm.inertia(q), robot.jacobian(q)
+        if k % 3 == 1:
+            J = J.copy()
+            J[5] = J[4]
+        want = posture.nullspace_transpose_lapack(H, J)
+        Nt = np.empty_like(H)
+        assert posture._projector(H, J, posture.RCOND, Nt), k  # the compiled path, not its fallback
+        np.testing.assert_allclose(Nt, want, rtol=0, atol=1e-9 * max(1.0, np.abs(want).max()), err_msg=str(k))
+        np.testing.assert_array_equal(posture.nullspace_transpose(H, J), Nt)
+
+
+@pytest.mark.parametrize("bad", ["nan_h", "inf_j", "indefinite", "int"])
+def test_the_projector_on_bad_input_raises_as_lapack_does(bad):
+    """What the compiled projector cannot take (a non-finite value, an H that is not positive definite, another
+    dtype) goes to the LAPACK form, which raises (or computes) as numpy's and scipy's wrappers do."""
+    from fdcontrol import RobotModel, VirtualModel
+    from fdcontrol.control.posture import nullspace_transpose, nullspace_transpose_lapack
+
+    robot = RobotModel.load("panda")
+    q = np.full(7, 0.3)
+    H, J = VirtualModel(robot, 1e3).inertia(q), robot.jacobian(q)
+    if bad == "nan_h":
+        H = H.copy()
+        H[2, 3] = H[3, 2] = np.nan
+    elif bad == "inf_j":
+        J = J.copy()
+        J[1, 1] = np.inf
+    elif bad == "indefinite":
+        H = -H
+    else:
+        H, J = np.eye(7, dtype=int), np.ones((6, 7), dtype=int)
+    try:
+        want = nullspace_transpose_lapack(H, J)
+    except (ValueError, np.linalg.LinAlgError) as exc:
+        with pytest.raises(type(exc)):
+            nullspace_transpose(H, J)
+    else:
+        np.testing.assert_array_equal(nullspace_transpose(H, J), want)
+
+
+def test_the_compiled_posture_torque_is_numpys_to_rounding():
+    """τ_p = N̄ᵀ H (K (q_p − q) − D q̇) in one compiled call against numpy's products on random FR3 states (the
+    first call fixes q_p by numpy's form; lists take numpy's form too)."""
+    pytest.importorskip("numba")
+    from fdcontrol import RobotModel, VirtualModel
+    from fdcontrol.control import posture
+
+    assert posture._torque is not None
+    robot = RobotModel.load("fr3")
+    vm = VirtualModel(robot, 1e3)
+    rng = np.random.default_rng(3)
+    task = PostureTask(robot, stiffness=rng.uniform(1, 20, 7), damping=rng.uniform(0, 3, 7))
+    q0 = rng.uniform(robot.limits.lower, robot.limits.upper)
+    H0, J0 = vm.inertia(q0), robot.jacobian(q0)
+    assert not np.any(task.torque(H0, J0, q0, np.zeros(7)))  # activation: q_p = q, at rest
+    np.testing.assert_array_equal(task.preferred, q0)
+    for _ in range(200):
+        q, qd = rng.uniform(robot.limits.lower, robot.limits.upper), rng.normal(size=7)
+        H, J = vm.inertia(q), robot.jacobian(q)
+        Nt = nullspace_transpose(H, J)
+        want = Nt @ (H @ (task.stiffness * (task.preferred - q) - task.damping * qd))
+        got = task.torque(H, J, q, qd, Nt)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9 * np.abs(want).max())
+        np.testing.assert_allclose(task.torque(H, J, q.tolist(), qd.tolist(), Nt), want, rtol=0,
+                                   atol=1e-9 * np.abs(want).max())

@@ -295,15 +295,14 @@ def test_allowed_hosts_and_allowed_origins(open_service):
 
 
 def _pushes_the_arm(url: str) -> None:
+    """A released arm follows a 30 N push: pushed until the loop reports the tip 1 cm further along x."""
     httpx.post(url + "/control/hold", json={"hold": False})
     x0 = tip_x_url(url)
-
-    def push() -> None:
+    deadline = time.monotonic() + 30  # ends a hung test only (a held or stopped arm never gets there)
+    while tip_x_url(url) - x0 <= 0.01:
+        assert time.monotonic() < deadline, tip_x_url(url) - x0
         r = httpx.put(url + "/control/wrench", json={"wrench": [30.0, 0, 0, 0, 0, 0]})
         assert r.status_code == 200, r.text
-
-    _cycles_later(url, _one_loop_second(url), push)  # 1 s of the loop's own cycles, pushed
-    assert tip_x_url(url) - x0 > 0.01
 
 
 def tip_x_url(url: str) -> float:
@@ -444,7 +443,16 @@ def _restarted(s: Service, n: int) -> dict:
         if r.status_code == 200 and r.json()["restarts"] == n:
             return r.json()
         assert time.monotonic() < deadline, r.text
+        assert "giving up" not in s.output(), s.output()[-2000:]  # it never comes
         time.sleep(0.05)
+
+
+def _process_state(pid: int) -> str:
+    """The state letter of /proc/<pid>/stat (T: stopped; Z, X: dead), or "" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 def _cycles_later(url: str, n: int, each=None) -> dict:
@@ -490,6 +498,54 @@ def test_supervision_restarts_a_killed_loop_into_hold_with_the_parameters_in_for
         assert st["running"] is False and not st["stale"]
         cfg = httpx.get(s.url + "/config").json()
         assert {k: cfg[k] for k in tight} == tight
+    finally:
+        s.stop()
+
+
+def test_a_stuck_loop_is_replaced_after_2_s_and_only_crashes_spend_the_restart_budget():
+    """docs/security.md, supervision, on the real service with ``max_restarts: 1``: a stuck loop process
+    (SIGSTOP: alive and silent) is left alone for 2 s, then killed and replaced — holding, with the bounds
+    PATCHed before — without spending the budget; the first crash after it is replaced, the second is
+    one crash too many: the supervisor gives up and /health stays 503 with the dead process's reason."""
+    s = Service(env={"FDCONTROL_MAX_RESTARTS": "1"})
+    try:
+        start = httpx.get(s.url + "/config").json()
+        tight = {"max_force": start["max_force"] / 2, "max_linear_speed": start["max_linear_speed"] / 2}
+        assert httpx.patch(s.url + "/config", json=tight).status_code == 200
+        _pushes_the_arm(s.url)  # running, released
+        pid = _loop_pid(s)
+        os.kill(pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        # the supervisor first sees it stuck after t0, so before t0 + 2 s it must still be alive
+        # (a lower bound: a loaded machine only makes the kill later)
+        while (waited := time.monotonic() - t0) < 1.9:
+            assert _process_state(pid) not in ("", "Z", "X"), f"the stuck process ended {waited:.3f} s after it stopped"
+            time.sleep(0.01)
+        _restarted(s, 1)  # killed and replaced (the wait's deadline: 60 s)
+        print(f"stuck loop process replaced {time.monotonic() - t0:.2f} s after it stopped")
+        assert _process_state(pid) == "" and _loop_pid(s) != pid
+        out = s.output()
+        assert ("is not responding" in out or "is stalled" in out) and "restarting it into hold" in out, out[-2000:]
+        cfg = httpx.get(s.url + "/config").json()
+        assert {k: cfg[k] for k in tight} == tight  # the bounds in force before, not the startup values
+        st = _cycles_later(s.url, 50)
+        assert st["running"] and st["holding"] and not st["stale"]  # it was running: back holding
+        # the kill spent nothing: one crash is still replaced …
+        os.kill(_loop_pid(s), signal.SIGKILL)
+        _restarted(s, 2)
+        cfg = httpx.get(s.url + "/config").json()
+        assert {k: cfg[k] for k in tight} == tight
+        # … and the next one is beyond the budget of 1
+        os.kill(_loop_pid(s), signal.SIGKILL)
+        deadline = time.monotonic() + 60  # ends a hung test only
+        while "giving up" not in s.output():
+            assert time.monotonic() < deadline, s.output()[-2000:]
+            time.sleep(0.05)
+        assert "loop process restarted 1 times in 300 s; giving up" in s.output()
+        for _ in range(5):  # given up: the dead process stays the one /health reports on
+            r = httpx.get(s.url + "/health")
+            assert r.status_code == 503 and r.json()["restarts"] == 2 and "exited" in r.json()["fault"], r.text
+            assert httpx.put(s.url + "/control/wrench", json=WRENCH).status_code == 503
     finally:
         s.stop()
 

@@ -346,3 +346,27 @@ def test_a_corrected_sign_at_rest_reads_zero_in_every_orientation(rng):
         R = rot(rng)
         np.testing.assert_allclose(new.apply(physical_reading(np.zeros(6), m, com, R, "tool_on_robot") + o, R,
                                              0.002), 0, atol=1e-12)
+
+
+def test_the_compiled_steps_and_the_plain_tool_weight_equal_numpys(rng):
+    """The sensor model's steps 3–4 and the rotation to the base (one compiled call) against numpy's calls
+    (move_wrench, the deadbands, rotate6) on random mounts, poses and readings, loads below and above the
+    deadbands: the same wrench to rounding; the tool's weight in plain floats is ``R.T @ g``'s to the bit."""
+    pytest.importorskip("numba")
+    from fdcontrol.control import sensing
+    from fdcontrol.model.spatial import cross
+
+    assert sensing._steps is not None
+    zeroed = 0
+    for _ in range(500):
+        Rs, R = pin.exp3(rng.normal(size=3)), pin.exp3(rng.normal(size=3))
+        f = WrenchFilter(deadband_force=float(rng.uniform(0, 3)), deadband_torque=float(rng.uniform(0, 0.3)),
+                         sensor_rotation=Rs, sensor_position=rng.normal(scale=0.1, size=3))
+        w = rng.normal(scale=rng.choice([0.5, 5.0]), size=6)
+        want = f._steps_numpy(w, R)
+        np.testing.assert_allclose(f._steps(w, R), want, rtol=1e-12, atol=1e-12)
+        zeroed += int(not want[:3].any()) + int(not want[3:].any())
+        m, com = float(rng.uniform(0, 3)), rng.normal(scale=0.1, size=3)
+        F = m * (R.T @ sensing.GRAVITY)
+        np.testing.assert_array_equal(sensing.tool_weight(m, com, R), np.concatenate((F, cross(com, F))))
+    assert 50 < zeroed < 950  # the deadbands do act, and not always

@@ -314,9 +314,14 @@ def test_liveness_read_matches_the_full_read(loop_state):
 
     ch = channel.Channel()
     try:
-        for running in (True, False):
-            ch.write_state(dataclasses.replace(loop_state, running=running), 7.25)
+        for running, count in ((True, 3), (False, 0)):
+            ch.write_state(dataclasses.replace(loop_state, running=running, reaction_count=count), 7.25)
             s, last = ch.read_state()
             assert ch.read_running() == (s.running, last) == (running, 7.25)
+            assert ch.read_reaction_count() == s.reaction_count == count
+        ch.out[0] += 1  # a writer stopped mid-write (odd version): no read returns, each says so
+        for read in (ch.read_running, ch.read_reaction_count, ch.read_state):
+            with pytest.raises(channel.TornRead):
+                read()
     finally:
         ch.close(unlink=True)

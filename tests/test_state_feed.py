@@ -70,6 +70,40 @@ def test_fanout_wakes_a_group_once_per_block_and_forgets_timed_out_waiters():
     asyncio.run(run())
 
 
+def test_fanout_times_waiters_out_at_their_deadlines_with_one_timer():
+    """A waiter with a timeout is done with True once its deadline passed without a new block's publish, with
+    False when a publish woke it first; the waiters share one timer (not one per wait), at the earliest
+    deadline left, and a timed-out waiter leaves its group."""
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        fan = _Fanout(loop)
+        t0 = loop.time()
+        slow = [fan.wait(1, timeout=0.4) for _ in range(5)]
+        first = fan._expiry
+        fast = fan.wait(1, timeout=0.05)  # an earlier deadline: the one timer moves to it
+        assert first is not None and first.cancelled() and fan._expiry is not None
+        assert t0 + 0.05 <= fan._expiry.when() < t0 + 0.4
+        assert await asyncio.wait_for(fast, 2.0) is True
+        assert loop.time() - t0 >= 0.05 and not any(f.done() for f in slow)
+        assert fast not in fan._groups[1, 0][1] and len(fan._groups[1, 0][1]) == 5
+        fan.forget(1, fast)
+        assert fan._expiry is not None and fan._expiry.when() >= t0 + 0.4  # the slow ones' deadline is next
+        fan.deliver(state(1))  # a publish of a new block wakes them before their deadline
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert [f.result() for f in slow] == [False] * 5
+        for f in slow:
+            fan.forget(1, f)
+        assert fan._deadlines == {}
+        t1 = loop.time()
+        g = fan.wait(1, timeout=0.1)
+        assert await asyncio.wait_for(g, 2.0) is True and loop.time() - t1 >= 0.1
+        fan.forget(1, g)
+        assert fan._groups[1, 0][1] == [] and fan._deadlines == {}
+
+    asyncio.run(run())
+
+
 def test_fanout_phases_spread_one_decimation_over_the_cycles_of_a_block():
     """Watchers at decimation 10 with phases 0–9 are woken one phase per cycle (each once per
     block), a control waiter (decimation 1) on every cycle, and it first."""

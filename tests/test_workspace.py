@@ -148,9 +148,11 @@ def test_the_vectorised_pieces_agree_with_each_piece():
 
     parts = [Plane(np.array([0, 0, 0.1]), np.array([0.2, 0, 1.0])), Sphere(np.array([0.3, 0, 0.2]), 0.1),
              KeepOutBox([-0.2, -0.1, 0.0], [0.0, 0.3, 0.4]), Sphere(np.array([0.0, 0.0, 0.0]), 0.0),
-             *WorkspaceBox([-1, -1, -1], [1, 1, 1]).faces]
+             *WorkspaceBox([-1, -1, -1], [1, 1, 1]).faces, KeepOutBox([0.0, 0.0, 0.0], [1.0, 1.0, 2.0])]
     ps = Parts(parts)
-    for p in [*RNG.uniform(-1.2, 1.2, (300, 3)), np.zeros(3), np.array([-0.1, 0.1, 0.2])]:
+    # (the last two: inside the last box, nearest two faces at once; the first of them is the nearest)
+    for p in [*RNG.uniform(-1.2, 1.2, (300, 3)), np.zeros(3), np.array([-0.1, 0.1, 0.2]),
+              np.array([0.25, 0.25, 1.0]), np.array([0.75, 0.75, 1.0])]:
         d, n = ps.distances(p)
         for i, part in enumerate(parts):
             di, ni = part.distance(p)
@@ -431,3 +433,35 @@ def test_the_workspace_stop_from_the_settings_is_the_one_built_by_hand(ur10_at_r
         stop = WorkspaceStop.from_settings(robot, ControlParams(**only))
         ws = workspace_from_config(robot, only.get("workspace_box"), only.get("keep_out", []))
         assert len(stop.parts) == len([p for z in ws.zones for p in z.parts()])
+
+
+def test_the_compiled_tip_load_and_hard_stop_equal_their_numpy_forms(monkeypatch, ur10):
+    """The workspace's tip load and the hard stop's scale, compiled (one call each), against their numpy forms
+    (the module's compiled kernels switched off) on random tips and velocities around boxes, spheres and
+    planes, inside and beyond their margins: the same force, nearest volume and distance, and the same scale,
+    to rounding."""
+    pytest.importorskip("numba")
+    from fdcontrol.control import workspace as ws_mod
+    from fdcontrol.limits import workspace as stop_mod
+
+    ws = workspace_from_config(ur10, {"min": [-0.5, -0.4, 0.0], "max": [0.6, 0.5, 0.9], "margin": 0.1},
+                               [{"name": "ball", "sphere": {"center": [0.3, 0.1, 0.4], "radius": 0.12},
+                                 "margin": 0.08},
+                                {"name": "crate", "box": {"min": [-0.3, -0.2, 0.1], "max": [-0.1, 0.1, 0.3]}},
+                                {"name": "wall", "plane": {"point": [0, 0, 0.05], "normal": [0.1, 0.0, 1.0]}}])
+    stop = WorkspaceStop(ur10, [part for z in ws.zones for part in z.parts()], 4.0)
+    assert ws_mod._tip_force is not None and stop_mod._scale is not None
+    acted = 0
+    for _ in range(400):
+        p, v = RNG.uniform(-0.7, 1.0, 3), RNG.normal(scale=0.5, size=3)
+        dt = float(RNG.choice([1e-3, 2e-3]))
+        got = (ws.tip_wrench(p, v).copy(), ws.distance, ws.nearest, stop._scale(p, v, dt))
+        with monkeypatch.context() as m:
+            m.setattr(ws_mod, "_tip_force", None)
+            m.setattr(stop_mod, "_scale", None)
+            want = (ws.tip_wrench(p, v).copy(), ws.distance, ws.nearest, stop._scale(p, v, dt))
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-12, atol=1e-9)
+        assert got[1] == pytest.approx(want[1], abs=1e-15) and got[2] == want[2]
+        assert got[3] == pytest.approx(want[3], rel=1e-12, abs=1e-15)
+        acted += bool(np.any(want[0])) + (want[3] < 1.0)
+    assert acted > 100  # the points do fall inside margins and the stop does scale

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,23 @@ RCOND = 1e-9  # relative eigenvalue cut-off of J H⁻¹ Jᵀ (singular direction
 
 def nullspace_transpose(H: np.ndarray, J: np.ndarray) -> np.ndarray:
     """N̄ᵀ = I − Jᵀ J̄ᵀ with J̄ = H⁻¹ Jᵀ Λ, Λ = (J H⁻¹ Jᵀ)⁻¹ (Khatib's dynamically consistent
-    projector; Λ by a truncated eigen-inverse, see module doc). N×N."""
+    projector; Λ by a truncated eigen-inverse, see module doc). N×N.
+
+    One compiled call (:func:`_projector`: Cholesky of H, cyclic Jacobi eigen-decomposition of J H⁻¹ Jᵀ) where
+    numba is installed and H, J are finite float64 matrices of matching shapes with H positive definite;
+    otherwise, and on anything else, numpy's and LAPACK's :func:`nullspace_transpose_lapack`, which agrees to
+    rounding (tests/test_posture.py) and raises as the wrappers do on bad input."""
+    if _projector is not None and type(H) is np.ndarray and type(J) is np.ndarray and H.dtype == _F64 \
+            and J.dtype == _F64 and H.ndim == 2 and J.ndim == 2 and H.shape[0] == H.shape[1] == J.shape[1] \
+            and J.shape[0] > 0:
+        Nt = np.empty(H.shape)
+        if _projector(H, J, RCOND, Nt):
+            return Nt
+    return nullspace_transpose_lapack(H, J)
+
+
+def nullspace_transpose_lapack(H: np.ndarray, J: np.ndarray) -> np.ndarray:
+    """:func:`nullspace_transpose` by numpy's and LAPACK's routines (Cholesky solve, ``eigh``)."""
     Hinv_Jt = cho_solve_upper(H, J.T)  # scipy's cho_factor + cho_solve, without their wrappers' cost
     A = J @ Hinv_Jt
     w, V = eigh(0.5 * (A + A.T))
@@ -60,6 +77,158 @@ def nullspace_transpose(H: np.ndarray, J: np.ndarray) -> np.ndarray:
 
 
 _EYE: dict[int, np.ndarray] = {}  # the N×N identities of nullspace_transpose (read-only)
+_F64 = np.dtype(np.float64)
+JACOBI_SWEEPS = 30  # cyclic Jacobi sweeps at most (a 6×6 converges in 5–8)
+
+
+def _projector_kernel(H: np.ndarray, J: np.ndarray, rcond: float, Nt: np.ndarray) -> bool:  # pragma: no mutate block
+    """N̄ᵀ into ``Nt`` (N×N) from H (N×N, symmetric positive definite) and J (m×N, m ≤ N); False (Nt undefined)
+    when H is not positive definite or a value is not finite (the caller then takes the LAPACK path).
+
+    X = H⁻¹Jᵀ by the Cholesky factor H = L Lᵀ; A = ½(J X + (J X)ᵀ); A = V diag(w) Vᵀ by cyclic Jacobi
+    rotations (Golub & Van Loan, "Matrix Computations", 4th ed., §8.5: until every off-diagonal entry is
+    negligible next to its diagonal pair); Λ = Σ_{w_i > rcond·max(w_max, 0)} v_i v_iᵀ / w_i; J̄ = X Λ;
+    N̄ᵀ = I − Jᵀ J̄ᵀ."""
+    m, n = J.shape
+    L = np.zeros((n, n))
+    for j in range(n):  # H = L Lᵀ
+        s = H[j, j]
+        for k in range(j):
+            s -= L[j, k] * L[j, k]
+        if not s > 0.0 or not math.isfinite(s):
+            return False
+        d = math.sqrt(s)
+        L[j, j] = d
+        for i in range(j + 1, n):
+            s = H[i, j]
+            for k in range(j):
+                s -= L[i, k] * L[j, k]
+            L[i, j] = s / d
+    X = np.empty((n, m))
+    for c in range(m):  # L Lᵀ x = J[c]ᵀ
+        for i in range(n):
+            s = J[c, i]
+            for k in range(i):
+                s -= L[i, k] * X[k, c]
+            X[i, c] = s / L[i, i]
+        for i in range(n - 1, -1, -1):
+            s = X[i, c]
+            for k in range(i + 1, n):
+                s -= L[k, i] * X[k, c]
+            X[i, c] = s / L[i, i]
+    A = np.empty((m, m))
+    for i in range(m):
+        for j in range(m):
+            s = 0.0
+            for k in range(n):
+                s += J[i, k] * X[k, j]
+            A[i, j] = s
+    for i in range(m):  # symmetric
+        for j in range(i):
+            s = 0.5 * (A[i, j] + A[j, i])
+            A[i, j] = A[j, i] = s
+        if not math.isfinite(A[i, i]):
+            return False
+    V = np.zeros((m, m))
+    for i in range(m):
+        V[i, i] = 1.0
+    for _ in range(JACOBI_SWEEPS):
+        off = 0.0
+        for p in range(m):
+            for q in range(p + 1, m):
+                off += A[p, q] * A[p, q]
+        if off == 0.0:
+            break
+        for p in range(m):
+            for q in range(p + 1, m):
+                apq = A[p, q]
+                if apq == 0.0:
+                    continue
+                app, aqq = A[p, p], A[q, q]
+                if abs(apq) <= 1e-300 + 2.2e-16 * 1e-3 * math.sqrt(abs(app * aqq)):
+                    A[p, q] = A[q, p] = 0.0  # negligible: below the rounding of its diagonal pair
+                    continue
+                theta = (aqq - app) / (2.0 * apq)
+                t = 1.0 / (abs(theta) + math.sqrt(theta * theta + 1.0))
+                if theta < 0.0:
+                    t = -t
+                c = 1.0 / math.sqrt(t * t + 1.0)
+                s = t * c
+                for k in range(m):  # A ← A G (columns p, q)
+                    akp, akq = A[k, p], A[k, q]
+                    A[k, p] = c * akp - s * akq
+                    A[k, q] = s * akp + c * akq
+                for k in range(m):  # A ← Gᵀ A (rows p, q)
+                    apk, aqk = A[p, k], A[q, k]
+                    A[p, k] = c * apk - s * aqk
+                    A[q, k] = s * apk + c * aqk
+                A[p, q] = A[q, p] = 0.0
+                for k in range(m):  # V ← V G
+                    vkp, vkq = V[k, p], V[k, q]
+                    V[k, p] = c * vkp - s * vkq
+                    V[k, q] = s * vkp + c * vkq
+    top = 0.0
+    for i in range(m):
+        if A[i, i] > top:
+            top = A[i, i]
+    top *= rcond
+    Lam = np.zeros((m, m))
+    for k in range(m):
+        w = A[k, k]
+        if w > top:
+            for i in range(m):
+                x = V[i, k] / w
+                for j in range(m):
+                    Lam[i, j] += x * V[j, k]
+    Jb = np.empty((n, m))  # J̄ = X Λ
+    for i in range(n):
+        for j in range(m):
+            s = 0.0
+            for k in range(m):
+                s += X[i, k] * Lam[k, j]
+            Jb[i, j] = s
+    for i in range(n):  # N̄ᵀ = I − Jᵀ J̄ᵀ: (i, j) = δ_ij − Σ_k J[k, i] J̄[j, k]
+        for j in range(n):
+            s = 0.0
+            for k in range(m):
+                s += J[k, i] * Jb[j, k]
+            Nt[i, j] = (1.0 if i == j else 0.0) - s
+    return True
+
+
+def _torque_kernel(Nt: np.ndarray, H: np.ndarray, K: np.ndarray, qp: np.ndarray, q: np.ndarray, D: np.ndarray,
+                   qd: np.ndarray) -> np.ndarray:  # pragma: no mutate block
+    """τ_p = N̄ᵀ (H a_p), a_p = K (q_p − q) − D q̇ (PostureTask.torque), written out per joint."""
+    n = q.shape[0]
+    a = np.empty(n)
+    for j in range(n):
+        a[j] = K[j] * (qp[j] - q[j]) - D[j] * qd[j]
+    h = np.empty(n)
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += H[i, j] * a[j]
+        h[i] = s
+    tau = np.empty(n)
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += Nt[i, j] * h[j]
+        tau[i] = s
+    return tau
+
+
+try:  # compiled at import (cached on disk), never in the loop thread; without numba the LAPACK form
+    import numba
+    from numba import types as _t
+
+    _M, _V = _t.Array(_t.float64, 2, "A"), _t.Array(_t.float64, 1, "A")
+    _projector: Any = numba.njit(_t.boolean(_M, _M, _t.float64, _t.Array(_t.float64, 2, "C")), cache=True,
+                                 boundscheck=True)(_projector_kernel)
+    _torque: Any = numba.njit(_t.Array(_t.float64, 1, "C")(_M, _M, _V, _V, _V, _V, _V), cache=True,
+                              boundscheck=True)(_torque_kernel)
+except ImportError:  # pragma: no cover - the fast extra is installed with the tests
+    _projector = _torque = None
 
 
 def at_gamma0(tau: np.ndarray, Nt: np.ndarray, ratio: float) -> np.ndarray:
@@ -133,6 +302,11 @@ class PostureTask:
                Nt: np.ndarray | None = None) -> np.ndarray:
         """τ_p = N̄ᵀ H a_p (N·m on the virtual model); pass N̄ᵀ when it is already known."""
         Nt = nullspace_transpose(H, J) if Nt is None else Nt
+        if _torque is not None and self.preferred is not None:
+            try:  # one compiled call on float64 arrays (a wrong length raises IndexError, as numpy's form raises)
+                return _torque(Nt, H, self.stiffness, self.preferred, q, self.damping, qd)  # type: ignore[no-any-return]
+            except TypeError:  # other types (lists, integers): numpy's form
+                pass
         return Nt @ (H @ self.acceleration(q, qd))
 
     def distance(self, q: np.ndarray) -> float:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -39,6 +39,7 @@ from fdcontrol.model.spatial import cross, rotate6
 from fdcontrol.params import Param, declare
 
 GRAVITY = np.array([0.0, 0.0, -9.81])
+_GZ = float(GRAVITY[2])
 SensorSign = Literal["robot_on_tool", "tool_on_robot"]
 
 #: the sensor model's parameters, declared once (fdcontrol.params). What the reading means — its sign,
@@ -70,7 +71,17 @@ def check_sign(sign: str) -> float:
 
 
 def tool_weight(mass: float, com: np.ndarray, R: np.ndarray) -> np.ndarray:
-    """W = [m Rᵀg; c × m Rᵀg]: the tool's weight about the sensor origin, sensor frame (R = base ← S)."""
+    """W = [m Rᵀg; c × m Rᵀg]: the tool's weight about the sensor origin, sensor frame (R = base ← S).
+
+    g = (0, 0, −g_z) has one entry: Rᵀg = g_z-scaled last row of R, in plain floats (the products with g's
+    zeros add nothing; a zero's sign aside, the same bits as ``R.T @ GRAVITY``)."""
+    if type(R) is np.ndarray and R.shape == (3, 3) and type(com) is np.ndarray and com.shape == (3,):
+        gz = _GZ
+        r0, r1, r2 = R[2].tolist()
+        c0, c1, c2 = com.tolist()
+        m = float(mass)
+        f0, f1, f2 = m * (r0 * gz), m * (r1 * gz), m * (r2 * gz)
+        return np.array((f0, f1, f2, c1 * f2 - c2 * f1, c2 * f0 - c0 * f2, c0 * f1 - c1 * f0))
     F = mass * (R.T @ GRAVITY)
     return np.concatenate((F, cross(np.asarray(com, dtype=float), F)))
 
@@ -191,7 +202,18 @@ class WrenchFilter:
         return out
 
     def _steps(self, w: np.ndarray, R: np.ndarray) -> np.ndarray:
-        """Steps 3–4 and the rotation to the base frame."""
+        """Steps 3–4 and the rotation to the base frame: one compiled call where numba is installed and the
+        arrays are float64 of their shapes, numpy's calls otherwise (the same values to rounding)."""
+        Rs, ps = self.sensor_rotation, self.sensor_position
+        if _steps is not None and type(w) is np.ndarray and type(R) is np.ndarray and w.shape == (6,) \
+                and R.shape == (3, 3) and w.dtype == R.dtype == _F64 and Rs.dtype == ps.dtype == _F64:
+            out = np.empty(6)
+            _steps(w, Rs, ps, float(self.deadband_force), float(self.deadband_torque), R, out)
+            return out
+        return self._steps_numpy(w, R)
+
+    def _steps_numpy(self, w: np.ndarray, R: np.ndarray) -> np.ndarray:
+        """:meth:`_steps` by numpy's calls."""
         w = move_wrench(w, self.sensor_rotation, self.sensor_position)
         w = np.concatenate((_deadband(w[:3], self.deadband_force),
                             _deadband(w[3:], self.deadband_torque)))
@@ -207,6 +229,50 @@ class WrenchFilter:
 def _deadband(v: np.ndarray, d: float) -> np.ndarray:
     n = float(np.linalg.norm(v))
     return np.zeros(3) if n <= d else v * (1 - d / n)
+
+
+_F64 = np.dtype(np.float64)
+
+
+def _steps_kernel(w: np.ndarray, Rs: np.ndarray, ps: np.ndarray, d_force: float, d_torque: float, R: np.ndarray,
+                  out: np.ndarray) -> None:  # pragma: no mutate block
+    """WrenchFilter._steps into ``out``: move_wrench(w, Rs, ps), the deadbands of the force and the torque,
+    rotate6(R, ·), written out per coordinate."""
+    f0 = Rs[0, 0] * w[0] + Rs[0, 1] * w[1] + Rs[0, 2] * w[2]
+    f1 = Rs[1, 0] * w[0] + Rs[1, 1] * w[1] + Rs[1, 2] * w[2]
+    f2 = Rs[2, 0] * w[0] + Rs[2, 1] * w[1] + Rs[2, 2] * w[2]
+    t0 = Rs[0, 0] * w[3] + Rs[0, 1] * w[4] + Rs[0, 2] * w[5] + (ps[1] * f2 - ps[2] * f1)
+    t1 = Rs[1, 0] * w[3] + Rs[1, 1] * w[4] + Rs[1, 2] * w[5] + (ps[2] * f0 - ps[0] * f2)
+    t2 = Rs[2, 0] * w[3] + Rs[2, 1] * w[4] + Rs[2, 2] * w[5] + (ps[0] * f1 - ps[1] * f0)
+    n = math.sqrt(f0 * f0 + f1 * f1 + f2 * f2)
+    if n <= d_force:
+        f0 = f1 = f2 = 0.0
+    else:
+        k = 1 - d_force / n
+        f0, f1, f2 = f0 * k, f1 * k, f2 * k
+    n = math.sqrt(t0 * t0 + t1 * t1 + t2 * t2)
+    if n <= d_torque:
+        t0 = t1 = t2 = 0.0
+    else:
+        k = 1 - d_torque / n
+        t0, t1, t2 = t0 * k, t1 * k, t2 * k
+    out[0] = R[0, 0] * f0 + R[0, 1] * f1 + R[0, 2] * f2
+    out[1] = R[1, 0] * f0 + R[1, 1] * f1 + R[1, 2] * f2
+    out[2] = R[2, 0] * f0 + R[2, 1] * f1 + R[2, 2] * f2
+    out[3] = R[0, 0] * t0 + R[0, 1] * t1 + R[0, 2] * t2
+    out[4] = R[1, 0] * t0 + R[1, 1] * t1 + R[1, 2] * t2
+    out[5] = R[2, 0] * t0 + R[2, 1] * t1 + R[2, 2] * t2
+
+
+try:  # compiled at import (cached on disk), never in the loop thread; without numba numpy's calls
+    import numba
+    from numba import types as _t
+
+    _V, _M = _t.Array(_t.float64, 1, "A"), _t.Array(_t.float64, 2, "A")
+    _steps: Any = numba.njit(_t.none(_V, _M, _V, _t.float64, _t.float64, _M, _V), cache=True,
+                             boundscheck=True)(_steps_kernel)
+except ImportError:  # pragma: no cover - the fast extra is installed with the tests
+    _steps = None
 
 
 def carry_bias(old: WrenchFilter, new: WrenchFilter, raw: np.ndarray, R: np.ndarray) -> None:

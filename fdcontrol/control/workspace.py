@@ -66,6 +66,7 @@ PARAMS = declare(
 SELF_STIFFNESS, SELF_DAMPING = 2000.0, 90.0
 
 TIP = "tip"  # the name of the tool centre point among the workspace's points
+_ZERO3 = np.zeros(3)
 
 
 @dataclass
@@ -150,9 +151,29 @@ class Parts:
         self._lo = np.array([parts[i].lo for i in self._bx]).reshape(-1, 3)  # type: ignore[union-attr]
         self._hi = np.array([parts[i].hi for i in self._bx]).reshape(-1, 3)  # type: ignore[union-attr]
         self._d, self._nrm = np.empty(self.n), np.empty((self.n, 3))
+        # the compiled form's one table, a row per piece in order: kind, then point and normal (a plane),
+        # centre and radius (a sphere), min and max (a keep-out box)
+        G = np.zeros((self.n, 7))
+        for i, part in enumerate(parts):
+            if isinstance(part, Plane):
+                G[i] = (_PLANE, *part.point, *part.normal)
+            elif isinstance(part, Sphere):
+                G[i] = (_SPHERE, *part.center, part.radius, 0.0, 0.0)
+            else:
+                G[i] = (_BOX, *part.lo, *part.hi)
+        self._G = G
 
     def distances(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(d, n): signed distances (m, positive on the allowed side) and allowed-side normals."""
+        """(d, n): signed distances (m, positive on the allowed side) and allowed-side normals (the arrays are
+        reused by the next call). One compiled call where numba is installed and p is 3 floats; the numpy
+        form otherwise (the same values to rounding, tests/test_workspace.py)."""
+        if _distances is not None and type(p) is np.ndarray and p.dtype == _F64 and p.shape == (3,):
+            _distances(p, self._G, self._d, self._nrm)
+            return self._d, self._nrm
+        return self.distances_numpy(p)
+
+    def distances_numpy(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`distances` by numpy's vectorised operations, one kind of piece at a time."""
         d, nrm = self._d, self._nrm
         if len(self._pl):
             d[self._pl] = np.einsum("ij,ij->i", p - self._P, self._N)
@@ -183,6 +204,95 @@ class Parts:
             d[self._bx] = np.where(outside, no, -np.where(use_lo, m_lo, m_hi))
             nrm[self._bx] = np.where(outside[:, None], u, ui)
         return d, nrm
+
+
+_F64 = np.dtype(np.float64)
+_PLANE, _SPHERE, _BOX = 0.0, 1.0, 2.0  # the kinds of Parts' table
+
+
+def _distances_kernel(p: np.ndarray, G: np.ndarray, d: np.ndarray, nrm: np.ndarray) -> None:  # pragma: no mutate block
+    """Parts.distances of the point p over the table G, into d and nrm: each piece's own ``distance``
+    (Plane, Sphere, KeepOutBox), written out per coordinate."""
+    p0, p1, p2 = p[0], p[1], p[2]
+    for i in range(G.shape[0]):
+        kind = G[i, 0]
+        if kind == _PLANE:
+            n0, n1, n2 = G[i, 4], G[i, 5], G[i, 6]
+            d[i] = (p0 - G[i, 1]) * n0 + (p1 - G[i, 2]) * n1 + (p2 - G[i, 3]) * n2
+            nrm[i, 0], nrm[i, 1], nrm[i, 2] = n0, n1, n2
+        elif kind == _SPHERE:
+            r0, r1, r2 = p0 - G[i, 1], p1 - G[i, 2], p2 - G[i, 3]
+            nr = math.sqrt(r0 * r0 + r1 * r1 + r2 * r2)
+            d[i] = nr - G[i, 4]
+            if nr > 0:
+                nrm[i, 0], nrm[i, 1], nrm[i, 2] = r0 / nr, r1 / nr, r2 / nr
+            else:  # at the centre: push up
+                nrm[i, 0], nrm[i, 1], nrm[i, 2] = 0.0, 0.0, 1.0
+        else:  # a keep-out box: outside, the distance to the box; inside, to its nearest face
+            no2 = 0.0
+            i_lo, i_hi, m_lo, m_hi = 0, 0, math.inf, math.inf
+            for k in range(3):
+                lo, hi, x = G[i, 1 + k], G[i, 4 + k], p[k]
+                below, above = x - lo, hi - x
+                o = max(max(-below, -above), 0.0)
+                no2 += o * o
+                if below < m_lo or k == 0:
+                    i_lo, m_lo = k, below
+                if above < m_hi or k == 0:
+                    i_hi, m_hi = k, above
+            no = math.sqrt(no2)
+            if no > 0:
+                d[i] = no
+                for k in range(3):
+                    lo, hi, x = G[i, 1 + k], G[i, 4 + k], p[k]
+                    o = max(max(lo - x, x - hi), 0.0)
+                    c = x - (lo + hi) / 2
+                    sg = 1.0 if c > 0 else (-1.0 if c < 0 else 0.0)
+                    nrm[i, k] = sg * o / no
+            else:
+                nrm[i, 0], nrm[i, 1], nrm[i, 2] = 0.0, 0.0, 0.0
+                if m_lo <= m_hi:
+                    d[i] = -m_lo
+                    nrm[i, i_lo] = -1.0
+                else:
+                    d[i] = -m_hi
+                    nrm[i, i_hi] = 1.0
+
+
+def _tip_force_kernel(d: np.ndarray, nrm: np.ndarray, v: np.ndarray, margin: np.ndarray, k: np.ndarray,
+                      b: np.ndarray, F: np.ndarray) -> int:  # pragma: no mutate block
+    """Workspace.tip_wrench's force into F (3): Σ over the pieces inside their margin of
+    max(k (m − d) − b min(n·v, 0), 0) n; returns the index of the smallest d (the first NaN, as np.argmin)."""
+    F[0], F[1], F[2] = 0.0, 0.0, 0.0
+    best, i_min = math.inf, 0
+    for i in range(d.shape[0]):
+        di = d[i]
+        if math.isnan(di):
+            if not math.isnan(best):
+                best, i_min = di, i
+        elif di < best or i == 0:
+            best, i_min = di, i
+        if di < margin[i]:
+            n0, n1, n2 = nrm[i, 0], nrm[i, 1], nrm[i, 2]
+            nv = n0 * v[0] + n1 * v[1] + n2 * v[2]
+            mag = k[i] * (margin[i] - di) - b[i] * min(nv, 0.0)
+            if mag > 0.0:
+                F[0] += mag * n0
+                F[1] += mag * n1
+                F[2] += mag * n2
+    return i_min
+
+
+try:  # compiled at import (cached on disk), never in the loop thread; without numba the numpy forms
+    import numba
+    from numba import types as _t
+
+    _V3, _M3 = _t.Array(_t.float64, 1, "A"), _t.Array(_t.float64, 2, "A")
+    _distances: Any = numba.njit(_t.none(_V3, _M3, _V3, _M3), cache=True, boundscheck=True)(_distances_kernel)
+    _tip_force: Any = numba.njit(_t.int64(_V3, _M3, _V3, _V3, _V3, _V3, _V3), cache=True,
+                                 boundscheck=True)(_tip_force_kernel)
+except ImportError:  # pragma: no cover - the fast extra is installed with the tests
+    _distances = _tip_force = None
 
 
 @dataclass
@@ -258,6 +368,11 @@ class Workspace:
             self.tip_force, self.distance, self.nearest = np.zeros(3), math.nan, None
             return np.zeros(6)
         d, n = self._parts.distances(p)
+        if _tip_force is not None and type(v) is np.ndarray and v.dtype == _F64 and v.shape == (3,):
+            F = np.empty(3)
+            i = _tip_force(d, n, v, self._margin, self._k, self._b, F)
+            self.tip_force, self.distance, self.nearest = F, float(d[i]), self._pairs[i][1].name
+            return np.concatenate((F, _ZERO3))
         inside = d < self._margin
         F = np.zeros(3)
         if inside.any():

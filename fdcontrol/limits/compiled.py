@@ -53,7 +53,8 @@ _TAIL = types.Tuple((_VEC, types.boolean, types.boolean, types.boolean))(
     _VEC, _MAT, _VEC, types.float64,  # q̇_prev, J, J̇(q, q̇)q̇ at W's q̇, dt
     _MAT, _VEC, _MAT,  # J's thin SVD U, σ, Vᵀ when known (σ empty: none)
     _MAT, _IDX, _MAT,  # P, idx, W
-    types.float64, types.boolean, types.boolean)  # path_speed reserve, path_speed?, path_acceleration?
+    types.float64, types.boolean, types.boolean,  # path_speed reserve, path_speed?, path_acceleration?
+    types.boolean)  # the hard box last? (false: limits after the acceleration limit follow, then the box)
 
 
 @numba.njit(_HEAD, cache=True, boundscheck=True)  # a too short vector raises, never reads past
@@ -236,8 +237,8 @@ def _svd_apply(U, sv, Vt, y):
 
 
 @numba.njit(_TAIL, cache=True, boundscheck=True)
-def tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_acceleration_on):
-    """Path speed, path acceleration, joint acceleration, then the hard box, on W from :func:`head`:
+def tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_acceleration_on, box):
+    """Path speed, path acceleration, joint acceleration, then (with ``box``) the hard box, on W from :func:`head`:
     (q̇_ref — a new array, path speed acted, path acceleration acted, acceleration acted).
 
     ``jdot`` = J̇(q, q̇)q̇ at W[QD] (:meth:`fdcontrol.model.robot.RobotModel.jacobian_rate`)."""
@@ -328,10 +329,90 @@ def tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_a
             x_ = p + st
         elif x_ < p - st:
             x_ = p - st
-        # the hard box, last (run)
-        if x_ > hard_hi[j]:
-            x_ = hard_hi[j]
-        elif x_ < hard_lo[j]:
-            x_ = hard_lo[j]
+        if box:  # the hard box, last (run)
+            if x_ > hard_hi[j]:
+                x_ = hard_hi[j]
+            elif x_ < hard_lo[j]:
+                x_ = hard_lo[j]
         out[j] = x_
     return out, path_speed, path_acceleration, acceleration
+
+
+_JERK = types.boolean(_VEC, _VEC, types.float64, types.int64, types.float64, _VEC, _VEC, _MAT, types.boolean,
+                      _MAT, types.boolean)
+
+
+@numba.njit(_JERK, cache=True, boundscheck=True)
+def jerk(qd, prev, dt, k, h, max_jerk, max_acc, S, history, W, box):
+    """The jerk limit (JointJerk.apply) on ``qd`` in place, the same float operations in the same order; which
+    acted. ``k`` robot ticks of ``h`` since the last reference (k·h = dt); ``S`` (3×N) the limit's history —
+    q̇_prev of the cycle before, the reference it made, its last tick's acceleration — read when ``history``
+    and written in place; then, with ``box``, the hard box of W (the last step of :func:`fdcontrol.limits.base.run`)."""
+    n = qd.shape[0]
+    restart = not history
+    moving = False
+    for j in range(n):
+        if prev[j] != 0.0:
+            moving = True
+    if not restart and not moving:  # a restart from rest: the reference before was beyond one step of a_max
+        for j in range(n):
+            if abs(S[1, j]) > max_acc[j] * dt:
+                restart = True
+                break
+    own = not restart
+    if own:  # prev is the reference this limit made
+        for j in range(n):
+            if not S[1, j] == prev[j]:
+                own = False
+                break
+    hit = False
+    for j in range(n):
+        A, J, v = max_acc[j], max_jerk[j], prev[j]
+        if restart:
+            a_prev = 0.0
+        elif own:
+            a_prev = S[2, j]
+        else:  # changed outside the limit: its own step
+            a_prev = (v - S[0, j]) / dt
+        if k > 1 and moving:
+            v = v + (k - 1) * a_prev * h
+        target = qd[j] if math.isfinite(qd[j]) else 0.0
+        e = target - v
+        r = abs(e)
+        a_star = 2.0 * r / (math.sqrt(h * h + 2.0 * r / J) + h)
+        a_t = r / h if r / h <= a_star else a_star
+        a_t = a_t if e >= 0 else -a_t
+        a = a_t if a_t <= A else A
+        a = a if a >= -A else -A
+        s = J * h
+        if a > a_prev + s:
+            a = a_prev + s
+        elif a < a_prev - s:
+            a = a_prev - s
+        S[0, j] = prev[j]
+        if a == r / h or a == -r / h:
+            qd[j] = target
+        else:
+            qd[j] = v + a * h
+            hit = True
+        S[2, j] = a
+    for j in range(n):
+        S[1, j] = qd[j]
+        if box:
+            x = qd[j]
+            if x > W[HARD_HI, j]:
+                qd[j] = W[HARD_HI, j]
+            elif x < W[HARD_LO, j]:
+                qd[j] = W[HARD_LO, j]
+    return hit
+
+
+@numba.njit(types.none(_VEC, _MAT), cache=True, boundscheck=True)
+def box(qd, W):
+    """The hard box of W on ``qd`` in place (the last step of :func:`fdcontrol.limits.base.run`)."""
+    for j in range(qd.shape[0]):
+        x = qd[j]
+        if x > W[HARD_HI, j]:
+            qd[j] = W[HARD_HI, j]
+        elif x < W[HARD_LO, j]:
+            qd[j] = W[HARD_LO, j]

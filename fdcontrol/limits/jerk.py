@@ -59,9 +59,9 @@ class JointJerk(Limit):
 
     max_jerk: np.ndarray  # rad/s³
     max_acceleration: np.ndarray  # rad/s²
-    _prev2: list[float] | None = field(default=None, init=False, repr=False)
-    _last: list[float] | None = field(default=None, init=False, repr=False)
-    _acc: list[float] | None = field(default=None, init=False, repr=False)  # the last tick's acceleration
+    #: the history, one row each: the previous cycle's q̇_prev, the reference this limit made, its last tick's
+    #: acceleration (None: none yet); the compiled twin (fdcontrol.limits.compiled.jerk) keeps it in place
+    _state: np.ndarray | None = field(default=None, init=False, repr=False)
 
     name = "jerk"
     order = 45.0
@@ -91,7 +91,7 @@ class JointJerk(Limit):
 
     def reset(self) -> None:
         """Forget the previous cycles (the next reference starts from a_prev = 0)."""
-        self._prev2 = self._last = self._acc = None
+        self._state = None
 
     def apply(self, c: Cycle, qd: list[float]) -> bool:
         dt, prev, n = c.dt, c.prev, c.n
@@ -99,10 +99,12 @@ class JointJerk(Limit):
         k = round(dt / c.period) if dt > 1.5 * c.period else 1
         h = dt / k
         jerk, acc = self.max_jerk.tolist(), self.max_acceleration.tolist()
-        p2, last, acc_last = self._prev2, self._last, self._acc
-        restart = p2 is None or len(p2) != n or (
-            last is not None and not any(prev) and any(abs(x) > a * dt for x, a in zip(last, acc, strict=True)))
-        own = not restart and acc_last is not None and last == prev  # prev is the reference this limit made
+        st = self._state
+        restart = st is None or st.shape != (3, n)
+        if not restart:
+            p2, last, acc_last = st.tolist()  # type: ignore[union-attr]
+            restart = not any(prev) and any(abs(x) > a * dt for x, a in zip(last, acc, strict=True))
+        own = not restart and last == prev  # prev is the reference this limit made
         moving = any(prev)  # at rest the robot has no motion to extrapolate (a Franka ends it there)
         hit = False
         out_acc = [0.0] * n
@@ -135,7 +137,5 @@ class JointJerk(Limit):
                 qd[j] = v + a * h
                 hit = True
             out_acc[j] = a
-        self._prev2 = list(prev)
-        self._last = list(qd)
-        self._acc = out_acc
+        self._state = np.array([prev, qd, out_acc], dtype=float)
         return hit

@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -55,13 +56,16 @@ from fdcontrol.limits import (
     BRAKING_MARGIN,
     LIMITS,
     CartesianSpeed,
+    Cycle,
     JointAcceleration,
+    JointJerk,
     JointVelocity,
     Limit,
     LimitSettings,
     PathAcceleration,
     PathSpeed,
     PositionEnvelope,
+    WorkspaceStop,
     run,
 )
 from fdcontrol.limits.base import per_joint
@@ -69,19 +73,24 @@ from fdcontrol.model.robot import RobotModel
 from fdcontrol.params import Param, declare
 
 
-def _compiled_kernels() -> tuple[Callable[..., tuple], Callable[..., tuple]] | None:
-    """limits.compiled's (head, tail) (compiled on first import), or None where numba is missing."""
+def _compiled_kernels() -> tuple[Callable[..., Any], ...] | None:
+    """limits.compiled's (head, tail, jerk, box) (compiled on first import), or None where numba is missing."""
     try:
-        from fdcontrol.limits.compiled import head, tail
+        from fdcontrol.limits.compiled import box, head, jerk, tail
     except ImportError:
         return None
-    return head, tail
+    return head, tail, jerk, box
 
 
 #: the limit classes the compiled twin computes (fdcontrol.limits.compiled): the required three and
 #: any of the optional three, each of exactly its class
 _COMPILED = {"cartesian": CartesianSpeed, "position": PositionEnvelope, "velocity": JointVelocity,
              "acceleration": JointAcceleration, "path_speed": PathSpeed, "path_acceleration": PathAcceleration}
+
+
+def _vector(a: Any, n: int) -> bool:
+    """`a` a float64 ndarray of n entries (what the compiled jerk limit takes; else the class's loop runs)."""
+    return type(a) is np.ndarray and a.dtype == np.float64 and a.shape == (n,)
 
 
 _NO_JDOT = np.zeros(6)
@@ -208,7 +217,11 @@ class SafetyLimits:
         self.active: dict[str, bool] = {} if active is None else active
         self.path_speed: PathSpeed | None = by_name.get("path_speed")  # type: ignore[assignment]
         self.path_acceleration: PathAcceleration | None = by_name.get("path_acceleration")  # type: ignore[assignment]
-        twin = all(type(lim) is _COMPILED.get(lim.name) for lim in self.limits)
+        # the compiled twin: every limit up to the acceleration limit one of its classes; those after it (the
+        # jerk limit: compiled too; the workspace stop, collision avoidance, ...) run on its result, then the box
+        k = self.limits.index(self.acceleration)
+        self._after = self.limits[k + 1:]
+        twin = all(type(lim) is _COMPILED.get(lim.name) for lim in self.limits[:k + 1])
         self._compiled = _compiled_kernels() if twin else None
         if self._compiled is not None:
             self._pack()
@@ -279,7 +292,7 @@ class SafetyLimits:
                 or (pa is not None and pa.max_acceleration is not V[6])
                 or (ps is not None and ps.max_acceleration is not V[7])):
             self._pack()  # a parameter vector was replaced (not changed in place): _sources() in order
-        head, tail = kernels
+        head, tail, jerk, box = kernels
         W, dt = self._work, float(dt)
         # J q̇ as CartesianSpeed computes it (J @ list): ndarray.dot gives the same bits, faster
         hit = head(q, qd, J.dot(qd) if c is not None else qd, dt, self._P, self._idx, W, p.recovery, p.margin,
@@ -295,13 +308,62 @@ class SafetyLimits:
             if any(moving) and math.isfinite(sum(moving)):  # J̇(q, q̇)q̇ at the q̇ the limits before it left
                 jdot = ps.robot.jacobian_rate(q, d)
         U, sv, Vt = _NO_SVD if svd is None else svd
+        after = self._after
         out, hit_ps, hit_pa, act["acceleration"] = tail(
             qd_prev, J, jdot, dt, U, sv, Vt, self._P, self._idx, W, ps.reserve if ps is not None else 1.0,
-            ps is not None, pa is not None)
+            ps is not None, pa is not None, not after)
         if ps is not None:
             act["path_speed"] = hit_ps
         if pa is not None:
             act["path_acceleration"] = hit_pa
+        if after:
+            return self._after_acceleration(after, jerk, box, q, out, qd_prev, J, dt, period)
+        return out
+
+    def _after_acceleration(self, after: tuple[Limit, ...], jerk: Callable[..., bool], box: Callable[..., None],
+                            q: np.ndarray, out: np.ndarray, qd_prev: np.ndarray, J: np.ndarray, dt: float,
+                            period: float | None) -> np.ndarray:
+        """The limits after the acceleration limit on the compiled twin's ``out``, in order, then the hard box
+        (base.run's steps): the jerk limit by its compiled twin, the workspace stop on the array, any other by its
+        own ``apply`` on a Cycle that holds the twin's boxes."""
+        act, W = self.active, self._work
+        h_period = dt if period is None else float(period)
+        last = len(after) - 1
+        c: Cycle | None = None
+        lst: list[float] | None = None  # `out` as the list the classes change in place, while one of them runs
+        n = len(out)
+        for i, lim in enumerate(after):
+            if type(lim) is JointJerk and _vector(lim.max_jerk, n) and _vector(lim.max_acceleration, n):
+                if lst is not None:
+                    out, lst = np.array(lst), None
+                if c is not None:  # the boxes as the limits before left them
+                    W[3], W[4] = c.hard_lo, c.hard_hi
+                st = lim._state
+                history = st is not None and st.shape == (3, n)
+                if not history:
+                    st = lim._state = np.empty((3, n))
+                k = round(dt / h_period) if dt > 1.5 * h_period else 1  # as JointJerk.apply
+                act[lim.name] = jerk(out, qd_prev, dt, k, dt / k, lim.max_jerk, lim.max_acceleration, st,
+                                     history, W, i == last)
+                if i == last:
+                    return out
+                continue
+            if type(lim) is WorkspaceStop:  # on the array itself, the same operations as its apply
+                if lst is not None:
+                    out, lst = np.array(lst), None
+                act[lim.name] = lim.scale_velocity(q, J, out, dt)
+                continue
+            if c is None:
+                c = Cycle(q, qd_prev, J, dt, period)
+                c.lo, c.hi, c.hard_lo, c.hard_hi = (W[r].tolist() for r in range(1, 5))
+            if lst is None:
+                lst = out.tolist()
+            act[lim.name] = lim.apply(c, lst)
+        if lst is not None:
+            out = np.array(lst)
+        if c is not None:  # the boxes as the limits before left them
+            W[3], W[4] = c.hard_lo, c.hard_hi
+        box(out, W)  # the hard box, last (base.run)
         return out
 
     # the fields, one source of truth in the composed limits -----------------------------

@@ -73,8 +73,9 @@ class WorkspaceStop(Limit):
     def tip(self, q: list[float]) -> np.ndarray:
         r = self.robot
         assert r is not None and self._data is not None
-        pin.framesForwardKinematics(r.model, self._data, np.asarray(q))
-        return r._oMb.actInv(self._data.oMf[r.tip_id]).translation
+        pin.forwardKinematics(r.model, self._data, np.asarray(q))  # the tip's frame alone: the same bits as
+        oMt = pin.updateFramePlacement(r.model, self._data, r.tip_id)  # framesForwardKinematics gives it
+        return r._oMb.actInv(oMt).translation
 
     def link_points(self, q: list[float]) -> list[tuple[np.ndarray, np.ndarray]]:
         """(origin, 3×N linear Jacobian) of each link, base frame."""
@@ -91,6 +92,8 @@ class WorkspaceStop(Limit):
     def _scale(self, p: np.ndarray, v: np.ndarray, dt: float) -> float:
         """The largest scale ≤ 1 of the velocity v (m/s) of the point p within every braking curve."""
         d, n = self._set.distances(p)
+        if _scale is not None and type(v) is np.ndarray and v.dtype == np.float64 and v.shape == (3,):
+            return _scale(d, n, v, self.deceleration, float(dt))
         a = -(n @ v)
         room = np.maximum(d, 0.0)
         amax = np.minimum(np.sqrt(2.0 * self.deceleration * room), room / dt)
@@ -104,16 +107,62 @@ class WorkspaceStop(Limit):
             return False
         if c.J is None:
             raise ValueError("the workspace stop needs the Jacobian J")
-        qdv = np.asarray(qd)
-        s = self._scale(self.tip(c.q), c.J[:3] @ qdv, c.dt)
-        if self._link_ids:
-            for p, Jp in self.link_points(c.q):
-                s = min(s, self._scale(p, Jp @ qdv, c.dt))
+        s = self._velocity_scale(c.q, c.J, np.asarray(qd), c.dt)
         if s >= 1.0 or not math.isfinite(s):
             return False
         for j in range(c.n):
             qd[j] *= s
         return True
+
+    def scale_velocity(self, q: np.ndarray, J: np.ndarray | None, qd: np.ndarray, dt: float) -> bool:
+        """:meth:`apply` on the arrays of a caller that has them (SafetyLimits' compiled path): ``qd`` scaled in
+        place by the same factor, the same float operations."""
+        if not self.parts or self.robot is None:
+            return False
+        if J is None:
+            raise ValueError("the workspace stop needs the Jacobian J")
+        s = self._velocity_scale(q, J, qd, float(dt))
+        if s >= 1.0 or not math.isfinite(s):
+            return False
+        qd *= s
+        return True
+
+    def _velocity_scale(self, q: Any, J: np.ndarray, qdv: np.ndarray, dt: float) -> float:
+        """The smallest scale of q̇ over the tip and the links (1: none needed)."""
+        s = self._scale(self.tip(q), J[:3] @ qdv, dt)
+        if self._link_ids:
+            for p, Jp in self.link_points(q):
+                s = min(s, self._scale(p, Jp @ qdv, dt))
+        return s
+
+
+def _scale_kernel(d: np.ndarray, nrm: np.ndarray, v: np.ndarray, deceleration: float,
+                  dt: float) -> float:  # pragma: no mutate block
+    """WorkspaceStop._scale per piece: the approach speed a = −n·v against min(√(2 · deceleration · r), r/dt),
+    r = max(d, 0) (a NaN distance acts nowhere, as numpy's comparisons have it)."""
+    s = 1.0
+    for i in range(d.shape[0]):
+        a = -(nrm[i, 0] * v[0] + nrm[i, 1] * v[1] + nrm[i, 2] * v[2])
+        di = d[i]
+        room = di if di > 0.0 else (0.0 if di <= 0.0 else di)
+        x, y = math.sqrt(2.0 * deceleration * room), room / dt
+        amax = x if x <= y else (y if y < x else math.nan)
+        if a > amax:
+            r = amax / a
+            if r < s:
+                s = r
+    return s
+
+
+try:  # compiled at import (cached on disk), never in the loop thread; without numba the numpy form
+    import numba
+    from numba import types as _t
+
+    _scale: Any = numba.njit(_t.float64(_t.Array(_t.float64, 1, "A"), _t.Array(_t.float64, 2, "A"),
+                                        _t.Array(_t.float64, 1, "A"), _t.float64, _t.float64),
+                             cache=True, boundscheck=True)(_scale_kernel)
+except ImportError:  # pragma: no cover - the fast extra is installed with the tests
+    _scale = None
 
 
 def _dump(v: Any) -> Any:

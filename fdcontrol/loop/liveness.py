@@ -56,8 +56,10 @@ FOLLOW_TIME = 0.25  # s
 
 
 def loaded(f: np.ndarray) -> bool:
-    """The wrench [F; τ] (N, N·m) is a load on the tool."""
-    return bool(np.linalg.norm(f[:3]) > LOAD_FORCE or np.linalg.norm(f[3:]) > LOAD_TORQUE)
+    """The wrench [F; τ] (N, N·m) is a load on the tool (‖F‖ > LOAD_FORCE or ‖τ‖ > LOAD_TORQUE; the norms as
+    plain floats, np.linalg.norm's sum of squares without its wrapper; a NaN reads as no load, as there)."""
+    a0, a1, a2, b0, b1, b2 = f.tolist() if type(f) is np.ndarray else np.asarray(f, dtype=float).tolist()
+    return math.sqrt(a0 * a0 + a1 * a1 + a2 * a2) > LOAD_FORCE or math.sqrt(b0 * b0 + b1 * b1 + b2 * b2) > LOAD_TORQUE
 
 
 class Liveness:

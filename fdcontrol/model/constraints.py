@@ -25,8 +25,10 @@ response.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pinocchio as pin
@@ -37,12 +39,88 @@ from fdcontrol.model.spatial import cross, first_max
 
 
 def locked_acceleration(H: np.ndarray, b: np.ndarray, locked: np.ndarray) -> np.ndarray:
-    """Seed 001 eq. 7 by Cholesky of the free block: q̈_F = H_FF⁻¹ b_F, q̈_locked = 0."""
+    """Seed 001 eq. 7 by Cholesky of the free block: q̈_F = H_FF⁻¹ b_F, q̈_locked = 0.
+
+    One compiled call (:func:`_locked_kernel`) where numba is installed, H and b are finite float64 arrays of
+    matching shapes, ``locked`` a boolean vector and the free block positive definite; else, and on anything
+    else, scipy's factorization (:func:`locked_acceleration_lapack`), which agrees to rounding
+    (tests/test_constraints.py) and raises as it does on bad input."""
+    if _locked is not None and type(H) is np.ndarray and type(b) is np.ndarray and type(locked) is np.ndarray \
+            and H.dtype == b.dtype == _F64 and locked.dtype == np.bool_ and H.ndim == 2 \
+            and H.shape[0] == H.shape[1] == b.shape[0] == locked.shape[0] and b.ndim == 1 == locked.ndim:
+        qdd = np.empty(b.shape[0])
+        if _locked(H, b, locked, qdd):
+            return qdd
+    return locked_acceleration_lapack(H, b, locked)
+
+
+def locked_acceleration_lapack(H: np.ndarray, b: np.ndarray, locked: np.ndarray) -> np.ndarray:
+    """:func:`locked_acceleration` by scipy's (LAPACK's) Cholesky factorization and solve."""
     idx = np.flatnonzero(~locked)  # the free joints
     qdd = np.zeros_like(b)
     if idx.size:  # H_FF by take (the same entries as H[np.ix_(free, free)], a fifth of its cost)
         qdd[idx] = cho_solve_upper(H.take(idx, 0).take(idx, 1), b.take(idx))  # scipy's cho_factor + cho_solve
     return qdd
+
+
+_F64 = np.dtype(np.float64)
+
+
+def _locked_kernel(H: np.ndarray, b: np.ndarray, locked: np.ndarray,
+                   qdd: np.ndarray) -> bool:  # pragma: no mutate block
+    """Eq. 7 into ``qdd``: the free block H_FF = L Lᵀ (Cholesky), q̈_F by forward and back substitution, zero
+    on the locked joints. False (qdd undefined) when H_FF is not positive definite or a value is not finite."""
+    n = b.shape[0]
+    free = np.empty(n, np.int64)
+    m = 0
+    for j in range(n):
+        if not locked[j]:
+            free[m] = j
+            m += 1
+    L = np.zeros((m, m))
+    for j in range(m):
+        fj = free[j]
+        s = H[fj, fj]
+        for k in range(j):
+            s -= L[j, k] * L[j, k]
+        if not s > 0.0 or not math.isfinite(s):
+            return False
+        d = math.sqrt(s)
+        L[j, j] = d
+        for i in range(j + 1, m):
+            s = H[fj, free[i]]  # the upper triangle, as LAPACK's upper factorization reads it
+            for k in range(j):
+                s -= L[i, k] * L[j, k]
+            L[i, j] = s / d
+    y = np.empty(m)
+    for i in range(m):
+        s = b[free[i]]
+        for k in range(i):
+            s -= L[i, k] * y[k]
+        y[i] = s / L[i, i]
+    for i in range(m - 1, -1, -1):
+        s = y[i]
+        for k in range(i + 1, m):
+            s -= L[k, i] * y[k]
+        y[i] = s / L[i, i]
+    for j in range(n):
+        qdd[j] = 0.0
+    for i in range(m):
+        if not math.isfinite(y[i]):
+            return False
+        qdd[free[i]] = y[i]
+    return True
+
+
+try:  # compiled at import (cached on disk), never in the loop thread; without numba scipy's form
+    import numba
+    from numba import types as _t
+
+    _locked: Any = numba.njit(_t.boolean(_t.Array(_t.float64, 2, "A"), _t.Array(_t.float64, 1, "A"),
+                                         _t.Array(_t.boolean, 1, "A"), _t.Array(_t.float64, 1, "C")),
+                              cache=True, boundscheck=True)(_locked_kernel)
+except ImportError:  # pragma: no cover - the fast extra is installed with the tests
+    _locked = None
 
 
 def locked_acceleration_eq8(Hinv: np.ndarray, b: np.ndarray, locked: np.ndarray) -> np.ndarray:
@@ -170,6 +248,7 @@ class JointLimitConstraints:
         # plain floats: for N ≈ 6–7 joints a loop of comparisons is several times cheaper than
         # numpy's comparisons and reductions, and this runs twice per virtual sub-step
         self._inner = list(zip((self.lower + self.tol).tolist(), (self.upper - self.tol).tolist(), strict=True))
+        self._lo_tol, self._up_tol = self.lower + self.tol, self.upper - self.tol  # at_limit's bounds, once
 
     def set_active(self, locked: np.ndarray) -> None:
         """The locked set of the current step; ``engaged`` says whether any joint is in it."""
@@ -201,6 +280,10 @@ class JointLimitConstraints:
         or re-add a free joint at a limit whose q̈ points outward. Stops when neither exists
         (bounded by 2N + 1 solves).
         """
+        if _start is not None and type(q) is np.ndarray and type(qd) is np.ndarray and q.dtype == qd.dtype == _F64 \
+                and q.shape == qd.shape == self.lower.shape and type(H) is np.ndarray and type(b) is np.ndarray \
+                and H.dtype == b.dtype == _F64:
+            return self._decide_compiled(q, qd, solve, H, b, float(decay))
         up, lo = self.at_limit(q)
         locked = (up & (qd >= 0)) | (lo & (qd <= 0))
         if not (up | lo).any():
@@ -234,10 +317,38 @@ class JointLimitConstraints:
         self.set_active(locked)
         return locked
 
+    def _decide_compiled(self, q: np.ndarray, qd: np.ndarray, solve: Callable[[np.ndarray], np.ndarray],
+                         H: np.ndarray, b: np.ndarray, decay: float) -> np.ndarray:
+        """:meth:`decide` with its per-joint rules compiled (:func:`_start_kernel`, :func:`_verdict_kernel`: the
+        same comparisons and float operations, argmax as numpy's); ``solve`` and λ's H x − b as there."""
+        n = q.shape[0]
+        up, lo, locked = np.empty(n, np.bool_), np.empty(n, np.bool_), np.empty(n, np.bool_)
+        if not _start(q, qd, self._lo_tol, self._up_tol, up, lo, locked):
+            self.set_active(locked)
+            return locked
+        for _ in range(2 * n + 1):
+            x = solve(locked)
+            j_rel, p_rel, j_add, p_add = _verdict(H @ x - b, x, locked, qd, up, lo, decay)
+            if p_rel > 0:
+                locked = locked.copy()
+                locked[j_rel] = False
+            elif p_add > 0:
+                locked = locked.copy()
+                locked[j_add] = True
+            else:
+                break
+        self.set_active(locked)
+        return locked
+
     def project(self, q: np.ndarray, qd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Seed 002: back onto the constraint manifold — q_j = limit, no outward q̇_j at a limit."""
         if not self.engaged and self.inside(q):
             return q, qd
+        if _project is not None and type(q) is np.ndarray and type(qd) is np.ndarray and q.dtype == qd.dtype == _F64 \
+                and q.shape == qd.shape == self.lower.shape == self.active.shape:
+            q_out, qd_out = np.empty(q.shape[0]), np.empty(q.shape[0])
+            changed = _project(q, qd, self.lower, self.upper, self._lo_tol, self._up_tol, self.active, q_out, qd_out)
+            return q_out, (qd_out if changed else qd)
         q = np.clip(q, self.lower, self.upper)
         up, lo = self.at_limit(q)
         out = (up & (qd > 0)) | (lo & (qd < 0)) | self.active
@@ -245,6 +356,73 @@ class JointLimitConstraints:
             qd = qd.copy()
             qd[out] = 0.0
         return q, qd
+
+
+def _start_kernel(q: np.ndarray, qd: np.ndarray, lo_tol: np.ndarray, up_tol: np.ndarray, up: np.ndarray,
+                  lo: np.ndarray, locked: np.ndarray) -> bool:  # pragma: no mutate block
+    """decide's start: which joints are at a limit (up, lo: at_limit) and locked (at a limit, not moving back
+    inside); whether any joint is at a limit."""
+    anyone = False
+    for j in range(q.shape[0]):
+        u, w = q[j] >= up_tol[j], q[j] <= lo_tol[j]
+        up[j], lo[j] = u, w
+        locked[j] = (u and qd[j] >= 0) or (w and qd[j] <= 0)
+        anyone = anyone or u or w
+    return anyone
+
+
+def _verdict_kernel(r: np.ndarray, x: np.ndarray, locked: np.ndarray, qd: np.ndarray, up: np.ndarray,
+                    lo: np.ndarray, decay: float) -> tuple[int, float, int, float]:  # pragma: no mutate block
+    """One trial of decide: λ = r = H x − b where locked, the pull onto a limit and the outward q̈ per joint,
+    each's first largest entry (np.argmax: the first NaN before any number)."""
+    j_rel, p_rel, j_add, p_add = 0, 0.0, 0, 0.0
+    for j in range(r.shape[0]):
+        k, u, w, v = locked[j], up[j], lo[j], qd[j]
+        lam = r[j] if k else 0.0
+        pull = (lam if u else 0.0) - (lam if w else 0.0)  # > 0: would pull onto the limit
+        acc = 0.0 if k else x[j] - decay * v
+        out = (acc if (u and v >= 0) else 0.0) - (acc if (w and v <= 0) else 0.0)  # > 0: outward
+        if j == 0 or pull > p_rel or (pull != pull and p_rel == p_rel):
+            j_rel, p_rel = j, pull
+        if j == 0 or out > p_add or (out != out and p_add == p_add):
+            j_add, p_add = j, out
+    return j_rel, p_rel, j_add, p_add
+
+
+def _project_kernel(q: np.ndarray, qd: np.ndarray, lower: np.ndarray, upper: np.ndarray, lo_tol: np.ndarray,
+                    up_tol: np.ndarray, active: np.ndarray, q_out: np.ndarray,
+                    qd_out: np.ndarray) -> bool:  # pragma: no mutate block
+    """JointLimitConstraints.project into q_out, qd_out: q clipped to the limits (NaN stays NaN, as np.clip),
+    q̇ zeroed where the clipped q is at a limit and q̇ points out, or the joint is locked; whether any q̇ was."""
+    changed = False
+    for j in range(q.shape[0]):
+        x = q[j]
+        if x < lower[j]:
+            x = lower[j]
+        if x > upper[j]:
+            x = upper[j]
+        q_out[j] = x
+        v = qd[j]
+        if (x >= up_tol[j] and v > 0) or (x <= lo_tol[j] and v < 0) or active[j]:
+            qd_out[j] = 0.0
+            changed = True
+        else:
+            qd_out[j] = v
+    return changed
+
+
+try:  # compiled at import (cached on disk), never in the loop thread; without numba the float loops above
+    _B = _t.Array(_t.boolean, 1, "A")
+    _FV = _t.Array(_t.float64, 1, "A")
+    _start: Any = numba.njit(_t.boolean(_FV, _FV, _FV, _FV, _B, _B, _B), cache=True,
+                             boundscheck=True)(_start_kernel)
+    _verdict: Any = numba.njit(_t.Tuple((_t.int64, _t.float64, _t.int64, _t.float64))(_FV, _FV, _B, _FV, _B, _B,
+                                                                                     _t.float64),
+                               cache=True, boundscheck=True)(_verdict_kernel)
+    _project: Any = numba.njit(_t.boolean(_FV, _FV, _FV, _FV, _FV, _FV, _B, _FV, _FV), cache=True,
+                               boundscheck=True)(_project_kernel)
+except NameError:  # pragma: no cover - numba missing (_t undefined): the float loops and numpy
+    _start = _verdict = _project = None
 
 
 def braking_inset(max_velocity: np.ndarray, max_acceleration: np.ndarray, braking_margin: float = 0.5

@@ -11,6 +11,7 @@ to the wrapper itself, which then raises as it always did.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import scipy.linalg
@@ -59,7 +60,13 @@ def cho_solve_upper(H: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 def symmetric_upper(M: np.ndarray) -> np.ndarray:
     """``np.triu(M) + np.triu(M, 1).T``: the symmetric matrix of M's upper triangle (pinocchio's CRBA fills only
-    that one), as a new array with the same bits — the sum's +0.0 turns a −0.0 into +0.0, so does ``+= 0.0``."""
+    that one), as a new array with the same bits — the sum's +0.0 turns a −0.0 into +0.0, so does ``+= 0.0``.
+    One compiled call for a square float64 matrix where numba is installed."""
+    if _symmetric is not None and type(M) is np.ndarray and M.dtype == _F64 and M.ndim == 2 \
+            and M.shape[0] == M.shape[1]:
+        H = np.empty(M.shape)
+        _symmetric(M, H)
+        return H
     n = M.shape[0]
     low = _LOWER.get(n)
     if low is None:
@@ -71,3 +78,23 @@ def symmetric_upper(M: np.ndarray) -> np.ndarray:
 
 
 _LOWER: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # the strict lower triangle's indices per size
+
+
+def _symmetric_kernel(M: np.ndarray, H: np.ndarray) -> None:  # pragma: no mutate block
+    """symmetric_upper into H: the upper triangle of M + 0.0, mirrored."""
+    n = M.shape[0]
+    for i in range(n):
+        for j in range(i, n):
+            x = M[i, j] + 0.0
+            H[i, j] = x
+            H[j, i] = x
+
+
+try:  # compiled at import (cached on disk), never in the loop thread; without numba numpy's indexing
+    import numba
+    from numba import types as _t
+
+    _symmetric: Any = numba.njit(_t.none(_t.Array(_t.float64, 2, "A"), _t.Array(_t.float64, 2, "C")), cache=True,
+                                 boundscheck=True)(_symmetric_kernel)
+except ImportError:  # pragma: no cover - the fast extra is installed with the tests
+    _symmetric = None

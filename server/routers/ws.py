@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -45,6 +46,9 @@ except ImportError:  # pragma: no cover - depends on the install
 
 router = APIRouter(tags=["streaming"])
 MSGPACK = "msgpack"  # WebSocket subprotocol that switches the stream to binary MessagePack
+#: s between a stream's looks at a send in flight: the drops of a send that blocks (a client that stopped
+#: reading) are counted meanwhile, at most this much late (exactly when the send ends)
+STALL_CHECK = 0.05
 
 
 class Hub:
@@ -99,40 +103,54 @@ async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = F
     loop = asyncio.get_running_loop()
     last, missed = -1, 0  # missed: states counted as dropped while a send was still in flight
     reactions = -1  # the reaction count this client has seen (-1: none yet; the first state sets it)
+    since: float | None = None  # loop.time() when the send in flight began (None: none in flight)
 
-    def stalled() -> None:  # the send takes longer than the next state: that state is dropped
-        nonlocal missed, timer
-        hub.dropped += 1
-        missed += 1
-        timer = loop.call_later(every, stalled)
+    def stalls() -> None:
+        """A send in flight for t ≥ 1.5 `every` drops a state, then one more every `every` (the states it
+        outlasts): counted up to now."""
+        nonlocal missed
+        if since is not None:
+            n = max(0, math.floor((loop.time() - since - 1.5 * every) / every) + 1)
+            if n > missed:
+                hub.dropped += n - missed
+                missed = n
 
-    timer: asyncio.TimerHandle | None = None
-    while True:
-        w = worker()
-        try:
-            async with contextlib.aclosing(w.states(decimation, phase=phase)) as states:
-                async for s, fresh in states:
-                    if last >= 0 and s.cycle - last > decimation:
-                        hub.dropped += max(0, (s.cycle - last) // decimation - 1 - missed)
-                    stale = not fresh and w.problem() is not None  # no new state for a while: dead?
-                    last, missed = s.cycle, 0
-                    msg = hub.encode(s, encoding, robot, stale=stale, lease=lease.info)
-                    timer = loop.call_later(1.5 * every, stalled)
-                    try:
-                        if isinstance(msg, bytes):
-                            await ws.send_bytes(msg)
-                        else:
-                            await ws.send_text(msg)
-                        if s.reaction_count != reactions:  # a reaction fired: push it as an event
-                            if reactions >= 0:
-                                await send_event(ws, encoding, s)
-                            reactions = s.reaction_count
-                    finally:
-                        timer.cancel()
-                    if worker() is not w:  # the supervisor replaced the loop process
-                        break
-        except WorkerError:  # the loop process died mid-write: the supervisor replaces it
-            await asyncio.sleep(0.1)
+    def watch() -> None:  # a send that blocks (the client stopped reading) counts its drops meanwhile
+        nonlocal watcher
+        stalls()
+        watcher = loop.call_later(STALL_CHECK, watch)
+
+    watcher = loop.call_later(STALL_CHECK, watch)  # one timer per stream, not one per state sent
+    try:
+        while True:
+            w = worker()
+            try:
+                async with contextlib.aclosing(w.states(decimation, phase=phase)) as states:
+                    async for s, fresh in states:
+                        if last >= 0 and s.cycle - last > decimation:
+                            hub.dropped += max(0, (s.cycle - last) // decimation - 1 - missed)
+                        stale = not fresh and w.problem() is not None  # no new state for a while: dead?
+                        last, missed = s.cycle, 0
+                        msg = hub.encode(s, encoding, robot, stale=stale, lease=lease.info)
+                        since = loop.time()
+                        try:
+                            if isinstance(msg, bytes):
+                                await ws.send_bytes(msg)
+                            else:
+                                await ws.send_text(msg)
+                            if s.reaction_count != reactions:  # a reaction fired: push it as an event
+                                if reactions >= 0:
+                                    await send_event(ws, encoding, s)
+                                reactions = s.reaction_count
+                        finally:
+                            stalls()  # the drops of a send that outlasted the next states, to its end
+                            since = None
+                        if worker() is not w:  # the supervisor replaced the loop process
+                            break
+            except WorkerError:  # the loop process died mid-write: the supervisor replaces it
+                await asyncio.sleep(0.1)
+    finally:
+        watcher.cancel()
 
 
 async def send_event(ws: WebSocket, encoding: str, s: LoopState) -> None:
