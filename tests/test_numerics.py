@@ -150,3 +150,20 @@ def test_constrained_step_uses_the_selected_algorithm(ur10, rng, algorithm):
     expected[~locked] = np.linalg.solve(H[np.ix_(~locked, ~locked)], b[~locked])
     assert s.constraints.active[j] and qd[j] == 0.0
     np.testing.assert_allclose(qd, 0.01 * expected, rtol=1e-9, atol=1e-12)
+
+
+def test_a_virtual_model_whose_gamma_changed_in_place_is_the_model_built_at_that_gamma():
+    """set_gamma (the γ schedule's change in place) gives the H, and the q̈, of a VirtualModel built at that γ
+    from the start, to the bit, on random poses and γ in both directions; an equal γ changes nothing."""
+    robot = RobotModel.load("fr3")
+    vm = VirtualModel(robot, 1e3)
+    rng = np.random.default_rng(2)
+    for g in [*rng.uniform(1e3, 1e6, 30), 1e3, 1e6, 1e3]:
+        vm.set_gamma(float(g))
+        fresh = VirtualModel(robot, float(g))
+        q, f = rng.uniform(robot.limits.lower, robot.limits.upper), rng.normal(size=6)
+        assert vm.gamma == fresh.gamma
+        np.testing.assert_array_equal(vm.inertia(q), fresh.inertia(q))
+        np.testing.assert_array_equal(vm.acceleration(q, f), fresh.acceleration(q, f))
+    with pytest.raises(ModelError):
+        vm.set_gamma(0.0)

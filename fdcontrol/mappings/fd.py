@@ -106,7 +106,8 @@ class ForwardDynamics(Mapping):
         if own:
             J, known = conf.jacobian, conf.known_svd()  # type: ignore[union-attr]
             conf.update(q, check=False)  # type: ignore[union-attr]
-            if known is not None and np.array_equal(conf.jacobian, J):  # γ moves H, never J: its SVD stays
+            J2 = conf.jacobian  # γ moves H, never J: its SVD stays (np.array_equal without its wrapper)
+            if known is not None and J2.shape == J.shape and bool((J2 == J).all()):
                 conf._svd = known  # type: ignore[union-attr]
         return True
 

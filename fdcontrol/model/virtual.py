@@ -175,6 +175,9 @@ class VirtualModel:
         self.tip_id, self.tip_joint = robot.tip_id, last
         self._zero = np.zeros(model.nv)
         self._fext = [pin.Force.Zero() for _ in range(model.njoints)]
+        self._zero3, self._eye3 = np.zeros(3), np.eye(3)  # set_gamma's lever and unit inertia (read-only)
+        self._zero3.flags.writeable = self._eye3.flags.writeable = False
+        self._light_joints = [j for j in range(1, model.njoints) if j != last]
 
     @property
     def dof(self) -> int:
@@ -188,10 +191,11 @@ class VirtualModel:
         if gamma == self.gamma:
             return
         self.gamma = check_gamma(gamma)
-        light = pin.Inertia(self._m_e / self.gamma, np.zeros(3), self._ip_e / self.gamma * np.eye(3))
-        for j in range(1, self.model.njoints):
-            if j != self.tip_joint:
-                self.model.inertias[j] = light
+        # the same operations as before, on a lever and identity made once
+        light = pin.Inertia(self._m_e / self.gamma, self._zero3, self._ip_e / self.gamma * self._eye3)
+        inertias = self.model.inertias
+        for j in self._light_joints:
+            inertias[j] = light
 
     def link_inertia(self, q: np.ndarray, directions: np.ndarray, data: pin.Data | None = None) -> np.ndarray:
         """h_k = v_kᵀ H_l v_k = ‖A v_k‖² for the columns v_k of `directions` (N×k): the light links'
