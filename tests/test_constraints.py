@@ -297,12 +297,17 @@ def _project_arrays(c, q, qd):
     return q, qd
 
 
-def test_the_compiled_active_set_and_projection_are_the_array_rules(rng):
-    """decide and project as the loop runs them (compiled per-joint rules where numba is installed) against
-    their numpy forms on random states on, beyond and inside the limits, locked sets, NaN now and then: the
-    same locked set, the same q and q̇ to the bit, and q̇ handed back as is when nothing was zeroed."""
+@pytest.mark.parametrize("kernels", ["compiled", "plain"])
+def test_the_compiled_active_set_and_projection_are_the_array_rules(rng, kernels, monkeypatch):
+    """decide and project as the loop runs them (compiled per-joint rules where numba is installed; ``plain``:
+    the module's plain-float forms, the compiled kernels switched off) against their numpy forms on random
+    states on, beyond and inside the limits, locked sets, NaN now and then: the same locked set, the same q
+    and q̇ to the bit, and q̇ handed back as is when nothing was zeroed."""
     from fdcontrol.model import constraints
 
+    if kernels == "plain":
+        for name in ("_start", "_verdict", "_project"):
+            monkeypatch.setattr(constraints, name, None)
     zeroed = 0
     for k in range(600):
         n = int(rng.integers(2, 8))
@@ -331,5 +336,5 @@ def test_the_compiled_active_set_and_projection_are_the_array_rules(rng):
             np.testing.assert_array_equal(c.decide(q, qd, solve, H, b, decay),
                                           _decide_arrays(c, q, qd, solve, H, b, decay))
     assert zeroed > 100
-    if constraints._project is None:
+    if kernels == "compiled" and constraints._project is None:
         pytest.skip("numba not installed: the numpy forms ran")

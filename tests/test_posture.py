@@ -282,3 +282,61 @@ def test_the_compiled_posture_torque_is_numpys_to_rounding():
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-9 * np.abs(want).max())
         np.testing.assert_allclose(task.torque(H, J, q.tolist(), qd.tolist(), Nt), want, rtol=0,
                                    atol=1e-9 * np.abs(want).max())
+
+
+def test_a_posture_torque_of_the_wrong_length_is_refused():
+    """q and q̇ shorter or longer than the arm raise ValueError on either path: the compiled call never reads a
+    corner of H and N̄ᵀ for a shorter vector."""
+    from fdcontrol import RobotModel, VirtualModel
+
+    robot = RobotModel.load("panda")
+    q = np.full(7, 0.3)
+    H, J = VirtualModel(robot, 1e3).inertia(q), robot.jacobian(q)
+    task = PostureTask(robot, stiffness=np.full(7, 5.0), damping=np.full(7, 1.0))
+    task.torque(H, J, q, np.zeros(7))  # activation: q_p = q
+    for n in (6, 8):
+        with pytest.raises(ValueError):
+            task.torque(H, J, np.full(n, 0.2), np.zeros(n))
+
+
+def test_the_projector_sweeps_running_out_take_the_lapack_path(monkeypatch):
+    """The Jacobi kernel (its Python form, with the sweep budget patched) reports failure when the sweeps run out
+    before J H⁻¹ Jᵀ is diagonal, so the caller takes LAPACK's form instead of a half-rotated projector; with the
+    budget it has, the same kernel succeeds on the same pose."""
+    pytest.importorskip("numba")
+    from fdcontrol import RobotModel, VirtualModel
+    from fdcontrol.control import posture
+
+    robot = RobotModel.load("panda")
+    q = np.array([0.3, -0.5, 0.2, -2.0, 0.1, 1.6, 0.4])
+    H, J = VirtualModel(robot, 1e3).inertia(q), robot.jacobian(q)
+    Nt = np.empty_like(H)
+    assert posture._projector.py_func(H, J, posture.RCOND, Nt)
+    np.testing.assert_allclose(Nt, posture.nullspace_transpose_lapack(H, J), rtol=0, atol=1e-9 * np.abs(Nt).max())
+    monkeypatch.setattr(posture, "JACOBI_SWEEPS", 1)
+    assert not posture._projector.py_func(H, J, posture.RCOND, np.empty_like(H))
+
+
+@pytest.mark.parametrize("name", ["panda", "fr3"])
+def test_the_compiled_projector_at_the_straight_gamma_is_a_dynamically_consistent_projector(name):
+    """At γ = 1e6 (the schedule's top, where H is nearly JᵀJ) the compiled N̄ᵀ and LAPACK's differ beyond 1e-9,
+    so they are judged by what N̄ᵀ must be: a projector (N̄ᵀ N̄ᵀ = N̄ᵀ) whose torques do not accelerate the tip
+    (J H⁻¹ N̄ᵀ = 0), relative to the sizes involved, at random poses."""
+    pytest.importorskip("numba")
+    from fdcontrol import RobotModel, VirtualModel
+    from fdcontrol.control import posture
+
+    robot = RobotModel.load(name)
+    vm = VirtualModel(robot, 1e6)
+    rng = np.random.default_rng(11)
+    for k in range(100):
+        q = rng.uniform(robot.limits.lower, robot.limits.upper)
+        H, J = vm.inertia(q), robot.jacobian(q)
+        Nt = np.empty_like(H)
+        if not posture._projector(H, J, posture.RCOND, Nt):
+            continue  # not positive definite to the kernel: the LAPACK form decides
+        scale = max(1.0, np.abs(Nt).max())
+        np.testing.assert_allclose(Nt @ Nt, Nt, rtol=0, atol=1e-6 * scale * scale, err_msg=str(k))
+        tip = J @ np.linalg.solve(H, Nt)
+        ref = np.abs(J @ np.linalg.solve(H, np.eye(H.shape[0]))).max() * scale
+        assert np.abs(tip).max() <= 1e-6 * ref, (k, np.abs(tip).max(), ref)

@@ -4,6 +4,8 @@ own position of the tip body (kinematics the code under test did not write)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -452,16 +454,22 @@ def test_the_compiled_tip_load_and_hard_stop_equal_their_numpy_forms(monkeypatch
     stop = WorkspaceStop(ur10, [part for z in ws.zones for part in z.parts()], 4.0)
     assert ws_mod._tip_force is not None and stop_mod._scale is not None
     acted = 0
-    for _ in range(400):
-        p, v = RNG.uniform(-0.7, 1.0, 3), RNG.normal(scale=0.5, size=3)
+    inside = np.array([0.55, 0.0, 0.5])  # 5 cm from the box's +x wall: inside its 10 cm margin
+    bad = [(inside, np.array([x, 0.0, 0.0])) for x in (math.nan, math.inf, -math.inf)]
+    bad += [(np.array([math.nan, 0.0, 0.5]), np.zeros(3)), (inside, np.array([0.1, math.nan, 0.0]))]
+    cases = [(RNG.uniform(-0.7, 1.0, 3), RNG.normal(scale=0.5, size=3)) for _ in range(400)] + bad
+    for p, v in cases:
         dt = float(RNG.choice([1e-3, 2e-3]))
-        got = (ws.tip_wrench(p, v).copy(), ws.distance, ws.nearest, stop._scale(p, v, dt))
-        with monkeypatch.context() as m:
-            m.setattr(ws_mod, "_tip_force", None)
-            m.setattr(stop_mod, "_scale", None)
-            want = (ws.tip_wrench(p, v).copy(), ws.distance, ws.nearest, stop._scale(p, v, dt))
-        np.testing.assert_allclose(got[0], want[0], rtol=1e-12, atol=1e-9)
-        assert got[1] == pytest.approx(want[1], abs=1e-15) and got[2] == want[2]
-        assert got[3] == pytest.approx(want[3], rel=1e-12, abs=1e-15)
+        with np.errstate(invalid="ignore"):
+            got = (ws.tip_wrench(p, v).copy(), ws.distance, ws.nearest, stop._scale(p, v, dt))
+            with monkeypatch.context() as m:  # every compiled kernel off: the module's numpy forms
+                m.setattr(ws_mod, "_tip_force", None)
+                m.setattr(ws_mod, "_distances", None)
+                m.setattr(stop_mod, "_scale", None)
+                want = (ws.tip_wrench(p, v).copy(), ws.distance, ws.nearest, stop._scale(p, v, dt))
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-12, atol=1e-9)  # NaN where numpy has NaN
+        assert got[1] == pytest.approx(want[1], abs=1e-15, nan_ok=True) and got[2] == want[2]
+        assert got[3] == pytest.approx(want[3], rel=1e-12, abs=1e-15, nan_ok=True)
         acted += bool(np.any(want[0])) + (want[3] < 1.0)
     assert acted > 100  # the points do fall inside margins and the stop does scale
+    assert not np.all(np.isfinite(ws.tip_wrench(*bad[0])))  # a NaN velocity inside a margin is no zero load

@@ -100,7 +100,7 @@ def _projector_kernel(H: np.ndarray, J: np.ndarray, rcond: float, Nt: np.ndarray
         d = math.sqrt(s)
         L[j, j] = d
         for i in range(j + 1, n):
-            s = H[i, j]
+            s = H[j, i]  # the upper triangle, as the LAPACK form (cho_solve_upper) reads it
             for k in range(j):
                 s -= L[i, k] * L[j, k]
             L[i, j] = s / d
@@ -132,13 +132,17 @@ def _projector_kernel(H: np.ndarray, J: np.ndarray, rcond: float, Nt: np.ndarray
     V = np.zeros((m, m))
     for i in range(m):
         V[i, i] = 1.0
-    for _ in range(JACOBI_SWEEPS):
+    converged = False
+    for sweep in range(JACOBI_SWEEPS + 1):
         off = 0.0
         for p in range(m):
             for q in range(p + 1, m):
                 off += A[p, q] * A[p, q]
         if off == 0.0:
+            converged = True
             break
+        if sweep == JACOBI_SWEEPS:
+            break  # the sweeps ran out: not diagonal yet
         for p in range(m):
             for q in range(p + 1, m):
                 apq = A[p, q]
@@ -167,6 +171,8 @@ def _projector_kernel(H: np.ndarray, J: np.ndarray, rcond: float, Nt: np.ndarray
                     vkp, vkq = V[k, p], V[k, q]
                     V[k, p] = c * vkp - s * vkq
                     V[k, q] = s * vkp + c * vkq
+    if not converged:
+        return False  # the caller takes the LAPACK path
     top = 0.0
     for i in range(m):
         if A[i, i] > top:
@@ -302,12 +308,14 @@ class PostureTask:
                Nt: np.ndarray | None = None) -> np.ndarray:
         """τ_p = N̄ᵀ H a_p (N·m on the virtual model); pass N̄ᵀ when it is already known."""
         Nt = nullspace_transpose(H, J) if Nt is None else Nt
-        if _torque is not None and self.preferred is not None:
-            try:  # one compiled call on float64 arrays (a wrong length raises IndexError, as numpy's form raises)
+        n = H.shape[0]
+        if (_torque is not None and self.preferred is not None and type(q) is np.ndarray and type(qd) is np.ndarray
+                and q.shape == qd.shape == self.preferred.shape == (n,) and Nt.shape == H.shape == (n, n)):
+            try:  # one compiled call on float64 arrays of the model's size
                 return _torque(Nt, H, self.stiffness, self.preferred, q, self.damping, qd)  # type: ignore[no-any-return]
-            except TypeError:  # other types (lists, integers): numpy's form
+            except TypeError:  # other dtypes (integers): numpy's form
                 pass
-        return Nt @ (H @ self.acceleration(q, qd))
+        return Nt @ (H @ self.acceleration(q, qd))  # a wrong length raises ValueError here
 
     def distance(self, q: np.ndarray) -> float:
         """‖q − q_p‖ (rad): how far the arm is from the preferred posture (0 before activation)."""

@@ -275,8 +275,8 @@ def _tip_force_kernel(d: np.ndarray, nrm: np.ndarray, v: np.ndarray, margin: np.
         if di < margin[i]:
             n0, n1, n2 = nrm[i, 0], nrm[i, 1], nrm[i, 2]
             nv = n0 * v[0] + n1 * v[1] + n2 * v[2]
-            mag = k[i] * (margin[i] - di) - b[i] * min(nv, 0.0)
-            if mag > 0.0:
+            mag = k[i] * (margin[i] - di) - b[i] * (nv if nv < 0.0 or math.isnan(nv) else 0.0)
+            if not mag <= 0.0:  # a NaN magnitude is carried into F, as numpy's maximum(mag, 0) @ n carries it
                 F[0] += mag * n0
                 F[1] += mag * n1
                 F[2] += mag * n2

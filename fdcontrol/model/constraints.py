@@ -282,7 +282,7 @@ class JointLimitConstraints:
         """
         if _start is not None and type(q) is np.ndarray and type(qd) is np.ndarray and q.dtype == qd.dtype == _F64 \
                 and q.shape == qd.shape == self.lower.shape and type(H) is np.ndarray and type(b) is np.ndarray \
-                and H.dtype == b.dtype == _F64:
+                and H.dtype == b.dtype == _F64 and H.shape == (q.shape[0], q.shape[0]) and b.shape == q.shape:
             return self._decide_compiled(q, qd, solve, H, b, float(decay))
         up, lo = self.at_limit(q)
         locked = (up & (qd >= 0)) | (lo & (qd <= 0))
