@@ -173,7 +173,9 @@ def test_the_loop_reads_overridden_parts(ur10):
         s = loop.step(now=i * DT)
     assert d.has_exchange and d.exchanged == 3 and d.zeroed == 1  # zeroed once: the filter took the bias
     assert s.speed_scaling == 0.25 and s.safety_mode == "REDUCED"
-    assert loop._q_ref is not None  # the position interface integrates its own reference
+    # the position interface integrates its own reference: where the robot's controller drives the joints
+    # is the reference the loop sent last (the driver reports none of its own)
+    np.testing.assert_array_equal(loop.commanded_position(), s.q_ref)
 
 
 def test_parts_that_are_not_of_the_base_classes_are_refused(ur10):

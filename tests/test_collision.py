@@ -250,17 +250,15 @@ def test_capsule_placement_matches_pinocchio(arm: str) -> None:
 
 def test_capsules_enclose_the_vendor_meshes() -> None:
     """Every vertex of the vendors' collision meshes lies inside its link's fitted capsule (conservative)."""
-    pytest.importorskip("scipy")
     import importlib.util
     from pathlib import Path
 
     path = Path(__file__).resolve().parent.parent / "scripts" / "fit_capsules.py"
     spec = importlib.util.spec_from_file_location("fit_capsules", path)
     fit = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(fit)  # type: ignore[union-attr]
-    except Exception as exc:  # example-robot-data missing
-        pytest.skip(f"example-robot-data (test extra) could not be loaded: {exc}")
+    spec.loader.exec_module(fit)  # type: ignore[union-attr]  # (a defect in the script fails, not skips)
+    if not fit.ERD.is_dir():  # the vendors' URDFs and meshes: the example-robot-data wheel
+        pytest.skip(f"example-robot-data (test extra) is not installed: no {fit.ERD}")
     rng = np.random.default_rng(0)
     for name, (src, links, flange, vflange) in fit.ARMS.items():
         robot = RobotModel.load(name)

@@ -10,6 +10,9 @@ import httpx
 import pytest
 
 from .service import ROOT, Service
+from .waits import HUNG, until
+
+DEADLINE_MS = int(HUNG * 1000)  # a page's wait: only ends a hung test
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 try:
@@ -78,11 +81,15 @@ def test_dashboard_start_push_and_switch_mapping(service, tmp_path):
         cx, cy = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
         page.mouse.move(cx, cy)
         page.mouse.down()
-        for i in range(10):  # push towards +x, holding for about a second
-            page.mouse.move(cx + box["width"] * 0.45, cy - i, steps=2)
-            page.wait_for_timeout(100)
+        page.mouse.move(cx + box["width"] * 0.45, cy, steps=5)  # push towards +x (the pad streams at 50 Hz) …
+        # … held for 1 s of the loop's own cycles, as the page's states count them (the timeout only ends a
+        # hung test)
+        page.wait_for_function("c => window.dashboard.state.cycle >= c",
+                               arg=started[0] + page.evaluate("window.dashboard.config.rate"), timeout=DEADLINE_MS)
         page.mouse.up()
-        page.wait_for_timeout(400)
+        # the page's state 50 cycles after the release (the arm held by the watchdog)
+        page.wait_for_function("c => window.dashboard.state.cycle >= c",
+                               arg=page.evaluate("window.dashboard.state.cycle") + 50, timeout=DEADLINE_MS)
 
         q1 = page.evaluate("window.dashboard.state.q_ref")
         tip1 = page.evaluate(TIP_3D)
@@ -98,7 +105,7 @@ def test_dashboard_start_push_and_switch_mapping(service, tmp_path):
         page.fill("#alpha", "0.05")
         page.click("#btn-apply")
         page.wait_for_function("document.getElementById('config-msg').textContent.startsWith('applied')")
-        page.wait_for_timeout(300)
+        states_later(page, 3)  # a few frames drawn since, for the screenshot
         page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
         browser.close()
     after = http.get("/stats").json()
@@ -154,8 +161,8 @@ def check_recording(page, http):
     name = page.inner_text("#rec-name")
     assert http.get("/recording").json()["active"] is True
     page.wait_for_function("/[0-9.]+ (KiB|MiB)/.test(document.getElementById('rec-size').textContent)",
-                           timeout=10_000)
-    page.wait_for_timeout(600)
+                           timeout=DEADLINE_MS)
+    until(lambda: http.get("/recording").json(), lambda r: r["bytes"] > 10_000, what="10 kB recorded")
     page.click("#btn-record")
     page.wait_for_function("document.getElementById('rec-name').textContent === 'not recording'")
     files = {f["name"]: f for f in http.get("/recordings").json()}
@@ -163,10 +170,18 @@ def check_recording(page, http):
     page.wait_for_function(f"document.getElementById('rec-list').textContent.includes('{name}')")
 
 
-def responder(status, body):
+def responder(status, body, answered=None):
     def answer(route):
         route.fulfill(status=status, content_type="application/json", body=body)
+        if answered is not None:
+            answered.append(status)
     return answer
+
+
+def states_later(page, n: int) -> None:
+    """Until the page has received `n` more states (its own count): it has handled what came before."""
+    page.wait_for_function("n => window.dashboard.received >= n",
+                           arg=page.evaluate("window.dashboard.received") + n, timeout=DEADLINE_MS)
 
 
 def test_environment_objects_are_drawn_when_the_service_has_them(service):
@@ -182,19 +197,23 @@ def test_environment_objects_are_drawn_when_the_service_has_them(service):
         for status in (404, 200):
             page = browser.new_page(viewport={"width": 1280, "height": 1400})
             body = json.dumps(env if status == 200 else {"detail": "Not Found"})
-            page.route("**/environment", responder(status, body))
+            answered: list[int] = []
+            page.route("**/environment", responder(status, body, answered))
             page.goto(service.url + "/")
             page.wait_for_function("window.dashboard.received > 3")
             if status == 200:
                 page.wait_for_function("window.dashboard.environment !== null")
                 assert page.inner_text("#env-info") == "environment: table"
-                page.wait_for_timeout(300)
+                states_later(page, 3)  # drawn with the box
                 page.locator("#arm-panel").screenshot(path=str(ARTIFACTS / "dashboard-environment.png"))
             else:
-                page.wait_for_timeout(500)
+                # (each evaluate is a round trip in which Playwright runs the route's handler)
+                until(lambda a=answered, pg=page: (pg.evaluate("0"), list(a))[1], lambda a: a == [404],
+                      what="GET /environment answered 404")
+                states_later(page, 5)  # the page went on after the 404: it had handled it
                 assert page.evaluate("window.dashboard.environment") is None
                 assert page.inner_text("#env-info") == ""
-            page.wait_for_timeout(300)
+            states_later(page, 3)  # a few frames drawn since
             images[status] = page.evaluate("document.getElementById('arm').toDataURL()")
             page.close()
         browser.close()

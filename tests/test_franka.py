@@ -233,8 +233,10 @@ def test_robot_paced_run_moves_the_flange_along_the_wrench(sim):
     assert abs(moved[1]) < 0.2 * abs(moved[0]) and abs(moved[2]) < 0.3 * abs(moved[0]), moved
     assert st["fault"] is None and st["safety_mode"] == "Move"
     assert stats["rate"] == 1000.0 and stats["cycles"] > 500
-    assert stats["robot_success_rate"] is not None and 0.0 <= stats["robot_success_rate"] <= 1.0
-    assert stats["robot_missed_cycles"] is not None and stats["robot_missed_cycles"] >= 0
+    # franky-sim always reports a command success rate of 1.0: the value the robot sent, passed on
+    # (that the driver passes on whatever the robot reports: tests/test_franka_stats.py)
+    assert stats["robot_success_rate"] == 1.0
+    assert isinstance(stats["robot_missed_cycles"], int) and stats["robot_missed_cycles"] >= 0
     assert rec[-1, 2] == 1.0  # the last command the robot received ended the motion (motion_finished)
 
 

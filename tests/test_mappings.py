@@ -137,16 +137,42 @@ def _fk_jacobian(robot, q, eps=1e-6):
     return J
 
 
+def _virtual_inertia_by_rnea(model, q):
+    """H(q) column by column as the joint torques of unit accelerations at rest (RNEA, minus gravity):
+    a second algorithm beside the CRBA and Cholesky factor the FD mapping uses."""
+    import pinocchio as pin
+
+    data, n = model.createData(), model.nv
+    bias = pin.rnea(model, data, q, np.zeros(n), np.zeros(n)).copy()
+    return np.column_stack([pin.rnea(model, data, q, np.zeros(n), e) - bias for e in np.eye(n)])
+
+
 def test_all_mappings_share_the_interface(panda, rng):
-    """The Cartesian map is the tip's twist per unit wrench: J·M with J from finite differences of
-    the forward kinematics (not the code's Jacobian); JI's is the identity."""
-    q = panda.random_q(rng)
+    """Each mapping's M(q) against its closed form built here from J by finite differences of the
+    forward kinematics (not the code's Jacobian): JI J⁺, JT Jᵀ, DLS Jᵀ(JJᵀ + α²I)⁻¹ (the push-through
+    form of the code's (JᵀJ + α²I)⁻¹Jᵀ), FD H⁻¹Jᵀ checked as H·M = Jᵀ with H of the virtual model by
+    RNEA (the code factors the CRBA's H); SDLS, whose clamps make it no fixed matrix, has its own tests
+    above. The Cartesian map J·M then follows; JI's is the identity."""
+    q = nonsingular_q(panda, rng)
     J = _fk_jacobian(panda, q)
+    tol = 1e-6
     for name in ("ji", "jt", "dls", "sdls", "fd"):
         m = make_mapping(name, panda)
-        assert m.joint_space(q).shape == (7, 6)
+        M = m.joint_space(q)
+        assert M.shape == (7, 6)
+        if name == "ji":
+            np.testing.assert_allclose(M, np.linalg.pinv(J), atol=tol * np.abs(M).max())
+        elif name == "jt":
+            np.testing.assert_allclose(M, J.T, atol=tol)
+        elif name == "dls":
+            np.testing.assert_allclose(M, J.T @ np.linalg.inv(J @ J.T + m.alpha**2 * np.eye(6)),
+                                       atol=tol * np.abs(M).max())
+        elif name == "fd":
+            H = _virtual_inertia_by_rnea(m.virtual.model, q)
+            np.testing.assert_allclose(H, H.T, atol=1e-9 * np.abs(H).max())
+            np.testing.assert_allclose(H @ M, J.T, atol=tol * max(1.0, np.abs(J).max()))
         C = m.cartesian(q)
-        np.testing.assert_allclose(C, J @ m.joint_space(q), atol=1e-6 * max(1.0, np.abs(C).max()))
+        np.testing.assert_allclose(C, J @ M, atol=tol * max(1.0, np.abs(C).max()))
     np.testing.assert_allclose(make_mapping("ji", panda).cartesian(q), np.eye(6), atol=1e-8)
 
 

@@ -19,7 +19,7 @@ from websockets.sync.client import connect
 from fdcontrol.recording import COMMAND_TOPIC, CONFIG_TOPIC, STATE_FIELDS, STATE_TOPIC, quaternion, read_recording
 
 from .service import Service
-from .waits import cycles_later
+from .waits import HUNG, cycles_later
 
 
 def test_quaternion_matches_pinocchio():
@@ -48,12 +48,22 @@ def children(pid: int) -> list[int]:
 
 
 def push(url: str, seconds: float, force: float = 15.0) -> None:
-    """Stream a slowly turning push at 100 Hz over /ws/control for `seconds`."""
-    t0 = time.monotonic()
-    with connect(url.replace("http", "ws") + "/ws/control?decimation=500") as ws:
-        while (t := time.monotonic() - t0) < seconds:
+    """Stream a slowly turning push at 100 Hz over /ws/control for `seconds` of the loop's own clock: the
+    stamps of the states the same socket receives (one per 50 cycles). The deadline only ends a hung test."""
+    t0, t, deadline = None, 0.0, time.monotonic() + HUNG
+    with connect(url.replace("http", "ws") + "/ws/control?decimation=50") as ws:
+        while t0 is None or t < seconds:
+            assert time.monotonic() < deadline, t
             ws.send(json.dumps({"wrench": [force * math.cos(t), force * math.sin(t), 0, 0, 0, 0]}))
             time.sleep(0.01)
+            while True:  # the states that arrived meanwhile: the loop's time since the first
+                try:
+                    m = json.loads(ws.recv(timeout=0))
+                except TimeoutError:
+                    break
+                if "stamp" in m:
+                    t0 = m["stamp"] if t0 is None else t0
+                    t = m["stamp"] - t0
 
 
 @pytest.fixture(scope="module")

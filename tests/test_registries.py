@@ -25,6 +25,7 @@ from fdcontrol.server.main import build_parser
 from fdcontrol.server.settings import Settings
 
 from .service import ROOT, Service
+from .waits import HUNG, until
 
 
 def _choices(flag: str) -> tuple[str, ...]:
@@ -274,26 +275,26 @@ def test_plugin_parts_reach_the_settings_env_yaml_and_the_cli(plugin_dir, tmp_pa
 
 
 def _push_joint0(http: httpx.Client, fy: float, seconds: float) -> tuple[float, bool]:
-    """Stream a tip force along base y (turns the first joint) for `seconds`; the largest |q̇_ref,0|
-    seen in the published state and whether the plugin limit reported acting."""
+    """Stream a tip force along base y (turns the first joint) for `seconds` of the loop's own clock (its
+    state's stamp); the largest |q̇_ref,0| seen in the published state and whether the plugin limit reported
+    acting. The deadline only ends a hung test."""
     peak, acted = 0.0, False
-    deadline = time.monotonic() + seconds
-    for _ in range(500):  # bounded in count and time
-        if time.monotonic() > deadline:
-            break
+    t0 = http.get("/state").json()["stamp"]
+    deadline = time.monotonic() + HUNG
+    while True:
         assert http.put("/control/wrench", json={"wrench": [0, fy, 0, 0, 0, 0]}).status_code == 200
         s = http.get("/state").json()
         assert s["fault"] is None, s["fault"]
         peak = max(peak, abs(s["qd_ref"][0]))
         acted |= s["limits_active"].get("joint0_cap", False)
+        if s["stamp"] - t0 >= seconds:
+            return peak, acted
+        assert time.monotonic() < deadline, s["stamp"] - t0
         time.sleep(0.02)
-    return peak, acted
 
 
 def _rest(http: httpx.Client) -> None:
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and max(map(abs, http.get("/state").json()["qd_ref"])) > 1e-6:
-        time.sleep(0.05)
+    until(lambda: http.get("/state").json(), lambda s: max(map(abs, s["qd_ref"])) <= 1e-6, what="at rest")
 
 
 def test_plugin_parts_through_the_real_service(plugin_dir, tmp_path):

@@ -19,6 +19,7 @@ from fdcontrol.loop.state import to_dict
 from fdcontrol.model.robot import HOME, RobotModel
 from tests.dds import dds_domain, loopback_env, pin_loopback
 from tests.service import ROOT, Service
+from tests.waits import HUNG
 
 pin_loopback()  # this process joins the DDS domain too (in-process tests): loopback only
 DOMAIN = dds_domain()
@@ -188,8 +189,11 @@ def test_target_wrench_in_current_pose_and_state_out_stale_hold_and_zero_after_s
         drv, loop = in_process_loop(ur10, publish_every=5)
         loop.start()
         p0 = loop.state.tip_pose[:3, 3].copy()
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 1.5:  # a teleop node streams target_wrench at 50 Hz
+        # a teleop node streams target_wrench at 50 Hz, for 1.5 s of the loop's own cycles (500 Hz); the
+        # deadline only ends a hung test
+        c0, deadline = loop.state.cycle, time.monotonic() + HUNG
+        while loop.state.cycle < c0 + 750:
+            assert time.monotonic() < deadline, loop.state.cycle
             side.push([0.0, 0.0, 20.0, 0.0, 0.0, 0.0])
             time.sleep(0.02)
         d = loop.state.tip_pose[:3, 3] - p0

@@ -25,6 +25,7 @@ from fdcontrol.recording import read_recording
 from fdcontrol.server.errors import MAX_DETAIL, clip
 
 from .service import ROOT, Service
+from .waits import HUNG, cycles_later
 
 TOKEN = "s3cret-token-for-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -211,6 +212,49 @@ def test_a_long_websocket_error_is_300_characters_and_echoes_nothing(open_servic
     httpx.post(open_service.url + "/control/hold", json={"hold": False})
 
 
+#: pydantic's text for a key a message may not have (the service names where it sits: ``target.<key>``)
+EXTRA = ": Extra inputs are not permitted"
+
+
+def _target_keys_error(ws, keys: list[str]) -> tuple[str, str]:
+    """The service's error for a target with these extra keys, and the whole text it would be unclipped
+    (docs/security.md: each error of the message as ``where: what``, joined by ``; ``)."""
+    ws.send(json.dumps({"target": {"position": [0.0, 0.0, 0.0], **dict.fromkeys(keys, 1)}}))
+    err = _next_error(ws)
+    assert err is not None
+    return err, "; ".join(f"target.{k}{EXTRA}" for k in keys)
+
+
+def test_a_websocket_error_of_300_characters_is_sent_whole_and_one_of_301_is_clipped_to_300(open_service):
+    """docs/security.md: error replies are at most 300 characters. On the real service, at the boundary:
+    an error whose text is exactly 300 characters arrives whole, one of 301 arrives as its first 299 and
+    "…" (300 in all), one far longer also as 300."""
+    part = len(f"target.{EXTRA}")  # one error without its key
+
+    def keys(total: int, n: int = 6) -> list[str]:  # n short distinct keys whose error text is `total` long
+        letters = total - n * part - 2 * (n - 1)
+        sizes = [letters // n + (1 if i < letters % n else 0) for i in range(n)]
+        return [chr(ord("a") + i) * s for i, s in enumerate(sizes)]
+
+    with connect(ws_url(open_service, "/ws/control?decimation=500"), open_timeout=5) as ws:
+        err, whole = _target_keys_error(ws, keys(300))
+        assert len(whole) == 300 and err == whole, (len(err), err)
+        err, whole = _target_keys_error(ws, keys(301))
+        assert len(whole) == 301 and err == whole[:299] + "…", (len(err), err)
+        err, whole = _target_keys_error(ws, keys(2000, n=40))
+        assert len(whole) == 2000 and err == whole[:299] + "…", (len(err), err)
+
+
+def test_a_long_key_inside_a_websocket_message_is_not_echoed(open_service):
+    """A key nested in a message (here in its target) is named when short — a typo to see — and never
+    echoed when long (input), as at the message's top level."""
+    with connect(ws_url(open_service, "/ws/control?decimation=500"), open_timeout=5) as ws:
+        err, _ = _target_keys_error(ws, ["positon"])
+        assert err == f"target.positon{EXTRA}", err
+        err, _ = _target_keys_error(ws, ["Z" * 100])
+        assert err == f"target.(a long key){EXTRA}" and "Z" * 33 not in err, err
+
+
 def test_allowed_hosts_and_allowed_origins(open_service):
     """docs/security.md: the Host must be a loopback name, the bound host or one of allowed_hosts
     (421 otherwise); a foreign Origin on a state change or handshake is refused (403) unless it is
@@ -277,19 +321,20 @@ def test_websocket_bad_inputs_get_errors_and_the_socket_stays_open(open_service)
             err = _next_error(ws)
             assert err is not None and len(err) <= MAX_DETAIL, msg[:40]
         x0 = tip_x(open_service)
-        end = time.monotonic() + 1.0
-        while time.monotonic() < end:
+
+        def push() -> None:
             ws.send(json.dumps({"wrench": [30.0, 0, 0, 0, 0, 0]}))
-            time.sleep(0.02)
             while True:  # drain
                 try:
                     ws.recv(timeout=0)
                 except TimeoutError:
                     break
+
+        _cycles_later(open_service.url, _one_loop_second(open_service.url), push)  # 1 s of the loop's cycles
         assert tip_x(open_service) - x0 > 0.01
 
 
-def _next_error(ws, timeout: float = 3.0) -> str | None:
+def _next_error(ws, timeout: float = HUNG) -> str | None:  # the deadline only ends a hung test
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         m = json.loads(ws.recv(timeout=timeout))
@@ -412,13 +457,12 @@ def _process_state(pid: int) -> str:
 
 def _cycles_later(url: str, n: int, each=None) -> dict:
     """The state once the loop has run `n` more cycles (its own count), calling `each()` meanwhile."""
-    c0 = httpx.get(url + "/state").json()["cycle"]
-    deadline = time.monotonic() + 30  # ends a hung test only
-    while (st := httpx.get(url + "/state").json())["cycle"] < c0 + n:
-        assert time.monotonic() < deadline, st["cycle"]
-        if each is not None:
-            each()
-    return st
+    return cycles_later(lambda: httpx.get(url + "/state").json(), n, each)
+
+
+def _one_loop_second(url: str) -> int:
+    """One second of the loop's own cycles (its rate)."""
+    return int(httpx.get(url + "/config").json()["rate"])
 
 
 def test_supervision_restarts_a_killed_loop_into_hold_with_the_parameters_in_force(tmp_path):
@@ -639,7 +683,7 @@ def test_msgpack_deep_nesting_gets_an_error_and_the_socket_stays_open(open_servi
 ])
 def test_invalid_input_is_a_422_with_the_declared_field_list(open_service, method, path, body):
     """The body is {"detail": [{"loc", "msg"}]}, the 422 every route declares (schemas.ValidationErrorOut)."""
-    r = httpx.request(method, open_service.url + path, json=body)
+    r = httpx.request(method, open_service.url + path, json=body, timeout=HUNG)  # a loaded machine: not 5 s
     assert r.status_code == 422, r.text
     detail = r.json()["detail"]
     assert isinstance(detail, list) and detail and all(set(e) == {"loc", "msg"} for e in detail), detail

@@ -214,9 +214,17 @@ def test_service_posture_and_link_loads_config(service):
             c.start()
             s = until(c.state, lambda s: s["posture_distance"] is not None and s["running"],
                       what="posture_distance on the 7-DoF arm")  # auto: on for the 7-DoF arm
-            s = cycles_later(c.state, 100)
-            assert s["posture_distance"] is not None
-            assert s["fault"] is None and not s["holding"]
+            q0 = np.array(cycles_later(c.state, 100)["q"])
+            # a push (a live input: the posture task acts, taking q_p = the configuration then), then the
+            # stream ends and the watchdog holds: the distance is ‖q − q_p‖, with q_p the start q to within
+            # the simulated arm's own settling (~1e-4 rad)
+            with c.control_stream(decimation=50) as stream:
+                cycles_later(c.state, 250, each=lambda: stream.send_wrench([0.0, 10.0, 0.0, 0.0, 0.0, 0.0]))
+            s = until(c.state, lambda s: s["holding"] and not any(s["qd_ref"]), what="held after the push")
+            moved = float(np.linalg.norm(np.array(s["q"]) - q0))
+            assert moved > 0.02, moved
+            assert abs(s["posture_distance"] - moved) < 2e-3, (s["posture_distance"], moved)
+            assert s["fault"] is None and s["watchdog"] == "tripped"  # held by the ended stream, no fault
         finally:
             c.stop()
             c.patch_config(robot="ur10")

@@ -17,7 +17,7 @@ from fdcontrol.loop.cycle import ControlLoop
 from fdcontrol.loop.solvers import make_solver
 from fdcontrol.model.robot import HOME, RobotModel
 from tests.service import Service, free_port
-from tests.waits import cycles_later, until
+from tests.waits import HUNG, cycles_later, until
 
 
 def state_datagram(seq: int, q: np.ndarray) -> bytes:
@@ -131,10 +131,12 @@ def test_udp_bridge_drives_a_separate_driver(ur10):
         drv = UdpBridgeDriver(ur10, listen=f"127.0.0.1:{port}", connect_timeout=5)
         loop = ControlLoop(ur10, drv, make_solver(make_mapping("fd", ur10)), rate=500)
         loop.start()
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 0.8:
+        # a live stream for 0.8 s of the loop's own cycles (500 Hz); the deadline only ends a hung test
+        c0, deadline = loop.state.cycle, time.monotonic() + HUNG
+        while loop.state.cycle < c0 + 400:
+            assert time.monotonic() < deadline, loop.state.cycle
             loop.set_wrench([5.0, 0, 0, 0, 0, 0])
-            time.sleep(0.01)
+            time.sleep(0.01)  # the pace of the wrench stream
         moved = ur10.pose(loop.state.q)[:3, 3] - ur10.pose(np.array(HOME["ur10"]))[:3, 3]
         stop.set()
         t.join()

@@ -84,6 +84,16 @@ class FakeReceive:
     def getActualTCPForce(self) -> list:
         return self.force.tolist()
 
+    def getActualTCPPose(self) -> list:
+        """(x, y, z, rx, ry, rz), the orientation as a rotation vector (ur_rtde's docstring), computed with
+        Universal Robots' published DH parameters (tests/test_robot.py::ur10_dh), not the project's model."""
+        from scipy.spatial.transform import Rotation
+
+        from .test_robot import ur10_dh
+
+        T = ur10_dh(self.q)
+        return [*T[:3, 3], *Rotation.from_matrix(T[:3, :3]).as_rotvec()]
+
     def getTimestamp(self) -> float:
         if not self.frozen:
             self.t += 0.002
@@ -280,6 +290,107 @@ def test_tcp_force_arrives_as_f_measured_in_the_documented_sign_and_frame(ur10):
     R = ur10.pose(rx.q)[:3, :3]
     np.testing.assert_allclose(R @ raw[:3], [-12.0, 0, 0], atol=1e-9)
     assert abs(np.linalg.norm(raw[:3]) - 12.0) < 1e-9 and not np.allclose(raw[:3], [-12.0, 0, 0])
+
+
+def _ur_driver_tool_wrench(force_base: np.ndarray, tcp_pose: list) -> np.ndarray:
+    """The wrench in the TCP frame as Universal Robots' own ROS driver computes it from RTDE's
+    actual_TCP_force and the TCP pose (UniversalRobots/Universal_Robots_ROS_Driver,
+    ur_robot_driver/src/hardware_interface.cpp, HardwareInterface::transformForceTorque, CB3 branch:
+    ``ft = base_to_tcp_rot.Inverse() * ft`` with the rotation from the pose's rotation vector; on the
+    e-Series the same with a zero TCP offset, as here). Written from that source, not from fdcontrol."""
+    from scipy.spatial.transform import Rotation
+
+    R = Rotation.from_rotvec(tcp_pose[3:]).as_matrix()  # UR robots operate in axis-angle (rotation vector)
+    return np.concatenate((R.T @ force_base[:3], R.T @ force_base[3:]))
+
+
+def test_tcp_force_against_urs_documented_convention_at_random_configurations(ur10):
+    """UR's convention from UR's own sources, not the driver's: ``actual_TCP_force`` is the external wrench
+    acting at the TCP (URScript manual, get_tcp_force: "the wrench (Force/Torque vector) at the TCP. The
+    external wrench is computed based on the error between the joint torques required to stay on the
+    trajectory and the expected joint torques"), its forces and torques along the axes of the robot's base
+    coordinate system (ibid.: "forces in the axes of the robot base coordinate system", torques "around these
+    axes"), turned into the tool frame with the TCP pose's rotation vector as UR's ROS driver does
+    (:func:`_ur_driver_tool_wrench`). fdcontrol's convention is the opposite sign (the tool on the
+    environment, fdcontrol.control.law). So at any configuration the driver's tip-frame reading is minus UR's
+    driver's tool-frame wrench, and the loop's base-frame f_measured is minus UR's reading."""
+    rng = np.random.default_rng(40)
+    drv, _ctl, rx, _log = make(ur10)
+    loop = loop_for(ur10, drv)
+    loop.filter.cutoff = 0.0
+    for _ in range(20):
+        rx.q = ur10.random_q(rng)
+        rx.force = rng.normal(size=6) * [20, 20, 20, 2, 2, 2]
+        st = loop.step()
+        expected_tool = -_ur_driver_tool_wrench(rx.force, rx.getActualTCPPose())
+        np.testing.assert_allclose(drv.read_wrench(), expected_tool, atol=1e-9)
+        np.testing.assert_allclose(st.f_measured, -rx.force, atol=1e-9)
+
+
+def _doc_param(fn, name: str) -> str:
+    """A parameter's description in the installed ur_rtde's own docstring ("Parameter ``name``: …")."""
+    doc = fn.__doc__ or ""
+    m = re.search(rf"Parameter ``{name}``:\s*(.*?)(?:\n\s*\n|\Z)", doc, re.S)
+    assert m, f"{fn.__name__}: no description of {name!r} in ur_rtde's docstring"
+    return " ".join(m.group(1).split())
+
+
+def test_commands_use_the_units_and_ranges_ur_rtde_documents(ur10):
+    """The units and ranges come from the installed ur_rtde's own docstrings (not restated here): speedJ
+    takes joint speeds in rad/s, an acceleration in rad/s² and a time in s; servoJ positions in rad, a
+    time in s, lookahead_time and gain within the documented ranges — so the loop's reference (rad/s,
+    rad) reaches the robot unscaled, the time is the loop's period in s, and the driver refuses exactly the
+    settings outside ur_rtde's ranges."""
+    rtde_control = pytest.importorskip("rtde_control")
+    C = rtde_control.RTDEControlInterface
+    assert "[rad/s]" in _doc_param(C.speedJ, "qd")
+    assert "[rad/s^2]" in _doc_param(C.speedJ, "acceleration")
+    assert "[s]" in _doc_param(C.speedJ, "time")
+    assert "[rad]" in _doc_param(C.servoJ, "q")
+    assert "[S]" in _doc_param(C.servoJ, "time")
+    assert "[rad/s^2]" in _doc_param(C.speedStop, "a")  # for speedJ: of the leading axis
+    ranges = {}
+    for name in ("lookahead_time", "gain"):
+        m = re.search(r"range \[([0-9.]+),\s*([0-9.]+)\]", _doc_param(C.servoJ, name))
+        assert m, name
+        ranges[name] = (float(m.group(1)), float(m.group(2)))
+    (lo_t, hi_t), (lo_g, hi_g) = ranges["lookahead_time"], ranges["gain"]
+    for lookahead, gain in ((lo_t, lo_g), (hi_t, hi_g)):
+        make(ur10, interface="position", lookahead_time=lookahead, gain=gain)
+    for lookahead, gain in ((lo_t * 0.999, lo_g), (hi_t * 1.001, hi_g), (lo_t, lo_g * 0.999), (lo_t, hi_g * 1.001)):
+        with pytest.raises(ValueError, match="lookahead_time"):
+            make(ur10, interface="position", lookahead_time=lookahead, gain=gain)
+    for interface in ("velocity", "position"):
+        drv, _ctl, rx, log = make(ur10, interface=interface)
+        loop = loop_for(ur10, drv)
+        loop._running.set()
+        loop.set_wrench([50.0, 0, 0, 0, 0, 0])
+        loop.step()
+        for _ in range(3):
+            log.clear()
+            st = loop.step()
+            rx.advance(loop.period)
+            if interface == "velocity":
+                (qd, acc, t), = [a for n, a in log if n == "speedJ"]
+                np.testing.assert_array_equal(qd, st.qd_ref)  # rad/s, the loop's own
+                assert acc == drv.acceleration and t == loop.period == 0.002  # rad/s², s
+            else:
+                (q, _speed, _acc, t, lookahead, gain), = [a for n, a in log if n == "servoJ"]
+                np.testing.assert_array_equal(q, st.q_ref)  # rad
+                assert t == loop.period and lo_t <= lookahead <= hi_t and lo_g <= gain <= hi_g
+
+
+def test_safety_mode_names_are_urs():
+    """The safety-mode codes of RTDE's ``safety_mode`` as Universal Robots names them (ur_dashboard_msgs
+    msg/SafetyMode.msg of UR's ROS driver; the same numbers in ur_client_library's SafetyStatus enum,
+    include/ur_client_library/ur/datatypes.h), transcribed here; only NORMAL and REDUCED let the arm move."""
+    from fdcontrol.drivers.ur_rtde import OK_SAFETY, SAFETY_MODES
+
+    ur = {1: "NORMAL", 2: "REDUCED", 3: "PROTECTIVE_STOP", 4: "RECOVERY", 5: "SAFEGUARD_STOP",
+          6: "SYSTEM_EMERGENCY_STOP", 7: "ROBOT_EMERGENCY_STOP", 8: "VIOLATION", 9: "FAULT",
+          10: "VALIDATE_JOINT_ID", 11: "UNDEFINED_SAFETY_MODE", 12: "AUTOMATIC_MODE_SAFEGUARD_STOP",
+          13: "SYSTEM_THREE_POSITION_ENABLING_STOP"}
+    assert SAFETY_MODES == ur and set(OK_SAFETY) == {1, 2}
 
 
 def test_base_yaw_for_ur_description_base_link(ur10):

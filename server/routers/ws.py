@@ -324,12 +324,21 @@ def depth_ok(obj: Any, limit: int, depth: int = 0) -> bool:
     return True
 
 
-def message(exc: Exception) -> str:
-    """An exception as a one-line error reply."""
+LONG_KEY = 32  # characters: a longer key is input, not a typo to show; it is never echoed back
+
+
+def key_name(k: Any) -> str:
+    """A key as an error names it: itself when short, "(a long key)" when it is long input."""
+    k = str(k)
+    return k if len(k) <= LONG_KEY else "(a long key)"
+
+
+def message(exc: Exception, at: tuple[str, ...] = ()) -> str:
+    """An exception as a one-line error reply (`at`: where the failing part sits in the message)."""
     if isinstance(exc, RecursionError):
         return "message nested too deeply"
     if isinstance(exc, ValidationError):
-        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'message'}: {error_message(e['msg'])}"
+        return "; ".join(f"{'.'.join(map(key_name, (*at, *e['loc']))) or 'message'}: {error_message(e['msg'])}"
                          for e in exc.errors())
     if isinstance(exc, json.JSONDecodeError):
         return f"malformed JSON: {exc.msg}"
@@ -345,7 +354,7 @@ def apply_message(worker: LoopWorker, msg: Any) -> None:
         raise InputError("a message must be a JSON object")
     unknown = set(msg) - set(MESSAGE_KEYS)
     if unknown:  # short names are named (a typo to see); long ones are input not to echo back
-        names = sorted(k if len(k) <= 32 else "(a long key)" for k in map(str, unknown))[:5]
+        names = sorted(map(key_name, unknown))[:5]
         raise InputError(clip(f"unknown keys: {', '.join(names)}; allowed: {', '.join(MESSAGE_KEYS)}"))
     if "rules" in msg:  # arm (replace) the reaction rules; [] disarms (server/taskspace.py)
         if not isinstance(msg["rules"], list):
@@ -355,7 +364,7 @@ def apply_message(worker: LoopWorker, msg: Any) -> None:
         try:
             target = schemas.Target.model_validate(msg["target"])
         except ValidationError as exc:
-            raise InputError(f"target.{message(exc)}") from exc
+            raise InputError(message(exc, at=("target",))) from exc
         worker.call("target", pose(target, worker.state()[0].tip_pose))
     if "wrench" in msg:
         w = schemas.WrenchIn.model_validate({k: msg[k] for k in ("wrench", "frame", "seq") if k in msg})
