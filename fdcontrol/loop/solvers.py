@@ -52,6 +52,7 @@ from fdcontrol.model.virtual import VirtualModel
 from fdcontrol.params import Param, declare
 from fdcontrol.registry import Registry
 
+_F64 = np.dtype(np.float64)
 DEFAULT_DECAY = 10.0  # 1/s: time constant 0.1 s; 10 N on the 1 kg tip → 1 m/s steady state
 JointLimitMode = Literal["constraints", "clamp", "none"]
 
@@ -187,6 +188,9 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         lim = mapping.robot.limits
         self.constraints = JointLimitConstraints(*inset_limits(lim.lower, lim.upper, limit_inset))
         self._locked: np.ndarray | None = None  # the active set of the current sub-step
+        #: (q, q̇ bytes, τ, γ, load) of before_substep's joint_load: accel reuses it at that very q, the same
+        #: q̇ bits, τ and γ (one Coriolis pass per sub-step, not two)
+        self._load: tuple[np.ndarray, bytes, np.ndarray | None, float, np.ndarray] | None = None
         #: (q, γ, H, J) of the sub-step's equation (before_substep, Cholesky): accel reuses it at that q
         self._equation: tuple[np.ndarray, float, np.ndarray, np.ndarray] | None = None
         self._zero = np.zeros(vm.dof)
@@ -213,10 +217,48 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         self.mapping.schedule(q, config)  # type: ignore[attr-defined]
         c = self.constraints
         if (self._fast and config is not None and config.q is q and self.substeps == 1
-                and type(self.integrator) is SemiImplicitEuler and self.joint_limits == "constraints"
-                and c.inside(q)):
-            return self._euler_inside(config, q, qd, wrench, dt, tau)
+                and type(self.integrator) is SemiImplicitEuler and self.joint_limits == "constraints"):
+            if c.inside(q):
+                return self._euler_inside(config, q, qd, wrench, dt, tau)
+            if _euler is not None and type(self.locked_solve) is LockedDynamics and type(qd) is np.ndarray \
+                    and qd.dtype == _F64 and qd.ndim == 1:
+                return self._euler_limit(q, qd, wrench, dt, tau)
         return super().step(q, qd, wrench, dt, tau, config)
+
+    def _euler_limit(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
+                     tau: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The loop's case of :meth:`step` at a virtual limit — one semi-implicit Euler step of eq. 10 from a q at
+        or past a limit, Cholesky, no gravity — as the general path runs it (before_substep, accel, the Euler step,
+        after_substep) without its hooks' repeated work: γ is scheduled at q already (step), the Coriolis load is
+        taken once when zeroing the locked q̇ leaves its bits as they were, and with a joint locked − c q̇ and the
+        Euler step are one compiled call (the same float operations in the same order: the same bits,
+        tests/test_loop_configuration.py)."""
+        c, vm = self.constraints, self.virtual
+        self._equation, self._load, self.last_converged = None, None, True
+        q = np.clip(q, c.lower, c.upper)
+        t = self.joint_load(q, qd, tau)
+        H, b, J = vm.equation_and_jacobian(q, wrench, None, t)
+
+        last: list[Any] = [None, None]  # the last trial's (active set, x)
+
+        def solve(lk: np.ndarray) -> np.ndarray:
+            last[0], last[1] = lk, locked_acceleration(H, b, lk)
+            return last[1]
+
+        locked = c.decide(q, qd, solve, H, b, self.decay)
+        self._locked = locked
+        if not locked.any():  # at a limit, moving inward: the free dynamics at the clipped q, as accel runs them
+            qd1 = qd + dt * (vm.acceleration(q, wrench, None, t, self.algorithm) - self.decay * qd)
+            return c.project(q + dt * qd1, qd1)
+        qz = np.where(locked, 0.0, qd)
+        if qz.tobytes() != qd.tobytes():  # a locked q̇ was not +0.0: the load at the zeroed q̇
+            x = locked_acceleration(H, J.T @ np.asarray(wrench, dtype=float) + self.joint_load(q, qz, tau), locked)
+        elif last[0] is not None and bool((last[0] == locked).all()):
+            x = last[1]  # decide's last trial solved this very equation: b = Jᵀf + t, the same active set
+        else:
+            x = locked_acceleration(H, J.T @ np.asarray(wrench, dtype=float) + t, locked)
+        q1, qd1 = _euler(q, qz, x, self.decay, float(dt))
+        return c.project(q1, qd1)
 
     def _euler_inside(self, conf: Configuration, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
                       tau: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -250,9 +292,18 @@ class ForwardDynamicsSolver(_AccelerationSolver):
             t = -c if t is None else t - c
         return self._zero if t is None else t
 
+    def _joint_load_at(self, q: np.ndarray, qd: np.ndarray, tau: np.ndarray | None) -> np.ndarray:
+        """:meth:`joint_load`, or before_substep's when it was taken at this very q with the same q̇ bits, τ and γ
+        (a deterministic function of those: the same result)."""
+        ld = self._load
+        if ld is not None and ld[0] is q and ld[2] is tau and ld[3] == self.virtual.gamma \
+                and type(qd) is np.ndarray and qd.dtype == _F64 and qd.tobytes() == ld[1]:
+            return ld[4]
+        return self.joint_load(q, qd, tau)
+
     def accel(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, tau: np.ndarray | None = None
               ) -> np.ndarray:
-        t = self.joint_load(q, qd, tau)
+        t = self._joint_load_at(q, qd, tau)
         locked = self._locked
         if locked is None or not locked.any():
             conf = self._at(q) if self._fast else None
@@ -271,7 +322,7 @@ class ForwardDynamicsSolver(_AccelerationSolver):
                        ) -> tuple[np.ndarray, np.ndarray]:
         """Schedule γ at this sub-step's q, project onto the limits, decide the active set, zero locked q̇."""
         self.mapping.schedule(q, self._at(q))  # type: ignore[attr-defined]
-        self._locked, self._equation = None, None
+        self._locked, self._equation, self._load = None, None, None
         if self.joint_limits != "constraints":
             return q, qd
         c = self.constraints
@@ -281,6 +332,8 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         q = np.clip(q, c.lower, c.upper)
         t = self.joint_load(q, qd, tau)
         vm = self.virtual
+        if type(qd) is np.ndarray and qd.dtype == _F64:
+            self._load = (q, qd.tobytes(), tau, vm.gamma, t)
         H, b, J = vm.equation_and_jacobian(q, wrench, None, t)
         if type(self.locked_solve) is LockedDynamics and self.algorithm == "cholesky":  # its own path, on the (H, b)
             # just computed at this q and γ (no CRBA per trial of the active set, nor for the step's q̈)
