@@ -370,3 +370,68 @@ def test_the_compiled_steps_and_the_plain_tool_weight_equal_numpys(rng):
         F = m * (R.T @ sensing.GRAVITY)
         np.testing.assert_array_equal(sensing.tool_weight(m, com, R), np.concatenate((F, cross(com, F))))
     assert 50 < zeroed < 950  # the deadbands do act, and not always
+
+
+def _reading_by_hand(contact: np.ndarray, m: float, com: np.ndarray, R_s: np.ndarray) -> np.ndarray:
+    """robot_on_tool: r = f_S − W with W = [m R_sᵀ g; c × m R_sᵀ g], written out with numpy's cross."""
+    F = m * (R_s.T @ G)
+    return contact - np.r_[F, np.cross(com, F)]
+
+
+def test_a_rotation_or_centre_of_mass_given_as_lists_or_in_single_precision_reads_the_same_physics(rng):
+    """The sensor model takes any array-like: a tip rotation handed in as nested lists or as float32 (a driver in
+    single precision), a centre of mass as a list or a tuple. Each reads the statics written out by hand — the tool's
+    weight, the mount, the deadbands, the rotation to the base — like float64 arrays do (to float32's rounding
+    where the rotation is float32); the tool's weight with a centre of mass as a list is the same closed form."""
+    R_ts, p_ts = rot(rng), np.array([0.01, 0.0, -0.03])
+    m, com = 1.3, [0.02, -0.01, 0.05]
+    filt = WrenchFilter(tool_mass=m, tool_com=com, deadband_force=0.5, deadband_torque=0.05,
+                        sensor_rotation=R_ts, sensor_position=p_ts)
+    for _ in range(5):
+        R_tip = rot(rng)
+        R_s = R_tip @ R_ts
+        contact = rng.normal(size=6) * np.r_[np.full(3, 5.0), np.full(3, 0.5)]
+        raw = _reading_by_hand(contact, m, np.array(com), R_s)
+        F_t = R_ts @ contact[:3]
+        tau_t = R_ts @ contact[3:] + np.cross(p_ts, F_t)
+        expect = np.r_[R_tip @ _deadband_by_hand(F_t, 0.5), R_tip @ _deadband_by_hand(tau_t, 0.05)]
+        np.testing.assert_allclose(filt.apply(raw, R_tip, 0.002), expect, atol=1e-12)
+        np.testing.assert_allclose(filt.apply(raw, R_tip.tolist(), 0.002), expect, atol=1e-12)
+        np.testing.assert_allclose(filt.apply(raw, R_tip.astype(np.float32), 0.002), expect, atol=1e-5)
+        W = m * (R_s.T @ G)
+        for c in (com, tuple(com), np.array(com)):
+            np.testing.assert_allclose(tool_weight(m, c, R_s), np.r_[W, np.cross(com, W)], atol=1e-12)
+            np.testing.assert_allclose(physical_reading(contact, m, c, R_s), raw, atol=1e-12)
+
+
+def test_the_loops_float64_readings_take_the_one_compiled_call_and_other_inputs_numpys(rng, monkeypatch):
+    """As the sensor model documents: float64 arrays of their shapes (what the loop hands in every cycle) take
+    the one compiled call for the mount, the deadbands and the rotation to the base, whatever the mount's
+    numbers; a rotation given otherwise (lists, float32) takes numpy's calls. Both read the same statics."""
+    pytest.importorskip("numba")
+    from fdcontrol.control import sensing
+
+    kernel, calls = sensing._steps, []
+    assert kernel is not None
+
+    def spy(*args):
+        calls.append(1)
+        return kernel(*args)
+
+    monkeypatch.setattr(sensing, "_steps", spy)
+    for mount in (np.eye(3), rot(rng), [[1, 0, 0], [0, 0, -1], [0, 1, 0]]):  # the last typed as integers
+        filt = WrenchFilter(deadband_force=1.0, deadband_torque=0.1, sensor_rotation=mount,
+                            sensor_position=[0, 0, 0.05])
+        R_ts = np.asarray(mount, dtype=float)
+        for _ in range(3):
+            R_tip, raw = rot(rng), rng.normal(size=6) * 3
+            F_t = R_ts @ raw[:3]
+            tau_t = R_ts @ raw[3:] + np.cross([0, 0, 0.05], F_t)
+            expect = np.r_[R_tip @ _deadband_by_hand(F_t, 1.0), R_tip @ _deadband_by_hand(tau_t, 0.1)]
+            calls.clear()
+            np.testing.assert_allclose(filt.apply(raw, R_tip, 0.002), expect, atol=1e-12)
+            assert len(calls) == 1
+            calls.clear()
+            np.testing.assert_allclose(filt.apply(raw, R_tip.tolist(), 0.002), expect, atol=1e-12)
+            np.testing.assert_allclose(filt.apply(raw, R_tip.astype(np.float32), 0.002), expect, atol=1e-5)
+            assert not calls
