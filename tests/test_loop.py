@@ -164,6 +164,9 @@ def test_references_never_exceed_limits_random_wrenches(panda, mapping):
         margin = np.minimum(q0 - lim.lower, lim.upper - q0)
         assert np.all(margin > 0) and margin.min() == pytest.approx(1e-3)  # this start is at a limit
         loop, _ = make_loop(panda, mapping, q0=q0)
+        # the limit the start is next to is the loop's own (the URDF's position limits)
+        np.testing.assert_array_equal(loop.limits.lower, lim.lower)
+        np.testing.assert_array_equal(loop.limits.upper, lim.upper)
         states = []
         for k in range(8):
             w = rng.normal(size=6) * [80, 80, 80, 10, 10, 10]

@@ -189,9 +189,15 @@ def test_target_wrench_in_current_pose_and_state_out_stale_hold_and_zero_after_s
         drv, loop = in_process_loop(ur10, publish_every=5)
         loop.start()
         p0 = loop.state.tip_pose[:3, 3].copy()
-        # a teleop node streams target_wrench at 50 Hz, for 1.5 s of the loop's own cycles (500 Hz); the
-        # deadline only ends a hung test
-        c0, deadline = loop.state.cycle, time.monotonic() + HUNG
+        # a teleop node streams target_wrench at 50 Hz, for 1.5 s of the loop's own cycles (500 Hz) from the
+        # first wrench the loop took (DDS discovery may take a while on a loaded machine); the deadline only
+        # ends a hung test
+        deadline = time.monotonic() + HUNG
+        while loop.state.seq_ack == 0:
+            assert time.monotonic() < deadline, "no target_wrench reached the loop"
+            side.push([0.0, 0.0, 20.0, 0.0, 0.0, 0.0])
+            time.sleep(0.02)
+        c0 = loop.state.cycle
         while loop.state.cycle < c0 + 750:
             assert time.monotonic() < deadline, loop.state.cycle
             side.push([0.0, 0.0, 20.0, 0.0, 0.0, 0.0])

@@ -221,7 +221,7 @@ class ForwardDynamicsSolver(_AccelerationSolver):
             if c.inside(q):
                 return self._euler_inside(config, q, qd, wrench, dt, tau)
             if _euler is not None and type(self.locked_solve) is LockedDynamics and type(qd) is np.ndarray \
-                    and qd.dtype == _F64 and qd.ndim == 1:
+                    and qd.dtype == _F64 == q.dtype and qd.ndim == 1:
                 return self._euler_limit(q, qd, wrench, dt, tau)
         return super().step(q, qd, wrench, dt, tau, config)
 
@@ -235,7 +235,7 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         tests/test_loop_configuration.py)."""
         c, vm = self.constraints, self.virtual
         self._equation, self._load, self.last_converged = None, None, True
-        q = np.clip(q, c.lower, c.upper)
+        q = _clip(q, c.lower, c.upper)  # np.clip's values (a NaN stays NaN, a bound's zero sign as np.clip)
         t = self.joint_load(q, qd, tau)
         H, b, J = vm.equation_and_jacobian(q, wrench, None, t)
 
@@ -250,8 +250,8 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         if not locked.any():  # at a limit, moving inward: the free dynamics at the clipped q, as accel runs them
             qd1 = qd + dt * (vm.acceleration(q, wrench, None, t, self.algorithm) - self.decay * qd)
             return c.project(q + dt * qd1, qd1)
-        qz = np.where(locked, 0.0, qd)
-        if qz.tobytes() != qd.tobytes():  # a locked q̇ was not +0.0: the load at the zeroed q̇
+        qz = np.empty(qd.shape[0])
+        if _zero_locked(qd, locked, qz):  # np.where(locked, 0.0, qd); a locked q̇ not +0.0: the load at qz
             x = locked_acceleration(H, J.T @ np.asarray(wrench, dtype=float) + self.joint_load(q, qz, tau), locked)
         elif last[0] is not None and bool((last[0] == locked).all()):
             x = last[1]  # decide's last trial solved this very equation: b = Jᵀf + t, the same active set
@@ -442,6 +442,35 @@ def _euler_step(q: np.ndarray, qd: np.ndarray, x: np.ndarray, decay: float, dt: 
     return q1, qd1
 
 
+def _clip_kernel(q: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:  # pragma: no mutate block
+    """np.clip(q, lower, upper) for lower ≤ upper: a value equal to a bound kept as it is (its zero's sign), a NaN
+    kept (ForwardDynamicsSolver._euler_limit)."""
+    out = np.empty(q.shape[0])
+    for j in range(q.shape[0]):
+        x = q[j]
+        if x < lower[j]:
+            x = lower[j]
+        if x > upper[j]:
+            x = upper[j]
+        out[j] = x
+    return out
+
+
+def _zero_locked_kernel(qd: np.ndarray, locked: np.ndarray, out: np.ndarray) -> bool:  # pragma: no mutate block
+    """out = np.where(locked, 0.0, qd); whether that changed a bit of q̇ (a locked entry not +0.0: −0.0, NaN or
+    any other value)."""
+    changed = False
+    for j in range(qd.shape[0]):
+        if locked[j]:
+            v = qd[j]
+            if v != 0.0 or math.copysign(1.0, v) < 0.0:
+                changed = True
+            out[j] = 0.0
+        else:
+            out[j] = qd[j]
+    return changed
+
+
 try:  # compiled at import (cached on disk), never in the loop thread; without numba the numpy form
     import numba
     from numba import types as _t
@@ -449,5 +478,8 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
     _V = _t.Array(_t.float64, 1, "A")
     _euler: Any = numba.njit(_t.UniTuple(_t.Array(_t.float64, 1, "C"), 2)(_V, _V, _V, _t.float64, _t.float64),
                              cache=True)(_euler_step)
+    _clip: Any = numba.njit(_t.Array(_t.float64, 1, "C")(_V, _V, _V), cache=True, boundscheck=True)(_clip_kernel)
+    _zero_locked: Any = numba.njit(_t.boolean(_V, _t.Array(_t.boolean, 1, "A"), _V), cache=True,
+                                   boundscheck=True)(_zero_locked_kernel)
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
-    _euler = None
+    _euler = _clip = _zero_locked = None
