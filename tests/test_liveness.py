@@ -305,7 +305,8 @@ def test_an_arm_that_runs_past_or_away_from_its_commanded_position_still_runs_on
 
 def test_loaded_is_the_norms_of_numpy_in_plain_floats():
     """``loaded`` in plain floats against np.linalg.norm on random wrenches around both thresholds, on each
-    threshold exactly (one axis), and with NaN and Inf: the same verdict every time."""
+    threshold exactly (one axis), and with NaN and Inf: the same verdict every time, for the wrench as a float64
+    array (the loop's) and as a list or a tuple of floats."""
     from fdcontrol.loop.liveness import loaded
 
     rng = np.random.default_rng(4)
@@ -319,5 +320,6 @@ def test_loaded_is_the_norms_of_numpy_in_plain_floats():
     for f in cases:
         want = bool(np.linalg.norm(f[:3]) > LOAD_FORCE or np.linalg.norm(f[3:]) > LOAD_TORQUE)
         assert loaded(f) is want, f
+        assert loaded(f.tolist()) is want and loaded(tuple(f)) is want, f
         verdicts.add(want)
     assert verdicts == {True, False}
