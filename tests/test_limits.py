@@ -1104,3 +1104,91 @@ def test_a_vector_held_apart_and_written_in_place_after_cycles_reaches_the_compi
         assert lim.apply(np.zeros(1), np.array([5.0]), np.zeros(1), J, 0.002).tolist() == [0.8]
     held[0] = 0.1
     assert lim.apply(np.zeros(1), np.array([5.0]), np.array([0.1]), J, 0.002).tolist() == [0.1]
+
+
+class _LastWord(Limit):
+    """A plugin's limit after the workspace stop (order 47): keeps a copy of the cycle it is handed (q, the
+    previous reference, J, dt, the period, both boxes) and halves q̇ of the last joint."""
+
+    name, order = "last_word", 47.0
+
+    def __init__(self) -> None:
+        self.seen: list[tuple] = []
+
+    def validate(self) -> None:
+        pass
+
+    def apply(self, c, qd):
+        self.seen.append((np.array(c.q), np.array(c.prev), None if c.J is None else np.array(c.J), c.dt, c.period,
+                          list(c.lo), list(c.hi), list(c.hard_lo), list(c.hard_hi)))
+        qd[-1] *= 0.5
+        return qd[-1] != 0.0
+
+
+@pytest.fixture
+def last_word():
+    """_LastWord registered as a limit for one test."""
+    LIMITS.register(_LastWord.name)(_LastWord)
+    yield
+    LIMITS._entries.pop(_LastWord.name)
+
+
+@pytest.mark.parametrize("names", [(*BASIC_LIMITS, "narrow_after", "workspace", "last_word"),
+                                   (*BASIC_LIMITS, "workspace", "last_word"),
+                                   (*BASIC_LIMITS, "jerk", "last_word"),
+                                   (*BASIC_LIMITS, "jerk")])
+def test_compiled_twin_hands_the_limits_after_the_workspace_stop_the_cycle_the_classes_do(narrow_after, last_word,
+                                                                                         names):
+    """Plugins' limits before and after the workspace stop, and the jerk limit, on the compiled twin against the
+    classes' float loops on a second set (base.run), for cycles of one period, a missed robot tick (dt 2 and
+    1.5 periods: at 1.5 exactly still one tick, as the jerk limit's own apply counts them) and a cycle shorter
+    than half a period: the same bits out, the same limits acted, and every plugin handed the same cycle — the
+    same q, previous reference, J, dt and period, and the boxes as the limits before it left them."""
+    pytest.importorskip("numba")
+    from fdcontrol.control.workspace import WorkspaceBox
+    from fdcontrol.limits import WorkspaceStop, run
+
+    robot = ROBOTS["ur10"]
+    n, lo, hi, period = robot.dof, robot.limits.lower, robot.limits.upper, 1e-3
+    rng = np.random.default_rng(11)
+    q = lo + rng.uniform(0.3, 0.7, size=n) * (hi - lo)
+    J = robot.jacobian(q)
+    tip = robot.pose(q)[:3, 3]
+    box = WorkspaceBox(tip - 2e-5, tip + 2e-5)
+
+    def build() -> SafetyLimits:
+        made = SafetyLimits.from_robot(robot, 0.5, 20.0, limits=tuple(
+            x for x in names if x not in ("workspace", "narrow_after", "last_word")))
+        extra: list[Limit] = [_NarrowAfter()] if "narrow_after" in names else []
+        if "workspace" in names:
+            extra.append(WorkspaceStop(robot, list(box.faces), 5.0))
+        if "last_word" in names:
+            extra.append(_LastWord())
+        return SafetyLimits.compose([*made.limits, *extra]) if extra else made
+
+    twin, loops = build(), build()
+    assert twin._compiled is not None and twin.names == loops.names
+    loops._compiled = None
+    prev = np.zeros(n)
+    ticks = 0
+    for k, m in enumerate((1, 1, 2, 1.5, 0.4, 1, 1.5, 2, 0.4, 1)):
+        dt = m * period
+        qd = rng.uniform(-1, 1, size=n) * (0.05 if k % 3 else 2.0)
+        want_active: dict[str, bool] = {}
+        want = run(loops.limits, q, qd, prev, J, dt, want_active, period)
+        got = twin.apply(q, qd, prev, J, dt, period)
+        np.testing.assert_array_equal(got, want, err_msg=f"cycle {k}, dt {m} periods")
+        assert twin.active == want_active
+        ticks += bool(want_active.get("workspace")) + bool(want_active.get("jerk"))
+        if "last_word" in names:
+            a, b = (dict(zip(x.names, x.limits, strict=True))["last_word"].seen for x in (twin, loops))
+            assert len(a) == len(b) == k + 1
+            for x, y in zip(a[-1], b[-1], strict=True):
+                if isinstance(x, np.ndarray):
+                    np.testing.assert_array_equal(x, y)
+                else:
+                    assert x == y
+            assert a[-1][3] == dt and a[-1][4] == period
+            np.testing.assert_array_equal(a[-1][2], J)
+        prev = want
+    assert ticks  # the workspace stop or the jerk limit did act
