@@ -291,13 +291,19 @@ def ur10_at_rest():
 
 def one_cycle(stop: WorkspaceStop, q: np.ndarray, qd: list[float], dt: float = 0.002,
               J: np.ndarray | None = None) -> tuple[bool, list[float]]:
+    """One cycle of the stop on the limits' list (apply) and on an array (scale_velocity, the compiled limits'
+    path): the same verdict and the same q̇ from both."""
     from fdcontrol.limits.base import Cycle
 
     if J is None:
         J = np.zeros((6, 6))
         J[:3, :3] = np.eye(3)
     out = list(qd)
-    return stop.apply(Cycle(q, np.zeros(6), J, dt), out), out
+    acted = stop.apply(Cycle(q, np.zeros(6), J, dt), out)
+    arr = np.array(qd, dtype=float)  # the same stop on the arrays of the compiled limits (scale_velocity)
+    assert stop.scale_velocity(q, J, arr, dt) is acted
+    assert arr.tolist() == out  # the same factor, the same float operations: the same bits
+    return acted, out
 
 
 def braking_bound(r: float, deceleration: float, dt: float) -> float:
@@ -380,8 +386,13 @@ def test_the_hard_stop_without_volumes_or_robot_does_nothing_and_needs_the_jacob
         assert one_cycle(stop, q, qd) == (False, qd)
     from fdcontrol.limits.base import Cycle
 
+    for stop in (WorkspaceStop(robot, []), WorkspaceStop(None, wall)):  # nothing to hold: no Jacobian needed
+        assert stop.apply(Cycle(q, np.zeros(6), None, 0.002), list(qd)) is False
+        assert stop.scale_velocity(q, None, np.array(qd), 0.002) is False
     with pytest.raises(ValueError, match=r"^the workspace stop needs the Jacobian J$"):
         WorkspaceStop(robot, wall).apply(Cycle(q, np.zeros(6), None, 0.002), list(qd))
+    with pytest.raises(ValueError, match=r"^the workspace stop needs the Jacobian J$"):
+        WorkspaceStop(robot, wall).scale_velocity(q, None, np.array(qd), 0.002)
     with pytest.raises(ValueError, match=r"^the workspace stop of link origins needs the robot$"):
         WorkspaceStop(None, wall, links=[LINK])
 
