@@ -1243,3 +1243,36 @@ def test_a_plugins_limit_before_the_acceleration_limit_is_run_in_its_place(ur10,
             prev = want
     finally:
         LIMITS._entries.pop(_Before.name)
+
+
+def test_a_jerk_limit_given_whole_numbers_after_it_was_built_limits_as_with_floats(ur10):
+    """The jerk limit's max_jerk and max_acceleration replaced after it was built by integer arrays (whole
+    numbers, as a caller may write them): the set limits exactly as with the same values as floats, and as the
+    classes' float loops do, cycle after cycle (the compiled jerk takes float64 vectors only; the class takes
+    the rest)."""
+    pytest.importorskip("numba")
+    from fdcontrol.limits import run
+
+    def build(jerk, acc) -> SafetyLimits:
+        lim = SafetyLimits.from_robot(ur10, limits=(*BASIC_LIMITS, "jerk"))
+        j = dict(zip(lim.names, lim.limits, strict=True))["jerk"]
+        j.max_jerk, j.max_acceleration = jerk, acc
+        return lim
+
+    ints = (np.full(6, 40, dtype=np.int64), np.full(6, 3, dtype=np.int64))
+    whole, floats, ref = build(*ints), build(*(x.astype(float) for x in ints)), build(*ints)
+    ref._compiled = None
+    q, J = np.full(6, 0.3), ur10.jacobian(np.full(6, 0.3))
+    rng = np.random.default_rng(3)
+    prev = np.zeros(6)
+    acted = 0
+    for _ in range(12):
+        qd = rng.uniform(-1, 1, size=6)
+        want_active: dict[str, bool] = {}
+        want = run(ref.limits, q, qd, prev, J, 0.002, want_active)
+        np.testing.assert_array_equal(whole.apply(q, qd, prev, J, 0.002), want)
+        np.testing.assert_array_equal(floats.apply(q, qd, prev, J, 0.002), want)
+        assert whole.active == floats.active == want_active
+        acted += want_active["jerk"]
+        prev = want
+    assert acted  # the jerk limit did act
