@@ -1192,3 +1192,54 @@ def test_compiled_twin_hands_the_limits_after_the_workspace_stop_the_cycle_the_c
             np.testing.assert_array_equal(a[-1][2], J)
         prev = want
     assert ticks  # the workspace stop or the jerk limit did act
+
+
+class _Before(Limit):
+    """A plugin's limit before the acceleration limit (``order`` set per test): halves q̇ of joint 0 and counts
+    the cycles it was run."""
+
+    name, order = "before_acceleration", 38.0
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def validate(self) -> None:
+        pass
+
+    def apply(self, c, qd):
+        self.runs += 1
+        qd[0] *= 0.5
+        return qd[0] != 0.0
+
+
+@pytest.mark.parametrize("order", [5.0, 34.0, 38.0])
+def test_a_plugins_limit_before_the_acceleration_limit_is_run_in_its_place(ur10, order, monkeypatch):
+    """A limit of a plugin anywhere before the acceleration limit (first of all, between the path limits, just
+    before the acceleration limit) is run every cycle in its place, by the classes' loops (the compiled twin
+    knows only its own classes): the same bits and the same limits acted as base.run on a second set, and the
+    plugin run once per cycle."""
+    from fdcontrol.limits import run
+
+    monkeypatch.setattr(_Before, "order", order)
+    LIMITS.register(_Before.name)(_Before)
+    try:
+        def build() -> SafetyLimits:
+            return SafetyLimits.compose([*SafetyLimits.from_robot(ur10).limits, _Before()])
+
+        lim, ref = build(), build()
+        names = lim.names
+        assert names.index("before_acceleration") < names.index("acceleration")
+        q, J = np.full(6, 0.3), ur10.jacobian(np.full(6, 0.3))
+        rng = np.random.default_rng(5)
+        prev = np.zeros(6)
+        for k in range(8):
+            qd = rng.uniform(-0.02, 0.02, size=6)
+            want_active: dict[str, bool] = {}
+            want = run(ref.limits, q, qd, prev, J, 0.002, want_active)
+            got = lim.apply(q, qd, prev, J, 0.002)
+            np.testing.assert_array_equal(got, want)
+            assert lim.active == want_active
+            assert dict(zip(names, lim.limits, strict=True))["before_acceleration"].runs == k + 1
+            prev = want
+    finally:
+        LIMITS._entries.pop(_Before.name)

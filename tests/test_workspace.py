@@ -349,9 +349,15 @@ def test_the_hard_stop_brakes_on_the_nearest_bound_of_several_and_stops_at_or_be
             assert not acted and out == free
 
 
-def test_a_bound_resting_on_the_tip_does_not_switch_off_the_other_bounds(ur10_at_rest):
+@pytest.mark.parametrize("form", ["compiled", "numpy"])
+def test_a_bound_resting_on_the_tip_does_not_switch_off_the_other_bounds(ur10_at_rest, form, monkeypatch):
     """The tip on one face (or beyond it) and still along its normal, the next face rushing at it: the
-    next face's bound acts, as it does with the first face away."""
+    next face's bound acts, as it does with the first face away — by the compiled scale and by its numpy form
+    (without numba), where that face's approach speed and room are both zero."""
+    if form == "numpy":
+        from fdcontrol.limits import workspace as stop_mod
+
+        monkeypatch.setattr(stop_mod, "_scale", None)
     robot, q, tip = ur10_at_rest
     ahead = Plane(tip + [0, 0.002, 0], np.array([0, -1.0, 0]))
     qd = [0.0, 0.5, 0.1, 0.0, 0.0, 0.0]
