@@ -422,7 +422,13 @@ def test_compiled_twin_equals_the_limit_classes_with_the_path_limits(name, data,
     got = lim.apply(q, qd, prev, J, dt)
     note(f"float loops {want}, compiled {got}, acted {want_active}")
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
-    assert lim.active == want_active
+    if want_active.get("path_acceleration"):
+        # the path acceleration limit scaled Δq̇ onto a·dt: the acceleration limit's ratio is then 1 to
+        # rounding, and the path speed limit's rounding (J⁺ solved another way) may tip its flag either way
+        # while the references agree (a Panda at dt = 4 ms with a subnormal q̇ did)
+        assert {**lim.active, "acceleration": None} == {**want_active, "acceleration": None}
+    else:
+        assert lim.active == want_active
 
 
 class _NarrowAfter(Limit):
