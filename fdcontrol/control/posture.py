@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from fdcontrol.model.linalg import cho_solve_upper, eigh
+from fdcontrol.model.linalg import cho_solve_upper, cholesky_block, eigh
 from fdcontrol.model.robot import RobotModel
 from fdcontrol.params import Param, declare
 
@@ -91,19 +91,8 @@ def _projector_kernel(H: np.ndarray, J: np.ndarray, rcond: float, Nt: np.ndarray
     N̄ᵀ = I − Jᵀ J̄ᵀ."""
     m, n = J.shape
     L = np.zeros((n, n))
-    for j in range(n):  # H = L Lᵀ
-        s = H[j, j]
-        for k in range(j):
-            s -= L[j, k] * L[j, k]
-        if not s > 0.0 or not math.isfinite(s):
-            return False
-        d = math.sqrt(s)
-        L[j, j] = d
-        for i in range(j + 1, n):
-            s = H[j, i]  # the upper triangle, as the LAPACK form (cho_solve_upper) reads it
-            for k in range(j):
-                s -= L[i, k] * L[j, k]
-            L[i, j] = s / d
+    if not cholesky_block(H, np.arange(n), n, L):  # H = L Lᵀ from the upper triangle, as cho_solve_upper reads it
+        return False
     X = np.empty((n, m))
     for c in range(m):  # L Lᵀ x = J[c]ᵀ
         for i in range(n):

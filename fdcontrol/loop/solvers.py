@@ -48,6 +48,7 @@ from fdcontrol.model.constraints import (
     inset_limits,
     locked_acceleration,
 )
+from fdcontrol.model.linalg import clip_into
 from fdcontrol.model.virtual import VirtualModel
 from fdcontrol.params import Param, declare
 from fdcontrol.registry import Registry
@@ -446,13 +447,7 @@ def _clip_kernel(q: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndar
     """np.clip(q, lower, upper) for lower ≤ upper: a value equal to a bound kept as it is (its zero's sign), a NaN
     kept (ForwardDynamicsSolver._euler_limit)."""
     out = np.empty(q.shape[0])
-    for j in range(q.shape[0]):
-        x = q[j]
-        if x < lower[j]:
-            x = lower[j]
-        if x > upper[j]:
-            x = upper[j]
-        out[j] = x
+    clip_into(q, lower, upper, out)
     return out
 
 

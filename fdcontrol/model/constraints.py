@@ -34,7 +34,7 @@ import numpy as np
 import pinocchio as pin
 import scipy.linalg
 
-from fdcontrol.model.linalg import cho_solve_upper
+from fdcontrol.model.linalg import cho_solve_upper, cholesky_block, clip_into
 from fdcontrol.model.spatial import cross, first_max
 
 
@@ -66,6 +66,20 @@ def locked_acceleration_lapack(H: np.ndarray, b: np.ndarray, locked: np.ndarray)
 _F64 = np.dtype(np.float64)
 
 
+def _next_trial(locked: np.ndarray, j_rel: int, p_rel: float, j_add: int, p_add: float) -> np.ndarray | None:
+    """The active set's next trial (JointLimitConstraints.decide): release the locked joint pulled hardest onto
+    its limit, else lock the free joint accelerating outward hardest; None when neither exists."""
+    if p_rel > 0:
+        locked = locked.copy()
+        locked[j_rel] = False
+    elif p_add > 0:
+        locked = locked.copy()
+        locked[j_add] = True
+    else:
+        return None
+    return locked
+
+
 def _locked_kernel(H: np.ndarray, b: np.ndarray, locked: np.ndarray,
                    qdd: np.ndarray) -> bool:  # pragma: no mutate block
     """Eq. 7 into ``qdd``: the free block H_FF = L Lᵀ (Cholesky), q̈_F by forward and back substitution, zero
@@ -78,20 +92,8 @@ def _locked_kernel(H: np.ndarray, b: np.ndarray, locked: np.ndarray,
             free[m] = j
             m += 1
     L = np.zeros((m, m))
-    for j in range(m):
-        fj = free[j]
-        s = H[fj, fj]
-        for k in range(j):
-            s -= L[j, k] * L[j, k]
-        if not s > 0.0 or not math.isfinite(s):
-            return False
-        d = math.sqrt(s)
-        L[j, j] = d
-        for i in range(j + 1, m):
-            s = H[fj, free[i]]  # the upper triangle, as LAPACK's upper factorization reads it
-            for k in range(j):
-                s -= L[i, k] * L[j, k]
-            L[i, j] = s / d
+    if not cholesky_block(H, free, m, L):  # H_FF = L Lᵀ from the upper triangle, as LAPACK's upper factorization
+        return False
     y = np.empty(m)
     for i in range(m):
         s = b[free[i]]
@@ -304,16 +306,10 @@ class JointLimitConstraints:
                 pull.append((lam if u else 0.0) - (lam if w else 0.0))  # > 0: would pull onto the limit
                 acc = 0.0 if k else xk - decay * vk
                 out.append((acc if pu else 0.0) - (acc if pl else 0.0))  # > 0: outward
-            j_rel, p_rel = first_max(pull)
-            j_add, p_add = first_max(out)
-            if p_rel > 0:
-                locked = locked.copy()
-                locked[j_rel] = False
-            elif p_add > 0:
-                locked = locked.copy()
-                locked[j_add] = True
-            else:
+            nxt = _next_trial(locked, *first_max(pull), *first_max(out))
+            if nxt is None:
                 break
+            locked = nxt
         self.set_active(locked)
         return locked
 
@@ -328,15 +324,10 @@ class JointLimitConstraints:
             return locked
         for _ in range(2 * n + 1):
             x = solve(locked)
-            j_rel, p_rel, j_add, p_add = _verdict(H @ x - b, x, locked, qd, up, lo, decay)
-            if p_rel > 0:
-                locked = locked.copy()
-                locked[j_rel] = False
-            elif p_add > 0:
-                locked = locked.copy()
-                locked[j_add] = True
-            else:
+            nxt = _next_trial(locked, *_verdict(H @ x - b, x, locked, qd, up, lo, decay))
+            if nxt is None:
                 break
+            locked = nxt
         self.set_active(locked)
         return locked
 
@@ -395,13 +386,9 @@ def _project_kernel(q: np.ndarray, qd: np.ndarray, lower: np.ndarray, upper: np.
     """JointLimitConstraints.project into q_out, qd_out: q clipped to the limits (NaN stays NaN, as np.clip),
     q̇ zeroed where the clipped q is at a limit and q̇ points out, or the joint is locked; whether any q̇ was."""
     changed = False
+    clip_into(q, lower, upper, q_out)
     for j in range(q.shape[0]):
-        x = q[j]
-        if x < lower[j]:
-            x = lower[j]
-        if x > upper[j]:
-            x = upper[j]
-        q_out[j] = x
+        x = q_out[j]
         v = qd[j]
         if (x >= up_tol[j] and v > 0) or (x <= lo_tol[j] and v < 0) or active[j]:
             qd_out[j] = 0.0

@@ -90,11 +90,49 @@ def _symmetric_kernel(M: np.ndarray, H: np.ndarray) -> None:  # pragma: no mutat
             H[j, i] = x
 
 
+def _cholesky_block_kernel(H: np.ndarray, idx: np.ndarray, m: int, L: np.ndarray) -> bool:  # pragma: no mutate block
+    """The Cholesky factor of H's block on the rows and columns ``idx[:m]`` (increasing) into the lower triangle
+    of L (m×m, zeros above), reading H's upper triangle as LAPACK's upper factorization does; False when the
+    block is not positive definite or a value is not finite. Called from the compiled kernels (the locked
+    dynamics, the posture projector)."""
+    for j in range(m):
+        fj = idx[j]
+        s = H[fj, fj]
+        for k in range(j):
+            s -= L[j, k] * L[j, k]
+        if not s > 0.0 or not math.isfinite(s):
+            return False
+        d = math.sqrt(s)
+        L[j, j] = d
+        for i in range(j + 1, m):
+            s = H[fj, idx[i]]  # the upper triangle
+            for k in range(j):
+                s -= L[i, k] * L[j, k]
+            L[i, j] = s / d
+    return True
+
+
+def _clip_into_kernel(q: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+                      out: np.ndarray) -> None:  # pragma: no mutate block
+    """np.clip(q, lower, upper) into ``out`` for lower ≤ upper: a value equal to a bound kept as it is (its zero's
+    sign), a NaN kept. Called from the compiled kernels (the joint limits' projection, the FD step at a limit)."""
+    for j in range(q.shape[0]):
+        x = q[j]
+        if x < lower[j]:
+            x = lower[j]
+        if x > upper[j]:
+            x = upper[j]
+        out[j] = x
+
+
 try:  # compiled at import (cached on disk), never in the loop thread; without numba numpy's indexing
     import numba
     from numba import types as _t
 
     _symmetric: Any = numba.njit(_t.none(_t.Array(_t.float64, 2, "A"), _t.Array(_t.float64, 2, "C")), cache=True,
                                  boundscheck=True)(_symmetric_kernel)
+    cholesky_block: Any = numba.njit(cache=True, boundscheck=True)(_cholesky_block_kernel)
+    clip_into: Any = numba.njit(cache=True, boundscheck=True)(_clip_into_kernel)
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
     _symmetric = None
+    cholesky_block, clip_into = _cholesky_block_kernel, _clip_into_kernel
