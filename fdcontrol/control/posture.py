@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from fdcontrol.model.linalg import cho_solve_upper, cholesky_block, eigh
+from fdcontrol.model.linalg import cho_solve_upper, cholesky_block, eigh, matmul_into
 from fdcontrol.model.robot import RobotModel
 from fdcontrol.params import Param, declare
 
@@ -106,12 +106,7 @@ def _projector_kernel(H: np.ndarray, J: np.ndarray, rcond: float, Nt: np.ndarray
                 s -= L[k, i] * X[k, c]
             X[i, c] = s / L[i, i]
     A = np.empty((m, m))
-    for i in range(m):
-        for j in range(m):
-            s = 0.0
-            for k in range(n):
-                s += J[i, k] * X[k, j]
-            A[i, j] = s
+    matmul_into(J, X, A)
     for i in range(m):  # symmetric
         for j in range(i):
             s = 0.5 * (A[i, j] + A[j, i])
@@ -176,12 +171,7 @@ def _projector_kernel(H: np.ndarray, J: np.ndarray, rcond: float, Nt: np.ndarray
                 for j in range(m):
                     Lam[i, j] += x * V[j, k]
     Jb = np.empty((n, m))  # J̄ = X Λ
-    for i in range(n):
-        for j in range(m):
-            s = 0.0
-            for k in range(m):
-                s += X[i, k] * Lam[k, j]
-            Jb[i, j] = s
+    matmul_into(X, Lam, Jb)
     for i in range(n):  # N̄ᵀ = I − Jᵀ J̄ᵀ: (i, j) = δ_ij − Σ_k J[k, i] J̄[j, k]
         for j in range(n):
             s = 0.0

@@ -112,6 +112,16 @@ def _cholesky_block_kernel(H: np.ndarray, idx: np.ndarray, m: int, L: np.ndarray
     return True
 
 
+def _matmul_into_kernel(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> None:  # pragma: no mutate block
+    """C = A B, each entry summed over k in order. Called from the compiled kernels (the posture projector)."""
+    for i in range(A.shape[0]):
+        for j in range(B.shape[1]):
+            s = 0.0
+            for k in range(A.shape[1]):
+                s += A[i, k] * B[k, j]
+            C[i, j] = s
+
+
 def _clip_into_kernel(q: np.ndarray, lower: np.ndarray, upper: np.ndarray,
                       out: np.ndarray) -> None:  # pragma: no mutate block
     """np.clip(q, lower, upper) into ``out`` for lower ≤ upper: a value equal to a bound kept as it is (its zero's
@@ -133,6 +143,7 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
                                  boundscheck=True)(_symmetric_kernel)
     cholesky_block: Any = numba.njit(cache=True, boundscheck=True)(_cholesky_block_kernel)
     clip_into: Any = numba.njit(cache=True, boundscheck=True)(_clip_into_kernel)
+    matmul_into: Any = numba.njit(cache=True, boundscheck=True)(_matmul_into_kernel)
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
     _symmetric = None
-    cholesky_block, clip_into = _cholesky_block_kernel, _clip_into_kernel
+    cholesky_block, clip_into, matmul_into = _cholesky_block_kernel, _clip_into_kernel, _matmul_into_kernel
