@@ -112,9 +112,9 @@ def test_a_packer_leaves_its_buffer_as_pack_would(rng, loop_state):
     seq.insert(40, dataclasses.replace(seq[39], q=np.zeros(17)))  # fails at the joint count
     for k, s in enumerate(seq):
         failed = []
-        for f in (lambda: packer.pack(s, last_cycle_at=float(k)), lambda: lay.pack(s, want, last_cycle_at=float(k))):
+        for pack in (packer.pack, lambda s, **extra: lay.pack(s, want, **extra)):
             try:
-                f()
+                pack(s, last_cycle_at=float(k))
             except ValueError as exc:
                 failed.append(str(exc))
         assert len(failed) in (0, 2), failed
