@@ -23,7 +23,7 @@ import math
 import numpy as np
 import pinocchio as pin
 
-from fdcontrol.model.linalg import svd
+from fdcontrol.model.linalg import mirror_upper, svd
 from fdcontrol.model.robot import ModelError, RobotModel
 from fdcontrol.model.virtual import VirtualModel
 
@@ -106,10 +106,7 @@ class Configuration:
         """H(q), the virtual joint-space inertia (N×N, symmetric; CRBA fills its upper triangle)."""
         self._need_virtual()
         if self._H is None:
-            H = self.data.M.copy()
-            low = self._lower
-            H[low] = H.T[low]
-            self._H = H
+            self._H = mirror_upper(self.data.M, self._lower)
         return self._H
 
     @property
