@@ -90,6 +90,7 @@ class Channel:
         self.hold = np.ndarray((1,), dtype=np.float64, buffer=buf, offset=HOLD_OFFSET)
         self.stop = np.ndarray((1,), dtype=np.float64, buffer=buf, offset=STOP_OFFSET)
         self._tmp = LAYOUT.empty()  # the packed state, built before the seqlock write (and copied by the ring)
+        self._packer = LAYOUT.packer(self._tmp)  # the only writer of _tmp
         if name is None:
             self.inp[:] = 0
             self.twist[:] = 0
@@ -120,7 +121,7 @@ class Channel:
     # ------------------------------------------------------------------ state slot
     def write_state(self, s: LoopState, last_cycle_at: float) -> None:
         """Pack ``s`` (fdcontrol.loop.state.SharedLayout), then one seqlock write of the packed vector."""
-        LAYOUT.pack(s, self._tmp, last_cycle_at=last_cycle_at)
+        self._packer.pack(s, last_cycle_at=last_cycle_at)
         v = self.out[0]
         self.out[0] = v + 1
         self.out[1:] = self._tmp
@@ -183,26 +184,30 @@ class ShmIO:
         self.stops_seen = float(self.ch.stop[0])
 
     def poll(self, loop: ControlLoop) -> None:
-        stops = float(self.ch.stop[0])
+        ch = self.ch
+        stops = float(ch.stop[0])
         if stops != self.stops_seen:  # a stop request: this cycle brakes, the loop thread ends at rest
             self.stops_seen = stops
             loop.request_stop()
-        holds = float(self.ch.hold[0])
+        holds = float(ch.hold[0])
         if holds != self.holds_seen:  # a hold request: before this cycle's inputs
             self.holds_seen = holds
             loop.hold(True)
-        slot = self.ch.read_wrench()
-        if slot is not None and slot[0] != self.version:
-            self.version = slot[0]
-            _, w, frame, seq, t = slot
-            with contextlib.suppress(ValueError):  # validated by the API already
-                loop.set_wrench(w, frame, seq, t)
-        tw = self.ch.read_twist()
-        if tw is not None and tw[0] != self.twist_version:
-            self.twist_version = tw[0]
-            _, v, frame, seq, t = tw
-            with contextlib.suppress(ValueError):
-                loop.set_twist(v, frame, seq, t)
+        # a slot whose version is the one taken last has nothing new: its seqlock read only when it changed
+        if ch.inp[0] != self.version:
+            slot = ch.read_wrench()
+            if slot is not None and slot[0] != self.version:
+                self.version = slot[0]
+                _, w, frame, seq, t = slot
+                with contextlib.suppress(ValueError):  # validated by the API already
+                    loop.set_wrench(w, frame, seq, t)
+        if ch.twist[0] != self.twist_version:
+            tw = ch.read_twist()
+            if tw is not None and tw[0] != self.twist_version:
+                self.twist_version = tw[0]
+                _, v, frame, seq, t = tw
+                with contextlib.suppress(ValueError):
+                    loop.set_twist(v, frame, seq, t)
 
     def publish(self, loop: ControlLoop, state: LoopState) -> None:
         with self._publish_lock:
@@ -215,8 +220,10 @@ class ShmIO:
         if self.notify is not None:
             # one byte per publish wakes the API's StateFeed; a full pipe means it has bytes to read
             # already, a closed one that the API process is gone: neither may stall the loop
-            with contextlib.suppress(OSError):
+            try:
                 os.write(self.notify, b"\0")
+            except OSError:
+                pass
         if self.metrics is not None:
             self.metrics.observe(state)
 

@@ -76,8 +76,10 @@ class LateFranka(FrankaDriver):
 class StandInLibrary:
     """A stand-in for ``pylibfranka`` that answers at once: no network, no simulator on the CPU. Its
     robot is kinematic (it integrates each commanded velocity, or takes each commanded position, over
-    its 1 ms tick); every read returns the next state at once, 1 ms of robot time later — so a loop
-    paced by it runs as fast as its own cycle allows, and what a cycle costs is the loop's own work.
+    its 1 ms tick; ``writeOnce`` only takes the command, as libfranka's sends it, and the robot applies
+    it when the next state is read); every read returns the next state at once, 1 ms of robot time
+    later — so a loop paced by it runs as fast as its own cycle allows, and what a cycle costs (from a
+    state's arrival to the command sent) is the loop's own work.
 
         FrankaDriver(robot, robot_ip="standin", library=StandInLibrary(robot))
     """
@@ -124,6 +126,7 @@ class _StandInRobot:
         self.t, self.mode = 0.0, "Idle"
         self.eye = np.eye(4).reshape(-1).tolist()
         self.commands = 0
+        self.pending: tuple[str, Any, bool] | None = None  # the command taken, applied at the next tick (apply)
         self.success_rate = 1.0  # control_command_success_rate the robot reports (a test sets it)
 
     def set_collision_behavior(self, *thresholds: Any) -> None:
@@ -136,11 +139,31 @@ class _StandInRobot:
         pass
 
     def stop(self) -> None:
+        self.apply()
         self.mode = "Idle"
 
     def read_once(self) -> SimpleNamespace:
+        self.apply()
         self.t += CLOCK_PERIOD
         return self._state()
+
+    def apply(self) -> None:
+        """The command taken last (writeOnce) over the robot's 1 ms tick: the commanded velocity integrated, or the
+        commanded position taken."""
+        if self.pending is None:
+            return
+        interface, value, finished = self.pending
+        self.pending = None
+        np = self.np
+        if interface == "velocity":
+            self.dq = np.asarray(value, dtype=float)
+            self.q = self.q + CLOCK_PERIOD * self.dq
+        else:
+            q = np.asarray(value, dtype=float)
+            self.dq, self.q = (q - self.q) / CLOCK_PERIOD, q
+        self.q_d = self.q.copy()
+        if finished:
+            self.mode = "Idle"
 
     def _state(self) -> SimpleNamespace:
         pose = self.model.pose(self.q).reshape(-1, order="F").tolist()
@@ -151,10 +174,12 @@ class _StandInRobot:
                                last_motion_errors=SimpleNamespace())
 
     def start_joint_velocity_control(self, mode: Any) -> _StandInControl:
+        self.apply()
         self.mode = "Move"
         return _StandInControl(self, "velocity")
 
     def start_joint_position_control(self, mode: Any) -> _StandInControl:
+        self.apply()
         self.mode = "Move"
         return _StandInControl(self, "position")
 
@@ -165,21 +190,16 @@ class _StandInControl:
 
     def readOnce(self) -> tuple[SimpleNamespace, _Duration]:
         r = self.robot
+        r.apply()
         r.t += CLOCK_PERIOD
         return r._state(), _Duration(CLOCK_PERIOD)
 
     def writeOnce(self, cmd: Any) -> None:
-        r, np = self.robot, self.robot.np
+        """Take the command, as libfranka's writeOnce sends it: the robot moves on its own clock, applied at the
+        next read (or close) — its kinematics is no part of the cycle that sent the command."""
+        r = self.robot
         r.commands += 1
-        if self.interface == "velocity":
-            r.dq = np.asarray(cmd.dq, dtype=float)
-            r.q = r.q + CLOCK_PERIOD * r.dq
-        else:
-            q = np.asarray(cmd.q, dtype=float)
-            r.dq, r.q = (q - r.q) / CLOCK_PERIOD, q
-        r.q_d = r.q.copy()
-        if cmd.motion_finished:
-            r.mode = "Idle"
+        r.pending = (self.interface, cmd.dq if self.interface == "velocity" else cmd.q, cmd.motion_finished)
 
 
 class StandInFranka(FrankaDriver):

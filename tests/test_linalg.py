@@ -75,3 +75,22 @@ def test_symmetric_upper_is_numpys_triu_sum_to_the_bit():
         M[rng.random((n, n)) < 0.05] = -np.inf
         got = linalg.symmetric_upper(M)
         assert same(got, np.triu(M) + np.triu(M, 1).T) and got.flags.c_contiguous
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_mirror_upper_is_the_fancy_indexed_copy_to_the_bit(order):
+    """The Configuration's H: ``M.copy(); H[low] = H.T[low]``, every value as it is (−0.0 stays −0.0), NaN and
+    ±inf included, from C- and Fortran-ordered M (pinocchio's matrices), into a C-ordered copy."""
+    rng = np.random.default_rng(4)
+    for _ in range(500):
+        n = int(rng.integers(1, 9))
+        M = rng.normal(size=(n, n))
+        M[rng.random((n, n)) < 0.3] = -0.0
+        M[rng.random((n, n)) < 0.05] = np.nan
+        M[rng.random((n, n)) < 0.05] = -np.inf
+        M = np.asarray(M, order=order)
+        low = np.tril_indices(n, -1)
+        want = M.copy()
+        want[low] = want.T[low]
+        got = linalg.mirror_upper(M, low)
+        assert same(got, want) and got.flags.c_contiguous and got is not M

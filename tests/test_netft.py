@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from fdcontrol.drivers.netft import NetFT
+from fdcontrol.drivers.netft import REORDER_WINDOW, NetFT, record
 from tests.rdt_peer import RdtPeer
 
 
@@ -151,6 +151,77 @@ def test_a_restarted_stream_is_read_again(peer):
         assert w is not None and np.allclose(w, [3.0, 0, 0, 0, 0, 0]) and ft.rdt_sequence < 50
     finally:
         ft.close()
+
+
+def test_a_record_of_the_old_stream_after_a_restart_does_not_hide_the_new_stream():
+    """A start request sent while the old stream's next record is already on its way (the sensor sends
+    it before it reads the request): that record arrives first, then the new stream counting from 1.
+    The new stream's records are read at once, not dropped as "older" until they pass the old count."""
+    addr = host()
+    sensor = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sensor.bind((addr, 49152))
+    sensor.settimeout(3.0)  # bounded: a client that never asks fails the test, not hangs it
+    ft = NetFT(addr, timeout=0.05)
+    try:
+        data, client = sensor.recvfrom(64)
+        assert struct.unpack("!HHI", data) == (0x1234, 2, 0)
+        for seq in range(1, 101):  # the first stream: 1 N (few: a socket buffer holds a few hundred)
+            sensor.sendto(struct.pack("!3L6l", seq, seq, 0, 1_000_000, 0, 0, 0, 0, 0), client)
+        assert read_until(ft, lambda w: ft.rdt_sequence == 100) is not None
+        # quiet: the client finds the stream stale and asks again (at most once per second)
+        assert read_until(ft, lambda w: w is None, seconds=3.0) is None
+        sensor.settimeout(0.002)
+        request = None
+        for _ in range(1500):  # bounded: ≤ 3 s of reads
+            ft.read()
+            try:
+                request = struct.unpack("!HHI", sensor.recvfrom(64)[0])
+                break
+            except TimeoutError:
+                pass
+        assert request == (0x1234, 2, 0)
+        sensor.sendto(struct.pack("!3L6l", 101, 101, 0, 1_000_000, 0, 0, 0, 0, 0), client)  # the old stream's
+        for seq in range(1, 21):  # the new stream: 3 N, counting from 1
+            sensor.sendto(struct.pack("!3L6l", seq, seq, 0, 3_000_000, 0, 0, 0, 0, 0), client)
+        w = read_until(ft, lambda w: w is not None and w[0] > 2.0, seconds=0.5)
+        assert w is not None and np.allclose(w, [3.0, 0, 0, 0, 0, 0]) and ft.rdt_sequence == 20, (w, ft.rdt_sequence)
+    finally:
+        ft.close()
+        sensor.close()
+
+
+class _Script:
+    """A socket that hands out the given records once, then nothing."""
+
+    def __init__(self, peer: tuple[str, int], records: list[bytes]) -> None:
+        self.peer, self.records = peer, list(records)
+
+    def recvfrom(self, n: int):
+        if not self.records:
+            raise BlockingIOError
+        return self.records.pop(0), self.peer
+
+    def sendto(self, data: bytes, addr) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("back, read", [(1, False), (REORDER_WINDOW - 1, False), (REORDER_WINDOW, True),
+                                        (2**31, True), (0, True)])
+def test_a_record_behind_the_newest_is_ignored_up_to_the_reorder_window(back, read):
+    """Up to REORDER_WINDOW − 1 behind the newest: overtaken on the network, ignored; further back: the
+    sensor's new stream, read (the same number again is read: latest wins)."""
+    ft = NetFT("127.0.0.1", timeout=1.0)
+    ft.sock.close()
+    newest = 1000
+    ft.sock = _Script(ft.peer, [record(newest, 0, 0, [1_000_000, 0, 0, 0, 0, 0]),
+                                record((newest - back) % 2**32, 0, 0, [2_000_000, 0, 0, 0, 0, 0])])
+    w = ft.read()
+    assert w is not None and w[0] == (2.0 if read else 1.0)
+    assert ft.rdt_sequence == ((newest - back) % 2**32 if read else newest)
+    ft.close()
 
 
 class _Flood:

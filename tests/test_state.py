@@ -92,6 +92,38 @@ def test_pack_writes_each_array_where_its_slot_is(rng, loop_state):
         np.testing.assert_array_equal(got, want)
 
 
+def test_a_packer_leaves_its_buffer_as_pack_would(rng, loop_state):
+    """The state slot's packer (its own buffer, written every cycle) skips the flags and texts equal to the
+    ones it wrote last: after every state of a run where they change, repeat and come back — also after a
+    pack that failed half-way — its buffer is, slot for slot, the one plain pack leaves in a buffer of its own."""
+    lay = SharedLayout(max_dof=16, extra=("last_cycle_at",))
+    got, want = lay.empty(), lay.empty()
+    got[:] = want[:] = np.nan
+    packer = lay.packer(got)
+    base = synthetic(rng, dof=7)
+    flags = [{k: bool(i % 2) for i, k in enumerate(st.LIMIT_KEYS)}, {k: True for k in st.LIMIT_KEYS}, {}]
+    seq = [loop_state, base]
+    for i in range(60):
+        seq.append(dataclasses.replace(
+            synthetic(rng, dof=7), limits_active=dict(flags[(i // 3) % 3]),
+            fault=(None, "short", FAULT, "é" * 200)[(i // 4) % 4],
+            safety_mode=("Move", None, "Idle")[(i // 5) % 3], sensor_status=None if i % 7 else "status 0x8"))
+    seq.insert(20, dataclasses.replace(seq[19], mode="dance"))  # fails at the mode, after nothing was written
+    seq.insert(40, dataclasses.replace(seq[39], q=np.zeros(17)))  # fails at the joint count
+    for k, s in enumerate(seq):
+        failed = []
+        for pack in (packer.pack, lambda s, **extra: lay.pack(s, want, **extra)):
+            try:
+                pack(s, last_cycle_at=float(k))
+            except ValueError as exc:
+                failed.append(str(exc))
+        assert len(failed) in (0, 2), failed
+        np.testing.assert_array_equal(got, want, err_msg=f"state {k}")
+        if not failed:
+            expect = dataclasses.replace(s, limits_active={k: bool(s.limits_active.get(k)) for k in st.LIMIT_KEYS})
+            assert_same(expect, lay.unpack(got.copy())[0])
+
+
 def test_unpacked_state_owns_its_arrays(rng):
     """The unpacked state's arrays are its own: rewriting the packed vector afterwards (the next state in
     a reused buffer) changes none of them, and each has its declared shape."""

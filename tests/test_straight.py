@@ -174,6 +174,54 @@ def test_the_one_pose_schedule_equals_the_array_form():
     assert kinds == {"low", "band", "high"}
 
 
+def test_the_compiled_schedule_equals_the_plain_forms(ur10):
+    """The mapping's compiled schedule (h from A V, the band's end, the schedule) gives the bits of the plain
+    forms it replaces — ``(AV * AV).sum(axis=0)`` of a C-ordered A V (A @ Vᵀ's layout: numpy sums its rows in
+    order), gamma_at's end test, scheduled_gamma_at — on random A V and σ:
+    below, in and past the band, h = 0, and NaN (then it hands over: NaN, and the plain forms decide); and the
+    link Jacobians it reads are np.vstack's rows of pinocchio's."""
+    import math
+
+    from fdcontrol.model.virtual import GAIN_MARGIN, REGULAR_SIGMA, scheduled_gamma_at, scheduled_gamma_compiled
+
+    if scheduled_gamma_compiled is None:
+        pytest.skip("numba is not installed")
+
+    def plain(AV: np.ndarray, s: np.ndarray, g0: float, gs: float) -> float:
+        h = (AV * AV).sum(axis=0)
+        end = min(2.0 * math.sqrt(max(float(h.min()), 0.0) / g0) / GAIN_MARGIN, REGULAR_SIGMA)
+        if s[-1] >= end:
+            return gs
+        return scheduled_gamma_at(s.tolist(), h.tolist(), g0, gs)
+
+    rng = np.random.default_rng(3)
+    kinds: set[str] = set()
+    for i in range(6000):
+        k, rows = ((6, 30), (6, 36), (2, 12))[i % 3]
+        AV = rng.normal(size=(rows, k)) * rng.choice([1.0, 0.1, 0.01, 1e-3])
+        if i % 5 == 0:
+            AV[:, rng.integers(k)] *= rng.choice([0.0, 1e-4])
+        s = np.sort(rng.uniform(0.0, 1.0, k))[::-1]
+        s[-1] = rng.uniform(0.0, 0.06) * rng.choice([1.0, 0.1, 0.01])
+        if i % 211 == 0:
+            (s if i % 2 else AV)[..., rng.integers(k)] = np.nan
+        g0, gs = float(rng.choice([1e3, 1e4])), float(rng.choice([1e5, 1e6]))
+        want = plain(AV, s, g0, gs)
+        got = scheduled_gamma_compiled(AV, s, g0, gs, GAIN_MARGIN, REGULAR_SIGMA)
+        if not np.isfinite(AV).all() or not np.isfinite(s).all():
+            assert math.isnan(got)  # handed over
+            continue
+        assert got == want, (AV, s, got, want)
+        kinds.add("low" if want == g0 else "high" if want == gs else "band")
+    assert kinds == {"low", "band", "high"}
+    vm = make_mapping("fd", ur10).virtual
+    for q in (np.zeros(6), np.array([0.2, -1.0, 0.6, -1.2, 0.5, 0.3])):
+        pin.computeJointJacobians(vm.model, vm.data, q)
+        rows = np.vstack([pin.getJointJacobian(vm.model, vm.data, j, pin.LOCAL)
+                          for j in range(1, vm.model.njoints) if j != vm.tip_joint])
+        assert np.array_equal(vm.link_jacobians(q), rows)
+
+
 @pytest.mark.parametrize("compiled", [True, False])
 def test_sigma_min_above_agrees_with_the_svd(compiled, monkeypatch):
     """σ_min(J) > s by the shifted Cholesky test (compiled, and numpy's where numba is missing) against

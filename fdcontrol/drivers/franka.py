@@ -424,13 +424,16 @@ class FrankaDriver(RobotDriver):
 
     def read(self) -> JointState:
         with self._lock:
-            self._drop_if_lost()
+            if self._lost:
+                self._drop()
             if self._robot is None:
                 raise FrankaConnectionLost(self.error or f"{LOST}: not connected; POST /control/reconnect")
-            self._wait()
+            if self._fd is not None:
+                self._wait()
+            control = self._control
             try:
-                if self._control is not None:
-                    state, _ = self._control.readOnce()
+                if control is not None:
+                    state, _ = control.readOnce()
                 else:
                     state = self._robot.read_once()
             except Exception as exc:
@@ -442,18 +445,23 @@ class FrankaDriver(RobotDriver):
             prev = self._t_read  # None: the first state of this connection, one period
             self.clock_step = t - prev if prev is not None and t > prev else CLOCK_PERIOD
             self._t_read = t
-            if self._control is not None and self._t_last is not None:
-                gap = round((t - self._t_last) / CLOCK_PERIOD) - 1
-                if gap > 0:
-                    self.missed_cycles += gap
-            self._t_last = t if self._control is not None else None
+            if control is not None:
+                if self._t_last is not None:
+                    gap = round((t - self._t_last) / CLOCK_PERIOD) - 1
+                    if gap > 0:
+                        self.missed_cycles += gap
+                self._t_last = t
+            else:
+                self._t_last = None
             self._state = state
             self._update(state)
             q, qd = np.asarray(state.q, dtype=float), np.asarray(state.dq, dtype=float)
             return JointState(q, qd, t)
 
     def _update(self, state: Any) -> None:
-        self.safety_mode = getattr(state.robot_mode, "name", str(state.robot_mode))
+        mode = state.robot_mode
+        name = getattr(mode, "name", None)  # the text of a mode without a name only then (str is slow)
+        self.safety_mode = str(mode) if name is None else name
         self.success_rate = float(state.control_command_success_rate)
 
     def _aborted(self, exc: Exception) -> None:
@@ -546,25 +554,27 @@ class FrankaDriver(RobotDriver):
         position q_d at the motion's start plus the filled and the commanded velocities integrated
         tick by tick — the same signal, so after a miss the positions go on with the robot's clock
         (as libfranka's own position generators do) without a dip and a jump back."""
-        lib = self.lib
         n = self._ticks()
         h, (p2, v) = CLOCK_PERIOD, self._sent
-        a = [(x - y) / h for x, y in zip(v, p2, strict=True)]  # the last tick's acceleration, held by the fill
         q = self._q_c
-        if q is None and self.interface == "position":
+        position = self.interface == "position"
+        if q is None and position:
             q = [float(x) for x in (self._state.q_d if q_ref is None else q_ref)]
-        for _ in range(n - 1):  # the ticks the robot filled
-            v = [x + y * h for x, y in zip(v, a, strict=True)]
-            if q is not None:
-                q = [x + y * h for x, y in zip(q, v, strict=True)]
-        des = [0.0] * 7 if qd_ref is None else [float(x) for x in qd_ref]
-        out = self._guard(des, v, a) if self.rate_limit else des
+        a = None
+        if n > 1:  # the ticks the robot filled, with the last tick's acceleration
+            a = [(x - y) / h for x, y in zip(v, p2, strict=True)]
+            for _ in range(n - 1):
+                v = [x + y * h for x, y in zip(v, a, strict=True)]
+                if q is not None:
+                    q = [x + y * h for x, y in zip(q, v, strict=True)]
+        des = [0.0] * 7 if qd_ref is None else np.asarray(qd_ref, dtype=float).tolist()
+        out = self._guard(des, v, a, p2) if self.rate_limit else des
         self._sent = (v, out)
-        if self.interface == "velocity":
-            cmd = lib.JointVelocities(out)
-        else:
+        if position:
             self._q_c = q = [x + y * h for x, y in zip(q, out, strict=True)]  # type: ignore[arg-type]
-            cmd = lib.JointPositions(q)
+            cmd = self.lib.JointPositions(q)
+        else:
+            cmd = self.lib.JointVelocities(out)
         cmd.motion_finished = finished
         return cmd
 
@@ -572,9 +582,8 @@ class FrankaDriver(RobotDriver):
         with self._lock:
             if self._robot is None or self.error is not None:
                 return  # the robot stopped itself; nothing to command until recover()/reconnect()
-            moving = qd_ref is not None and bool(np.any(qd_ref))
             if self._control is None:
-                if not moving:
+                if qd_ref is None or not np.asarray(qd_ref).any():
                     return  # at rest and no motion: the robot holds its position by itself
                 # a motion starts from rest (the robot's desired velocity is zero): the limits ramp
                 # the first reference from zero, so it is sent as it is
@@ -585,18 +594,23 @@ class FrankaDriver(RobotDriver):
                 self._aborted(exc)
                 raise FrankaError(self.error) from None
 
-    def _guard(self, qd: list[float], v: list[float], a_prev: list[float]) -> list[float]:
+    def _guard(self, qd: list[float], v: list[float], a_prev: list[float] | None,
+               p2: list[float] | None = None) -> list[float]:
         """The last check before the robot, as libfranka's rate limiting: the tick from the velocity
         v the robot is at (after filling any missed states) to the one sent keeps the robot's
         published acceleration and jerk limits (|a| ≤ a_max, then |a − a_prev| ≤ j_max h, with a_prev
-        the acceleration the robot's fill held) and the model's velocity limits. A no-op for the
+        the acceleration the robot's fill held — None: the last tick's, (v − p2)/h with p2 the
+        velocity of the tick before, computed here) and the model's velocity limits. A no-op for the
         loop's references (its jerk limit continues the same fill); it catches a command that
         bypassed them, such as a zero velocity sent to a moving robot when the loop thread did not
         end in time. Seven floats: plain Python is faster than numpy here."""
         A, J, V = self._dynamic_limits
         h = CLOCK_PERIOD
+        given = a_prev is not None
         out = []
-        for x, vj, ap, amax, jh, vmax in zip(qd, v, a_prev, A, J, V, strict=True):
+        for x, vj, ap, amax, jh, vmax in zip(qd, v, a_prev if given else p2, A, J, V, strict=True):  # type: ignore[arg-type]
+            if not given:
+                ap = (vj - ap) / h
             if x != x:  # NaN: hold the velocity the robot is at
                 x = vj
             a_raw = (x - vj) / h
@@ -654,8 +668,8 @@ class FrankaDriver(RobotDriver):
 
     def exchange(self, loop: Any, state: Any) -> None:
         """After each cycle (loop hook): finish the motion on stop, fault, or a hold at rest."""
-        at_rest = not np.any(state.qd_ref)
-        if at_rest and (not state.running or state.fault is not None or state.holding):
+        # (the flags first: a running cycle without a fault or a hold asks nothing more)
+        if (not state.running or state.fault is not None or state.holding) and not np.asarray(state.qd_ref).any():
             self.finish_motion()
 
     def clock_stats(self) -> dict[str, float | int]:

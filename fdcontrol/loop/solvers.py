@@ -267,16 +267,30 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         strictly inside the virtual limits, by the cycle's Cholesky factor — without the general
         path's hooks (no active set to decide; the projection only where the step leaves the limits).
         The same numbers as the general path (tests/test_loop_configuration.py)."""
-        self.constraints.release()
+        c = self.constraints
+        c.release()
         self._locked, self.last_converged = None, True
-        if _euler is None or type(qd) is not np.ndarray or qd.dtype != np.float64 or qd.ndim != 1:
+        if _euler is None or type(qd) is not np.ndarray or qd.dtype != _F64 or qd.ndim != 1:
             qd1 = qd + dt * self._free_accel(conf, qd, wrench, self.joint_load(q, qd, tau))
-            return self.constraints.project(q + dt * qd1, qd1)
+            return c.project(q + dt * qd1, qd1)
         # H⁻¹(Jᵀf + t) by the cycle's factor, then − c q̇ and the Euler step in one compiled call (the same
         # float operations in the same order as _free_accel and SemiImplicitEuler: the same bits)
-        x = conf.solve(conf.jacobian.T.dot(wrench) + self.joint_load(q, qd, tau))
-        q1, qd1 = _euler(q, qd, x, self.decay, float(dt))
-        return self.constraints.project(q1, qd1)
+        jtf = conf.jacobian.T.dot(wrench)
+        if tau is None and not self._damped:  # t = −C(q, q̇)q̇ alone: Jᵀf + (−C q̇) is Jᵀf − C q̇ (IEEE: the same bits)
+            if self.coriolis and any(qd.tolist()):
+                vm = self.virtual
+                rhs = jtf - pin.rnea(vm.model, vm.data, q, qd, self._zero)
+            else:
+                rhs = jtf + self._zero  # as joint_load's zero load (a −0.0 of Jᵀf becomes +0.0)
+        else:
+            rhs = jtf + self.joint_load(q, qd, tau)
+        x = conf.solve(rhs)
+        # the step and the projection's test for a q̇ strictly inside the limits in one call (project's own
+        # test, on the same bounds)
+        q1, qd1, inside = _euler_in(q, qd, x, self.decay, float(dt), c._lo_tol, c._up_tol)
+        if inside and not c.engaged:
+            return q1, qd1
+        return c.project(q1, qd1)
 
     def _free_accel(self, conf: Configuration, qd: np.ndarray, wrench: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Eq. 10 with damping, no joint locked: H⁻¹(Jᵀf + t) − c q̇ by the cycle's Cholesky factor."""
@@ -443,6 +457,23 @@ def _euler_step(q: np.ndarray, qd: np.ndarray, x: np.ndarray, decay: float, dt: 
     return q1, qd1
 
 
+def _euler_inside_kernel(q: np.ndarray, qd: np.ndarray, x: np.ndarray, decay: float, dt: float, lo: np.ndarray,
+                         up: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:  # pragma: no mutate block
+    """:func:`_euler_step`, and whether every joint of q⁺ lies strictly between ``lo`` and ``up``
+    (JointLimitConstraints.inside on its bounds; False for NaN)."""
+    n = q.shape[0]
+    q1, qd1 = np.empty(n), np.empty(n)
+    inside = True
+    for i in range(n):
+        v = qd[i] + dt * (x[i] - decay * qd[i])
+        qd1[i] = v
+        y = q[i] + dt * v
+        q1[i] = y
+        if not (lo[i] < y and y < up[i]):
+            inside = False
+    return q1, qd1, inside
+
+
 def _clip_kernel(q: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:  # pragma: no mutate block
     """np.clip(q, lower, upper) for lower ≤ upper: a value equal to a bound kept as it is (its zero's sign), a NaN
     kept (ForwardDynamicsSolver._euler_limit)."""
@@ -473,8 +504,11 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
     _V = _t.Array(_t.float64, 1, "A")
     _euler: Any = numba.njit(_t.UniTuple(_t.Array(_t.float64, 1, "C"), 2)(_V, _V, _V, _t.float64, _t.float64),
                              cache=True)(_euler_step)
+    _C = _t.Array(_t.float64, 1, "C")
+    _euler_in: Any = numba.njit(_t.Tuple((_C, _C, _t.boolean))(_V, _V, _V, _t.float64, _t.float64, _V, _V), cache=True,
+                                boundscheck=True)(_euler_inside_kernel)
     _clip: Any = numba.njit(_t.Array(_t.float64, 1, "C")(_V, _V, _V), cache=True, boundscheck=True)(_clip_kernel)
     _zero_locked: Any = numba.njit(_t.boolean(_V, _t.Array(_t.boolean, 1, "A"), _V), cache=True,
                                    boundscheck=True)(_zero_locked_kernel)
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
-    _euler = _clip = _zero_locked = None
+    _euler = _euler_in = _clip = _zero_locked = None

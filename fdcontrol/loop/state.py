@@ -221,13 +221,22 @@ class SharedLayout:
         self._extra = [(name, self.slots[name]) for name in extra]
         self._names = tuple(f.name for f in FIELDS)
         self._plans: dict[int, tuple[int, int, list[tuple[str, int, int, tuple[int, ...]]]]] = {}
-        self._scatters: dict[int, tuple[np.ndarray, tuple[int, ...]]] = {}
+        self._scatters: dict[int, tuple[np.ndarray, list[int]]] = {}
 
     def empty(self) -> np.ndarray:
         return np.zeros(self.size)
 
     def pack(self, s: LoopState, out: np.ndarray, **extra: float) -> None:
         """Write ``s`` (and the ``extra`` slots) into ``out`` (float64, length ``size``)."""
+        self._pack(s, out, extra, None)
+
+    def packer(self, out: np.ndarray) -> Packer:
+        """A :class:`Packer` into ``out``, a buffer that nothing else writes (the state slot's private row)."""
+        return Packer(self, out)
+
+    def _pack(self, s: LoopState, out: np.ndarray, extra: dict[str, float], last: list[Any] | None) -> None:
+        """:meth:`pack`; ``last`` (a :class:`Packer`'s memory of what it wrote into ``out`` before: the flags'
+        dicts, the texts) skips a field equal to the one already there — the buffer ends the same."""
         dof = len(s.q)
         if dof > self.max_dof:
             raise ValueError(f"{dof} joints exceed the layout's max_dof = {self.max_dof}")
@@ -241,15 +250,25 @@ class SharedLayout:
         out[self._scalar_run] = row
         arrays = self._get_arrays(s)
         dst, sizes = self._scatter_plan(dof)
-        if all(v.size == n for v, n in zip(arrays, sizes, strict=True)):  # the declared sizes: one scatter
+        if [v.size for v in arrays] == sizes:  # the declared sizes: one scatter
             out[dst] = np.concatenate(arrays, axis=None)  # every array flattened, in slot order
         else:  # a value off its declared shape: each written as before, as many entries as it has
             for v, start in zip(arrays, self._array_starts, strict=True):
                 out[start:start + v.size] = v.reshape(-1)
-        for name, sl, keys in self._flags:
+        for i, (name, sl, keys) in enumerate(self._flags):
             v = getattr(s, name)
+            if last is not None:
+                if last[0][i] is not None and v == last[0][i]:
+                    continue  # the same flags as the ones in out already
+                last[0][i] = dict(v)
             out[sl] = [bool(v.get(k)) for k in keys]
-        for v, (start, stop) in zip(self._get_texts(s), self._text_spans, strict=True):
+        texts = self._get_texts(s)
+        if last is not None:
+            if texts == last[1]:  # the same texts as the ones in out already (the usual cycle: no new fault)
+                texts = ()
+            else:
+                last[1] = texts
+        for v, (start, stop) in zip(texts, self._text_spans, strict=False):
             if v is None:
                 out[start] = -1
             else:
@@ -259,12 +278,12 @@ class SharedLayout:
         for name, value in extra.items():
             out[self.slots[name].start] = value
 
-    def _scatter_plan(self, dof: int) -> tuple[np.ndarray, tuple[int, ...]]:
+    def _scatter_plan(self, dof: int) -> tuple[np.ndarray, list[int]]:
         """For ``dof`` joints: the slot of every entry of the arrays flattened one after the other (pack's one
         scatter), and each array's declared size."""
         plan = self._scatters.get(dof)
         if plan is None:
-            sizes = tuple(math.prod(shape_of_rule(shape, dof)) for _, shape, _ in self._array_shapes)
+            sizes = [math.prod(shape_of_rule(shape, dof)) for _, shape, _ in self._array_shapes]
             dst = np.concatenate([np.arange(start, start + n) for (_, _, start), n
                                   in zip(self._array_shapes, sizes, strict=True)])
             plan = self._scatters[dof] = (dst, sizes)
@@ -303,6 +322,25 @@ class SharedLayout:
         state = object.__new__(LoopState)  # as new_state: the instance's dict in one fill, field order
         object.__setattr__(state, "__dict__", {n: values[n] for n in self._names})
         return state, {k: float(arr[sl.start]) for k, sl in self._extra}
+
+
+class Packer:
+    """:meth:`SharedLayout.pack` into one buffer that only this packer writes, every cycle: the fields that
+    rarely change (the flags, the texts: a fault, the robot's mode) are written only when they differ from
+    the ones it wrote last — the buffer ends exactly as ``pack`` would leave it, for a fraction of the work.
+    Nothing else may write into the buffer (a write elsewhere would not be seen)."""
+
+    def __init__(self, layout: SharedLayout, out: np.ndarray) -> None:
+        self.layout, self.out = layout, out
+        self._last: list[Any] = [[None] * len(layout._flags), None]  # the flags' dicts, the texts, as written
+
+    def pack(self, s: LoopState, **extra: float) -> None:
+        """Write ``s`` (and the ``extra`` slots) into the buffer."""
+        try:
+            self.layout._pack(s, self.out, extra, self._last)
+        except BaseException:
+            self._last = [[None] * len(self.layout._flags), None]  # a write cut short: forget what is there
+            raise
 
 
 def _getter(names: list[str]) -> Any:

@@ -24,6 +24,7 @@ from fdcontrol.model.virtual import (
     VirtualModel,
     check_gamma,
     scheduled_gamma_at,
+    scheduled_gamma_compiled,
 )
 from fdcontrol.params import declare
 
@@ -81,7 +82,12 @@ class ForwardDynamics(Mapping):
         # np.linalg.svd(J, full_matrices=False) without its wrapper's cost (the same call either way)
         own = conf is not None and conf.jacobian is J and conf.q is q and conf.virtual is self.virtual
         _, s, Vt = conf.svd if own else svd(J)  # type: ignore[union-attr]
-        # the link Jacobians from the Configuration's CRBA pass at q (no second pass: the same bits)
+        if scheduled_gamma_compiled is not None:  # h, the band's end and the schedule in one compiled call
+            # the link Jacobians from the Configuration's CRBA pass at q (no second pass: the same bits)
+            AV = self.virtual.link_jacobians(q, conf.data if own else None) @ Vt.T  # type: ignore[union-attr]
+            g = scheduled_gamma_compiled(AV, s, self.gamma0, self.gamma_straight, GAIN_MARGIN, REGULAR_SIGMA)
+            if g == g:  # NaN: a value not finite or a zero division, the plain forms below decide
+                return g
         h = self.virtual.link_inertia(q, Vt.T, conf.data if own else None)  # type: ignore[union-attr]
         # the common case first: every σ_k past the schedule's band (its end 2s/ρ, scheduled_gamma)
         end = min(2.0 * math.sqrt(max(float(h.min()), 0.0) / self.gamma0) / GAIN_MARGIN, REGULAR_SIGMA)

@@ -23,9 +23,11 @@ import math
 import numpy as np
 import pinocchio as pin
 
-from fdcontrol.model.linalg import svd
+from fdcontrol.model.linalg import mirror_upper, svd
 from fdcontrol.model.robot import ModelError, RobotModel
 from fdcontrol.model.virtual import VirtualModel
+
+_F64 = np.dtype(np.float64)
 
 
 class Configuration:
@@ -47,12 +49,15 @@ class Configuration:
         self._Rt = None if np.array_equal(R, np.eye(3)) else R.T.copy()
         self._identity_base = self._Rt is None and not np.any(self.base_placement.translation)
         self._lower = np.tril_indices(self.model.nv, -1)
+        self._shape = (robot.dof,)
         self.update(pin.neutral(robot.model) if q is None else q)
 
     # ---------------------------------------------------------------- the once-per-cycle pass
     def update(self, q: np.ndarray, check: bool = True) -> Configuration:
         """Recompute everything for q (rad); ``check=False`` skips validation of q (hot path)."""
-        q = self.robot.check_q(q) if check else q
+        if check and not (type(q) is np.ndarray and q.dtype == _F64 and q.shape == self._shape
+                          and math.isfinite(sum(q.tolist()))):  # check_q's test, without its calls for an ndarray
+            q = self.robot.check_q(q)
         m, d = self.model, self.data
         if self.virtual is not None:
             pin.crba(m, d, q, pin.Convention.WORLD)  # also fills d.J and d.oMi
@@ -101,10 +106,7 @@ class Configuration:
         """H(q), the virtual joint-space inertia (N×N, symmetric; CRBA fills its upper triangle)."""
         self._need_virtual()
         if self._H is None:
-            H = self.data.M.copy()
-            low = self._lower
-            H[low] = H.T[low]
-            self._H = H
+            self._H = mirror_upper(self.data.M, self._lower)
         return self._H
 
     @property

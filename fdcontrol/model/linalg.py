@@ -90,6 +90,30 @@ def _symmetric_kernel(M: np.ndarray, H: np.ndarray) -> None:  # pragma: no mutat
             H[j, i] = x
 
 
+def mirror_upper(M: np.ndarray, low: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """A copy of the square matrix M with its strict lower triangle (indices ``low``) taken from the upper one:
+    ``H = M.copy(); H[low] = H.T[low]`` (a C-ordered copy, every value as it is — no +0.0 on a −0.0), one compiled
+    call for a square float64 matrix where numba is installed."""
+    if _mirror is not None and type(M) is np.ndarray and M.dtype == _F64 and M.ndim == 2 \
+            and M.shape[0] == M.shape[1]:
+        H = np.empty(M.shape)
+        _mirror(M, H)
+        return H
+    H = M.copy()
+    H[low] = H.T[low]
+    return H
+
+
+def _mirror_kernel(M: np.ndarray, H: np.ndarray) -> None:  # pragma: no mutate block
+    """mirror_upper into H: the upper triangle of M (with its diagonal) as it is, mirrored."""
+    n = M.shape[0]
+    for i in range(n):
+        for j in range(i, n):
+            x = M[i, j]
+            H[i, j] = x
+            H[j, i] = x
+
+
 def _cholesky_block_kernel(H: np.ndarray, idx: np.ndarray, m: int, L: np.ndarray) -> bool:  # pragma: no mutate block
     """The Cholesky factor of H's block on the rows and columns ``idx[:m]`` (increasing) into the lower triangle
     of L (m×m, zeros above), reading H's upper triangle as LAPACK's upper factorization does; False when the
@@ -141,9 +165,11 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
 
     _symmetric: Any = numba.njit(_t.none(_t.Array(_t.float64, 2, "A"), _t.Array(_t.float64, 2, "C")), cache=True,
                                  boundscheck=True)(_symmetric_kernel)
+    _mirror: Any = numba.njit(_t.none(_t.Array(_t.float64, 2, "A"), _t.Array(_t.float64, 2, "C")), cache=True,
+                              boundscheck=True)(_mirror_kernel)
     cholesky_block: Any = numba.njit(cache=True, boundscheck=True)(_cholesky_block_kernel)
     clip_into: Any = numba.njit(cache=True, boundscheck=True)(_clip_into_kernel)
     matmul_into: Any = numba.njit(cache=True, boundscheck=True)(_matmul_into_kernel)
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
-    _symmetric = None
+    _symmetric = _mirror = None
     cholesky_block, clip_into, matmul_into = _cholesky_block_kernel, _clip_into_kernel, _matmul_into_kernel

@@ -142,6 +142,77 @@ def scheduled_gamma_at(sigma: list[float], h: list[float], gamma: float, gamma_s
     return gamma_straight if not gamma_straight > out else out
 
 
+def _scheduled_gamma_kernel(AV: np.ndarray, sigma: np.ndarray, gamma: float, gamma_straight: float,
+                            margin: float, regular: float) -> float:  # pragma: no mutate block
+    """The γ schedule of one pose from AV = A V (A the light links' Jacobians, V J's right singular vectors; a
+    C-ordered array, as a matrix product is) and σ: h_k = Σ_i AV[i, k]² (summed over i in order, as numpy's
+    ``(AV * AV).sum(axis=0)`` does on that layout), the band's end test of
+    ``ForwardDynamics.gamma_at``, then :func:`scheduled_gamma_at` — the same float operations in the same order,
+    so the same bits. NaN where the plain-float forms would hand over to numpy (a value not finite, a zero
+    division): the caller then takes those forms."""
+    n, k = AV.shape[0], AV.shape[1]
+    h = np.empty(k)
+    total_h, total_s = 0.0, 0.0
+    for j in range(k):
+        acc = 0.0
+        for i in range(n):
+            acc += AV[i, j] * AV[i, j]
+        h[j] = acc
+        total_h += acc
+        total_s += sigma[j]
+    if not (math.isfinite(total_h) and math.isfinite(total_s)):
+        return math.nan
+    hmin = h[0]
+    for j in range(1, k):
+        if h[j] < hmin:
+            hmin = h[j]
+    # ForwardDynamics.gamma_at: every σ_k past the band's end 2s/ρ (or σ_reg): gamma_straight
+    end = 2.0 * math.sqrt((hmin if hmin > 0.0 else 0.0) / gamma) / margin
+    if not end < regular:
+        end = regular
+    if sigma[k - 1] >= end:
+        return gamma_straight
+    # scheduled_gamma_at
+    s = math.sqrt((hmin if hmin > 0.0 else 0.0) / gamma) / margin
+    if not s < regular / 2:
+        s = regular / 2
+    out = math.inf
+    for j in range(k):
+        sk, hk = sigma[j], h[j]
+        if sk >= 2 * s:
+            continue
+        if sk <= s:
+            g = gamma
+        else:
+            den = sk * (2 * s - sk)
+            if den == 0.0:
+                return math.nan
+            f = hk / den
+            knee = hk / (s * s)
+            if not knee > gamma:
+                knee = gamma
+            d = f - knee
+            g = gamma + (d if d > 0.0 else 0.0)
+            if g != g:
+                g = gamma
+        if g < out:
+            out = g
+    if not out > gamma:
+        out = gamma
+    return gamma_straight if not gamma_straight > out else out
+
+
+try:  # compiled at import (cached on disk), never in the loop thread; without numba the mapping's plain forms
+    import numba
+    from numba import types as _t
+
+    scheduled_gamma_compiled = numba.njit(
+        _t.float64(_t.Array(_t.float64, 2, "C"), _t.Array(_t.float64, 1, "A"), _t.float64, _t.float64, _t.float64,
+                   _t.float64), cache=True, boundscheck=True)(_scheduled_gamma_kernel)
+except ImportError:  # pragma: no cover - the fast extra is installed with the tests
+    scheduled_gamma_compiled = None
+
+
 class VirtualModel:
     """Virtual forward-dynamics model of `robot` with end-effector mass dominance γ.
 
@@ -287,8 +358,10 @@ class VirtualModel:
         if data is None:
             data = self.data
             pin.computeJointJacobians(self.model, data, q)
-        return np.vstack([pin.getJointJacobian(self.model, data, j, pin.LOCAL)
-                          for j in range(1, self.model.njoints) if j != self.tip_joint])
+        A, model, local = np.empty((6 * len(self._light_joints), self.model.nv)), self.model, pin.LOCAL
+        for i, j in enumerate(self._light_joints):  # np.vstack's rows, without its wrapper
+            A[6 * i:6 * i + 6] = pin.getJointJacobian(model, data, j, local)
+        return A
 
     def _qr(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Square-root form (issue 7): QR of K = [J; γ^(-1/2) A], KᵀK = H — H is never formed.
