@@ -85,7 +85,9 @@ def main(settings_json: str, shm_name: str, conn: Connection, notify: Connection
     # everything imported and built so far (the libraries, the model, the loop: ~160k objects) lives as long as
     # the process: kept out of the cyclic collector's sight. A full collection walks every tracked object holding
     # the GIL — ~0.3 s over these on a loaded 2-core machine, hundreds of missed cycles of a robot-paced loop —
-    # and now walks only what was made since (µs). The garbage among them, if any, is kept (once, bounded).
+    # and now walks only what was made since (µs). Frozen objects are never collected as cycles: the garbage among
+    # them now, and startup parts that a later update replaces while in a reference cycle, are kept (once, bounded;
+    # whatever is freed by its reference count is freed as ever).
     gc.freeze()
     conn.send(("ok", runtime.params.model_dump()))
     handlers = {
