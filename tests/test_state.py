@@ -110,6 +110,9 @@ def test_a_packer_leaves_its_buffer_as_pack_would(rng, loop_state):
             safety_mode=("Move", None, "Idle")[(i // 5) % 3], sensor_status=None if i % 7 else "status 0x8"))
     seq.insert(20, dataclasses.replace(seq[19], mode="dance"))  # fails at the mode, after nothing was written
     seq.insert(40, dataclasses.replace(seq[39], q=np.zeros(17)))  # fails at the joint count
+    # numpy's scalars, and a float field without a number (numpy's assignment stores NaN for None)
+    seq.insert(50, dataclasses.replace(seq[49], t=np.float64(-0.0), cycle=np.int64(2**60 + 1), running=np.True_))
+    seq.insert(51, dataclasses.replace(seq[50], speed_scaling=None, gamma=np.float32(0.1)))
     for k, s in enumerate(seq):
         failed = []
         for pack in (packer.pack, lambda s, **extra: lay.pack(s, want, **extra)):
@@ -119,7 +122,7 @@ def test_a_packer_leaves_its_buffer_as_pack_would(rng, loop_state):
                 failed.append(str(exc))
         assert len(failed) in (0, 2), failed
         np.testing.assert_array_equal(got, want, err_msg=f"state {k}")
-        if not failed:
+        if not failed and k not in (50, 51):  # (those two do not round-trip their types)
             expect = dataclasses.replace(s, limits_active={k: bool(s.limits_active.get(k)) for k in st.LIMIT_KEYS})
             assert_same(expect, lay.unpack(got.copy())[0])
 

@@ -59,6 +59,11 @@ from fdcontrol.drivers.base import JointState, RobotDriver
 from fdcontrol.model.published import published_limits
 from fdcontrol.model.robot import RobotModel
 
+try:  # the command's twin compiled (fdcontrol.drivers.franka_compiled); without numba the Python below
+    from fdcontrol.drivers.franka_compiled import next_command as _next_command
+except ImportError:
+    _next_command = None
+
 #: libfranka's example defaults (examples_common.cpp ``setDefaultBehavior``)
 DEFAULT_TORQUE_THRESHOLDS = (20.0, 20.0, 18.0, 18.0, 16.0, 14.0, 12.0)  # N·m
 DEFAULT_FORCE_THRESHOLDS = (20.0, 20.0, 20.0, 25.0, 25.0, 25.0)  # N, N·m
@@ -66,6 +71,7 @@ CLOCK_PERIOD = 1e-3  # s: the robot's state rate is 1 kHz
 COMMAND_PORT = 1337  # the robot's TCP command port (libfranka's research interface)
 LOST = "robot connection lost"  # how every lost-connection fault begins
 MAX_POSITION_STEP = 0.1  # s: the longest robot-time step a position command integrates (a lost robot faults sooner)
+_ZEROS7, _EMPTY = np.zeros(7), np.zeros(0)  # (read only)
 
 
 class FrankaError(RuntimeError):
@@ -231,6 +237,7 @@ class FrankaDriver(RobotDriver):
         self._dynamic_limits = (list(map(float, pub.acceleration)),  # type: ignore[union-attr]
                                 [float(j) * CLOCK_PERIOD for j in pub.jerk],  # type: ignore[union-attr]
                                 [float(x) for x in robot.limits.velocity])
+        self._limits_rows = np.array(self._dynamic_limits, dtype=float)  # the same, for the compiled command
         self.lib = library or _library()
         self.sensor = None
         if sensor is not None:  # an external force–torque sensor on the flange (ATI/Schunk Net F/T, RDT over UDP)
@@ -555,9 +562,11 @@ class FrankaDriver(RobotDriver):
         tick by tick — the same signal, so after a miss the positions go on with the robot's clock
         (as libfranka's own position generators do) without a dip and a jump back."""
         n = self._ticks()
+        position = self.interface == "position"
+        if _next_command is not None:  # the same, compiled: one call
+            return self._command_compiled(n, position, q_ref, qd_ref, finished)
         h, (p2, v) = CLOCK_PERIOD, self._sent
         q = self._q_c
-        position = self.interface == "position"
         if q is None and position:
             q = [float(x) for x in (self._state.q_d if q_ref is None else q_ref)]
         a = None
@@ -575,6 +584,26 @@ class FrankaDriver(RobotDriver):
             cmd = self.lib.JointPositions(q)
         else:
             cmd = self.lib.JointVelocities(out)
+        cmd.motion_finished = finished
+        return cmd
+
+    def _command_compiled(self, n: int, position: bool, q_ref: np.ndarray | None, qd_ref: np.ndarray | None,
+                          finished: bool) -> Any:
+        """:meth:`_command` through :func:`fdcontrol.drivers.franka_compiled.next_command` (the same bits)."""
+        des = _ZEROS7 if qd_ref is None else np.ascontiguousarray(qd_ref, dtype=float)
+        q = self._q_c
+        if position:  # the positions commanded, advanced in place (a copy of its own: the state's q_d, q_ref)
+            q = np.array(self._state.q_d if q_ref is None else q_ref, dtype=float) if q is None \
+                else np.array(q, dtype=float)
+        new = np.empty((2, 7))
+        _next_command(des, np.asarray(self._sent, dtype=float), n, q if position else _EMPTY, self.rate_limit,
+                      self._limits_rows, new)
+        self._sent = new  # rows: the velocity the robot filled up to, the velocity commanded
+        if position:
+            self._q_c = q
+            cmd = self.lib.JointPositions(q.tolist())
+        else:
+            cmd = self.lib.JointVelocities(new[1].tolist())
         cmd.motion_finished = finished
         return cmd
 

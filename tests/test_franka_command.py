@@ -1,0 +1,72 @@
+"""The franka driver's command compiled (fdcontrol.drivers.franka_compiled) is its Python definition's to the
+last bit: the robot's fill of missed ticks, the rate limiting (acceleration, jerk, velocity limits crossed, NaN
+held), the position interface's integrated positions — on random commands, both interfaces, with and without
+rate limiting, no robot needed (the stand-in library of tests/franka_inject.py)."""
+
+from __future__ import annotations
+
+import math
+import random
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from fdcontrol import RobotModel
+from fdcontrol.drivers import franka
+from tests.franka_inject import StandInFranka
+
+pytest.importorskip("numba")
+
+
+@pytest.fixture(scope="module")
+def fr3() -> RobotModel:
+    return RobotModel.load("fr3")
+
+
+def _floats(x):
+    return None if x is None else np.asarray(x, dtype=float).tolist()
+
+
+@pytest.mark.parametrize("interface", ["velocity", "position"])
+@pytest.mark.parametrize("rate_limit", [True, False])
+def test_the_compiled_command_is_the_python_one(fr3, monkeypatch, interface, rate_limit):
+    assert franka._next_command is not None  # the compiled twin is what the driver runs here
+    compiled = franka._next_command
+    drivers = {name: StandInFranka(fr3, interface=interface, rate_limit=rate_limit) for name in ("py", "nb")}
+    rng = random.Random(7)
+    t, n, limited = 0.0, 0, 0
+    try:
+        for k in range(4000):
+            if k % 400 == 0:  # a new history: the robot's last two ticks, the positions, the time of the last command
+                sent = ([rng.uniform(-2, 2) for _ in range(7)], [rng.uniform(-2, 2) for _ in range(7)])
+                q_c = None if rng.random() < 0.3 else [rng.uniform(-1, 1) for _ in range(7)]
+                t_cmd = None if rng.random() < 0.2 else t
+                for d in drivers.values():
+                    d._sent, d._t_cmd = (list(sent[0]), list(sent[1])), t_cmd
+                    d._q_c = None if q_c is None else list(q_c)
+            t += 1e-3 * (1 if rng.random() < 0.9 else rng.choice([2, 3, 5, 200]))  # missed ticks, a lost robot
+            qd = np.array([rng.uniform(-2.5, 2.5) if rng.random() < 0.97 else rng.choice([math.nan, 0.0, 1e9])
+                           for _ in range(7)])
+            if rng.random() < 0.5:  # within the limits: the guard leaves the command as it is
+                qd = np.asarray(drivers["py"]._sent[1], dtype=float) + np.array([rng.gauss(0, 1e-3) for _ in range(7)])
+            qd_ref = None if rng.random() < 0.02 else qd
+            q_ref = None if rng.random() < 0.05 else np.array([rng.uniform(-1, 1) for _ in range(7)])
+            q_d = [rng.uniform(-1, 1) for _ in range(7)]
+            state = SimpleNamespace(time=SimpleNamespace(to_sec=lambda t=t: t), q_d=q_d)
+            finished = rng.random() < 0.01
+            out = {}
+            for name, d in drivers.items():
+                monkeypatch.setattr(franka, "_next_command", None if name == "py" else compiled)
+                d._state = state
+                cmd = d._command(q_ref, qd_ref, finished=finished)
+                value = cmd.q if interface == "position" else cmd.dq
+                assert all(type(x) is float for x in value)  # libfranka's commands take floats
+                out[name] = (value, cmd.motion_finished, _floats(d._sent), _floats(d._q_c), d._t_cmd)
+            assert repr(out["nb"]) == repr(out["py"]), k  # repr: the same bits (NaN included)
+            n += 1
+            limited += out["py"][2][1] != _floats(qd_ref if qd_ref is not None else np.zeros(7))
+    finally:
+        for d in drivers.values():
+            d.close()
+    assert n == 4000 and (limited > 500 or not rate_limit)  # the guard acted on many of them
