@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import math
 import os
@@ -55,8 +56,8 @@ STAGES = ("wait", "read", "sense", "law", "map", "limits", "send", "publish")
 
 
 def standin_loop(driver: str = "tests.franka_inject:StandInFranka") -> tuple[Any, Any, Callable[[], None]]:
-    """The service's loop on the stand-in robot (or on ``driver``), publishing to shared memory as the loop
-    process does."""
+    """The service's loop on the stand-in robot (or on ``driver``), publishing to shared memory and with its
+    startup objects frozen out of the garbage collector, as the loop process does."""
     from fdcontrol.server.channel import Channel, ShmIO
     from fdcontrol.server.metrics import LoopMetrics
     from fdcontrol.server.runtime import Runtime
@@ -73,6 +74,7 @@ def standin_loop(driver: str = "tests.franka_inject:StandInFranka") -> tuple[Any
     os.set_blocking(r, False)
     io.notify, io.metrics = w, LoopMetrics()
     loop.io = io
+    gc.freeze()  # what is built so far out of the collector's sight, as the loop process does (server/loop_process.py)
 
     def close() -> None:
         with_suppress(loop.stop)

@@ -11,6 +11,7 @@ libfranka's name. Everything after that — the driver's error path, the loop's 
 
 from __future__ import annotations
 
+import socket
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -128,6 +129,12 @@ class _StandInRobot:
         self.commands = 0
         self.pending: tuple[str, Any, bool] | None = None  # the command taken, applied at the next tick (apply)
         self.success_rate = 1.0  # control_command_success_rate the robot reports (a test sets it)
+        # libfranka's state socket, as the driver finds it (a UDP socket the connection opened) and waits on it
+        # in select without the GIL: here one on loopback with a datagram that stays unread — a state is always
+        # there, and the loop thread releases the GIL while it "waits", as it does on a robot
+        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp.bind(("127.0.0.1", 0))
+        self.udp.sendto(b"\0", self.udp.getsockname())
 
     def set_collision_behavior(self, *thresholds: Any) -> None:
         pass

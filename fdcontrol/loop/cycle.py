@@ -545,22 +545,23 @@ class ControlLoop:
                  holding: bool = False, seq: int = 0, kappa_h: float = math.nan,
                  twist: np.ndarray | None = None, now: float = math.nan) -> LoopState:
         active = dict(self.limits.active)
-        c = self.solver.constraints
+        solver, posture, action, task, driver = self.solver, self.posture, self.action, self.task, self.driver
+        c = solver.constraints
         active["virtual_joint_limit"] = c is not None and c.engaged
         ll = self.link_loads
         return new_state(t, self.cycle, q, qd, q_ref, qd_ref, pose, fc, f_meas, self.law.mode,
-                         self.running, holding, watchdog, seq, self.fault, sigma, active, kappa_h,
-                         self.posture.distance(q) if self.posture is not None else math.nan,
+                         self._running.is_set(), holding, watchdog, seq, self.fault, sigma, active, kappa_h,
+                         posture.distance(q) if posture is not None else math.nan,
                          ll.clearance() if ll is not None and ll.loads else math.nan,
-                         self.driver.speed_scaling, self.driver.safety_mode,
+                         driver.speed_scaling, driver.safety_mode,
                          self._zero6 if twist is None else twist, now,
-                         self.action.seq if self.action is not None else 0,
-                         self.action.used_at if self.action is not None else math.nan,
-                         *(self.task.telemetry() if self.task is not None else _NO_TASK), self.fault_at,
-                         *(self.task.link_telemetry() if self.task is not None else _NO_LINKS),
-                         c_vm.gamma if (c_vm := self.solver.virtual) is not None else math.nan,
+                         action.seq if action is not None else 0,
+                         action.used_at if action is not None else math.nan,
+                         *(task.telemetry() if task is not None else _NO_TASK), self.fault_at,
+                         *(task.link_telemetry() if task is not None else _NO_LINKS),
+                         c_vm.gamma if (c_vm := solver.virtual) is not None else math.nan,
                          (fw := self.following).ok, fw.joint, fw.error,
-                         self.driver.sensor_status)
+                         driver.sensor_status)
 
     # ------------------------------------------------------------------ thread
     @property
