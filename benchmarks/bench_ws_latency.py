@@ -129,17 +129,30 @@ def measure(url: str, samples: int, period: float, rng: np.random.Generator, bud
     return np.array(lat) * 1e3, np.array(split).reshape(-1, 2) * 1e3, sent
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time (s) of process ``pid`` so far, all its threads (Linux /proc; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def budget_note(sent: int, samples: int, budget: float) -> str:
     return f" (the time budget of {budget:g} s ended the run after {sent} of {samples})" if sent < samples else ""
 
 
-def one_run(c: Client, url: str, n: int, n_hogs: int, args: argparse.Namespace, samples: int, period: float,
+def one_run(c: Client, svc: Service, n: int, n_hogs: int, args: argparse.Namespace, samples: int, period: float,
             rng: np.random.Generator) -> dict:
     """``samples`` wrenches with ``n`` watchers connected: prints the numbers and returns them."""
+    url = svc.url
     p = watchers(url, min(n, 500), args.watch_decimation, min(max(args.watchers_nice, 0), 19))
     try:
         s0 = c.stats()
+        pids = [svc.proc.pid, *svc.children()]
+        cpu0, t0 = [cpu_seconds(pid) for pid in pids], time.monotonic()
         ms, split, sent = measure(url, samples, period, rng, args.budget)
+        cpu = [(cpu_seconds(pid) - c0) / (time.monotonic() - t0) for pid, c0 in zip(pids, cpu0, strict=True)]
         s1 = c.stats()
     finally:
         note = stop_watchers(p)
@@ -155,6 +168,8 @@ def one_run(c: Client, url: str, n: int, n_hogs: int, args: argparse.Namespace, 
           f"p99 {np.nanpercentile(out, 99):.2f} ms")
     print(f"  loop meanwhile: overruns {s1['overruns'] - s0['overruns']} of "
           f"{s1['cycles'] - s0['cycles']} cycles, period error p99 {s1['period_error_p99_us']:.0f} µs")
+    api_cpu, loop_cpu = 100 * cpu[0], 100 * sum(cpu[1:])
+    print(f"  CPU meanwhile: the API process {api_cpu:.0f} %, the loop process {loop_cpu:.0f} % of one core")
     rates = re.search(r"received (\S+) msg/s in all, the slowest (\S+) msg/s", note)
     return {"watchers": n, "hogs": n_hogs, "sent": sent, "acknowledged": len(ms), "p50_ms": np.percentile(ms, 50),
             "p99_ms": np.percentile(ms, 99), "max_ms": ms.max(),
@@ -163,7 +178,8 @@ def one_run(c: Client, url: str, n: int, n_hogs: int, args: argparse.Namespace, 
             "watchers_msg_per_s": float(rates[1]) if rates else None,
             "slowest_watcher_msg_per_s": float(rates[2]) if rates else None,
             "loop_overruns": s1["overruns"] - s0["overruns"], "loop_cycles": s1["cycles"] - s0["cycles"],
-            "loop_period_error_p99_us": s1["period_error_p99_us"]}
+            "loop_period_error_p99_us": s1["period_error_p99_us"], "api_cpu_percent": api_cpu,
+            "loop_cpu_percent": loop_cpu}
 
 
 def main() -> None:
@@ -196,7 +212,7 @@ def main() -> None:
                 hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(min(max(n_hogs, 0), 8))]
                 try:
                     for n in args.watchers:
-                        report["runs"].append(one_run(c, svc.url, n, n_hogs, args, samples, period, rng))
+                        report["runs"].append(one_run(c, svc, n, n_hogs, args, samples, period, rng))
                 finally:
                     for h in hogs:
                         h.kill()

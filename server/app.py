@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import signal
 import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -80,6 +81,11 @@ def create_app(settings: Settings | None = None, worker: LoopWorker | None = Non
 
             app.state.foxglove = FoxgloveLive(lambda: app.state.worker, settings.foxglove_host,
                                               settings.foxglove_port, settings.foxglove_rate)
+        if threading.current_thread() is threading.main_thread():  # uvicorn's own thread (fdcontrol serve), never
+            # an in-process test client's; last, so the threads started above keep the normal policy
+            from fdcontrol.server.main import realtime_event_loop
+
+            realtime_event_loop(settings.api_realtime)
         yield
         if app.state.foxglove is not None:
             app.state.foxglove.close()

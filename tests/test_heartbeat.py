@@ -92,3 +92,33 @@ def test_api_nice_never_lowers_the_priority_the_service_was_started_with():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        cwd=Path(__file__).resolve().parent.parent)
     assert r.stdout.split() == ["False", "False", "False", "0"], r.stderr[-2000:]
+
+
+def _policy(tid: int) -> tuple[int, int]:
+    return os.sched_getscheduler(tid), os.sched_getparam(tid).sched_priority
+
+
+def test_the_api_event_loop_runs_real_time_below_the_loop():
+    """The API process's event loop takes every wrench and sends every state: with ``api_realtime`` (default)
+    its thread runs SCHED_FIFO at the lowest real-time priority, below the loop process's heartbeat and loop
+    threads; the supervisor, started before it, keeps the normal policy (the loop process it restarts too);
+    with ``api_realtime`` false no thread of the API process is real-time."""
+    from fdcontrol.server.main import API_FIFO_PRIORITY
+
+    s = Service()
+    try:
+        assert httpx.post(s.url + "/control/start", timeout=10).status_code == 200
+        if httpx.get(s.url + "/stats", timeout=10).json().get("scheduler") != "SCHED_FIFO":
+            pytest.skip("SCHED_FIFO is not permitted here (no CAP_SYS_NICE): the event loop runs as a normal thread")
+        assert _policy(s.proc.pid) == (os.SCHED_FIFO, API_FIFO_PRIORITY)  # uvicorn's event loop: the main thread
+        assert API_FIFO_PRIORITY < min(_fifo_priorities(_loop_pid(s)))  # below the heartbeat (5) and the loop (10)
+        others = [int(t.name) for t in Path(f"/proc/{s.proc.pid}/task").iterdir() if int(t.name) != s.proc.pid]
+        assert any(_policy(t)[0] != os.SCHED_FIFO for t in others)  # the supervisor thread, at least
+        assert sorted(_fifo_priorities(_loop_pid(s))) == [5, 10]  # the loop process is not made real-time by it
+    finally:
+        s.stop()
+    s = Service(env={"FDCONTROL_API_REALTIME": "false"})
+    try:
+        assert _fifo_priorities(s.proc.pid) == []
+    finally:
+        s.stop()

@@ -31,7 +31,7 @@ from .service import ROOT
 #: what only an extra brings: none of it may be visible in the lean environment
 NOT_CORE = ("fastapi", "starlette", "uvicorn", "pydantic", "yaml", "httpx", "msgpack", "orjson", "mcap", "mujoco",
             "cyclonedds", "numba", "matplotlib", "tqdm", "mpmath", "rtde_control", "websockets", "prometheus_client",
-            "gymnasium", "ruckig", "pylibfranka", "foxglove")
+            "gymnasium", "ruckig", "pylibfranka", "foxglove", "uvloop")
 #: modules that need an extra, and which (the service's own modules are the server extra's and not walked)
 NEEDS = {"fdcontrol.client": "server", "fdcontrol.recording": "record", "fdcontrol.plot": "experiments",
          "fdcontrol.experiments": "experiments", "fdcontrol.drivers.mujoco": "mujoco",

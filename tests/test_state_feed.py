@@ -366,3 +366,39 @@ def test_a_wrench_in_the_input_slot_is_acknowledged_by_the_next_cycle_and_its_pu
             assert shared.cycle == s.cycle and shared.seq_ack == seq, k
     finally:
         ch.close(unlink=True)
+
+
+def test_the_streams_stall_checks_share_one_timer_per_event_loop():
+    """Every stream checks its send in flight for stalls every STALL_CHECK s: one timer of the hub runs all
+    the checks of an event loop (one wake-up per period, not one per stream), and the last stream to leave
+    takes the timer with it."""
+    from fdcontrol.server.routers.ws import STALL_CHECK, Hub
+
+    async def run() -> tuple[int, int, list[int], int, dict]:
+        loop, hub = asyncio.get_running_loop(), Hub()
+        timers = 0
+        call_later = loop.call_later
+
+        def counted(delay, *args, **kwargs):
+            nonlocal timers
+            timers += delay == STALL_CHECK  # the stall checks' timers (this test's sleeps are others)
+            return call_later(delay, *args, **kwargs)
+
+        loop.call_later = counted  # type: ignore[method-assign]
+        calls = [0] * 50
+        unwatch = [hub.watch_stalls(lambda i=i: calls.__setitem__(i, calls[i] + 1)) for i in range(50)]
+        for _ in range(2000):  # bounded; ends when every check has run three times
+            if min(calls) >= 3:
+                break
+            await asyncio.sleep(0.01)
+        rounds, scheduled = max(calls), timers
+        for u in unwatch:
+            u()
+        after = list(calls)
+        await asyncio.sleep(0.2)  # several periods: no check runs once every stream has left
+        return rounds, scheduled, [c - a for c, a in zip(calls, after, strict=True)], timers, hub._stall_timers
+
+    rounds, scheduled, later, timers_after, left = asyncio.run(run())
+    assert min(later) == max(later) == 0 and left == {}
+    assert rounds >= 3 and scheduled <= rounds + 1  # one timer per round for all 50 (per stream: 50 per round)
+    assert timers_after == scheduled

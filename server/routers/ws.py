@@ -59,6 +59,32 @@ class Hub:
         self.dropped = 0
         self.streams = 0  # streams started: the next one's phase within its decimation block
         self._cache: dict[str, tuple[int, str | bytes]] = {}
+        # per event loop: the streams' stall checks and the one timer that runs them every STALL_CHECK s
+        self._stall_checks: dict[asyncio.AbstractEventLoop, set[Callable[[], None]]] = {}
+        self._stall_timers: dict[asyncio.AbstractEventLoop, asyncio.TimerHandle] = {}
+
+    def watch_stalls(self, check: Callable[[], None]) -> Callable[[], None]:
+        """Call ``check`` every STALL_CHECK s, from the running event loop, until the returned function is
+        called: one timer for all the streams of an event loop (50 watchers: 20 wake-ups per second, not 1000)."""
+        loop = asyncio.get_running_loop()
+        self._stall_checks.setdefault(loop, set()).add(check)
+        if loop not in self._stall_timers:
+            self._stall_timers[loop] = loop.call_later(STALL_CHECK, self._check_stalls, loop)
+
+        def unwatch() -> None:
+            checks = self._stall_checks.get(loop)
+            if checks is not None:
+                checks.discard(check)
+                if not checks:  # the last stream of this event loop has left: no timer until the next one
+                    del self._stall_checks[loop]
+                    self._stall_timers.pop(loop).cancel()
+
+        return unwatch
+
+    def _check_stalls(self, loop: asyncio.AbstractEventLoop) -> None:
+        for check in list(self._stall_checks.get(loop, ())):
+            check()
+        self._stall_timers[loop] = loop.call_later(STALL_CHECK, self._check_stalls, loop)
 
     def encode(self, s: LoopState, encoding: str, robot: RobotModel | None = None,
                stale: bool = False, lease: Callable[[], dict[str, Any]] | None = None) -> str | bytes:
@@ -115,12 +141,8 @@ async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = F
                 hub.dropped += n - missed
                 missed = n
 
-    def watch() -> None:  # a send that blocks (the client stopped reading) counts its drops meanwhile
-        nonlocal watcher
-        stalls()
-        watcher = loop.call_later(STALL_CHECK, watch)
-
-    watcher = loop.call_later(STALL_CHECK, watch)  # one timer per stream, not one per state sent
+    # a send that blocks (the client stopped reading) counts its drops meanwhile: the hub's one timer
+    unwatch = hub.watch_stalls(stalls)
     try:
         while True:
             w = worker()
@@ -150,7 +172,7 @@ async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = F
             except WorkerError:  # the loop process died mid-write: the supervisor replaces it
                 await asyncio.sleep(0.1)
     finally:
-        watcher.cancel()
+        unwatch()
 
 
 async def send_event(ws: WebSocket, encoding: str, s: LoopState) -> None:
