@@ -136,6 +136,9 @@ class _StandInRobot:
         self.udp.bind(("127.0.0.1", 0))
         self.udp.sendto(b"\0", self.udp.getsockname())
 
+    def __del__(self) -> None:
+        self.udp.close()
+
     def set_collision_behavior(self, *thresholds: Any) -> None:
         pass
 
