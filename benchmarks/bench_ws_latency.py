@@ -9,10 +9,11 @@ target: one loop period + 1 ms (issue 14). Bounded: ``--samples`` per count, 1 s
 at most. Not a test: numbers depend on the machine and its load.
 
 With ``--hogs 0 2`` every watcher count runs again with two CPU-bound processes beside the service
-(a loaded machine). Each latency is also split at the start of the cycle that took the wrench
-(the state's ``stamp``): the wait for that cycle (a random phase of the period by design), and
-that cycle's start → its state received here (the cycle, the hand-over between the processes,
-the WebSocket).
+(a loaded machine). The measuring client freezes its own objects out of its garbage collector before
+it measures (a full collection in it paused it for 22–34 ms). Each latency is also split at the start
+of the cycle that took the wrench (the state's ``stamp``): the wait for that cycle (a random phase of
+the period by design), and that cycle's start → its state received here (the cycle, the hand-over
+between the processes, the WebSocket).
 
     PYTHONPATH=. python benchmarks/bench_ws_latency.py [--samples 1000] [--rate 500] [--watchers 0 50] [--hogs 0 2]
                                                        [--budget S] [--json PATH]
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import math
 import os
 import re
@@ -107,6 +109,9 @@ def measure(url: str, samples: int, period: float, rng: np.random.Generator, bud
     lat, split = [], []
     end, sent = time.monotonic() + budget, 0
     with Client(url) as c, c.control_stream(decimation=1) as s:
+        # this process's objects so far frozen out of its cyclic garbage collector: a full collection here (22–34
+        # ms measured, over its libraries' objects) is the measuring client's pause, not the service's latency
+        gc.freeze()
         for i in range(samples):
             if i and time.monotonic() > end:
                 break

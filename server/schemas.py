@@ -85,6 +85,8 @@ class Stats(BaseModel):
                                   "null while the loop is stopped")
     ws_clients: int
     ws_dropped: int
+    api_gc_frozen: int = Field(0, description="objects of the API process kept out of the cyclic garbage collector "
+                               "since its startup (fdcontrol serve): a full collection walks only what came after")
 
 
 class _MappingSpecBase(BaseModel):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -46,4 +47,5 @@ def state(request: Request) -> dict[str, Any]:
 @router.get("/stats", response_model=schemas.Stats)
 def stats(request: Request) -> dict[str, Any]:
     w, hub = worker(request), request.app.state.hub
-    return {"rate": w.params["rate"], **w.call("stats"), "ws_clients": hub.clients, "ws_dropped": hub.dropped}
+    return {"rate": w.params["rate"], **w.call("stats"), "ws_clients": hub.clients, "ws_dropped": hub.dropped,
+            "api_gc_frozen": gc.get_freeze_count()}
