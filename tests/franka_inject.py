@@ -114,6 +114,22 @@ class _Duration:
         return self.s
 
 
+class _State(SimpleNamespace):
+    """A robot state; its flange pose ``O_T_EE`` (column-major, as libfranka's) computed when first read — a
+    robot sends it ready, and a cycle that does not read it (no wrench estimate) leaves no kinematics of the
+    stand-in's own in the caches."""
+
+    def __init__(self, model: Any, at: Any, **fields: Any) -> None:
+        super().__init__(**fields)
+        self._model, self._at = model, at  # the joint positions (array) the pose is of
+
+    @property
+    def O_T_EE(self) -> list[float]:  # libfranka's name
+        if "_pose" not in self.__dict__:
+            self._pose = self._model.pose(self._at).reshape(-1, order="F").tolist()
+        return self._pose
+
+
 class _StandInRobot:
     def __init__(self, model: Any) -> None:
         import numpy as np
@@ -175,13 +191,11 @@ class _StandInRobot:
         if finished:
             self.mode = "Idle"
 
-    def _state(self) -> SimpleNamespace:
-        pose = self.model.pose(self.q).reshape(-1, order="F").tolist()
-        return SimpleNamespace(q=self.q.tolist(), dq=self.dq.tolist(), q_d=self.q_d.tolist(),
-                               time=_Duration(self.t), O_T_EE=pose, F_T_EE=self.eye, EE_T_K=self.eye,
-                               robot_mode=SimpleNamespace(name=self.mode),
-                               control_command_success_rate=self.success_rate, O_F_ext_hat_K=[0.0] * 6,
-                               last_motion_errors=SimpleNamespace())
+    def _state(self) -> _State:
+        return _State(self.model, self.q, q=self.q.tolist(), dq=self.dq.tolist(), q_d=self.q_d.tolist(),
+                      time=_Duration(self.t), F_T_EE=self.eye, EE_T_K=self.eye,
+                      robot_mode=SimpleNamespace(name=self.mode), control_command_success_rate=self.success_rate,
+                      O_F_ext_hat_K=[0.0] * 6, last_motion_errors=SimpleNamespace())
 
     def start_joint_velocity_control(self, mode: Any) -> _StandInControl:
         self.apply()
