@@ -15,8 +15,11 @@ of the cycle that took the wrench (the state's ``stamp``): the wait for that cyc
 the period by design), and that cycle's start → its state received here (the cycle, the hand-over
 between the processes, the WebSocket).
 
+With ``--client-realtime`` the measuring client runs SCHED_FIFO (where permitted), as the service's event
+loop does: the latency a promptly scheduled client sees, without its own wait for a CPU.
+
     PYTHONPATH=. python benchmarks/bench_ws_latency.py [--samples 1000] [--rate 500] [--watchers 0 50] [--hogs 0 2]
-                                                       [--budget S] [--json PATH]
+                                                       [--client-realtime] [--budget S] [--json PATH]
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -100,6 +104,25 @@ def skip_arrived(s: Stream) -> None:
             s.ws.recv(timeout=0)
 
 
+@contextlib.contextmanager
+def realtime(on: bool) -> Iterator[bool]:
+    """SCHED_FIFO (priority 1, the service's event loop's) for this thread and the threads it starts meanwhile
+    (the WebSocket client's reader), then back to the normal policy; yields whether it was granted. Processes
+    started before it (the service, the watchers, the CPU hogs) keep theirs."""
+    if not on:
+        yield False
+        return
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))  # type: ignore[attr-defined]
+    except (AttributeError, OSError):  # not permitted here, or not Linux
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))  # type: ignore[attr-defined]
+
+
 def measure(url: str, samples: int, period: float, rng: np.random.Generator, budget: float = math.inf
             ) -> tuple[np.ndarray, np.ndarray, int]:
     """Latencies (ms), and per sample the split (ms): [send → start of the cycle that took the wrench,
@@ -156,12 +179,14 @@ def one_run(c: Client, svc: Service, n: int, n_hogs: int, args: argparse.Namespa
         s0 = c.stats()
         pids = [svc.proc.pid, *svc.children()]
         cpu0, t0 = [cpu_seconds(pid) for pid in pids], time.monotonic()
-        ms, split, sent = measure(url, samples, period, rng, args.budget)
+        with realtime(args.client_realtime) as rt:
+            ms, split, sent = measure(url, samples, period, rng, args.budget)
         cpu = [(cpu_seconds(pid) - c0) / (time.monotonic() - t0) for pid, c0 in zip(pids, cpu0, strict=True)]
         s1 = c.stats()
     finally:
         note = stop_watchers(p)
     nice = f", nice {args.watchers_nice}" if n and args.watchers_nice else ""
+    nice += ", the measuring client SCHED_FIFO" if rt else ""
     print(f"{args.rate:.0f} Hz, {n} /ws/state watchers (decimation {args.watch_decimation}{nice}), {n_hogs} CPU hogs "
           f"beside, {len(ms)} of {sent} acknowledged{budget_note(sent, samples, args.budget)}: "
           f"wrench → ack p50 {np.percentile(ms, 50):.2f} ms, "
@@ -184,7 +209,7 @@ def one_run(c: Client, svc: Service, n: int, n_hogs: int, args: argparse.Namespa
             "slowest_watcher_msg_per_s": float(rates[2]) if rates else None,
             "loop_overruns": s1["overruns"] - s0["overruns"], "loop_cycles": s1["cycles"] - s0["cycles"],
             "loop_period_error_p99_us": s1["period_error_p99_us"], "api_cpu_percent": api_cpu,
-            "loop_cpu_percent": loop_cpu}
+            "loop_cpu_percent": loop_cpu, "client_realtime": rt}
 
 
 def main() -> None:
@@ -197,6 +222,9 @@ def main() -> None:
                          "then with two)")
     ap.add_argument("--watch-decimation", type=int, default=10, help="the watchers' decimation (service default 10)")
     ap.add_argument("--watchers-nice", type=int, default=0, help="niceness of the watchers' process (0–19)")
+    ap.add_argument("--client-realtime", action="store_true",
+                    help="the measuring client (this process's sampling thread and its WebSocket reader) at SCHED_FIFO "
+                         "where permitted: beside CPU hogs its own wait for a CPU otherwise dominates the tail")
     ap.add_argument("--budget", type=float, default=math.inf,
                     help="seconds of sampling per run (watcher count × hog count): no wrench is sent past it, so the "
                          "benchmark ends in bounded time on a loaded machine; the number sent is printed")
