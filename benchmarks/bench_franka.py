@@ -111,22 +111,41 @@ def drive(loop: Any, seconds: float, drain: int) -> None:
 
 
 class Timed:
-    """Per cycle: the time (s) of each phase of :data:`STAGES`, and of each stage of the cycle by name."""
+    """Per cycle: the time (s) of each phase of :data:`STAGES`, and of each stage of the cycle by name
+    (``names``), in ring buffers of the loop's statistics window, filled in place: the timers allocate
+    nothing per cycle, so they add no collector's or allocator's work of their own to the cycles they time."""
 
-    def __init__(self) -> None:
-        self.acc = dict.fromkeys(STAGES, 0.0)
-        self.by_stage: dict[str, float] = {}
-        self.rows: list[list[float]] = []
-        self.stage_rows: list[dict[str, float]] = []
+    def __init__(self, names: list[str], n: int) -> None:
+        self.names, self.n, self.count = names, n, 0
+        self.acc = [0.0] * len(STAGES)  # this cycle's, per phase and per stage name
+        self.by_stage = [0.0] * len(names)
+        self._rows, self._stage_rows = np.zeros((n, len(STAGES))), np.zeros((n, len(names)))
         self.clock = time.perf_counter
 
     def cycle_done(self) -> None:
-        self.rows.append([self.acc[s] for s in STAGES])
-        self.stage_rows.append(dict(self.by_stage))
-        for s in STAGES:
-            self.acc[s] = 0.0
-        for s in self.by_stage:
-            self.by_stage[s] = 0.0
+        i = self.count % self.n
+        self._rows[i] = self.acc
+        self._stage_rows[i] = self.by_stage
+        self.count += 1
+        acc, by = self.acc, self.by_stage
+        for k in range(len(acc)):
+            acc[k] = 0.0
+        for k in range(len(by)):
+            by[k] = 0.0
+
+    def _ordered(self, ring: np.ndarray) -> np.ndarray:
+        k = min(self.count, self.n)
+        return np.roll(ring, -(self.count % self.n), axis=0)[-k:] if self.count >= self.n else ring[:k]
+
+    @property
+    def rows(self) -> np.ndarray:
+        """The recorded cycles' phase times (s), oldest first: one row per cycle, a column per phase."""
+        return self._ordered(self._rows)
+
+    @property
+    def stage_rows(self) -> np.ndarray:
+        """The recorded cycles' stage times (s), oldest first: a column per name of ``names``."""
+        return self._ordered(self._stage_rows)
 
 
 class TimedStage:
@@ -135,7 +154,8 @@ class TimedStage:
 
     def __init__(self, stage: Any, phase: str, timed: Timed, last: bool) -> None:
         self.stage, self.name, self.order = stage, stage.name, stage.order
-        self.phase, self.timed, self.last = phase, timed, last
+        self.phase, self.timed, self.last = STAGES.index(phase), timed, last
+        self.column = timed.names.index(stage.name)
 
     def run(self, loop: Any, c: Any) -> None:
         t = self.timed
@@ -145,7 +165,7 @@ class TimedStage:
         finally:
             dt = t.clock() - t0
             t.acc[self.phase] += dt
-            t.by_stage[self.name] = t.by_stage.get(self.name, 0.0) + dt
+            t.by_stage[self.column] += dt
             if self.last:
                 t.cycle_done()
 
@@ -155,22 +175,24 @@ def instrument(loop: Any) -> Timed:
     sense, law, map, limits, send, publish: the stage's ``order``); the wait for the robot's state (until
     the driver's ``read_at``, the tick the loop's compute time counts from), inside the read stage, is
     counted on its own and taken out of read. Instance attributes only: the classes are untouched."""
+    from fdcontrol.loop.cycle import STATS_WINDOW
     from fdcontrol.loop.stages import phase_of
 
-    t = Timed()
+    stages = loop.stages
+    t = Timed(list(dict.fromkeys(s.name for s in stages)), STATS_WINDOW)  # every stage, in cycle order
     d = loop.driver
     read = d.read
+    wait, read_phase, read_column = STAGES.index("wait"), STAGES.index("read"), t.names.index("read")
 
     def timed_read() -> Any:
         t0 = t.clock()
         js = read()
         dt = max(d.read_at - t0, 0.0)  # until the state arrived (the loop's tick): the wait
-        t.acc["wait"] += dt
-        t.acc["read"] -= dt  # the read stage's timer counts it too
-        t.by_stage["read"] = t.by_stage.get("read", 0.0) - dt
+        t.acc[wait] += dt
+        t.acc[read_phase] -= dt  # the read stage's timer counts it too
+        t.by_stage[read_column] -= dt
         return js
     d.read = timed_read
-    stages = loop.stages
     loop.stages = [TimedStage(s, phase_of(s.order), t, i == len(stages) - 1) for i, s in enumerate(stages)]
     loop._wake = False  # a recomposition would drop the timers: the bench configures nothing meanwhile
     return t
@@ -244,7 +266,7 @@ def run_standin(seconds: float) -> dict[str, Any]:
         total = np.roll(st.compute, -(st.count % st.n))[-k:] if st.count >= st.n else st.compute[:k]
     finally:
         close()
-    rows = np.array(timed.rows[-len(total):]) * 1e6
+    rows = timed.rows[-len(total):] * 1e6
     total = total[-len(rows):] * 1e6
     rest = total - rows[:, 1:].sum(axis=1)  # the cycle's time counts from the state's arrival: without the wait
     print(f"where a cycle's time goes (second run, {len(rows)} cycles, µs: mean / p50 / p99):")
@@ -254,11 +276,11 @@ def run_standin(seconds: float) -> dict[str, Any]:
         split[name] = [float(np.mean(col)), float(np.percentile(col, 50)), float(np.percentile(col, 99))]
         print(f"  {name:<18} {split[name][0]:7.1f} {split[name][1]:7.1f} {split[name][2]:7.1f}")
     res["split_us"] = split
-    names = list(dict.fromkeys(n for r in timed.stage_rows for n in r))  # every stage that ran, in cycle order
     print("  each stage (read without the wait):")
     by_stage = {}
-    for name in names:
-        col = np.array([r.get(name, 0.0) for r in timed.stage_rows[-len(rows):]]) * 1e6
+    stage_rows = timed.stage_rows[-len(rows):] * 1e6
+    for j, name in enumerate(timed.names):  # every stage, in cycle order
+        col = stage_rows[:, j]
         by_stage[name] = [float(np.mean(col)), float(np.percentile(col, 50)), float(np.percentile(col, 99))]
         print(f"    {name:<16} {by_stage[name][0]:7.1f} {by_stage[name][1]:7.1f} {by_stage[name][2]:7.1f}")
     res["stages_us"] = by_stage
