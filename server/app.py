@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import signal
 import sys
 import threading
@@ -53,6 +54,29 @@ ROUTERS = (health, state, config, analysis, control, ws, sim, twist, recording, 
            task, recovery, scene)
 
 
+#: SCHED_FIFO priority of the API process's event loop thread: the lowest real-time priority, below the loop
+#: process's heartbeat (5) and its loop thread (10), so it never delays them
+API_FIFO_PRIORITY = 1
+
+
+def realtime_event_loop(on: bool) -> bool:
+    """SCHED_FIFO (:data:`API_FIFO_PRIORITY`) for the calling thread, the one that runs the API's event loop
+    (``api_realtime``); True when granted. Only where permitted (CAP_SYS_NICE or RLIMIT_RTPRIO), as for the
+    loop thread; elsewhere the thread keeps ``api_nice``. That event loop takes every wrench and sends every
+    state: a woken normal thread may wait for a CPU-bound neighbour's time slice (milliseconds), a real-time
+    one preempts it at once. The threads it starts later (request handlers) inherit the policy; the threads
+    started before it (the supervisor, which restarts the loop process) keep the normal one. Off by default:
+    the API's CPU time then counts against the kernel's real-time budget that the loop's threads share, and
+    a flood of requests would run ahead of every normal process — for a machine that runs nothing else."""
+    if not on:
+        return False
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(API_FIFO_PRIORITY))  # type: ignore[attr-defined]
+    except (AttributeError, PermissionError, OSError):  # not permitted here, or not Linux
+        return False
+    return True
+
+
 def create_app(settings: Settings | None = None, worker: LoopWorker | None = None) -> FastAPI:
     """The service; `worker` (already started, see server/main.py) or one started at lifespan."""
     settings = settings or Settings()
@@ -84,8 +108,6 @@ def create_app(settings: Settings | None = None, worker: LoopWorker | None = Non
                                               settings.foxglove_port, settings.foxglove_rate)
         if threading.current_thread() is threading.main_thread():  # uvicorn's own thread (fdcontrol serve), never
             # an in-process test client's; last, so the threads started above keep the normal policy
-            from fdcontrol.server.main import realtime_event_loop
-
             realtime_event_loop(settings.api_realtime)
             # everything imported and built so far (~200k objects: the libraries, the app, the worker) lives as
             # long as the process: kept out of the cyclic collector's sight, as in the loop process. A full

@@ -222,27 +222,6 @@ def raise_priority(nice: int | None) -> bool:
     return True
 
 
-#: SCHED_FIFO priority of the API process's event loop thread: the lowest real-time priority, below the loop
-#: process's heartbeat (5) and its loop thread (10), so it never delays them
-API_FIFO_PRIORITY = 1
-
-
-def realtime_event_loop(on: bool) -> bool:
-    """SCHED_FIFO (:data:`API_FIFO_PRIORITY`) for the calling thread, the one that runs the API's event loop
-    (``api_realtime``); True when granted. Only where permitted (CAP_SYS_NICE or RLIMIT_RTPRIO), as for the
-    loop thread; elsewhere the thread keeps ``api_nice``. That event loop takes every wrench and sends every
-    state: a woken normal thread may wait for a CPU-bound neighbour's time slice (milliseconds), a real-time
-    one preempts it at once. The threads it starts later (request handlers) inherit the policy; the threads
-    started before it (the supervisor, which restarts the loop process) keep the normal one."""
-    if not on:
-        return False
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(API_FIFO_PRIORITY))  # type: ignore[attr-defined]
-    except (AttributeError, PermissionError, OSError):  # not permitted here, or not Linux
-        return False
-    return True
-
-
 class Terminated(Exception):
     """SIGTERM reached ``fdcontrol serve`` (after uvicorn's orderly shutdown, or before it began)."""
 

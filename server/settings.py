@@ -271,9 +271,10 @@ class Settings(ControlParams, BaseSettings):
                                  "its event loop hands every wrench to the loop and every state to the WebSockets, "
                                  "so a negative value keeps CPU-bound neighbours from delaying them; null: "
                                  "unchanged; ignored where not permitted")
-    api_realtime: bool = Field(True, description="try SCHED_FIFO for the API process's event loop thread (fdcontrol "
-                               "serve; below the loop's priority): it takes every wrench and sends every state; "
-                               "ignored where not permitted")
+    api_realtime: bool = Field(False, description="try SCHED_FIFO for the API process's event loop thread "
+                               "(fdcontrol serve; below the loop's priority): it takes every wrench and sends every "
+                               "state; for a machine that runs nothing else (its CPU time then shares the loop's "
+                               "real-time budget); ignored where not permitted")
     state_decimation: int = Field(10, ge=1, le=10000, description="default WS decimation")
     max_batch: int = Field(10_000, ge=1, le=1_000_000)
     switch_interval: float = Field(2e-4, gt=0, le=0.01, description="sys.setswitchinterval (s)")

@@ -101,13 +101,13 @@ def _policy(tid: int) -> tuple[int, int]:
 
 
 def test_the_api_event_loop_runs_real_time_below_the_loop():
-    """The API process's event loop takes every wrench and sends every state: with ``api_realtime`` (default)
-    its thread runs SCHED_FIFO at the lowest real-time priority, below the loop process's heartbeat and loop
+    """The API process's event loop takes every wrench and sends every state: with ``api_realtime`` (off by
+    default) its thread runs SCHED_FIFO at the lowest real-time priority, below the loop process's heartbeat and loop
     threads; the supervisor, started before it, keeps the normal policy (the loop process it restarts too);
-    with ``api_realtime`` false no thread of the API process is real-time."""
-    from fdcontrol.server.main import API_FIFO_PRIORITY
+    by default no thread of the API process is real-time."""
+    from fdcontrol.server.app import API_FIFO_PRIORITY
 
-    s = Service()
+    s = Service(env={"FDCONTROL_API_REALTIME": "true"})
     try:
         assert httpx.post(s.url + "/control/start", timeout=10).status_code == 200
         if httpx.get(s.url + "/stats", timeout=10).json().get("scheduler") != "SCHED_FIFO":
@@ -119,7 +119,7 @@ def test_the_api_event_loop_runs_real_time_below_the_loop():
         assert sorted(_fifo_priorities(_loop_pid(s))) == [5, 10]  # the loop process is not made real-time by it
     finally:
         s.stop()
-    s = Service(env={"FDCONTROL_API_REALTIME": "false"})
+    s = Service()
     try:
         assert _fifo_priorities(s.proc.pid) == []
     finally:
