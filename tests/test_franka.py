@@ -94,18 +94,22 @@ def franka_service(host: str, *args: str, env: dict[str, str] | None = None,
 
 
 def stream(svc: Service, wrench: list[float], seconds: float, wall_limit: float = 30.0,
-           check: bool = True) -> None:
+           check: bool = True) -> list[dict]:
     """PUT the wrench every 20 ms until `seconds` of the ROBOT's time passed (the simulator runs
-    slower than real time on a loaded machine), bounded by `wall_limit` s of wall time."""
+    slower than real time on a loaded machine), bounded by `wall_limit` s of wall time. The states
+    read after each PUT, in order."""
     t0, end = state(svc)["t"], time.monotonic() + wall_limit
+    states = []
     for _ in range(int(wall_limit / 0.02) + 1):
         r = httpx.put(svc.url + "/control/wrench", json={"wrench": wrench}, timeout=5)
         # 503 "stalled": franky-sim starved of CPU sent no state for a while (a loaded machine)
         assert r.status_code in (200, 503) or not check, r.text
         st = state(svc)
+        states.append(st)
         if st["t"] - t0 >= seconds or time.monotonic() >= end or st["fault"]:  # a faulted loop's time stands
             break
         time.sleep(0.02)
+    return states
 
 
 def wait_until(svc: Service, pred, seconds: float = 10.0) -> dict:
@@ -220,7 +224,7 @@ def test_robot_paced_run_moves_the_flange_along_the_wrench(sim):
     svc = franka_service(sim.host)
     try:
         assert post(svc, "/control/start").status_code == 200
-        stream(svc, [-0.5, 0, 0, 0, 0, 0], 3.0)  # 0.05 m/s along −x, away from the workspace's edge
+        states = stream(svc, [-0.5, 0, 0, 0, 0, 0], 3.0)  # 0.05 m/s along −x, away from the workspace's edge
         st = state(svc)
         stats = httpx.get(svc.url + "/stats", timeout=5).json()
         assert post(svc, "/control/stop").status_code == 200
@@ -231,7 +235,10 @@ def test_robot_paced_run_moves_the_flange_along_the_wrench(sim):
     moved = rec[-1, FLANGE] - rec[0, FLANGE]
     assert moved[0] < -0.03, moved  # m along −x
     assert abs(moved[1]) < 0.2 * abs(moved[0]) and abs(moved[2]) < 0.3 * abs(moved[0]), moved
-    assert st["fault"] is None and st["safety_mode"] == "Move"
+    # the robot's mode while the stream was fresh (a state read later, once the stream's watchdog held the arm
+    # and the motion ended, may say Idle: a GET after the stream can come late on a loaded machine)
+    fresh = [s for s in states if s["watchdog"] == "ok"]
+    assert st["fault"] is None and fresh and fresh[-1]["safety_mode"] == "Move", [s["safety_mode"] for s in fresh]
     assert stats["rate"] == 1000.0 and stats["cycles"] > 500
     # franky-sim always reports a command success rate of 1.0: the value the robot sent, passed on
     # (that the driver passes on whatever the robot reports: tests/test_franka_stats.py)
