@@ -33,6 +33,9 @@ def test_svd_eigh_and_the_cholesky_solve_give_the_wrappers_bits():
         S = 0.5 * (G + G.T)
         for x, y in zip(linalg.eigh(S), np.linalg.eigh(S), strict=True):
             assert same(x, y)
+        assert same(linalg.svdvals(A), np.linalg.svd(A, compute_uv=False))
+        assert same(linalg.svdvals(A.T), np.linalg.svd(A.T, compute_uv=False))  # wide, as the arm's 6×7 J
+        assert same(linalg.eigvalsh(S), np.linalg.eigvalsh(S))
         H = G + np.eye(len(G)) * 1e-3
         B = rng.normal(size=(6, len(H))).T  # a transposed (Fortran-ordered) right-hand side, as the posture's Jᵀ
         got = linalg.cho_solve_upper(H, B)
@@ -45,6 +48,8 @@ def test_non_finite_input_gives_what_the_wrappers_give(bad):
     """The wrapper's exception (type and message), or its result where it returns one."""
     for ours, theirs in ((lambda: linalg.svd(bad), lambda: np.linalg.svd(bad, full_matrices=False)),
                          (lambda: linalg.eigh(bad), lambda: np.linalg.eigh(bad)),
+                         (lambda: (linalg.svdvals(bad),), lambda: (np.linalg.svd(bad, compute_uv=False),)),
+                         (lambda: (linalg.eigvalsh(bad),), lambda: (np.linalg.eigvalsh(bad),)),
                          (lambda: linalg.cho_solve_upper(bad, np.ones(3)),
                           lambda: scipy.linalg.cho_solve(scipy.linalg.cho_factor(bad), np.ones(3)))):
         try:
@@ -56,6 +61,18 @@ def test_non_finite_input_gives_what_the_wrappers_give(bad):
             got = ours()
             for x, y in zip(got, want, strict=True):
                 np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("name", ["_SVD_S", "_SVDVALS", "_EIGVALSH"])
+def test_without_the_private_gufunc_the_public_call_answers(monkeypatch, name):
+    """A numpy whose ``_umath_linalg`` lacks a gufunc (other names in other versions): the wrapper's result."""
+    monkeypatch.setattr(linalg, name, None)
+    A = np.random.default_rng(3).normal(size=(6, 7))
+    S = A @ A.T
+    for x, y in zip(linalg.svd(A), np.linalg.svd(A, full_matrices=False), strict=True):
+        assert same(x, y)
+    assert same(linalg.svdvals(A), np.linalg.svd(A, compute_uv=False))
+    assert same(linalg.eigvalsh(S), np.linalg.eigvalsh(S))
 
 
 def test_a_matrix_that_is_not_positive_definite_raises_as_cho_factor_does():

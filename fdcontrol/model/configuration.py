@@ -23,7 +23,7 @@ import math
 import numpy as np
 import pinocchio as pin
 
-from fdcontrol.model.linalg import mirror_upper, svd
+from fdcontrol.model.linalg import eigvalsh, mirror_upper, svd, svdvals
 from fdcontrol.model.robot import ModelError, RobotModel
 from fdcontrol.model.virtual import VirtualModel
 
@@ -166,7 +166,7 @@ class Configuration:
     def singular_values(self) -> np.ndarray:
         """Singular values of J, descending (computed on first use per update)."""
         if self._sv is None:
-            self._sv = np.linalg.svd(self.jacobian, compute_uv=False)
+            self._sv = svdvals(self.jacobian)  # np.linalg.svd(J, compute_uv=False), the same bits
         return self._sv
 
     @property
@@ -185,6 +185,6 @@ class Configuration:
         if self.virtual is None:
             return math.nan
         if self._kappa is None:
-            ev = np.linalg.eigvalsh(self.inertia)
+            ev = eigvalsh(self.inertia)  # np.linalg.eigvalsh, the same bits
             self._kappa = float(ev[-1] / ev[0]) if ev[0] > 0 else math.inf
         return self._kappa

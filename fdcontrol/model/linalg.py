@@ -22,8 +22,12 @@ _F64 = np.dtype(np.float64)
 
 
 def _plain(a: np.ndarray) -> bool:
-    """`a` a finite float64 2-D ndarray (sum finite ⇒ every entry finite)."""
-    return type(a) is np.ndarray and a.dtype == _F64 and a.ndim == 2 and math.isfinite(a.sum())
+    """`a` a finite float64 2-D ndarray (Σa² finite ⇒ every entry finite; one that overflows goes to the
+    wrapper, whose result is the same; ``x.dot(x)`` is half the cost of ``a.sum()``)."""
+    if type(a) is np.ndarray and a.dtype == _F64 and a.ndim == 2:
+        x = a.ravel()
+        return math.isfinite(x.dot(x))
+    return False
 
 
 def eigh(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -36,10 +40,37 @@ def eigh(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return w, v
 
 
+def eigvalsh(a: np.ndarray) -> np.ndarray:
+    """``np.linalg.eigvalsh(a)`` (lower triangle) of a real symmetric matrix: w ascending."""
+    if _EIGVALSH is not None and _plain(a) and a.shape[0] == a.shape[1]:
+        w = _EIGVALSH(a, signature="d->d")
+        if math.isfinite(w.dot(w)):  # a failed LAPACK call fills NaN (the wrapper then raises)
+            return w
+    w = np.linalg.eigvalsh(a)
+    return w
+
+
+def svdvals(a: np.ndarray) -> np.ndarray:
+    """``np.linalg.svd(a, compute_uv=False)``: the singular values, descending."""
+    if _SVDVALS is not None and _plain(a):
+        s = _SVDVALS(a, signature="d->d")
+        if math.isfinite(s.dot(s)):
+            return s
+    s = np.linalg.svd(a, compute_uv=False)
+    return s
+
+
+# the gufuncs the wrappers call, where this numpy has them (numpy ≥ 2 names its values-only SVD ``svd``
+# beside ``svd_s``/``svd_f``; without them the wrappers above are called instead)
+_EIGVALSH: Any = getattr(_umath_linalg, "eigvalsh_lo", None)
+_SVD_S: Any = getattr(_umath_linalg, "svd_s", None)
+_SVDVALS: Any = getattr(_umath_linalg, "svd", None) if _SVD_S is not None else None
+
+
 def svd(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``np.linalg.svd(a, full_matrices=False)``: (U, s descending, Vᵀ)."""
-    if _plain(a):
-        u, s, vt = _umath_linalg.svd_s(a, signature="d->ddd")
+    if _SVD_S is not None and _plain(a):
+        u, s, vt = _SVD_S(a, signature="d->ddd")
         if math.isfinite(s.sum()):
             return u, s, vt
     u, s, vt = np.linalg.svd(a, full_matrices=False)
