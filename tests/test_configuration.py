@@ -70,6 +70,31 @@ def test_inertia_is_the_closed_form_and_inverts(robot, rng, gamma):
         np.testing.assert_allclose(conf.jacobian, J, atol=1e-12)
 
 
+def test_refactor_after_a_new_gamma_gives_a_new_updates_bits(robot, rng):
+    """γ moved (the schedule's set_gamma): refactor() keeps the kinematics and their decompositions and
+    redoes H and its factor — every output the same bits as a full update at the new γ, and H the closed form."""
+    vm = VirtualModel(robot, 1e3)
+    conf = Configuration(robot, virtual=vm)
+    for gamma in (5e4, 1e6, 2e3):
+        q = robot.random_q(rng)
+        conf.update(q)
+        J, pose, s, sv = conf.jacobian, conf.pose, conf.svd, conf.singular_values
+        old_H, old_kappa = conf.inertia, conf.kappa_h
+        vm.set_gamma(gamma)
+        assert conf.refactor() is conf
+        assert conf.jacobian is J and conf.pose is pose and conf.svd is s and conf.singular_values is sv
+        fresh = Configuration(robot, q, virtual=vm)
+        for a, b in ((conf.pose, fresh.pose), (conf.jacobian, fresh.jacobian), (conf.inertia, fresh.inertia),
+                     (conf.inertia_inverse, fresh.inertia_inverse), (conf.solve(J[0]), fresh.solve(J[0])),
+                     (conf.singular_values, fresh.singular_values), *zip(conf.svd, fresh.svd, strict=True)):
+            assert a.tobytes() == b.tobytes()
+        assert conf.kappa_h == fresh.kappa_h != old_kappa
+        A = vm.link_jacobians(q)
+        H = J.T @ J + A.T @ A / gamma  # seed 004 eq. 14, no CRBA involved
+        np.testing.assert_allclose(conf.inertia, H, rtol=1e-9, atol=1e-12 * np.abs(H).max())
+        assert not np.allclose(conf.inertia, old_H, rtol=1e-12, atol=0)
+
+
 def test_acceleration_matches_qr_and_aba(robot, rng):
     vm = VirtualModel(robot, 1e3, coriolis=True)
     conf = Configuration(robot, robot.random_q(rng), virtual=vm)

@@ -110,11 +110,7 @@ class ForwardDynamics(Mapping):
             return False
         self.virtual.set_gamma(g)
         if own:
-            J, known = conf.jacobian, conf.known_svd()  # type: ignore[union-attr]
-            conf.update(q, check=False)  # type: ignore[union-attr]
-            J2 = conf.jacobian  # γ moves H, never J: its SVD stays (np.array_equal without its wrapper)
-            if known is not None and J2.shape == J.shape and bool((J2 == J).all()):
-                conf._svd = known  # type: ignore[union-attr]
+            conf.refactor()  # type: ignore[union-attr]  # γ moves H, never J: pose, J and its SVD stay
         return True
 
     def joint_space(self, q: np.ndarray) -> np.ndarray:

@@ -75,6 +75,18 @@ class Configuration:
         self._Hinv: np.ndarray | None = None
         return self
 
+    def refactor(self) -> Configuration:
+        """H(q) and its Cholesky factor again after the virtual model's γ changed (its light links' inertia,
+        eq. 13): CRBA and the factorization at the same q. The kinematics are γ's no concern — ``pose``,
+        ``jacobian`` and J's SVD and singular values stay as :meth:`update` left them (the same bits a new
+        update would give: CRBA refills the joint Jacobians from q alone)."""
+        if self.virtual is not None:
+            m, d = self.model, self.data
+            pin.crba(m, d, self.q, pin.Convention.WORLD)
+            pin.cholesky.decompose(m, d)
+            self._kappa = self._H = self._Hinv = None
+        return self
+
     # ---------------------------------------------------------------- frames
     def to_base(self, J_world: np.ndarray) -> np.ndarray:
         """Re-express a world-aligned 6×N Jacobian (or twist block) in the base frame."""
