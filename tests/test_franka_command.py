@@ -70,3 +70,30 @@ def test_the_compiled_command_is_the_python_one(fr3, monkeypatch, interface, rat
         for d in drivers.values():
             d.close()
     assert n == 4000 and (limited > 500 or not rate_limit)  # the guard acted on many of them
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("interface", ["velocity", "position"])
+@pytest.mark.parametrize("bad", [np.full(6, 0.05), np.full(8, 0.05), np.zeros((1, 7)), [0.05] * 6])
+def test_a_reference_without_seven_joints_is_refused_and_nothing_changes(fr3, monkeypatch, compiled, interface, bad):
+    """A joint-velocity (or position) reference of another shape is a clear ValueError before any command is
+    built — the compiled form never reads or sends an entry that was not given — and the next valid commands
+    are those of a driver that never saw it."""
+    if not compiled:
+        monkeypatch.setattr(franka, "_next_command", None)
+    drivers = [StandInFranka(fr3, interface=interface, rate_limit=True) for _ in range(2)]
+    try:
+        for d in drivers:
+            d._sent = ([0.0] * 7, [0.0] * 7)
+            d._q_c = [0.1] * 7 if interface == "position" else None
+            d._state = SimpleNamespace(time=SimpleNamespace(to_sec=lambda: 1.0), q_d=[0.1] * 7)
+        with pytest.raises(ValueError, match="7 joints"):
+            drivers[0]._command(None, bad)
+        with pytest.raises(ValueError, match="7 joints"):
+            drivers[0]._command(bad, np.zeros(7))
+        for _ in range(5):
+            a, b = (d._command(None, np.zeros(7)) for d in drivers)
+            assert (a.dq if interface == "velocity" else a.q) == (b.dq if interface == "velocity" else b.q)
+    finally:
+        for d in drivers:
+            d.close()
