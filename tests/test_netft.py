@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from fdcontrol.drivers.netft import REORDER_WINDOW, NetFT, record
+from fdcontrol.drivers.netft import REORDER_WINDOW, RESTART_INTERVAL, NetFT, record
 from tests.rdt_peer import RdtPeer
 
 
@@ -208,12 +208,18 @@ class _Script:
         pass
 
 
-@pytest.mark.parametrize("back, read", [(1, False), (REORDER_WINDOW - 1, False), (REORDER_WINDOW, True),
-                                        (2**31, True), (0, True)])
-def test_a_record_behind_the_newest_is_ignored_up_to_the_reorder_window(back, read):
+@pytest.mark.parametrize("back, asked, read", [(1, True, False), (REORDER_WINDOW - 1, True, False),
+                                               (REORDER_WINDOW, True, True), (2**31, True, True), (0, True, True),
+                                               (REORDER_WINDOW, False, False), (2**31 - 1, False, False),
+                                               (2**31, False, True), (0, False, True)])
+def test_a_record_behind_the_newest_is_ignored_up_to_the_reorder_window(back, asked, read):
     """Up to REORDER_WINDOW − 1 behind the newest: overtaken on the network, ignored; further back: the
-    sensor's new stream, read (the same number again is read: latest wins)."""
+    sensor's new stream when a start request went out within the last second (``asked``: the client's
+    own, at construction), else a late record, ignored. The same number again is read (latest wins); 2³¹
+    behind is ahead (the sequence wraps)."""
     ft = NetFT("127.0.0.1", timeout=1.0)
+    if not asked:
+        ft._asked = time.monotonic() - RESTART_INTERVAL - 0.5  # the last start request 1.5 s ago
     ft.sock.close()
     newest = 1000
     ft.sock = _Script(ft.peer, [record(newest, 0, 0, [1_000_000, 0, 0, 0, 0, 0]),

@@ -21,9 +21,9 @@ Latest wins: :meth:`read` drains the socket without blocking (at most ``MAX_DRAI
 call, so a flood of datagrams cannot stall the loop) and keeps the newest record; with no
 record for ``timeout`` s it returns None, so the loop's sensor watchdog holds a law that reads
 the sensor. A record of the wrong size, with a non-zero status word or an older sequence number
-(less than ``REORDER_WINDOW`` behind the newest: one overtaken on the network) is ignored; a
-bigger step back is the sensor's new stream — it counts each stream from 1, and a record of the
-old stream may still arrive after a new start request. ``status`` is the status word of the
+is ignored — except within a second of a start request a step back of ``REORDER_WINDOW`` or more:
+that is the sensor's new stream (it counts each stream from 1, and a record of the old stream may
+still arrive after the request). ``status`` is the status word of the
 newest record (0: healthy; a healthy record clears it) and :meth:`problem` says it in words for
 the operator (the loop state's ``sensor_status``, ``/health``). While the stream is stale the
 start request is repeated once per second (a restarted
@@ -46,8 +46,9 @@ RDT_HEADER = 0x1234
 CMD_STOP, CMD_START_REALTIME = 0x0000, 0x0002
 RESTART_INTERVAL = 1.0  # s between start requests while the stream is stale
 MAX_DRAIN = 256  # records read per call at most: a flood on the socket cannot keep the loop in read()
-#: a record at most this many behind the newest is one overtaken on the network (ignored); a bigger step back is
-#: a new stream (the sensor counts each stream from 1)
+#: a record less than this many behind the newest is one overtaken on the network (ignored); a bigger step back
+#: within RESTART_INTERVAL of a start request is the new stream (the sensor counts each stream from 1), later it
+#: is a late record (ignored)
 REORDER_WINDOW = 64
 REQUEST = struct.Struct(">HHI")
 RECORD = struct.Struct(">III6i")
@@ -113,6 +114,7 @@ class NetFT:
             return self._read()
 
     def _read(self) -> np.ndarray | None:
+        restarting = time.monotonic() - self._asked <= RESTART_INTERVAL  # a new stream may come: it counts from 1
         for _ in range(MAX_DRAIN):  # the socket's newest records (more wait for the next call)
             try:
                 data, peer = self.sock.recvfrom(512)
@@ -123,8 +125,10 @@ class NetFT:
             if peer != self.peer or len(data) != RECORD.size:
                 continue
             seq, _, status, *counts = RECORD.unpack(data)
-            if self.rdt_sequence is not None and 0 < (self.rdt_sequence - seq) % 2**32 < REORDER_WINDOW:
-                continue  # older than the newest (reordered)
+            if self.rdt_sequence is not None:
+                back = (self.rdt_sequence - seq) % 2**32
+                if 0 < back < 2**31 and (back < REORDER_WINDOW or not restarting):
+                    continue  # older than the newest: reordered, or late (no new stream was asked for)
             self.status = status  # the newest record's: an error shows, a healthy record clears it
             if status != 0:
                 continue
