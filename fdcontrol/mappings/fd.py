@@ -82,7 +82,9 @@ class ForwardDynamics(Mapping):
         # np.linalg.svd(J, full_matrices=False) without its wrapper's cost (the same call either way)
         own = conf is not None and conf.jacobian is J and conf.q is q and conf.virtual is self.virtual
         _, s, Vt = conf.svd if own else svd(J)  # type: ignore[union-attr]
-        if scheduled_gamma_compiled is not None:  # h, the band's end and the schedule in one compiled call
+        # h, the band's end and the schedule in one compiled call (for one singular value numpy sums the one
+        # contiguous column pairwise, the kernel in order: that rare case keeps the plain forms' bits)
+        if scheduled_gamma_compiled is not None and len(s) > 1:
             # the link Jacobians from the Configuration's CRBA pass at q (no second pass: the same bits)
             AV = self.virtual.link_jacobians(q, conf.data if own else None) @ Vt.T  # type: ignore[union-attr]
             g = scheduled_gamma_compiled(AV, s, self.gamma0, self.gamma_straight, GAIN_MARGIN, REGULAR_SIGMA)
