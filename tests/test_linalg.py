@@ -81,15 +81,21 @@ def test_a_matrix_that_is_not_positive_definite_raises_as_cho_factor_does():
         linalg.cho_solve_upper(H, np.ones(3))
 
 
+def _awkward_square(rng: np.random.Generator) -> np.ndarray:
+    """A random 1×1 to 8×8 matrix with −0.0 (about 30 %), NaN and −inf (about 5 % each) among its entries."""
+    n = int(rng.integers(1, 9))
+    M = rng.normal(size=(n, n))
+    M[rng.random((n, n)) < 0.3] = -0.0
+    M[rng.random((n, n)) < 0.05] = np.nan
+    M[rng.random((n, n)) < 0.05] = -np.inf
+    return M
+
+
 def test_symmetric_upper_is_numpys_triu_sum_to_the_bit():
     """The upper triangle mirrored, −0.0, NaN and ±inf included (the triu sum turns −0.0 into +0.0)."""
     rng = np.random.default_rng(3)
     for _ in range(500):
-        n = int(rng.integers(1, 9))
-        M = rng.normal(size=(n, n))
-        M[rng.random((n, n)) < 0.3] = -0.0
-        M[rng.random((n, n)) < 0.05] = np.nan
-        M[rng.random((n, n)) < 0.05] = -np.inf
+        M = _awkward_square(rng)
         got = linalg.symmetric_upper(M)
         assert same(got, np.triu(M) + np.triu(M, 1).T) and got.flags.c_contiguous
 
@@ -100,13 +106,8 @@ def test_mirror_upper_is_the_fancy_indexed_copy_to_the_bit(order):
     ±inf included, from C- and Fortran-ordered M (pinocchio's matrices), into a C-ordered copy."""
     rng = np.random.default_rng(4)
     for _ in range(500):
-        n = int(rng.integers(1, 9))
-        M = rng.normal(size=(n, n))
-        M[rng.random((n, n)) < 0.3] = -0.0
-        M[rng.random((n, n)) < 0.05] = np.nan
-        M[rng.random((n, n)) < 0.05] = -np.inf
-        M = np.asarray(M, order=order)
-        low = np.tril_indices(n, -1)
+        M = np.asarray(_awkward_square(rng), order=order)
+        low = np.tril_indices(len(M), -1)
         want = M.copy()
         want[low] = want.T[low]
         got = linalg.mirror_upper(M, low)
