@@ -86,7 +86,8 @@ class ForwardDynamics(Mapping):
         # contiguous column pairwise, the kernel in order: that rare case keeps the plain forms' bits)
         if scheduled_gamma_compiled is not None and len(s) > 1:
             # the link Jacobians from the Configuration's CRBA pass at q (no second pass: the same bits)
-            AV = self.virtual.link_jacobians(q, conf.data if own else None) @ Vt.T  # type: ignore[union-attr]
+            # (into the model's buffer: read at once by the product)
+            AV = self.virtual.link_jacobians(q, conf.data if own else None, True) @ Vt.T  # type: ignore[union-attr]
             g = scheduled_gamma_compiled(AV, s, self.gamma0, self.gamma_straight, GAIN_MARGIN, REGULAR_SIGMA)
             if g == g:  # NaN: a value not finite or a zero division, the plain forms below decide
                 return g
