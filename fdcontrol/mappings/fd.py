@@ -29,6 +29,8 @@ from fdcontrol.model.virtual import (
 from fdcontrol.params import declare
 
 Schedule = Literal["conditioning", "fixed"]
+#: calls without past_band_end after it failed (gamma_at: where h_min is not h_N, it cannot succeed)
+_WAIT = 16
 
 
 @MAPPINGS.register("fd")
@@ -68,6 +70,7 @@ class ForwardDynamics(Mapping):
         #: past_band_end decides for J with N ≤ 6 columns (v_N an eigenvector of the N×N JᵀJ), compiled only
         self._certify = past_band_end is not None and scheduled_gamma_compiled is not None and robot.dof <= 6
         self._past = True  # the last γ was past the band (gamma_straight): try past_band_end
+        self._wait = 0  # calls to go before past_band_end, after it failed, is tried again
 
     @property
     def gamma(self) -> float:
@@ -85,14 +88,18 @@ class ForwardDynamics(Mapping):
             return self.gamma_straight
         own = conf is not None and conf.jacobian is J and conf.q is q and conf.virtual is self.virtual
         A = None
-        if self._certify and self._past:
+        if self._wait:  # the test failed lately: the SVD for a few calls (where it is too weak, it costs ~nothing)
+            self._wait -= 1
+        elif self._certify and self._past:
             # the link Jacobians from the Configuration's CRBA pass at q (no second pass: the same bits), into the
             # model's buffer (read at once below); past the band's end for certain (its bound from v_N alone, with
             # room for the SVD's rounding): the SVD's answer without the SVD. Tried while the last γ was past the
-            # band (inside it, where it cannot succeed, it is not tried: its verdict, never its answer, is a guess)
+            # band (inside it, where it cannot succeed, it is not tried: the last γ guides which path runs, never
+            # the answer)
             A = self.virtual.link_jacobians(q, conf.data if own else None, True)  # type: ignore[union-attr]
             if past_band_end(J, A, self.gamma0, GAIN_MARGIN):
                 return self.gamma_straight
+            self._wait = _WAIT
         # np.linalg.svd(J, full_matrices=False) without its wrapper's cost (the same call either way)
         _, s, Vt = conf.svd if own else svd(J)  # type: ignore[union-attr]
         # h, the band's end and the schedule in one compiled call (for one singular value numpy sums the one
