@@ -43,6 +43,7 @@ import json
 import math
 import os
 import random
+import resource
 import sys
 import threading
 import time
@@ -329,11 +330,15 @@ def standin_run(cycles: int, seconds: float, timed: bool) -> tuple[Any, np.ndarr
             loop.stats = stats
         t = instrument(loop) if timed else None
         gc0 = [g["collections"] for g in gc.get_stats()]
+        ru0 = resource.getrusage(resource.RUSAGE_SELF)
         if cycles:
             run_cycles(loop, channel, drain, cycles)
         else:
             drive(loop, seconds, drain)
         loop.garbage = [g["collections"] - c for g, c in zip(gc.get_stats(), gc0, strict=True)]
+        ru = resource.getrusage(resource.RUSAGE_SELF)  # the process's: this thread only waits meanwhile
+        loop.rusage = {"minor_faults": ru.ru_minflt - ru0.ru_minflt, "major_faults": ru.ru_majflt - ru0.ru_majflt,
+                       "involuntary_switches": ru.ru_nivcsw - ru0.ru_nivcsw}
         loop.commands = loop.driver._robot.commands
         total = recorded(loop.stats) * 1e6
     finally:
@@ -348,11 +353,13 @@ def run_standin(seconds: float, cycles: int = 0) -> dict[str, Any]:
     res: dict[str, Any] = {"cycles": s["cycles"], "commands": loop.commands, "window": len(total),
                            "compute_p50_us": s["compute_p50_us"], "compute_p99_us": s["compute_p99_us"],
                            "compute_max_us": s["compute_max_us"], "robot_cycles": cycles or None,
-                           "compute_us": spread(total), "gc_collections": loop.garbage}
+                           "compute_us": spread(total), "gc_collections": loop.garbage, "rusage": loop.rusage}
     print(f"stand-in robot (answers at once), {what}: {s['cycles']} cycles, {loop.commands} commands; "
           f"compute per cycle (last {len(total)}): {spread_text(res['compute_us'])} (the max at cycle "
           f"{int(np.argmax(total)) + 1 + s['cycles'] - len(total)}); "
-          f"garbage collections (generation 0/1/2): {'/'.join(map(str, loop.garbage))}")
+          f"garbage collections (generation 0/1/2): {'/'.join(map(str, loop.garbage))}; page faults (minor/major) "
+          f"{loop.rusage['minor_faults']}/{loop.rusage['major_faults']}, involuntary context switches "
+          f"{loop.rusage['involuntary_switches']}")
     loop, total, timed = standin_run(cycles, seconds, True)
     assert timed is not None
     rows = timed.rows[-len(total):] * 1e6
