@@ -134,12 +134,14 @@ class Timed:
         self.acc = [0.0] * len(STAGES)  # this cycle's, per phase and per stage name
         self.by_stage = [0.0] * len(names)
         self._rows, self._stage_rows = np.zeros((n, len(STAGES))), np.zeros((n, len(names)))
+        self._kinds = np.zeros(n, dtype=np.int8)  # per cycle: KINDS' bits
         self.clock = time.perf_counter
 
-    def cycle_done(self) -> None:
+    def cycle_done(self, kind: int = 0) -> None:
         i = self.count % self.n
         self._rows[i] = self.acc
         self._stage_rows[i] = self.by_stage
+        self._kinds[i] = kind
         self.count += 1
         acc, by = self.acc, self.by_stage
         for k in range(len(acc)):
@@ -157,9 +159,27 @@ class Timed:
         return self._ordered(self._rows)
 
     @property
+    def kinds(self) -> np.ndarray:
+        """The recorded cycles' kinds (bits of :data:`KINDS`), oldest first."""
+        return self._ordered(self._kinds)
+
+    @property
     def stage_rows(self) -> np.ndarray:
         """The recorded cycles' stage times (s), oldest first: a column per name of ``names``."""
         return self._ordered(self._stage_rows)
+
+
+#: kinds of cycle, by the extra work they do: a bit each
+KINDS = (("the γ band only (J's SVD taken)", 1), ("telemetry only (σmin(J) or κ(H) computed)", 2))
+
+
+def kind_of(loop: Any, c: Any) -> int:
+    """This cycle's kind (bits of :data:`KINDS`): whether something took J's SVD (the FD mapping's γ schedule
+    inside its band), whether the published state's telemetry decomposed J or H (ControlLoop._telemetry)."""
+    conf = getattr(c, "conf", None)
+    band = conf is not None and conf.known_svd() is not None
+    n, k = loop.telemetry_decimation, loop.cycle - 1
+    return int(band) | (2 if k == 0 or k % n in (0, n // 2) else 0)
 
 
 class TimedStage:
@@ -181,7 +201,7 @@ class TimedStage:
             t.acc[self.phase] += dt
             t.by_stage[self.column] += dt
             if self.last:
-                t.cycle_done()
+                t.cycle_done(kind_of(loop, c))
 
 
 def instrument(loop: Any) -> Timed:
@@ -387,6 +407,17 @@ def run_standin(seconds: float, cycles: int = 0) -> dict[str, Any]:
         print(f"    {name:<16} {by_stage[name][0]:7.1f} {by_stage[name][1]:7.1f} {by_stage[name][2]:7.1f} "
               f"{by_stage[name][3]:7.1f}")
     res["stages_us"] = by_stage
+    kinds = timed.kinds[-len(rows):]
+    res["kinds"] = {}
+    print("  by kind of cycle (the wrapped cycle, µs p50 / p99; share of all cycles, of the slowest 1 %):")
+    (band, b1), (tele, b2) = KINDS
+    for label, mask in (("neither", kinds == 0), (band, kinds == b1), (tele, kinds == b2), ("both", kinds == b1 | b2)):
+        if mask.any():
+            k = res["kinds"][label] = {"p50_us": float(np.percentile(total[mask], 50)),
+                                       "p99_us": float(np.percentile(total[mask], 99)),
+                                       "share": float(mask.mean()), "share_of_slowest": float(mask[slow].mean())}
+            print(f"    {label:<38} {k['p50_us']:6.0f} {k['p99_us']:6.0f}   {100 * k['share']:5.1f} % "
+                  f"{100 * k['share_of_slowest']:5.1f} %")
     res["against_inprocess"] = paced_vs_inprocess(500, 6)
     return res
 
