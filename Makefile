@@ -16,7 +16,7 @@ BASE ?= docker.io/library/python:3.11-slim
 EXTRAS ?= server,mujoco,ros2,fast
 HOST_PYTHON ?= python3
 
-.PHONY: serve test test-loaded browser install install-test bench measure clean image image-test lerobot test-lerobot
+.PHONY: serve test test-loaded browser install install-test bench measure clean image image-test image-clean lerobot test-lerobot
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -71,7 +71,7 @@ LR_VENV := .venv-lerobot
 PLUGINS := $(wildcard plugins/*/pyproject.toml)
 $(LR_VENV)/.installed: pyproject.toml $(PLUGINS)
 	test -x $(LR_VENV)/bin/python || $(PYTHON) -m venv $(LR_VENV)
-	$(LR_VENV)/bin/python -m pip install -q -e '.[lerobot]' 'pytest>=8,<10' $(foreach p,$(PLUGINS),-e $(dir $(p)))
+	$(LR_VENV)/bin/python -m pip install -q --no-cache-dir -e '.[lerobot]' 'pytest>=8,<10' $(foreach p,$(PLUGINS),-e $(dir $(p)))
 	touch $@
 
 lerobot: $(LR_VENV)/.installed
@@ -98,6 +98,10 @@ image:
 
 image-test: image
 	$(HOST_PYTHON) scripts/container.py test --tag $(IMAGE)
+
+# removes the image and the untagged images earlier builds left (about 1.2 GB each); the base stays
+image-clean:
+	$(HOST_PYTHON) scripts/container.py clean --tag $(IMAGE)
 
 clean:
 	rm -rf $(VENV) $(LR_VENV) build *.egg-info

@@ -5,17 +5,20 @@ whole path against franky-sim with /ws/state readers.
    franka limits with the jerk limit, its state published to shared memory as the loop process
    does) on the franka driver over a stand-in for libfranka that answers at once
    (tests/franka_inject.py ``StandInLibrary``: no network, no simulator on the CPU). The loop
-   thread runs for ``--standin-seconds``; printed: its compute time per cycle (p50/p99/max, from
-   the state's arrival to the end of the cycle, the loop's own statistics) — then, on a second run
-   with each stage of the cycle (fdcontrol.loop.stages) wrapped in a timer, where a cycle's time
+   thread runs for ``--standin-cycles`` robot cycles (the wrench streamed on the robot's clock: every
+   run sees the same inputs and poses; scripts/measure.py uses this) or else for ``--standin-seconds``
+   of wall time; printed: its compute time per cycle (p50/p90/p99/p99.9/max, from the state's arrival
+   to the end of the cycle, the loop's own statistics) and the garbage collections during the run —
+   then, on a second run with each stage of the cycle (fdcontrol.loop.stages) wrapped in a timer, where a cycle's time
    goes, per phase: wait for the robot (until its state arrived), read (the state, the streamed
    inputs, kinematics), sense (the wrench reading), law (with the task-space parts), map (joint
    loads such as the posture task, and the solver), limits, send, publish (the state and its
    shared-memory slot); the rest of the cycle (the loop's own bookkeeping between stages) is the
-   cycle minus the phases, so the split adds up to the cycle; then each stage by name. The
-   wrappers add ~0.2 µs each. Last, the same FR3 loop on the stand-in and on the kinematic
-   simulator in process, cycle by cycle in this thread, interleaved: what the robot-paced path
-   adds to the cycle (the difference of their p50).
+   cycle minus the phases, so the split adds up to the cycle; then each stage by name; each as
+   mean, p50, p99 and the mean over the run's slowest 1 % of cycles. The wrappers add ~0.2 µs
+   each. Last, the same FR3 loop on the stand-in and on the kinematic simulator in process, cycle
+   by cycle in this thread, interleaved: what the robot-paced path adds to the cycle (the
+   difference of their p50).
 2. ``sim`` (``--seconds`` > 0): franky-sim (a simulator of the libfranka network protocol, MuJoCo
    physics) in its own process on a loopback address, then ``fdcontrol serve --robot fr3 --driver
    franka`` (real uvicorn on 127.0.0.1); starts the loop, connects ``--watchers`` /ws/state readers
@@ -27,7 +30,8 @@ whole path against franky-sim with /ws/state readers.
 
 Bounded in time; loopback only. Not a test: numbers depend on the machine and its load.
 
-    PYTHONPATH=. python benchmarks/bench_franka.py [--standin-seconds 3] [--seconds 60] [--watchers 50] [--json PATH]
+    PYTHONPATH=. python benchmarks/bench_franka.py [--standin-cycles 20000 | --standin-seconds 3] [--seconds 60]
+        [--watchers 50] [--json PATH]
 """
 
 from __future__ import annotations
@@ -39,7 +43,9 @@ import json
 import math
 import os
 import random
+import resource
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -56,8 +62,13 @@ STAGES = ("wait", "read", "sense", "law", "map", "limits", "send", "publish")
 
 
 def standin_loop(driver: str = "tests.franka_inject:StandInFranka") -> tuple[Any, Any, Callable[[], None]]:
-    """The service's loop on the stand-in robot (or on ``driver``), publishing to shared memory and with its
-    startup objects frozen out of the garbage collector, as the loop process does."""
+    """The service's loop on the stand-in robot (or on ``driver``) as the loop process runs it
+    (server/loop_process.py): its state published to shared memory, the GIL's switch interval of the settings,
+    the startup objects frozen out of the garbage collector. Not its heartbeat and metrics threads: beside a
+    robot that answers at once the loop thread holds the GIL ~99 % of the time, so each of their turns would
+    land inside a cycle (at a robot's 1 kHz they mostly come while the loop thread waits for the robot's state,
+    without the GIL); and a real-time loop thread that never sleeps, with a real-time heartbeat beside it, runs
+    into the kernel's real-time throttling (sched_rt_runtime_us: ~50 ms stalls once a second here)."""
     from fdcontrol.server.channel import Channel, ShmIO
     from fdcontrol.server.metrics import LoopMetrics
     from fdcontrol.server.runtime import Runtime
@@ -65,6 +76,8 @@ def standin_loop(driver: str = "tests.franka_inject:StandInFranka") -> tuple[Any
 
     settings = Settings(robot="fr3", driver=driver, rate=1000.0,
                         limits=["cartesian", "position", "velocity", "acceleration", "jerk"], command_timeout=10.0)
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(settings.switch_interval)
     runtime = Runtime(settings)
     loop = runtime.loop
     channel = Channel()
@@ -82,6 +95,7 @@ def standin_loop(driver: str = "tests.franka_inject:StandInFranka") -> tuple[Any
         os.close(r)
         os.close(w)
         channel.close(unlink=True)
+        sys.setswitchinterval(switch)
 
     return loop, (r, channel), close
 
@@ -120,12 +134,14 @@ class Timed:
         self.acc = [0.0] * len(STAGES)  # this cycle's, per phase and per stage name
         self.by_stage = [0.0] * len(names)
         self._rows, self._stage_rows = np.zeros((n, len(STAGES))), np.zeros((n, len(names)))
+        self._kinds = np.zeros(n, dtype=np.int8)  # per cycle: KINDS' bits
         self.clock = time.perf_counter
 
-    def cycle_done(self) -> None:
+    def cycle_done(self, kind: int = 0) -> None:
         i = self.count % self.n
         self._rows[i] = self.acc
         self._stage_rows[i] = self.by_stage
+        self._kinds[i] = kind
         self.count += 1
         acc, by = self.acc, self.by_stage
         for k in range(len(acc)):
@@ -143,9 +159,27 @@ class Timed:
         return self._ordered(self._rows)
 
     @property
+    def kinds(self) -> np.ndarray:
+        """The recorded cycles' kinds (bits of :data:`KINDS`), oldest first."""
+        return self._ordered(self._kinds)
+
+    @property
     def stage_rows(self) -> np.ndarray:
         """The recorded cycles' stage times (s), oldest first: a column per name of ``names``."""
         return self._ordered(self._stage_rows)
+
+
+#: kinds of cycle, by the extra work they do: a bit each
+KINDS = (("the γ band only (J's SVD taken)", 1), ("telemetry only (σmin(J) or κ(H) computed)", 2))
+
+
+def kind_of(loop: Any, c: Any) -> int:
+    """This cycle's kind (bits of :data:`KINDS`): whether something took J's SVD (the FD mapping's γ schedule
+    inside its band), whether the published state's telemetry decomposed J or H (ControlLoop._telemetry)."""
+    conf = getattr(c, "conf", None)
+    band = conf is not None and conf.known_svd() is not None
+    n, k = loop.telemetry_decimation, loop.cycle - 1
+    return int(band) | (2 if k == 0 or k % n in (0, n // 2) else 0)
 
 
 class TimedStage:
@@ -167,7 +201,7 @@ class TimedStage:
             t.acc[self.phase] += dt
             t.by_stage[self.column] += dt
             if self.last:
-                t.cycle_done()
+                t.cycle_done(kind_of(loop, c))
 
 
 def instrument(loop: Any) -> Timed:
@@ -175,11 +209,10 @@ def instrument(loop: Any) -> Timed:
     sense, law, map, limits, send, publish: the stage's ``order``); the wait for the robot's state (until
     the driver's ``read_at``, the tick the loop's compute time counts from), inside the read stage, is
     counted on its own and taken out of read. Instance attributes only: the classes are untouched."""
-    from fdcontrol.loop.cycle import STATS_WINDOW
     from fdcontrol.loop.stages import phase_of
 
     stages = loop.stages
-    t = Timed(list(dict.fromkeys(s.name for s in stages)), STATS_WINDOW)  # every stage, in cycle order
+    t = Timed(list(dict.fromkeys(s.name for s in stages)), loop.stats.n)  # every stage, in cycle order
     d = loop.driver
     read = d.read
     wait, read_phase, read_column = STAGES.index("wait"), STAGES.index("read"), t.names.index("read")
@@ -243,47 +276,148 @@ def paced_vs_inprocess(cycles: int, rounds: int) -> dict[str, Any]:
     return out
 
 
-def run_standin(seconds: float) -> dict[str, Any]:
-    loop, (drain, _), close = standin_loop()
+class RobotClockFeed:
+    """The stand-in robot's tick hook (its ``on_tick``) for a run of a fixed number of robot cycles: every
+    20th tick a new wrench (the slowly turning 2 N of :func:`drive`, on the robot's clock) written to the
+    shared memory's wrench slot as the API process does, and the publish pipe read as the API's feed reads
+    it; at tick ``cycles`` the loop thread leaves its loop after this cycle. It runs in the loop thread
+    before the robot hands its state over (the robot's side: not in a cycle's compute time), so every run
+    sees the same ticks, the same wrenches and the same poses, whatever the machine's speed."""
+
+    EVERY = 20  # ticks between two wrenches
+
+    def __init__(self, loop: Any, channel: Any, drain: int, cycles: int) -> None:
+        self.loop, self.channel, self.drain, self.cycles = loop, channel, drain, cycles
+        self.done, self.seq = threading.Event(), 0
+
+    def __call__(self, robot: Any) -> None:
+        k = round(robot.t * 1000.0)  # the robot's tick (1 ms)
+        if k % self.EVERY == 1:
+            self.seq += 1
+            t = robot.t
+            self.channel.write_wrench(np.array([2.0 * math.cos(0.5 * t), 2.0 * math.sin(0.5 * t), 0, 0, 0, 0]),
+                                      "base", self.seq, time.monotonic())
+            with contextlib.suppress(BlockingIOError):
+                os.read(self.drain, 1 << 16)
+        if k >= self.cycles and not self.done.is_set():
+            self.loop._running.clear()  # this cycle is the run's last
+            self.done.set()
+
+
+def run_cycles(loop: Any, channel: Any, drain: int, cycles: int) -> None:
+    """Run the loop thread for ``cycles`` ticks of the stand-in robot (:class:`RobotClockFeed`); this thread
+    only waits (it never takes the GIL meanwhile)."""
+    feed = RobotClockFeed(loop, channel, drain, cycles)
+    loop.driver._robot.on_tick = feed
+    loop.start()
+    finished = feed.done.wait(30.0 + 0.01 * cycles)  # bounded: a cycle of 10 ms would be far off
+    loop.stop()
+    loop.driver._robot.on_tick = None
+    if not finished:
+        raise RuntimeError(f"the stand-in run did not reach {cycles} robot cycles in time")
+
+
+def recorded(st: Any) -> np.ndarray:
+    """The compute times (s) a Stats ring holds, oldest first."""
+    k = min(st.count, st.n)
+    return np.roll(st.compute, -(st.count % st.n))[-k:] if st.count >= st.n else st.compute[:k].copy()
+
+
+PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0), ("p99.9", 99.9))
+
+
+def spread(a: np.ndarray) -> dict[str, float]:
+    """p50/p90/p99/p99.9/max of ``a`` (µs)."""
+    out = {f"{name}_us": float(np.percentile(a, p)) for name, p in PERCENTILES}
+    out["max_us"] = float(a.max())
+    return out
+
+
+def spread_text(d: dict[str, float]) -> str:
+    return ", ".join(f"{name} {d[f'{name}_us']:.0f}" for name in (*(n for n, _ in PERCENTILES), "max")) + " µs"
+
+
+def standin_run(cycles: int, seconds: float, timed: bool) -> tuple[Any, np.ndarray, Timed | None]:
+    """One run on the stand-in: ``cycles`` robot cycles (else ``seconds`` of wall time); the loop's
+    statistics, the cycles' compute times (µs, oldest first), the stage timers (``timed``)."""
+    from fdcontrol.loop.cycle import Stats
+
+    loop, (drain, channel), close = standin_loop()
     try:
-        drive(loop, seconds, drain)
-        s = loop.stats.summary()
-        commands = loop.driver._robot.commands
+        if cycles:
+            stats = Stats(cycles + 100)  # every cycle of the run (the loop's window is 5000)
+            stats.clock = loop.stats.clock
+            loop.stats = stats
+        t = instrument(loop) if timed else None
+        gc0 = [g["collections"] for g in gc.get_stats()]
+        ru0 = resource.getrusage(resource.RUSAGE_SELF)
+        if cycles:
+            run_cycles(loop, channel, drain, cycles)
+        else:
+            drive(loop, seconds, drain)
+        loop.garbage = [g["collections"] - c for g, c in zip(gc.get_stats(), gc0, strict=True)]
+        ru = resource.getrusage(resource.RUSAGE_SELF)  # the process's: this thread only waits meanwhile
+        loop.rusage = {"minor_faults": ru.ru_minflt - ru0.ru_minflt, "major_faults": ru.ru_majflt - ru0.ru_majflt,
+                       "involuntary_switches": ru.ru_nivcsw - ru0.ru_nivcsw}
+        loop.commands = loop.driver._robot.commands
+        total = recorded(loop.stats) * 1e6
     finally:
         close()
-    res: dict[str, Any] = {"cycles": s["cycles"], "commands": commands, "window": s["window"],
+    return loop, total, t
+
+
+def run_standin(seconds: float, cycles: int = 0) -> dict[str, Any]:
+    loop, total, _ = standin_run(cycles, seconds, False)
+    s = loop.stats.summary()
+    what = f"{cycles} robot cycles" if cycles else f"{seconds:.1f} s"
+    res: dict[str, Any] = {"cycles": s["cycles"], "commands": loop.commands, "window": len(total),
                            "compute_p50_us": s["compute_p50_us"], "compute_p99_us": s["compute_p99_us"],
-                           "compute_max_us": s["compute_max_us"]}
-    print(f"stand-in robot (answers at once), {seconds:.1f} s: {s['cycles']} cycles, {commands} commands; "
-          f"compute per cycle (last {s['window']}): p50 {s['compute_p50_us']:.0f} µs, "
-          f"p99 {s['compute_p99_us']:.0f} µs, max {s['compute_max_us']:.0f} µs")
-    loop, (drain, _), close = standin_loop()
-    try:
-        timed = instrument(loop)
-        drive(loop, seconds, drain)
-        st = loop.stats
-        k = min(st.count, st.n)
-        total = np.roll(st.compute, -(st.count % st.n))[-k:] if st.count >= st.n else st.compute[:k]
-    finally:
-        close()
+                           "compute_max_us": s["compute_max_us"], "robot_cycles": cycles or None,
+                           "compute_us": spread(total), "gc_collections": loop.garbage, "rusage": loop.rusage}
+    print(f"stand-in robot (answers at once), {what}: {s['cycles']} cycles, {loop.commands} commands; "
+          f"compute per cycle (last {len(total)}): {spread_text(res['compute_us'])} (the max at cycle "
+          f"{int(np.argmax(total)) + 1 + s['cycles'] - len(total)}); "
+          f"garbage collections (generation 0/1/2): {'/'.join(map(str, loop.garbage))}; page faults (minor/major) "
+          f"{loop.rusage['minor_faults']}/{loop.rusage['major_faults']}, involuntary context switches "
+          f"{loop.rusage['involuntary_switches']}")
+    loop, total, timed = standin_run(cycles, seconds, True)
+    assert timed is not None
     rows = timed.rows[-len(total):] * 1e6
-    total = total[-len(rows):] * 1e6
+    total = total[-len(rows):]
     rest = total - rows[:, 1:].sum(axis=1)  # the cycle's time counts from the state's arrival: without the wait
-    print(f"where a cycle's time goes (second run, {len(rows)} cycles, µs: mean / p50 / p99):")
+    slow = total >= np.percentile(total, 99)  # the slowest 1 % of this run's cycles
+    res["timed_compute_us"] = spread(total)
+    print(f"where a cycle's time goes (second run, {len(rows)} cycles: {spread_text(res['timed_compute_us'])}; "
+          f"garbage collections {'/'.join(map(str, loop.garbage))}), µs: mean / p50 / p99 / mean over the slowest "
+          f"1 % ({int(slow.sum())} cycles):")
     split = {}
     for i, name in enumerate((*STAGES, "rest of the cycle", "cycle (wrapped)")):
         col = rows[:, i] if i < len(STAGES) else (rest if i == len(STAGES) else total)
-        split[name] = [float(np.mean(col)), float(np.percentile(col, 50)), float(np.percentile(col, 99))]
-        print(f"  {name:<18} {split[name][0]:7.1f} {split[name][1]:7.1f} {split[name][2]:7.1f}")
+        split[name] = [float(np.mean(col)), float(np.percentile(col, 50)), float(np.percentile(col, 99)),
+                       float(np.mean(col[slow]))]
+        print(f"  {name:<18} {split[name][0]:7.1f} {split[name][1]:7.1f} {split[name][2]:7.1f} {split[name][3]:7.1f}")
     res["split_us"] = split
     print("  each stage (read without the wait):")
     by_stage = {}
     stage_rows = timed.stage_rows[-len(rows):] * 1e6
     for j, name in enumerate(timed.names):  # every stage, in cycle order
         col = stage_rows[:, j]
-        by_stage[name] = [float(np.mean(col)), float(np.percentile(col, 50)), float(np.percentile(col, 99))]
-        print(f"    {name:<16} {by_stage[name][0]:7.1f} {by_stage[name][1]:7.1f} {by_stage[name][2]:7.1f}")
+        by_stage[name] = [float(np.mean(col)), float(np.percentile(col, 50)), float(np.percentile(col, 99)),
+                          float(np.mean(col[slow]))]
+        print(f"    {name:<16} {by_stage[name][0]:7.1f} {by_stage[name][1]:7.1f} {by_stage[name][2]:7.1f} "
+              f"{by_stage[name][3]:7.1f}")
     res["stages_us"] = by_stage
+    kinds = timed.kinds[-len(rows):]
+    res["kinds"] = {}
+    print("  by kind of cycle (the wrapped cycle, µs p50 / p99; share of all cycles, of the slowest 1 %):")
+    (band, b1), (tele, b2) = KINDS
+    for label, mask in (("neither", kinds == 0), (band, kinds == b1), (tele, kinds == b2), ("both", kinds == b1 | b2)):
+        if mask.any():
+            k = res["kinds"][label] = {"p50_us": float(np.percentile(total[mask], 50)),
+                                       "p99_us": float(np.percentile(total[mask], 99)),
+                                       "share": float(mask.mean()), "share_of_slowest": float(mask[slow].mean())}
+            print(f"    {label:<38} {k['p50_us']:6.0f} {k['p99_us']:6.0f}   {100 * k['share']:5.1f} % "
+                  f"{100 * k['share_of_slowest']:5.1f} %")
     res["against_inprocess"] = paced_vs_inprocess(500, 6)
     return res
 
@@ -376,13 +510,17 @@ def run_sim(seconds: float, n: int) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--standin-seconds", type=float, default=3.0, help="0: skip the stand-in part")
+    ap.add_argument("--standin-cycles", type=int, default=0,
+                    help="run the stand-in for this many robot cycles instead of --standin-seconds (the same "
+                         "inputs on the robot's clock, the same poses in every run)")
     ap.add_argument("--seconds", type=float, default=60.0, help="franky-sim part; 0: skip it")
     ap.add_argument("--watchers", type=int, default=50)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     res: dict[str, Any] = {}
-    if args.standin_seconds > 0:
-        res["standin"] = run_standin(min(max(args.standin_seconds, 0.5), 60.0))
+    if args.standin_seconds > 0 or args.standin_cycles > 0:
+        res["standin"] = run_standin(min(max(args.standin_seconds, 0.5), 60.0), min(max(args.standin_cycles, 0),
+                                                                                    200_000))
     if args.seconds > 0:
         res["sim"] = run_sim(min(max(args.seconds, 1.0), 600.0), min(max(args.watchers, 0), 500))
     write_json(args.json, "franka", res)

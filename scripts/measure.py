@@ -33,9 +33,11 @@ from render_measured import ORDER, render_section, replace_section
 ROOT = Path(__file__).resolve().parent.parent
 FULL = {"cycles": 4000, "rounds": 8, "robots": ["ur10", "panda"], "seconds": 30.0, "rate": 1000.0,
         "spin": 0.0002, "hogs": 1, "samples": 1000, "ws_rate": 500.0, "watchers": [0, 50],
-        "ws_hogs": [0, 2], "franka_seconds": 60.0, "franka_watchers": 50, "cycle_budget": 30.0, "ws_budget": 20.0}
+        "ws_hogs": [0, 2], "franka_seconds": 60.0, "franka_watchers": 50, "franka_cycles": 20000, "cycle_budget": 30.0,
+        "ws_budget": 20.0}
 QUICK = {**FULL, "cycles": 400, "rounds": 4, "robots": ["ur10"], "seconds": 2.0, "samples": 100, "watchers": [0, 10],
-         "ws_hogs": [0], "franka_seconds": 5.0, "franka_watchers": 10, "cycle_budget": 5.0, "ws_budget": 3.0}
+         "ws_hogs": [0], "franka_seconds": 5.0, "franka_watchers": 10, "franka_cycles": 3000, "cycle_budget": 5.0,
+         "ws_budget": 3.0}
 
 
 @dataclass(frozen=True)
@@ -66,9 +68,12 @@ BENCHES = {
                 # stop (≤ 20 s each), the samples (none sent past the budget; the last one waits ≤ 1 s for its ack)
                 lambda o: 60 + len(o.watchers) * len(o.ws_hogs) * (o.ws_budget + 45)),
     "franka": Bench("benchmarks/bench_franka.py",
-                    lambda o: ["--seconds", f"{o.franka_seconds:g}", "--watchers", str(o.franka_watchers)],
-                    # two stand-in runs (3 s each and their imports), the simulator and service start, the run, the stop
-                    lambda o: 180 + 2 * o.franka_seconds),
+                    lambda o: ["--standin-cycles", str(o.franka_cycles), "--seconds", f"{o.franka_seconds:g}",
+                               "--watchers", str(o.franka_watchers)],
+                    # two stand-in runs of a fixed count of robot cycles (the same inputs and poses in every
+                    # measurement; ≤ 2 ms a cycle on a loaded machine) and their imports, the simulator and service
+                    # start, the run, the stop
+                    lambda o: 180 + 2 * o.franka_seconds + 0.004 * o.franka_cycles),
 }
 
 
@@ -211,6 +216,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--ws-budget", type=float, help="bench_ws_latency: seconds of samples per run (bounds the run)")
     g.add_argument("--franka-seconds", type=float, help="bench_franka: length of the run (s)")
     g.add_argument("--franka-watchers", type=int, help="bench_franka: /ws/state readers")
+    g.add_argument("--franka-cycles", type=int, help="bench_franka: robot cycles of each stand-in run")
     opts = ap.parse_args(argv)
     for k, v in (QUICK if opts.quick else FULL).items():
         if getattr(opts, k) is None:

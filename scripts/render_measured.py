@@ -237,18 +237,31 @@ def render_franka(entry: dict) -> list[str]:
     stand, r = (res.get("standin"), res.get("sim")) if "sim" in res or "standin" in res else (None, res)
     out = [f"`{command(entry['output']['argv'])}`:", ""]
     if stand is not None:
+        slowest = all(len(v) > 3 for v in stand["split_us"].values())
         out += [f"The robot-paced cycle's own cost — the service's FR3 loop (franka limits with the jerk limit, its "
                 f"state published to shared memory) on the franka driver over a stand-in for libfranka that answers "
                 f"at once (no network, no simulator on the CPU): {stand['cycles']} cycles, compute per cycle p50 "
                 f"{num(stand['compute_p50_us'], 0)} µs, p99 {num(stand['compute_p99_us'], 0)} µs, max "
-                f"{num(stand['compute_max_us'], 0)} µs (last {stand['window']} cycles). Where a cycle's time goes "
-                "(a second run with each stage behind a timer):", ""]
-        rows = [[name, num(v[0], 1), num(v[1], 1), num(v[2], 1)] for name, v in stand["split_us"].items()]
-        out += table(["stage", "mean (µs)", "p50 (µs)", "p99 (µs)"], rows) + [""]
+                f"{num(stand['compute_max_us'], 0)} µs (last {stand['window']} cycles)"
+                + (f"; p90 {num(stand['compute_us']['p90_us'], 0)} µs, p99.9 {num(stand['compute_us']['p99.9_us'], 0)} "
+                   f"µs over {stand['robot_cycles']} cycles of the robot's clock (the same inputs and poses in "
+                   "every run)" if stand.get("compute_us") and stand.get("robot_cycles") else "")
+                + ". Where a cycle's time goes (a second run with each stage behind a timer"
+                + ("; the last column: the mean over that run's slowest 1 % of cycles" if slowest else "") + "):", ""]
+        cols = 4 if slowest else 3
+        head = ["mean (µs)", "p50 (µs)", "p99 (µs)", "slowest 1 % (µs)"][:cols]
+        rows = [[name, *(num(x, 1) for x in v[:cols])] for name, v in stand["split_us"].items()]
+        out += table(["stage", *head], rows) + [""]
         if stand.get("stages_us"):
             out += ["Each stage of the cycle by name (read without the wait):", ""]
-            rows = [[name, num(v[0], 1), num(v[1], 1), num(v[2], 1)] for name, v in stand["stages_us"].items()]
-            out += table(["cycle stage", "mean (µs)", "p50 (µs)", "p99 (µs)"], rows) + [""]
+            rows = [[name, *(num(x, 1) for x in v[:cols])] for name, v in stand["stages_us"].items()]
+            out += table(["cycle stage", *head], rows) + [""]
+        if stand.get("kinds"):
+            out += ["The cycles by the extra work they do (the timed run's cycles):", ""]
+            rows = [[name, num(k["p50_us"], 0), num(k["p99_us"], 0), f"{100 * k['share']:.1f} %",
+                     f"{100 * k['share_of_slowest']:.1f} %"] for name, k in stand["kinds"].items()]
+            out += table(["kind of cycle", "p50 (µs)", "p99 (µs)", "of all cycles", "of the slowest 1 %"],
+                         rows) + [""]
         cmp = stand.get("against_inprocess")
         if cmp:
             out += [f"The same FR3 cycle called in one thread, one cycle of each in turn ({cmp['rounds']} × "

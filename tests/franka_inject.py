@@ -145,6 +145,9 @@ class _StandInRobot:
         self.commands = 0
         self.pending: tuple[str, Any, bool] | None = None  # the command taken, applied at the next tick (apply)
         self.success_rate = 1.0  # control_command_success_rate the robot reports (a test sets it)
+        # called with the robot at each tick, before its state is handed over (the robot's side of the cycle:
+        # a benchmark streams its inputs on the robot's clock here); None: nothing
+        self.on_tick: Any = None
         # libfranka's state socket, as the driver finds it (a UDP socket the connection opened) and waits on it
         # in select without the GIL: here one on loopback with a datagram that stays unread — a state is always
         # there, and the loop thread releases the GIL while it "waits", as it does on a robot
@@ -171,6 +174,8 @@ class _StandInRobot:
     def read_once(self) -> SimpleNamespace:
         self.apply()
         self.t += CLOCK_PERIOD
+        if self.on_tick is not None:
+            self.on_tick(self)
         return self._state()
 
     def apply(self) -> None:
@@ -216,6 +221,8 @@ class _StandInControl:
         r = self.robot
         r.apply()
         r.t += CLOCK_PERIOD
+        if r.on_tick is not None:
+            r.on_tick(r)
         return r._state(), _Duration(CLOCK_PERIOD)
 
     def writeOnce(self, cmd: Any) -> None:

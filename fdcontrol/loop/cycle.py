@@ -196,6 +196,7 @@ class ControlLoop:
         self.max_tracking_error = 0.05  # rad, position interfaces only (see _position_reference)
         self._q_ref: np.ndarray | None = None  # the last position reference (position interfaces)
         self.stats = Stats()
+        self._jacobi = _jacobi_kernels()  # the telemetry's compiled σmin(J), κ(H), or None (numba missing)
         self.stats.clock = driver.clock_stats if driver.owns_clock else None
         self._late = 0.0  # the threaded loop's period error for the cycle step() is running
         self._command: Command | None = None
@@ -508,12 +509,32 @@ class ControlLoop:
 
     def _telemetry(self, conf: Configuration) -> tuple[float, float]:
         """σmin(J) and κ(H), each every ``telemetry_decimation``-th cycle, half a period apart (two
-        decompositions of ~5 µs each never load the same cycle); both on the first cycle."""
+        decompositions never load the same cycle); both on the first cycle. By Jacobi rotations, compiled
+        (fdcontrol.model.jacobi: ~4 µs each in the cycle where LAPACK's took 13–19 µs), else — numba missing, a
+        value not finite — by the Configuration's LAPACK calls; the two agree to rounding."""
         n, k = self.telemetry_decimation, self.cycle - 1
         first = k == 0
-        s = conf.sigma_min if first or k % n == 0 else self.state.sigma_min_j
-        kh = conf.kappa_h if first or k % n == n // 2 else self.state.kappa_h
+        s = self._sigma_min(conf) if first or k % n == 0 else self.state.sigma_min_j
+        kh = self._kappa_h(conf) if first or k % n == n // 2 else self.state.kappa_h
         return s, kh
+
+    def _sigma_min(self, conf: Configuration) -> float:
+        kernels = self._jacobi
+        if kernels is not None:
+            J = conf.jacobian
+            s = kernels[0](J, np.empty((min(J.shape), max(J.shape))))
+            if s == s:  # NaN: not finite or not converged, LAPACK answers (or raises) as ever
+                return s
+        return conf.sigma_min
+
+    def _kappa_h(self, conf: Configuration) -> float:
+        kernels = self._jacobi
+        if kernels is not None and conf.virtual is not None:
+            H = conf.inertia
+            kh = kernels[1](H, np.empty(H.shape))
+            if kh == kh:
+                return kh
+        return conf.kappa_h
 
     def commanded_position(self) -> np.ndarray | None:
         """Where the robot's controller drives the joints now (rad): the driver's
@@ -680,6 +701,16 @@ _NO_LINKS = (math.nan, None)  # link_distance, link_pair
 #: the scalar parameters among RECONFIGURABLE, with the type they are stored as
 _SCALARS = {"telemetry_decimation": int, "command_timeout": float, "max_force": float, "max_torque": float,
             "max_tracking_error": float, "spin": float, "sensor_timeout": float}
+
+
+def _jacobi_kernels() -> tuple[Any, Any] | None:
+    """fdcontrol.model.jacobi's (sigma_min, condition_spd), compiled when first imported (here, as the loop is
+    built: never in the loop thread), or None where numba is missing."""
+    try:
+        from fdcontrol.model.jacobi import condition_spd, sigma_min
+    except ImportError:
+        return None
+    return sigma_min, condition_spd
 
 
 def _check_params(changes: dict[str, object]) -> None:
