@@ -8,7 +8,7 @@ from typing import Literal
 import numpy as np
 
 from fdcontrol.mappings.base import MAPPINGS, Mapping
-from fdcontrol.model.conditioning import sigma_min_above
+from fdcontrol.model.conditioning import past_band_end, sigma_min_above
 from fdcontrol.model.configuration import Configuration
 from fdcontrol.model.linalg import svd
 from fdcontrol.model.robot import ModelError, RobotModel
@@ -29,6 +29,8 @@ from fdcontrol.model.virtual import (
 from fdcontrol.params import declare
 
 Schedule = Literal["conditioning", "fixed"]
+#: calls without past_band_end after it failed (gamma_at: where h_min is not h_N, it cannot succeed)
+_WAIT = 16
 
 
 @MAPPINGS.register("fd")
@@ -65,6 +67,10 @@ class ForwardDynamics(Mapping):
         self.virtual = VirtualModel(robot, gamma)
         self.algorithm: Algorithm = algorithm
         self._scheduled_at: list[float] | None = None  # the q the loop's Configuration was last scheduled at
+        #: past_band_end decides for J with N ≤ 6 columns (v_N an eigenvector of the N×N JᵀJ), compiled only
+        self._certify = past_band_end is not None and scheduled_gamma_compiled is not None and robot.dof <= 6
+        self._past = True  # the last γ was past the band (gamma_straight): try past_band_end
+        self._wait = 0  # calls to go before past_band_end, after it failed, is tried again
 
     @property
     def gamma(self) -> float:
@@ -78,23 +84,40 @@ class ForwardDynamics(Mapping):
             return self.gamma0
         J = self.robot.jacobian(q) if J is None else J
         if sigma_min_above(J, REGULAR_SIGMA):  # past every band (no SVD needed): a Cholesky test of J Jᵀ
+            self._past = True
             return self.gamma_straight
-        # np.linalg.svd(J, full_matrices=False) without its wrapper's cost (the same call either way)
         own = conf is not None and conf.jacobian is J and conf.q is q and conf.virtual is self.virtual
+        A = None
+        if self._wait:  # the test failed lately: the SVD for a few calls (where it is too weak, it costs ~nothing)
+            self._wait -= 1
+        elif self._certify and self._past:
+            # the link Jacobians from the Configuration's CRBA pass at q (no second pass: the same bits), into the
+            # model's buffer (read at once below); past the band's end for certain (its bound from v_N alone, with
+            # room for the SVD's rounding): the SVD's answer without the SVD. Tried while the last γ was past the
+            # band (inside it, where it cannot succeed, it is not tried: the last γ guides which path runs, never
+            # the answer)
+            A = self.virtual.link_jacobians(q, conf.data if own else None, True)  # type: ignore[union-attr]
+            if past_band_end(J, A, self.gamma0, GAIN_MARGIN):
+                return self.gamma_straight
+            self._wait = _WAIT
+        # np.linalg.svd(J, full_matrices=False) without its wrapper's cost (the same call either way)
         _, s, Vt = conf.svd if own else svd(J)  # type: ignore[union-attr]
         # h, the band's end and the schedule in one compiled call (for one singular value numpy sums the one
         # contiguous column pairwise, the kernel in order: that rare case keeps the plain forms' bits)
         if scheduled_gamma_compiled is not None and len(s) > 1:
-            # the link Jacobians from the Configuration's CRBA pass at q (no second pass: the same bits)
-            AV = self.virtual.link_jacobians(q, conf.data if own else None) @ Vt.T  # type: ignore[union-attr]
-            g = scheduled_gamma_compiled(AV, s, self.gamma0, self.gamma_straight, GAIN_MARGIN, REGULAR_SIGMA)
+            if A is None:  # (as above)
+                A = self.virtual.link_jacobians(q, conf.data if own else None, True)  # type: ignore[union-attr]
+            g = scheduled_gamma_compiled(A @ Vt.T, s, self.gamma0, self.gamma_straight, GAIN_MARGIN, REGULAR_SIGMA)
             if g == g:  # NaN: a value not finite or a zero division, the plain forms below decide
+                self._past = g == self.gamma_straight
                 return g
         h = self.virtual.link_inertia(q, Vt.T, conf.data if own else None)  # type: ignore[union-attr]
         # the common case first: every σ_k past the schedule's band (its end 2s/ρ, scheduled_gamma)
         end = min(2.0 * math.sqrt(max(float(h.min()), 0.0) / self.gamma0) / GAIN_MARGIN, REGULAR_SIGMA)
         if s[-1] >= end:
+            self._past = True
             return self.gamma_straight
+        self._past = False
         return scheduled_gamma_at(s.tolist(), h.tolist(), self.gamma0, self.gamma_straight)
 
     def schedule(self, q: np.ndarray, conf: Configuration | None = None) -> bool:

@@ -249,6 +249,10 @@ class VirtualModel:
         self._zero3, self._eye3 = np.zeros(3), np.eye(3)  # set_gamma's lever and unit inertia (read-only)
         self._zero3.flags.writeable = self._eye3.flags.writeable = False
         self._light_joints = [j for j in range(1, model.njoints) if j != last]
+        #: the γ schedule's A, refilled each time (:meth:`link_jacobians` with ``shared``): one 6-row view per light
+        #: link, so a link's Jacobian is one copy into its rows
+        self._A = np.empty((6 * len(self._light_joints), model.nv))
+        self._A_rows = [(self._A[6 * i:6 * i + 6], j) for i, j in enumerate(self._light_joints)]
 
     @property
     def dof(self) -> int:
@@ -350,17 +354,24 @@ class VirtualModel:
             return x
         raise ModelError(f"unknown algorithm {algorithm!r}; expected one of {ALGORITHMS}")
 
-    def link_jacobians(self, q: np.ndarray, data: pin.Data | None = None) -> np.ndarray:
+    def link_jacobians(self, q: np.ndarray, data: pin.Data | None = None, shared: bool = False) -> np.ndarray:
         """A = [J_b1; …; J_b(N−1)]: body Jacobians of the light links at their joint origins,
         so that H_l = AᵀA and H = JᵀJ + AᵀA/γ (6(N−1)×N). `data`: pinocchio data of this model whose joint
         Jacobians are at q already — CRBA with the WORLD convention fills them as computeJointJacobians
-        does, the same bits (a Configuration's; tests/test_straight.py) — else they are computed here."""
+        does, the same bits (a Configuration's; tests/test_straight.py) — else they are computed here.
+        ``shared``: into this model's one buffer (the same values; valid until the next shared call — for a
+        caller that only reads it at once, as the γ schedule does), else a new array."""
         if data is None:
             data = self.data
             pin.computeJointJacobians(self.model, data, q)
-        A, model, local = np.empty((6 * len(self._light_joints), self.model.nv)), self.model, pin.LOCAL
+        model, local, get = self.model, pin.LOCAL, pin.getJointJacobian
+        if shared:
+            for rows, j in self._A_rows:  # np.vstack's rows, without its wrapper nor a new array
+                rows[...] = get(model, data, j, local)
+            return self._A
+        A = np.empty(self._A.shape)
         for i, j in enumerate(self._light_joints):  # np.vstack's rows, without its wrapper
-            A[6 * i:6 * i + 6] = pin.getJointJacobian(model, data, j, local)
+            A[6 * i:6 * i + 6] = get(model, data, j, local)
         return A
 
     def _qr(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
