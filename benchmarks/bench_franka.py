@@ -67,8 +67,9 @@ def standin_loop(driver: str = "tests.franka_inject:StandInFranka") -> tuple[Any
     the startup objects frozen out of the garbage collector. Not its heartbeat and metrics threads: beside a
     robot that answers at once the loop thread holds the GIL ~99 % of the time, so each of their turns would
     land inside a cycle (at a robot's 1 kHz they mostly come while the loop thread waits for the robot's state,
-    without the GIL); and a real-time loop thread that never sleeps, with a real-time heartbeat beside it, runs
-    into the kernel's real-time throttling (sched_rt_runtime_us: ~50 ms stalls once a second here)."""
+    without the GIL). A real-time (SCHED_FIFO) loop thread that never waits runs into the kernel's real-time
+    throttling (sched_rt_runtime_us 950 ms of every second): a stall of ~50 ms now and then, which sets the
+    run's max (on a robot the thread waits for most of each millisecond)."""
     from fdcontrol.server.channel import Channel, ShmIO
     from fdcontrol.server.metrics import LoopMetrics
     from fdcontrol.server.runtime import Runtime
