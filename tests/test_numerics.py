@@ -167,3 +167,8 @@ def test_a_virtual_model_whose_gamma_changed_in_place_is_the_model_built_at_that
         np.testing.assert_array_equal(vm.acceleration(q, f), fresh.acceleration(q, f))
     with pytest.raises(ModelError):
         vm.set_gamma(0.0)
+    for bad in (1e13, 5e-7, float("nan"), float("inf"), True, "2e3"):  # the checks of a γ given from outside
+        with pytest.raises(ModelError):
+            vm.set_gamma(bad)
+    vm.set_gamma(np.float64(2e3))  # a numpy float: check_gamma's plain float
+    assert type(vm.gamma) is float and vm.gamma == 2e3

@@ -40,6 +40,9 @@ GAMMA_MAX: dict[str, float] = {"cholesky": 1e9, "aba": 1e10, "qr": 1e12}
 GAMMA = Param("gamma", "float", 1e3, "mass dominance γ = m_e/m_l of the virtual model: near singularities (the "
               "paper's regularizing value) with gamma_schedule 'conditioning', everywhere with 'fixed' (the bound "
               "depends on the algorithm: cholesky ≤ 1e9, aba ≤ 1e10, qr ≤ 1e12)", ge=1e-6, le=max(GAMMA_MAX.values()))
+#: the floats check_gamma(γ) returns as they are (GAMMA's bounds, the widest algorithm's limit; GAMMA has no gt)
+_GAMMA_LO, _GAMMA_HI = GAMMA.ge, min(GAMMA.le, max(GAMMA_MAX.values()))
+assert GAMMA.gt is None and _GAMMA_LO is not None
 #: γ away from singularities under the conditioning schedule (:func:`scheduled_gamma`)
 GAMMA_STRAIGHT = Param("gamma_straight", "float", 1e6, "γ away from singularities when gamma_schedule is "
                        "'conditioning': the virtual model's coupling J H⁻¹ Jᵀ − I falls as 1/γ, so the tool moves "
@@ -326,6 +329,7 @@ class VirtualModel:
         self._fext = [pin.Force.Zero() for _ in range(model.njoints)]
         self._zero3, self._eye3 = np.zeros(3), np.eye(3)  # set_gamma's lever and unit inertia (read-only)
         self._zero3.flags.writeable = self._eye3.flags.writeable = False
+        self._rot = np.zeros((3, 3))  # set_gamma's rotational inertia (its diagonal rewritten, the rest stays 0)
         self._light_joints = [j for j in range(1, model.njoints) if j != last]
         #: the γ schedule's A, refilled each time (:meth:`link_jacobians` with ``shared``): one 6-row view per light
         #: link, so a link's Jacobian is one copy into its rows
@@ -348,9 +352,13 @@ class VirtualModel:
         changes H and so the next q̈, never q̇ itself (no jump in the joint velocity reference)."""
         if gamma == self.gamma:
             return
-        self.gamma = check_gamma(gamma)
-        # the same operations as before, on a lever and identity made once
-        light = pin.Inertia(self._m_e / self.gamma, self._zero3, self._ip_e / self.gamma * self._eye3)
+        # check_gamma's answer for a float within GAMMA's bounds is that float (the schedule's γ, every cycle it
+        # moves), without its calls
+        self.gamma = gamma if type(gamma) is float and _GAMMA_LO <= gamma <= _GAMMA_HI else check_gamma(gamma)
+        # the same values as ip_e/γ · I₃ (d·1.0 = d, d·0.0 = +0.0): its diagonal set in a matrix of zeros made once
+        d, rot = self._ip_e / self.gamma, self._rot
+        rot[0, 0] = rot[1, 1] = rot[2, 2] = d
+        light = pin.Inertia(self._m_e / self.gamma, self._zero3, rot)
         inertias = self.model.inertias
         for j in self._light_joints:
             inertias[j] = light
