@@ -510,36 +510,92 @@ def test_past_band_end_is_never_wrong_at_the_bands_edge():
     assert close > 1000 and said > 0.5 * clear > 100, (close, said, clear)
 
 
-def test_the_schedule_past_its_band_takes_no_svd_and_the_same_gamma(ur10, monkeypatch):
-    """The held push of bench_cycle on the UR10 stretches the arm through the band's end, where the schedule
-    certifies γ = gamma_straight without J's SVD (past_band_end): along the way every scheduled γ equals the one
-    from a fresh SVD of the cycle's J, and most cycles just past the band's end take no SVD."""
+@pytest.mark.parametrize("name", ["ur10", "panda"])
+def test_the_held_push_schedules_with_less_and_the_same_gamma(name, monkeypatch):
+    """The held push of bench_cycle stretches the arm through the band to a singular pose: just past the band's
+    end (UR10) the schedule certifies γ = gamma_straight without J's SVD (past_band_end), at the band's start γ₀
+    without the link Jacobians (at_band_start): every scheduled γ equals the one from a fresh SVD and the link
+    Jacobians of the cycle's J, and those tests decide most of the cycles they are tried on."""
     from fdcontrol.drivers import SimulatedRobot
     from fdcontrol.loop import build_loop
     from fdcontrol.mappings import fd as fd_module
     from fdcontrol.model.robot import HOME
+    from fdcontrol.model.virtual import GAIN_MARGIN, REGULAR_SIGMA, scheduled_gamma_compiled
 
-    if fd_module.past_band_end is None:
+    if fd_module.past_band_end is None or fd_module.at_band_start is None:
         pytest.skip("numba is not installed")
-    sim = SimulatedRobot(ur10, dt=2e-3, q0=np.array(HOME["ur10"]))
-    loop = build_loop(driver=sim, robot=ur10, rate=500.0)
+    robot = RobotModel.load(name)
+    sim = SimulatedRobot(robot, dt=2e-3, q0=np.array(HOME[name]))
+    loop = build_loop(driver=sim, robot=robot, rate=500.0)
     fd = loop.solver.mapping
-    scratch = make_mapping("fd", ur10)
-    verdicts = []
-    real = fd_module.past_band_end
+    scratch = make_mapping("fd", robot)
+    verdicts: dict[str, list[bool]] = {"past": [], "start": []}
 
-    def spy(*args):
-        verdicts.append(real(*args))
-        return verdicts[-1]
+    def spying(real, out):
+        def spy(*args):
+            out.append(real(*args))
+            return out[-1]
+        return spy
 
-    monkeypatch.setattr(fd_module, "past_band_end", spy)
+    monkeypatch.setattr(fd_module, "past_band_end", spying(fd_module.past_band_end, verdicts["past"]))
+    monkeypatch.setattr(fd_module, "at_band_start", spying(fd_module.at_band_start, verdicts["start"]))
     loop.set_wrench([5.0, -3.0, 2.0, 0.1, 0.0, 0.2], t=1e12)
-    past = 0
+    past = start = 0
     for i in range(3000):
         loop.step(now=0.0)
-        q = loop.config.q  # (the cycle's J, from its CRBA pass: as the schedule reads it)
-        _, s, Vt = np.linalg.svd(loop.config.jacobian, full_matrices=False)
-        want = float(scheduled_gamma(s, scratch.virtual.link_inertia(q, Vt.T), GAMMA.default, GAMMA_STRAIGHT.default))
+        q, J = loop.config.q, loop.config.jacobian  # the cycle's J, from its CRBA pass: as the schedule reads it
+        _, s, Vt = np.linalg.svd(J, full_matrices=False)
+        want = scheduled_gamma_compiled(scratch.virtual.link_jacobians(q) @ Vt.T, s, GAMMA.default,
+                                        GAMMA_STRAIGHT.default, GAIN_MARGIN, REGULAR_SIGMA)
         assert fd.gamma == want, i
         past += want == GAMMA_STRAIGHT.default and s[-1] < 0.05
-    assert past >= 10 and sum(verdicts) >= 0.5 * past, (past, sum(verdicts), len(verdicts))
+        start += want == GAMMA.default
+    assert start > 1000 and sum(verdicts["start"]) > 0.9 * start, (start, sum(verdicts["start"]))
+    if name == "ur10":
+        assert past >= 10 and sum(verdicts["past"]) >= 0.5 * past, (past, sum(verdicts["past"]))
+
+
+@pytest.mark.parametrize("name", ["ur10", "panda", "fr3"])
+def test_at_band_start_is_never_wrong_at_the_bands_start(name):
+    """at_band_start (the γ schedule's test for σ_N ≤ s, where γ is its lowest, from the SVD and the
+    Configuration's H instead of the link Jacobians) says True only where the schedule from that SVD and the link
+    Jacobians gives its lowest value: at random poses of the arm, singular and not, with H at γ_M = 1e3 … 1e6 and
+    γ₀ chosen so that s lies within relative 1e-14 … 0.3 of σ_N on either side; it says True on most poses where
+    σ_N < s/4."""
+    from fdcontrol.model.configuration import Configuration
+    from fdcontrol.model.virtual import GAIN_MARGIN, REGULAR_SIGMA, at_band_start, scheduled_gamma_compiled
+
+    if at_band_start is None:
+        pytest.skip("numba is not installed")
+    robot = RobotModel.load(name)
+    fd = make_mapping("fd", robot)
+    vm = fd.virtual
+    conf = Configuration(robot, virtual=vm)
+    rng = np.random.default_rng(8)
+    said, deep, close = 0, 0, 0
+    for i in range(3000):
+        q = robot.random_q(rng)
+        if i % 2:  # near a singular pose: the elbow or the wrist stretched
+            q[2 if name == "ur10" else 3] = rng.normal() * 0.02 + (0.0 if name == "ur10" else -0.07)
+        vm.set_gamma(float(10.0 ** rng.uniform(3, 6)))
+        conf.update(q)
+        _, s, Vt = np.linalg.svd(conf.jacobian, full_matrices=False)
+        AV = vm.link_jacobians(q, conf.data) @ Vt.T
+        hmin = float((AV * AV).sum(axis=0).min())
+        d = rng.choice([-1.0, 1.0]) * 10.0 ** rng.uniform(-14, -0.5) if i % 3 else rng.uniform(-0.9, 20.0)
+        g0 = hmin / (s[-1] * (1 + d) * GAIN_MARGIN) ** 2  # s = σ_N (1 + d) at this γ₀
+        if not 1e-6 <= g0 <= 1e12 or s[-1] == 0.0:
+            continue
+        gs = g0 * 1e3
+        want = scheduled_gamma_compiled(AV, s, g0, gs, GAIN_MARGIN, REGULAR_SIGMA)
+        got = at_band_start(conf.data.M, conf.jacobian, s, Vt, vm.link_joints, conf.gamma, g0, GAIN_MARGIN,
+                            REGULAR_SIGMA)
+        band_start = min(np.sqrt(hmin / g0) / GAIN_MARGIN, REGULAR_SIGMA / 2)
+        if got:
+            said += 1
+            assert want == g0, (i, s[-1], band_start, want)
+        if abs(s[-1] - band_start) < 1e-9 * band_start:
+            close += 1
+        elif s[-1] < 0.25 * band_start:
+            deep += 1
+    assert close > 40 and deep > 10 and said > 0.5 * deep, (close, said, deep)

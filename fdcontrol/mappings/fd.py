@@ -22,6 +22,7 @@ from fdcontrol.model.virtual import (
     REGULAR_SIGMA,
     Algorithm,
     VirtualModel,
+    at_band_start,
     check_gamma,
     scheduled_gamma_at,
     scheduled_gamma_compiled,
@@ -70,7 +71,10 @@ class ForwardDynamics(Mapping):
         #: past_band_end decides for J with N ≤ 6 columns (v_N an eigenvector of the N×N JᵀJ), compiled only
         self._certify = past_band_end is not None and scheduled_gamma_compiled is not None and robot.dof <= 6
         self._past = True  # the last γ was past the band (gamma_straight): try past_band_end
-        self._wait = 0  # calls to go before past_band_end, after it failed, is tried again
+        #: the schedule's lowest value (scheduled_gamma's where σ_N ≤ s: γ₀, or gamma_straight if that is lower)
+        self._lowest = self.gamma_straight if not self.gamma_straight > self.gamma0 else self.gamma0
+        self._low = False  # the last γ was that lowest value: try at_band_start
+        self._wait = 0  # calls to go before a certificate (past_band_end, at_band_start) is tried again after failing
 
     @property
     def gamma(self) -> float:
@@ -84,7 +88,7 @@ class ForwardDynamics(Mapping):
             return self.gamma0
         J = self.robot.jacobian(q) if J is None else J
         if sigma_min_above(J, REGULAR_SIGMA):  # past every band (no SVD needed): a Cholesky test of J Jᵀ
-            self._past = True
+            self._past, self._low = True, False
             return self.gamma_straight
         own = conf is not None and conf.jacobian is J and conf.q is q and conf.virtual is self.virtual
         A = None
@@ -102,6 +106,15 @@ class ForwardDynamics(Mapping):
             self._wait = _WAIT
         # np.linalg.svd(J, full_matrices=False) without its wrapper's cost (the same call either way)
         _, s, Vt = conf.svd if own else svd(J)  # type: ignore[union-attr]
+        if self._low and own and not self._wait and at_band_start is not None and len(s) > 1:
+            # at the band's start for certain (σ_N ≤ s from a lower bound of h_min by the Configuration's H: the
+            # light links' inertia is γ (H − JᵀJ)): its value without the link Jacobians. Tried while the last γ
+            # was that value
+            vm = self.virtual
+            if at_band_start(conf.data.M, J, s, Vt, vm.link_joints, conf.gamma,  # type: ignore[union-attr]
+                             self.gamma0, GAIN_MARGIN, REGULAR_SIGMA):
+                return self._lowest
+            self._wait = _WAIT
         # h, the band's end and the schedule in one compiled call (for one singular value numpy sums the one
         # contiguous column pairwise, the kernel in order: that rare case keeps the plain forms' bits)
         if scheduled_gamma_compiled is not None and len(s) > 1:
@@ -109,16 +122,17 @@ class ForwardDynamics(Mapping):
                 A = self.virtual.link_jacobians(q, conf.data if own else None, True)  # type: ignore[union-attr]
             g = scheduled_gamma_compiled(A @ Vt.T, s, self.gamma0, self.gamma_straight, GAIN_MARGIN, REGULAR_SIGMA)
             if g == g:  # NaN: a value not finite or a zero division, the plain forms below decide
-                self._past = g == self.gamma_straight
+                self._past, self._low = g == self.gamma_straight, g == self._lowest
                 return g
         h = self.virtual.link_inertia(q, Vt.T, conf.data if own else None)  # type: ignore[union-attr]
         # the common case first: every σ_k past the schedule's band (its end 2s/ρ, scheduled_gamma)
         end = min(2.0 * math.sqrt(max(float(h.min()), 0.0) / self.gamma0) / GAIN_MARGIN, REGULAR_SIGMA)
         if s[-1] >= end:
-            self._past = True
+            self._past, self._low = True, False
             return self.gamma_straight
-        self._past = False
-        return scheduled_gamma_at(s.tolist(), h.tolist(), self.gamma0, self.gamma_straight)
+        g = scheduled_gamma_at(s.tolist(), h.tolist(), self.gamma0, self.gamma_straight)
+        self._past, self._low = False, g == self._lowest
+        return g
 
     def schedule(self, q: np.ndarray, conf: Configuration | None = None) -> bool:
         """Set the virtual model's γ to its scheduled value at q; with `conf` (updated at q on this

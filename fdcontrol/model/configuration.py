@@ -68,6 +68,8 @@ class Configuration:
         self.pose = oMt.homogeneous if self._identity_base else self.base_placement.actInv(oMt).homogeneous
         self.jacobian = self.to_base(pin.getFrameJacobian(m, d, self.tip_id, pin.LOCAL_WORLD_ALIGNED))
         self.q = q
+        #: the virtual model's γ that H (``data.M``) and its factor were computed at (nan without a virtual model)
+        self.gamma = self.virtual.gamma if self.virtual is not None else math.nan
         self._sv: np.ndarray | None = None
         self._svd: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._kappa: float | None = None
@@ -84,6 +86,7 @@ class Configuration:
             m, d = self.model, self.data
             pin.crba(m, d, self.q, pin.Convention.WORLD)
             pin.cholesky.decompose(m, d)
+            self.gamma = self.virtual.gamma
             self._kappa = self._H = self._Hinv = None
         return self
 

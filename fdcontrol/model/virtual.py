@@ -202,15 +202,93 @@ def _scheduled_gamma_kernel(AV: np.ndarray, sigma: np.ndarray, gamma: float, gam
     return gamma_straight if not gamma_straight > out else out
 
 
+def _at_band_start_kernel(M: np.ndarray, J: np.ndarray, sigma: np.ndarray, Vt: np.ndarray, free: np.ndarray,
+                          gamma_m: float, gamma: float, margin: float,
+                          regular: float) -> bool:  # pragma: no mutate block
+    """True only when it is certain that the γ schedule from this SVD of J (σ, Vᵀ: LAPACK's, as ``ForwardDynamics
+    .gamma_at`` reads them) is at its lowest value — σ_N ≤ s = min(√(h_min/γ)/ρ, σ_reg/2), where every γ_k is γ₀
+    at most and γ_N is γ₀ (:func:`scheduled_gamma`) — without the light links' Jacobians A: h_k = ‖A v_k‖² ≥
+    λ_min(H_l') ‖v_k'‖², v_k' the entries of v_k on the joints that move a light link (``free``; the others'
+    columns of A are zero) and H_l' = AᵀA on them, which is γ_M (H − JᵀJ) there (H = JᵀJ + AᵀA/γ_M, seed 004
+    eq. 13: ``M``, CRBA's upper triangle at γ_M). λ_min(H_l') above what h_min needs by a Cholesky test of
+    (H − JᵀJ)' less that over γ_M, with room for CRBA's and this rounding (≥ 1e-12 of H's size, against the
+    ~1e-16 of double precision) and for that of the h_k the SVD path would sum. False: not certain."""
+    k = sigma.shape[0]
+    p = free.shape[0]
+    if p == 0 or k < 1 or not (gamma_m > 0.0 and gamma > 0.0):
+        return False
+    sn = sigma[k - 1]
+    if not (sn >= 0.0 and sn < regular / 2 * (1.0 - 1e-9)):  # (s ≤ σ_reg/2 in any case; NaN: not certain)
+        return False
+    # the smallest ‖v_k'‖² over the rows of Vᵀ
+    wmin = math.inf
+    for r in range(k):
+        w = 0.0
+        for c in range(p):
+            x = Vt[r, free[c]]
+            w += x * x
+        if w < wmin:
+            wmin = w
+    if not wmin > 1e-6:
+        return False
+    # D = (H − JᵀJ) on the free joints, its size, and tr(H_l) = ‖A‖_F²
+    D = np.empty((p, p))
+    size, trl = 0.0, 0.0
+    for a in range(p):
+        i = free[a]
+        for b in range(a + 1):
+            j = free[b]
+            g = 0.0
+            for r in range(J.shape[0]):
+                g += J[r, i] * J[r, j]
+            h = M[j, i] if j <= i else M[i, j]  # CRBA fills the upper triangle
+            D[a, b] = h - g
+            D[b, a] = h - g
+            size += abs(h) + abs(g)
+        trl += D[a, a]
+    err = 1e-12 * size + 1e-300
+    af = math.sqrt(max(trl, 0.0) * gamma_m) * (1.0 + 1e-6) + math.sqrt(err * gamma_m)  # ≥ ‖A‖_F
+    # s ≥ σ_N needs h_min ≥ (σ_N ρ)² γ (with room for the rounding of s), and the SVD path's h_k are sums of
+    # A V's squares, each entry within ~n ε ‖A‖ of A v_k's: √h_k ≥ that + 1e-12 ‖A‖_F
+    root = sn * margin * (1.0 + 1e-9) * math.sqrt(gamma) + 1e-12 * af
+    t = root * root * (1.0 + 1e-9) / wmin  # λ_min(H_l') must exceed this
+    shift = t / gamma_m + err * (p + 1)
+    # Cholesky of D − shift·I: positive definite ⇔ λ_min(D) > shift
+    L = np.zeros((p, p))
+    for jj in range(p):
+        for ii in range(jj, p):
+            g = D[ii, jj]
+            if ii == jj:
+                g -= shift
+            for c in range(jj):
+                g -= L[ii, c] * L[jj, c]
+            if ii == jj:
+                if not g > 0.0:
+                    return False
+                L[jj, jj] = math.sqrt(g)
+            else:
+                L[ii, jj] = g / L[jj, jj]
+    return True
+
+
 try:  # compiled at import (cached on disk), never in the loop thread; without numba the mapping's plain forms
     import numba
     from numba import types as _t
 
+    at_band_start = numba.njit(
+        _t.boolean(_t.Array(_t.float64, 2, "A"), _t.Array(_t.float64, 2, "A"), _t.Array(_t.float64, 1, "A"),
+                   _t.Array(_t.float64, 2, "A"), _t.Array(_t.int64, 1, "C"), _t.float64, _t.float64, _t.float64,
+                   _t.float64), cache=True, boundscheck=True)(_at_band_start_kernel)
     scheduled_gamma_compiled = numba.njit(
         _t.float64(_t.Array(_t.float64, 2, "C"), _t.Array(_t.float64, 1, "A"), _t.float64, _t.float64, _t.float64,
                    _t.float64), cache=True, boundscheck=True)(_scheduled_gamma_kernel)
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
-    scheduled_gamma_compiled = None
+    scheduled_gamma_compiled = at_band_start = None
+
+
+def _supports(model: pin.Model, k: int, j: int) -> bool:
+    """The joint of velocity index k is on the path from the root to joint j (it moves joint j's body)."""
+    return any(model.joints[i].idx_v <= k < model.joints[i].idx_v + model.joints[i].nv for i in model.supports[j])
 
 
 class VirtualModel:
@@ -253,6 +331,11 @@ class VirtualModel:
         #: link, so a link's Jacobian is one copy into its rows
         self._A = np.empty((6 * len(self._light_joints), model.nv))
         self._A_rows = [(self._A[6 * i:6 * i + 6], j) for i, j in enumerate(self._light_joints)]
+        #: the joints (velocity indices) that move a light link: A's other columns are zero at every q (a joint
+        #: outside every light link's support, as the last joint carrying only the tip)
+        self.link_joints = np.array(sorted({k for j in self._light_joints for k in range(model.nv)
+                                            if _supports(model, k, j)}),
+                                    dtype=np.int64)
 
     @property
     def dof(self) -> int:
