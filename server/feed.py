@@ -17,15 +17,22 @@ from typing import Any
 from fdcontrol.loop.state import LoopState
 from fdcontrol.server.channel import Channel, TornRead
 
+#: the watchers' states leave this fraction of the loop's period after the control clients' (StateFeed.later_delay)
+WATCHERS_AFTER = 0.5
+
 
 class _Fanout:
     """The feed's side in one asyncio event loop: the newest state, and the senders waiting for it.
 
     Waiters are grouped by decimation d and phase p; a publish wakes a group when its cycle k
-    enters a new block, (k − p) // d, the smallest decimations (control clients) first,
-    ``WAKE_CHUNK`` senders per event-loop pass: between chunks the event loop reads its sockets,
-    so an incoming wrench is not held up behind sends to many watchers. Phases spread watchers
-    of one decimation over the cycles of a block (see :meth:`LoopWorker.states`).
+    enters a new block, (k − p) // d, the smallest decimations first, ``WAKE_CHUNK`` senders per
+    event-loop pass: between chunks the event loop reads its sockets, so an incoming wrench is not
+    held up behind sends to many watchers. Phases spread watchers of one decimation over the cycles
+    of a block (see :meth:`LoopWorker.states`).
+
+    Waiters that wait ``later`` (the read-only watchers) are woken ``later_delay`` s after the
+    others (the control clients): a control client's state reaches its socket, and its reader the
+    CPU, before the watchers' sends and the watchers' own processes compete for one.
     """
 
     WAKE_CHUNK = 2
@@ -36,39 +43,43 @@ class _Fanout:
         self.current: LoopState | None = None  # what the senders of this loop read (one encoding per state)
         self._posted: LoopState | None = None
         self._pending = False
-        # (decimation, phase) → [block last woken, [futures]], kept sorted: smallest decimation first
-        self._groups: dict[tuple[int, int], list[Any]] = {}
-        # waiters with a timeout: future → (deadline on loop.time(), decimation, phase); one timer for all of them
+        self.later_delay = 0.0  # s between waking the first waiters of a publish and the `later` ones
+        # (later, decimation, phase) → [block last woken, [futures]], kept sorted: the first waiters before the
+        # later ones, each smallest decimation first
+        self._groups: dict[tuple[bool, int, int], list[Any]] = {}
+        # waiters with a timeout: future → (deadline on loop.time(), group key); one timer for all of them
         # (at the earliest deadline), not one per wait — a sender waits once per state it sends
-        self._deadlines: dict[asyncio.Future[bool], tuple[float, int, int]] = {}
+        self._deadlines: dict[asyncio.Future[bool], tuple[float, tuple[bool, int, int]]] = {}
         self._expiry: asyncio.TimerHandle | None = None
 
-    def _group(self, decimation: int, phase: int) -> list[Any]:
-        group = self._groups.get((decimation, phase))
+    def _group(self, key: tuple[bool, int, int]) -> list[Any]:
+        group = self._groups.get(key)
         if group is None:
-            group = self._groups[decimation, phase] = [None, []]
+            group = self._groups[key] = [None, []]
             self._groups = dict(sorted(self._groups.items()))
         return group
 
-    def wait(self, decimation: int, phase: int = 0, timeout: float | None = None) -> asyncio.Future[bool]:
+    def wait(self, decimation: int, phase: int = 0, timeout: float | None = None,
+             later: bool = False) -> asyncio.Future[bool]:
         """Done when a state of a new block (cycle − ``phase``) // ``decimation`` has been published (result
-        False), or after ``timeout`` s without one (result True; None: no timeout). Call :meth:`forget` when
-        done with it."""
+        False), or after ``timeout`` s without one (result True; None: no timeout); ``later``: woken
+        ``later_delay`` s after the publish (a watcher). Call :meth:`forget` when done with it."""
         fut: asyncio.Future[bool] = self.loop.create_future()
-        self._group(decimation, phase)[1].append(fut)
+        key = (later, decimation, phase)
+        self._group(key)[1].append(fut)
         if timeout is not None:
             deadline = self.loop.time() + timeout
-            self._deadlines[fut] = (deadline, decimation, phase)
+            self._deadlines[fut] = (deadline, key)
             if self._expiry is None or deadline < self._expiry.when():
                 self._expire_at(deadline)
         return fut
 
-    def forget(self, decimation: int, fut: asyncio.Future[bool], phase: int = 0) -> None:
+    def forget(self, decimation: int, fut: asyncio.Future[bool], phase: int = 0, later: bool = False) -> None:
         """A waiter that stopped waiting (woken, timed out, client gone): no list grows while stopped."""
         self._deadlines.pop(fut, None)
         if not fut.done() or fut.cancelled():
             with contextlib.suppress(KeyError, ValueError):
-                self._groups[decimation, phase][1].remove(fut)
+                self._groups[later, decimation, phase][1].remove(fut)
 
     def _expire_at(self, when: float) -> None:
         if self._expiry is not None:
@@ -80,13 +91,13 @@ class _Fanout:
         goes to the earliest deadline left (waiters woken meanwhile have left through forget)."""
         self._expiry = None
         now, left = self.loop.time(), math.inf
-        for fut, (deadline, d, p) in list(self._deadlines.items()):
+        for fut, (deadline, key) in list(self._deadlines.items()):
             if fut.done():  # cancelled: its forget removes it
                 continue
             if deadline <= now:
                 del self._deadlines[fut]
                 with contextlib.suppress(KeyError, ValueError):
-                    self._groups[d, p][1].remove(fut)
+                    self._groups[key][1].remove(fut)
                 fut.set_result(True)
             elif deadline < left:
                 left = deadline
@@ -112,13 +123,20 @@ class _Fanout:
         if s is None:
             return
         ready: list[asyncio.Future[bool]] = []
-        for (d, p), group in self._groups.items():
+        later: list[asyncio.Future[bool]] = []
+        delay = self.later_delay
+        for (deferred, d, p), group in self._groups.items():
             block = (s.cycle - p) // d
             if block != group[0] and group[1]:
                 group[0] = block
-                ready += group[1]
+                if deferred and delay > 0:
+                    later += group[1]
+                else:
+                    ready += group[1]
                 group[1] = []
         self._wake(ready)
+        if later:  # they read `current` when woken: the newest state then (drop-latest, as ever)
+            self.loop.call_later(delay, self._wake, later)
 
     def _wake(self, futures: list[asyncio.Future[bool]]) -> None:
         for f in futures[: self.WAKE_CHUNK]:
@@ -141,8 +159,9 @@ class StateFeed:
     the next loop with subscribers takes over. The loop process never waits for any of it.
     """
 
-    def __init__(self, channel: Channel, pipe: Connection) -> None:
+    def __init__(self, channel: Channel, pipe: Connection, later_delay: float = 0.0) -> None:
         self.channel, self.pipe = channel, pipe
+        self._later_delay = later_delay
         self.fd = pipe.fileno()
         os.set_blocking(self.fd, False)  # the read end only: the loop process's write end keeps its own flags
         self._fanouts: dict[asyncio.AbstractEventLoop, _Fanout] = {}
@@ -197,6 +216,18 @@ class StateFeed:
             if self._watcher is f and not (self.closed or self.ended):
                 f.loop.add_reader(self.fd, self._on_readable)
 
+    @property
+    def later_delay(self) -> float:
+        """s from a publish to waking the senders that wait ``later`` (the watchers; :class:`_Fanout`)."""
+        return self._later_delay
+
+    @later_delay.setter
+    def later_delay(self, delay: float) -> None:
+        with self._lock:
+            self._later_delay = delay
+            for f in self._fanouts.values():
+                f.later_delay = delay
+
     def join(self) -> _Fanout:
         """Subscribe from the running event loop."""
         loop = asyncio.get_running_loop()
@@ -204,6 +235,7 @@ class StateFeed:
             f = self._fanouts.get(loop)
             if f is None:
                 f = self._fanouts[loop] = _Fanout(loop)
+                f.later_delay = self._later_delay
             f.subscribers += 1
             start = self._watcher is None and not (self.closed or self.ended)
             if start:

@@ -26,7 +26,7 @@ from fdcontrol.control.twist import TwistError, check_twist
 from fdcontrol.loop import InputError, check_wrench
 from fdcontrol.loop.state import LoopState
 from fdcontrol.server.channel import SEQ_MAX, Channel, TornRead
-from fdcontrol.server.feed import StateFeed
+from fdcontrol.server.feed import WATCHERS_AFTER, StateFeed
 from fdcontrol.server.loop_health import Exiting, loop_problem
 from fdcontrol.server.loop_process import main as _loop_main
 from fdcontrol.server.recording_link import RecordingLink
@@ -71,7 +71,8 @@ class LoopWorker:
         except BaseException:
             self._discard()
             raise
-        self.feed = StateFeed(self.channel, self._published)
+        # the watchers' states half a period after the control clients' (server/feed.py)
+        self.feed = StateFeed(self.channel, self._published, later_delay=WATCHERS_AFTER / float(payload["rate"]))
         self.params: dict[str, Any] = payload
         self.max_force, self.max_torque = payload["max_force"], payload["max_torque"]
         self.stale_after = stale_after or max(float(payload["command_timeout"]), 0.05)
@@ -159,6 +160,8 @@ class LoopWorker:
     def update(self, changes: dict[str, Any]) -> dict[str, Any]:
         self.params = self.call("update", changes)
         self.max_force, self.max_torque = self.params["max_force"], self.params["max_torque"]
+        if self.feed is not None:
+            self.feed.later_delay = WATCHERS_AFTER / float(self.params["rate"])
         self.recording.config(self.params, changes)
         return self.params
 
@@ -212,15 +215,17 @@ class LoopWorker:
         except TornRead as exc:
             raise WorkerError("dead", str(exc)) from None
 
-    async def states(self, decimation: int = 1, heartbeat: float = 0.5,
-                     phase: int = 0) -> AsyncIterator[tuple[LoopState, bool]]:
+    async def states(self, decimation: int = 1, heartbeat: float = 0.5, phase: int = 0,
+                     later: bool = False) -> AsyncIterator[tuple[LoopState, bool]]:
         """``(state, fresh)`` as the loop publishes them: the newest state of each new block of
         ``decimation`` cycles (``fresh`` True), or, after ``heartbeat`` s without one, the state
         in shared memory again (``fresh`` False: the loop is stopped, dead or stuck).
 
         Blocks are (cycle − ``phase``) // ``decimation``: consumers of one decimation with
         different phases are woken on different cycles, so many watchers do not all send on
-        the same cycle (a burst that would compete with the control clients' states).
+        the same cycle (a burst that would compete with the control clients' states). ``later``: a
+        watcher's, woken half a period after each publish, once the control clients' states are out
+        (fdcontrol.server.feed).
 
         The first item is the current state. Drop-latest: a consumer that takes longer than
         ``decimation`` cycles gets the newest state next, never a queue. Raises WorkerError when
@@ -241,11 +246,11 @@ class LoopWorker:
                     mine = (s.cycle - phase) // decimation
                     yield s, True
                     continue
-                fut = fan.wait(decimation, phase, heartbeat)  # the fanout's one timer, not one per wait
+                fut = fan.wait(decimation, phase, heartbeat, later)  # the fanout's one timer, not one per wait
                 try:
                     timed_out = await fut
                 finally:
-                    fan.forget(decimation, fut, phase)
+                    fan.forget(decimation, fut, phase, later)
                 if not timed_out:
                     continue
                 s = self.state()[0]

@@ -45,6 +45,39 @@ def test_fanout_wakes_control_clients_first_then_watchers_in_chunks():
     assert passes[-1] == [1, 20]
 
 
+
+def test_fanout_wakes_the_later_waiters_later_delay_after_the_first():
+    """The watchers' waits (``later``) are woken ``later_delay`` s after a publish, the control clients' at once;
+    a publish meanwhile does not wake them twice, and they read the newest state when woken."""
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        fan = _Fanout(loop)
+        fan.later_delay = 0.2
+        watchers = [fan.wait(10, later=True) for _ in range(3)]
+        control = fan.wait(1)
+        t0 = loop.time()
+        fan.deliver(state(20))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert control.done() and not any(f.done() for f in watchers)
+        assert fan._groups[True, 10, 0][1] == []  # taken out of the group: the next publish does not take them
+        fan.deliver(state(21))  # same block of 10
+        await asyncio.wait_for(asyncio.gather(*watchers), 5.0)
+        assert loop.time() - t0 >= 0.2
+        assert [f.result() for f in watchers] == [False] * 3 and fan.current.cycle == 21
+        fan.later_delay = 0.0  # none: woken in the publish's own pass, after the first waiters
+        order: list[str] = []
+        w, c = fan.wait(10, later=True), fan.wait(1)
+        for name, f in (("w", w), ("c", c)):
+            f.add_done_callback(lambda _, n=name: order.append(n))
+        fan.deliver(state(30))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert order == ["c", "w"]
+
+    asyncio.run(run())
+
+
 def test_fanout_wakes_a_group_once_per_block_and_forgets_timed_out_waiters():
     async def run() -> None:
         fan = _Fanout(asyncio.get_running_loop())
@@ -60,7 +93,7 @@ def test_fanout_wakes_a_group_once_per_block_and_forgets_timed_out_waiters():
         assert not g.done()
         g.cancel()  # a heartbeat timeout
         fan.forget(5, g)
-        assert fan._groups[5, 0][1] == []
+        assert fan._groups[False, 5, 0][1] == []
         h = fan.wait(5)
         fan.post(state(15))
         await asyncio.sleep(0)
@@ -85,7 +118,7 @@ def test_fanout_times_waiters_out_at_their_deadlines_with_one_timer():
         assert t0 + 0.05 <= fan._expiry.when() < t0 + 0.4
         assert await asyncio.wait_for(fast, 2.0) is True
         assert loop.time() - t0 >= 0.05 and not any(f.done() for f in slow)
-        assert fast not in fan._groups[1, 0][1] and len(fan._groups[1, 0][1]) == 5
+        assert fast not in fan._groups[False, 1, 0][1] and len(fan._groups[False, 1, 0][1]) == 5
         fan.forget(1, fast)
         assert fan._expiry is not None and fan._expiry.when() >= t0 + 0.4  # the slow ones' deadline is next
         fan.deliver(state(1))  # a publish of a new block wakes them before their deadline
@@ -99,7 +132,7 @@ def test_fanout_times_waiters_out_at_their_deadlines_with_one_timer():
         g = fan.wait(1, timeout=0.1)
         assert await asyncio.wait_for(g, 2.0) is True and loop.time() - t1 >= 0.1
         fan.forget(1, g)
-        assert fan._groups[1, 0][1] == [] and fan._deadlines == {}
+        assert fan._groups[False, 1, 0][1] == [] and fan._deadlines == {}
 
     asyncio.run(run())
 

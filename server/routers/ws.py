@@ -109,7 +109,7 @@ def handles(ws: WebSocket) -> tuple[Callable[[], LoopWorker], Hub]:
     return (lambda: st.worker), st.hub
 
 
-async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = False) -> None:
+async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = False, control: bool = True) -> None:
     """Send the state when the loop publishes it, every `decimation` cycles (LoopWorker.states).
 
     Streams of one decimation take turns over the cycles of a block (phase: start order modulo
@@ -117,7 +117,8 @@ async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = F
     tenth cycle in a burst that delays the control streams; each cycle's state is encoded once
     (Hub cache) for every stream sending it. A slow client skips states (counted as drops) and
     never delays the others or the loop. ``frames``: add the joint origins ("frames",
-    (N+1)×3, base frame) for drawing the arm.
+    (N+1)×3, base frame) for drawing the arm. A read-only stream (``control`` False) gets each state
+    half a period after the control streams (LoopWorker.states ``later``): their states leave first.
     """
     worker, hub = handles(ws)
     lease = ws.app.state.access.lease
@@ -147,7 +148,7 @@ async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = F
         while True:
             w = worker()
             try:
-                async with contextlib.aclosing(w.states(decimation, phase=phase)) as states:
+                async with contextlib.aclosing(w.states(decimation, phase=phase, later=not control)) as states:
                     async for s, fresh in states:
                         if last >= 0 and s.cycle - last > decimation:
                             hub.dropped += max(0, (s.cycle - last) // decimation - 1 - missed)
@@ -282,7 +283,7 @@ async def serve_socket(ws: WebSocket, decimation: str | None, control: bool, fra
     me = access.client(headers, ws.client.host if ws.client else "", name, stream=sock)
     pace = Pace(settings.max_stream_rate or float(worker().params["rate"]))
     hub.clients += 1
-    sender = asyncio.create_task(stream(ws, encoding, dec, frames))
+    sender = asyncio.create_task(stream(ws, encoding, dec, frames, control))
     try:
         while not closed.is_set():
             raw = await ws.receive()
