@@ -473,3 +473,32 @@ def test_the_streams_stall_checks_share_one_timer_per_event_loop():
     assert min(later) == max(later) == 0 and left == {}
     assert rounds >= 3 and scheduled <= rounds + 1  # one timer per round for all 50 (per stream: 50 per round)
     assert timers_after == scheduled
+
+
+def test_read_only_streams_wait_later_and_control_streams_do_not():
+    """The WebSocket sender asks the feed for its states as a watcher (``later``: half a period after each
+    publish) on /ws/state, and at once on /ws/control (server/routers/ws.py stream)."""
+    from types import SimpleNamespace
+
+    from fdcontrol.server.routers.ws import Hub, stream
+
+    class Asked(Exception):
+        pass
+
+    asked: list[bool] = []
+
+    class Worker:
+        def __init__(self) -> None:
+            self.params = {"rate": 500.0, "robot": "ur10", "base": None, "tip": None}
+
+        def states(self, decimation, heartbeat=0.5, phase=0, later=False):
+            asked.append(later)
+            raise Asked
+
+    w = Worker()
+    lease = SimpleNamespace(info=lambda: {})
+    app = SimpleNamespace(state=SimpleNamespace(worker=w, hub=Hub(), access=SimpleNamespace(lease=lease)))
+    for control in (False, True):
+        with pytest.raises(Asked):
+            asyncio.run(stream(SimpleNamespace(app=app), "json", 10, control=control))
+    assert asked == [True, False]
