@@ -184,6 +184,7 @@ class ShmIO:
         self.stops_seen = float(self.ch.stop[0])
 
     def poll(self, loop: ControlLoop) -> None:
+        """At the cycle's start: the stop and hold requests."""
         ch = self.ch
         stops = float(ch.stop[0])
         if stops != self.stops_seen:  # a stop request: this cycle brakes, the loop thread ends at rest
@@ -193,6 +194,12 @@ class ShmIO:
         if holds != self.holds_seen:  # a hold request: before this cycle's inputs
             self.holds_seen = holds
             loop.hold(True)
+
+    def inputs(self, loop: ControlLoop) -> None:
+        """Right before the cycle's inputs stage reads them (after the robot's state, the kinematics and the
+        sensor): the newest wrench and twist. Read this late, a wrench that arrives while the cycle computes
+        those still counts in it, and the state that acknowledges it leaves that much sooner after it is taken."""
+        ch = self.ch
         # a slot whose version is the one taken last has nothing new: its seqlock read only when it changed
         if ch.inp[0] != self.version:
             slot = ch.read_wrench()

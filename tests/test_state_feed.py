@@ -372,7 +372,7 @@ def test_closing_from_another_thread_unwatches_before_the_pipe_closes():
 
 
 def test_a_wrench_in_the_input_slot_is_acknowledged_by_the_next_cycle_and_its_published_state():
-    """The bound of the command latency (README, "Command latency"): the loop reads its inputs at the start of
+    """The bound of the command latency (README, "Command latency"): the loop reads its inputs once in
     every cycle, so a wrench the API put into the shared-memory slot at any time before a cycle starts is taken
     by that cycle and acknowledged in the state it publishes — the slot the API's feed reads — never a later one."""
     from fdcontrol.drivers import SimulatedRobot
@@ -397,6 +397,44 @@ def test_a_wrench_in_the_input_slot_is_acknowledged_by_the_next_cycle_and_its_pu
             shared, _ = ch.read_state()
             assert s.seq_ack == seq and s.watchdog == "ok", k
             assert shared.cycle == s.cycle and shared.seq_ack == seq, k
+    finally:
+        ch.close(unlink=True)
+
+
+
+def test_a_wrench_that_arrives_after_the_cycles_read_and_sensor_is_taken_by_that_cycle():
+    """The service's io takes the streamed inputs right before the cycle's inputs stage (ShmIO.inputs), not at
+    its start: a wrench put into the slot while the cycle reads the robot, its kinematics and its sensor is
+    acknowledged by that cycle's own state."""
+    from fdcontrol.drivers import SimulatedRobot
+    from fdcontrol.loop import build_loop
+    from fdcontrol.model.robot import HOME, RobotModel
+    from fdcontrol.server.channel import Channel, ShmIO
+
+    robot = RobotModel.load("ur10")
+    dt = 0.002
+    driver = SimulatedRobot(robot, dt=dt, q0=np.array(HOME["ur10"]))
+    loop = build_loop(driver=driver, robot=robot, rate=1 / dt)
+    ch = Channel()
+    arriving: list[tuple[int, float]] = []  # the wrench to write during the next cycle's sensor read
+    read_wrench = driver.read_wrench
+
+    def sensor_then_arrival():  # the sensor stage's read: the robot's state and q's kinematics are taken already
+        for seq, t in arriving:
+            ch.write_wrench(np.array([2.0, 0, 0, 0, 0, 0]), "base", seq, t)
+        arriving.clear()
+        return read_wrench()
+
+    driver.read_wrench = sensor_then_arrival  # type: ignore[method-assign]
+    try:
+        loop.io = ShmIO(ch)
+        loop.step(now=0.0)
+        for k in range(1, 30):
+            now, seq = k * dt, 500 + k
+            arriving.append((seq, now))
+            s = loop.step(now=now)
+            assert s.seq_ack == seq and s.watchdog == "ok", k
+            assert ch.read_state()[0].seq_ack == seq, k
     finally:
         ch.close(unlink=True)
 

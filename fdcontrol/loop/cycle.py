@@ -10,11 +10,12 @@ stage as ``c.dt``) first applies the changes queued by
 stages in order (:mod:`fdcontrol.loop.stages`, composed from the configured parts — a part that is
 not configured is not in the list):
 
-1. read the driver (q, q̇), then the streamed inputs (``io.poll``: the newest wrench, also one
-   that arrived while a simulator ran its physics in ``read``); update the cycle's one
+1. read the driver (q, q̇), then the io's requests (``io.poll``: hold, stop; an io without an ``inputs``
+   hook also its streamed inputs here); update the cycle's one
    :class:`~fdcontrol.model.configuration.Configuration` (pose, J and, for the FD solver, the
    Cholesky factor of H of its virtual model) — the control law, the solver, the null-space
-   loads, the limits and the telemetry all read it; read the wrench sensor and filter it (``WrenchFilter``),
+   loads, the limits and the telemetry all read it; read the wrench sensor and filter it (``WrenchFilter``);
+   then the streamed inputs (``io.inputs``: the newest wrench, also one that arrived meanwhile),
 2. f_c = control law (mode) + the streamed wrench (+ the twist-tracking term for a streamed
    twist); a streamed input counts as zero and the loop holds when it is older than
    ``command_timeout`` (watchdog),
@@ -129,7 +130,9 @@ class SensorLoaded(InputError):
 
 
 class LoopIO(Protocol):
-    """Optional hooks: ``poll`` before each cycle (inputs), ``publish`` after it (state)."""
+    """Optional hooks: ``poll`` at each cycle's start (requests, inputs), ``publish`` after it (state); an io
+    with an ``inputs(loop)`` method has it called right before the cycle's inputs stage (the streamed inputs
+    taken as late as the cycle allows: fdcontrol.loop.stages.Inputs)."""
 
     def poll(self, loop: ControlLoop) -> None: ...
 

@@ -88,7 +88,7 @@ class Stage:
 
 # ---------------------------------------------------------------------- read
 class Read(Stage):
-    """The driver's joint state, then the streamed inputs (``io.poll``), the clock, the Configuration."""
+    """The driver's joint state, then the io's requests (``io.poll``), the clock, the Configuration."""
 
     name, order = "read", READ
 
@@ -158,11 +158,15 @@ class Sensor(Stage):
 
 
 class Inputs(Stage):
-    """The streamed wrench and twist and their watchdog (older than ``command_timeout``: tripped)."""
+    """The streamed wrench and twist (the io's newest, taken here: ``io.inputs``) and their watchdog (older than
+    ``command_timeout``: tripped)."""
 
     name, order = "inputs", SENSE + 10
 
     def run(self, loop: ControlLoop, c: Frame) -> None:
+        take = getattr(loop.io, "inputs", None)  # the io's streamed inputs, as late as they can be taken
+        if take is not None:
+            take(loop)
         now = c.now
         cmd, tw = _received(loop._command, now), _received(loop._twist, now)
         c.cmd, c.tw = cmd, tw
