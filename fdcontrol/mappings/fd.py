@@ -74,6 +74,10 @@ class ForwardDynamics(Mapping):
         #: the schedule's lowest value (scheduled_gamma's where σ_N ≤ s: γ₀, or gamma_straight if that is lower)
         self._lowest = self.gamma_straight if not self.gamma_straight > self.gamma0 else self.gamma0
         self._low = False  # the last γ was that lowest value: try at_band_start
+        #: at_band_start reads H − JᵀJ as AᵀA/γ: a tip of unit mass and rotational inertia, light links of m_e/γ and
+        #: ip_e/γ (the model this mapping builds; checked, not assumed)
+        vm = self.virtual
+        self._start_test = at_band_start is not None and vm._m_e == 1.0 and vm._ip_e == 1.0
         self._wait = 0  # calls to go before a certificate (past_band_end, at_band_start) is tried again after failing
 
     @property
@@ -106,7 +110,7 @@ class ForwardDynamics(Mapping):
             self._wait = _WAIT
         # np.linalg.svd(J, full_matrices=False) without its wrapper's cost (the same call either way)
         _, s, Vt = conf.svd if own else svd(J)  # type: ignore[union-attr]
-        if self._low and own and not self._wait and at_band_start is not None and len(s) > 1:
+        if self._low and own and not self._wait and self._start_test and len(s) > 1:
             # at the band's start for certain (σ_N ≤ s from a lower bound of h_min by the Configuration's H: the
             # light links' inertia is γ (H − JᵀJ)): its value without the link Jacobians. Tried while the last γ
             # was that value
