@@ -93,6 +93,66 @@ def test_a_value_not_finite_gives_nan_for_the_caller_to_ask_lapack():
         assert math.isnan(kappa(H))
 
 
+def test_magnitudes_whose_products_overflow_or_underflow_give_nan():
+    """The rotations' stopping test formed a·b (sums of squares: x⁴) and app·aqq: from about 1e77 they
+    overflowed (every rotation was skipped and sigma_min answered the smallest row norm, 9.3e99 where LAPACK
+    gives 5.0e99; κ 3.4 instead of 50 at 1e155), below about 1e-162 they underflow (σmin 0). Outside
+    [SCALE_MIN, SCALE_MAX] the answer is NaN and LAPACK answers; inside, the same matrix scaled by a power of
+    two (exact) gives the same value scaled."""
+    rng = np.random.default_rng(11)
+    A = rng.standard_normal((6, 7))
+    H = A.T @ A + 0.1 * np.eye(7)
+    s0, k0 = smin(A), kappa(H)
+    for scale in (2.0 ** 520, 2.0 ** -540, 1e200, 1e-200):
+        assert math.isnan(smin(A * scale)), scale
+        assert math.isnan(kappa(H * scale)), scale
+    for scale in (2.0 ** 400, 2.0 ** -400):
+        assert smin(A * scale) == s0 * scale
+        assert kappa(H * scale) == k0
+    assert smin(np.zeros((6, 7))) == 0.0  # zero is no underflow
+
+
+def test_a_nearly_converged_pair_does_not_keep_the_sweeps_going():
+    """JᵀJ + μI of a J that lacks one to five of its six singular values (eigenvalues μ repeated, κ up to 1e10): at a
+    stopping threshold of 2⁻⁵² rounding noise kept some of these rotating for all 60 sweeps (about 9 % of them;
+    then NaN, and LAPACK's slower call after 90 µs); with a few units of rounding every one converges, to
+    LAPACK's value within its own rounding (λmin's absolute error about ε·λmax)."""
+    rng = np.random.default_rng(0)
+    for _ in range(1000):
+        sv = np.sort(10.0 ** rng.uniform(-1, 1, 6))[::-1]
+        sv[-int(rng.integers(1, 6)):] = 0.0
+        D = np.zeros((6, 7))
+        D[:6, :6] = np.diag(sv)
+        J = orthogonal(rng, 6) @ D @ orthogonal(rng, 7).T
+        H = J.T @ J + np.eye(7) * sv[0] ** 2 * 10.0 ** rng.uniform(-10, 0)
+        H = (H + H.T) / 2
+        w = np.linalg.eigvalsh(H)
+        want = w[-1] / w[0]
+        got = kappa(H)
+        assert not math.isnan(got)
+        assert abs(got - want) <= (1e-12 + 100 * EPS * want) * want
+
+
+def test_a_held_push_jacobian_converges():
+    """A UR10 Jacobian of the held push (σmin 3.5e-5): at a stopping threshold of 2⁻⁵² its rows kept rotating for
+    all 60 sweeps (21 µs, then LAPACK); with a few units of rounding it converges to LAPACK's σmin."""
+    J = np.array([
+        [0.3849616799370756, -0.7786602877150999, -0.32678068915250524, 0.09583963622944403, 0.02075342381716988, 0.0],
+        [-0.8091544945243806, -0.19249607927822412, -0.08078491023380535, 0.02369294351424442, -0.08847898973620394,
+         0.0],
+        [0.0, -0.8778941475468524, -0.4805662689457684, -0.10907773796499043, 0.015543608819243632, 0.0],
+        [0.0, 0.23998971950626508, 0.23998971950626508, 0.23998971950626508, -0.9684097198020105,
+         0.10731492053938735],
+        [0.0, -0.9707754295053538, -0.9707754295053538, -0.9707754295053538, -0.2394048818693796,
+         -0.14755537883824882],
+        [1.0, 2.220446049250313e-16, 2.220446049250313e-16, 2.220446049250313e-16, -0.06977046029731854,
+         -0.9832145839060392]])
+    want = np.linalg.svd(J, compute_uv=False)[-1]
+    got = smin(J)
+    assert not math.isnan(got)
+    assert abs(got - want) <= 10 * EPS * np.linalg.norm(J, 2)
+
+
 def test_the_loop_state_telemetry_agrees_with_lapack(ur10):
     """The published σmin(J) and κ(H) are the compiled ones (not LAPACK's bits in general) and agree with the
     Configuration's LAPACK values to rounding; without the kernels the loop publishes LAPACK's."""

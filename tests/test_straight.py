@@ -510,6 +510,30 @@ def test_past_band_end_is_never_wrong_at_the_bands_edge():
     assert close > 1000 and said > 0.5 * clear > 100, (close, said, clear)
 
 
+def test_past_band_end_leaves_a_tiny_jacobian_to_the_svd():
+    """At ‖J‖ ≈ 1e-77 the residual's squares underflow: counted as zero, the certificate took sin θ far too small
+    and said True where the SVD puts σ_N (8.9e-78) inside the band (a reviewer's case, found by a sweep over tiny
+    scales). Below ‖JᵀJ‖_F² = 1e-280 it leaves the pose to the SVD; the same pose scaled by 2¹⁰⁰ (exact) is
+    decided as before, and False there too."""
+    from fdcontrol.model.conditioning import past_band_end
+    from fdcontrol.model.virtual import GAIN_MARGIN
+
+    if past_band_end is None:
+        pytest.skip("numba is not installed")
+    J = np.array([[7.912814317973476e-78, 5.761702712018295e-79], [1.4666733635257544e-78, -5.673183794524464e-78],
+                  [-2.371127215098323e-78, 3.134664196502616e-78], [-2.869600773228155e-78, -4.649371674137281e-78],
+                  [6.676912041908279e-79, 1.9020605046014711e-78], [9.694063905221609e-79, -3.5254187491344956e-78]])
+    A = np.array([[1.2974934470136683e-76, -1.2974908679662059e-76], [-7.3268276036636e-77, 7.326881487615118e-77],
+                  [1.856679558147059e-76, -1.8566793736121393e-76], [8.878999182579507e-78, -8.8791579575697e-78],
+                  [-6.828939279630301e-76, 6.82894141765762e-76], [8.291929435434548e-76, -8.291924214817226e-76]])
+    gamma = 2232.160799598371
+    k = 2.0 ** 100
+    s_n, end = _band_end_by_svd(J * k, A * k, gamma, cap=False)
+    assert s_n < end  # inside the band: the SVD's path does not give gamma_straight
+    assert not past_band_end(J, A, gamma, GAIN_MARGIN)
+    assert not past_band_end(J * k, A * k, gamma, GAIN_MARGIN)
+
+
 @pytest.mark.parametrize("name", ["ur10", "panda"])
 def test_the_held_push_schedules_with_less_and_the_same_gamma(name, monkeypatch):
     """The held push of bench_cycle stretches the arm through the band to a singular pose: just past the band's

@@ -72,6 +72,7 @@ def _cholesky_shifted(M: np.ndarray, k: int, shift: float, L: np.ndarray) -> boo
 #: magnitude above double precision's 1.1e-16 times the few dozen operations behind each value
 _ROOM = 1e-10
 _LAPACK_ROOM = 1e-11
+GF_MIN = 1e-280  # past_band_end: the smallest ‖JᵀJ‖_F² it decides (its residual underflows below)
 
 
 def _past_band_end(J: np.ndarray, A: np.ndarray, gamma: float, margin: float) -> bool:  # pragma: no mutate block
@@ -100,7 +101,9 @@ def _past_band_end(J: np.ndarray, A: np.ndarray, gamma: float, margin: float) ->
             G[j, i] = g
             gf += g * g if i == j else 2.0 * g * g
         trace += G[i, i]
-    if not (math.isfinite(gf) and gf > 0.0):
+    # ‖G‖_F² within [1e-280, ∞): below it the residual's squares underflow (counted as 0, the residual would be
+    # taken as the rounding room alone and sin θ far too small: seen at ‖J‖ ≈ 1e-77) — then the SVD decides
+    if not (math.isfinite(gf) and gf > GF_MIN):
         return False
     tol = _ROOM * math.sqrt(gf)
     jf = math.sqrt(trace)  # ‖J‖_F ≥ ‖J‖₂

@@ -12,8 +12,10 @@ robot-paced cycle).
 
 Both agree with LAPACK's SVD and symmetric eigenvalues to rounding — not to the last bit: they are other
 algorithms (tests/test_jacobi.py compares them with numpy on random, ill-conditioned and closed-form cases).
-Each returns NaN for a matrix with a value that is not finite, or when the sweeps (at most ``MAX_SWEEPS``) did
-not converge: the caller then asks LAPACK (fdcontrol.model.configuration), which raises or answers as before.
+Each returns NaN for a matrix with a value that is not finite or of a magnitude outside
+[``SCALE_MIN``, ``SCALE_MAX``] (its products would overflow or underflow), or when the sweeps (at most
+``MAX_SWEEPS``) did not converge: the caller then asks LAPACK (fdcontrol.model.configuration), which raises
+or answers as before.
 The functions are compiled by numba once per process when this module is first imported (cached on disk),
 never in the loop thread. ``work`` is the caller's scratch: min(m, n) × max(m, n) for :func:`sigma_min`,
 n × n for :func:`condition_spd`.
@@ -34,7 +36,13 @@ except ImportError as exc:  # the telemetry then asks LAPACK (Configuration.sigm
     raise missing("fast", "the compiled telemetry", exc) from exc
 
 MAX_SWEEPS = 60  # a 7×7 converges in 5–10 sweeps
-EPS = 2.0 ** -52  # a pair counts as orthogonal (a coupling as zero) below EPS relative to its scale
+# a pair counts as orthogonal (a coupling as zero) below EPS relative to its scale: a few units of rounding, so
+# that rounding noise in a nearly converged pair cannot keep the sweeps going (at 2⁻⁵² some held-push Jacobians ran
+# all 60 sweeps, and JᵀJ + μI of a rank-deficient J often did)
+EPS = 8.0 * 2.0 ** -52
+# entries of magnitude outside [SCALE_MIN, SCALE_MAX] (zero excepted) give NaN, and LAPACK answers: the sums of
+# squares the rotations form would overflow or underflow there
+SCALE_MIN, SCALE_MAX = 1e-150, 1e150
 
 _MAT = types.Array(types.float64, 2, "A")
 _SIG = types.float64(_MAT, _MAT)
@@ -49,7 +57,7 @@ def sigma_min(A: np.ndarray, work: np.ndarray) -> float:  # pragma: no cover - c
     for i in range(k):
         for j in range(ln):
             x = A[i, j] if rows else A[j, i]
-            if not math.isfinite(x):
+            if not math.isfinite(x) or abs(x) > SCALE_MAX or (x != 0.0 and abs(x) < SCALE_MIN):
                 return math.nan
             work[i, j] = x
     converged = False
@@ -66,7 +74,7 @@ def sigma_min(A: np.ndarray, work: np.ndarray) -> float:  # pragma: no cover - c
                     a += x * x
                     b += y * y
                     c += x * y
-                if abs(c) <= EPS * math.sqrt(a * b):
+                if abs(c) <= EPS * math.sqrt(a) * math.sqrt(b):  # (a·b would overflow first)
                     continue
                 rotated = True
                 zeta = (b - a) / (2.0 * c)
@@ -96,12 +104,18 @@ def sigma_min(A: np.ndarray, work: np.ndarray) -> float:  # pragma: no cover - c
 def condition_spd(H: np.ndarray, work: np.ndarray) -> float:  # pragma: no cover - compiled
     """λmax/λmin of the symmetric ``H`` (∞ when λmin ≤ 0; NaN: not finite, or not converged)."""
     n = H.shape[0]
+    big = 0.0
     for i in range(n):
         for j in range(n):
             x = H[i, j]
-            if not math.isfinite(x):
+            if not math.isfinite(x) or abs(x) > SCALE_MAX or (x != 0.0 and abs(x) < SCALE_MIN):
                 return math.nan
             work[i, j] = x
+            big = max(big, abs(x))
+    # a coupling at rounding level of H's largest entry counts as zero too: below it the rotations cannot reduce it
+    # (a cluster of small eigenvalues beside large ones kept rotating for all the sweeps), and LAPACK's eigenvalues
+    # carry the same absolute error (about ε‖H‖)
+    floor = EPS * big
     converged = False
     for _ in range(MAX_SWEEPS):
         rotated = False
@@ -110,7 +124,7 @@ def condition_spd(H: np.ndarray, work: np.ndarray) -> float:  # pragma: no cover
                 apq = work[p, q]
                 app = work[p, p]
                 aqq = work[q, q]
-                if abs(apq) <= EPS * math.sqrt(abs(app * aqq)):
+                if abs(apq) <= max(EPS * math.sqrt(abs(app)) * math.sqrt(abs(aqq)), floor):
                     continue
                 rotated = True
                 theta = (aqq - app) / (2.0 * apq)
