@@ -254,6 +254,7 @@ def build(args: argparse.Namespace) -> int:
                     "--isolation", os.environ.get("BUILD_ISOLATION", "chroot")]
             for d in dirs:
                 cmd += ["-v", f"{d}:{d}:ro"]
+        replaced = image_id(engine, args.tag)  # removed after the build if nothing else uses it
         log(f"building {args.tag} on {base} with extras [{args.extras}] ({engine.name}) …")
         t0 = time.monotonic()
         p = subprocess.run([engine.name, *cmd, str(ROOT)], env={**engine.env, "DOCKER_BUILDKIT": "1"},
@@ -265,39 +266,59 @@ def build(args: argparse.Namespace) -> int:
     size = int(engine.run("image", "inspect", "--format", "{{.Size}}", args.tag).stdout.strip())
     log(f"built {args.tag} in {took:.0f} s; size {size / 1e6:.0f} MB")
     freed = prune_leftovers(engine)
+    new = image_id(engine, args.tag)
+    if replaced and replaced != new and not image_tags(engine, replaced):  # the image this build untagged
+        # never forced: an image a container (the deployed service, say) still uses stays (podman's rmi -f would
+        # remove that container with it)
+        if engine.run("rmi", replaced, check=False, timeout=300).returncode == 0:
+            freed += 1
+        else:
+            log(f"kept the image this build replaced ({replaced[:19]}): a container still uses it")
     if freed:
-        log(f"removed {freed} untagged image(s) of earlier builds (the build stage, images a rebuild untagged)")
+        log(f"removed {freed} untagged image(s) (the build stage, the image this build replaced)")
     return 0
 
 
-LABEL_KEY = "org.fdcontrol.stage"  # set by the Dockerfile on both stages
+LABEL_KEY = "org.fdcontrol.stage"  # the Dockerfile's build stage: org.fdcontrol.stage=build
+
+
+def image_id(engine: Engine, ref: str) -> str | None:
+    p = engine.run("image", "inspect", "--format", "{{.Id}}", ref, check=False)
+    if p.returncode != 0:
+        return None
+    return p.stdout.strip() or None
+
+
+def image_tags(engine: Engine, ref: str) -> list[str]:
+    p = engine.run("image", "inspect", "--format", "{{range .RepoTags}}{{.}} {{end}}", ref, check=False)
+    return p.stdout.split() if p.returncode == 0 else []
 
 
 def leftovers(engine: Engine) -> list[str]:
-    """Untagged images our builds left: the build stage (podman keeps it) and the image a rebuild untagged.
-
-    About 1.2 GB each, two per build: on a machine that builds often they fill the disk.
-    """
+    """Untagged images of the Dockerfile's build stage (podman keeps one per build, about 1.2 GB each: on a
+    machine that builds often they fill the disk)."""
     out = engine.run("images", "-q", "--no-trunc", "--filter", "dangling=true",
-                     "--filter", f"label={LABEL_KEY}", check=False).stdout
+                     "--filter", f"label={LABEL_KEY}=build", check=False).stdout
     return sorted(set(out.split()))
 
 
 def prune_leftovers(engine: Engine) -> int:
+    """Remove the build stages' images; never forced (an image in use stays)."""
     ids = leftovers(engine)
     if ids:
-        engine.run("rmi", "-f", *ids, check=False, timeout=300)
+        engine.run("rmi", *ids, check=False, timeout=300)
     return len(ids) - len(leftovers(engine))
 
 
 def clean(args: argparse.Namespace) -> int:
-    """Remove the image (the tag) and what builds left; the base image stays (it is slow to make)."""
+    """Remove the image (the tag) and the build stages' images; the base image stays (it is slow to make).
+    Never forced: while a container uses the image it stays, and this says so."""
     engine = Engine()
     if engine.has_image(args.tag):
-        engine.run("rmi", "-f", args.tag, check=False, timeout=300)
+        engine.run("rmi", args.tag, check=False, timeout=300)
     n = prune_leftovers(engine)
     gone = not engine.has_image(args.tag)
-    log(f"{'removed' if gone else 'could not remove'} {args.tag}; {n} untagged build image(s) removed")
+    log(f"{'removed' if gone else 'kept (a container uses it)'} {args.tag}; {n} untagged build image(s) removed")
     return 0 if gone else 1
 
 
@@ -436,7 +457,7 @@ def test(args: argparse.Namespace) -> int:
     c = Checks()
     t0 = time.monotonic()
     run_id = secrets.token_hex(3)
-    names = [f"fdcontrol-it-{run_id}-{n}" for n in ("main", "unsupervised", "ros2", "peer")]
+    names = [f"fdcontrol-it-{run_id}-{n}" for n in ("main", "unsupervised", "ros2", "peer", "inuse")]
     engine.rm(*names)
     work = Path(tempfile.mkdtemp(prefix="fdcontrol-image-test-"))
     shm, secrets_dir = work / "shm", work / "secrets"
@@ -449,6 +470,7 @@ def test(args: argparse.Namespace) -> int:
         q_home = main_container(engine, args.tag, names[0], shm, c)
         killed_loop_fails_healthcheck(engine, args.tag, names[1], c)
         ros2_next_to_driver(engine, args.tag, names[2], names[3], q_home, c, secrets_dir)
+        clean_keeps_an_image_in_use(engine, args.tag, names[4], c)
     except Exception as exc:  # anything unexpected fails the test, after the clean-up below
         c.check("the image test ran to the end", False, f"{type(exc).__name__}: {exc}")
     finally:
@@ -463,6 +485,17 @@ def test(args: argparse.Namespace) -> int:
     took = time.monotonic() - t0
     print(f"{'FAILED: ' + ', '.join(c.failed) if c.failed else 'all image checks passed'} ({took:.0f} s)", flush=True)
     return 1 if c.failed else 0
+
+
+def clean_keeps_an_image_in_use(engine: Engine, tag: str, name: str, c: Checks) -> None:
+    """`make image-clean` beside a running container of the image (the deployed service, say): the image and the
+    container stay (podman's forced rmi would have removed the container with the image)."""
+    engine.run("run", "-d", "--name", name, "--entrypoint", "sleep", tag, "120")
+    rc = clean(argparse.Namespace(tag=tag))
+    running = engine.run("inspect", "--format", "{{.State.Running}}", name, check=False).stdout.strip()
+    c.check("image-clean keeps an image a container uses, and the container", rc == 1 and engine.has_image(tag)
+            and running == "true", f"clean returned {rc}, image kept {engine.has_image(tag)}, running {running!r}")
+    engine.rm(name)
 
 
 def image_contents(engine: Engine, tag: str, c: Checks) -> None:

@@ -4,6 +4,7 @@ configuration names for each install (its constraints) reaches the build."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import stat
@@ -63,3 +64,30 @@ def test_the_constraints_file_reaches_the_build(container, tmp_path, monkeypatch
     text, dirs, _ = container.pip_config()
     assert str(cons) in text  # the build's pip reads it …
     assert str(cons.parent) in dirs  # … from the folder mounted into the build
+
+
+def test_removing_images_is_never_forced(container, tmp_path, monkeypatch):
+    """podman's `rmi -f` also removes the containers that use the image (the deployed service, say): the build's
+    clean-up and `make image-clean` never force; the engine's refusal keeps an image in use (checked with the real
+    engine in `make image-test`)."""
+    log = tmp_path / "calls.log"
+    fake = tmp_path / "podman"
+    fake.write_text(f"""#!/bin/sh
+echo "$*" >> {log}
+case "$1 $2" in
+  "images -q") echo sha256:build0; echo sha256:build1 ;;
+  "image inspect") echo sha256:0ld1mage ;;
+  rmi*) exit 2 ;;
+esac
+exit 0
+""")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("CONTAINER_ENGINE", str(fake))
+    engine = container.Engine()
+    assert container.prune_leftovers(engine) == 0  # the engine refused: nothing counted as removed
+    assert container.clean(argparse.Namespace(tag="localhost/fdcontrol:latest")) == 1  # refused: said, not forced
+    rmis = [ln.split() for ln in log.read_text().splitlines() if ln.startswith("rmi")]
+    assert rmis and all(not {"-f", "--force"} & set(args) for args in rmis), rmis
+    assert ["rmi", "sha256:build0", "sha256:build1"] in rmis and ["rmi", "localhost/fdcontrol:latest"] in rmis
+    assert all("label=org.fdcontrol.stage=build" in ln for ln in log.read_text().splitlines()
+               if ln.startswith("images"))
