@@ -20,6 +20,7 @@ import numpy as np
 import pinocchio as pin
 import scipy.linalg
 
+from fdcontrol.model.conditioning import _cholesky_shifted
 from fdcontrol.model.linalg import symmetric_upper
 from fdcontrol.model.robot import ModelError, RobotModel
 from fdcontrol.model.spatial import cross
@@ -257,21 +258,7 @@ def _at_band_start_kernel(M: np.ndarray, J: np.ndarray, sigma: np.ndarray, Vt: n
     t = root * root * (1.0 + 1e-9) / wmin  # λ_min(H_l') must exceed this
     shift = t / gamma_m + err * (p + 1)
     # Cholesky of D − shift·I: positive definite ⇔ λ_min(D) > shift
-    L = np.zeros((p, p))
-    for jj in range(p):
-        for ii in range(jj, p):
-            g = D[ii, jj]
-            if ii == jj:
-                g -= shift
-            for c in range(jj):
-                g -= L[ii, c] * L[jj, c]
-            if ii == jj:
-                if not g > 0.0:
-                    return False
-                L[jj, jj] = math.sqrt(g)
-            else:
-                L[ii, jj] = g / L[jj, jj]
-    return True
+    return _cholesky_shifted(D, p, shift, np.zeros((p, p)))
 
 
 try:  # compiled at import (cached on disk), never in the loop thread; without numba the mapping's plain forms
