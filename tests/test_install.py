@@ -36,7 +36,7 @@ NOT_CORE = ("fastapi", "starlette", "uvicorn", "pydantic", "yaml", "httpx", "msg
 NEEDS = {"fdcontrol.client": "server", "fdcontrol.recording": "record", "fdcontrol.plot": "experiments",
          "fdcontrol.experiments": "experiments", "fdcontrol.drivers.mujoco": "mujoco",
          "fdcontrol.drivers.ros2_msgs": "ros2", "fdcontrol.limits.compiled": "fast",
-         "fdcontrol.drivers.franka_compiled": "fast",
+         "fdcontrol.drivers.franka_compiled": "fast", "fdcontrol.model.jacobi": "fast",
          "fdcontrol.env.service": "env", "fdcontrol.env.sim": "env", "fdcontrol.env.spaces": "env",
          "fdcontrol.export": "record", "fdcontrol.export_lerobot": "record"}
 
