@@ -86,12 +86,13 @@ def _shim(d: Path, name: str, body: str) -> None:
     p.chmod(p.stat().st_mode | stat.S_IXUSR)
 
 
-def _ci(tmp_path: Path, engine: bool) -> tuple[subprocess.CompletedProcess, list[str]]:
+def _ci(tmp_path: Path, engine: bool, free_mib: int | None = None) -> tuple[subprocess.CompletedProcess, list[str]]:
     """.ci/run with stand-ins: root with apt-get that installs nothing, `make` that records its targets and
-    REQUIRE, a podman stand-in only if `engine`; the real python3, dirname and timeout."""
-    bin_ = tmp_path / ("bin-engine" if engine else "bin")
+    REQUIRE, a podman stand-in only if `engine`, a `df` that reports `free_mib` MiB available if given; the real
+    python3, dirname and timeout."""
+    bin_ = tmp_path / (f"bin-{engine}-{free_mib}")
     bin_.mkdir()
-    log = tmp_path / ("make-engine.log" if engine else "make.log")
+    log = tmp_path / f"make-{engine}-{free_mib}.log"
     for tool in ("dirname", "timeout", "python3"):
         (bin_ / tool).symlink_to(shutil.which(tool) or "")
     _shim(bin_, "id", 'echo 0\n')
@@ -99,6 +100,9 @@ def _ci(tmp_path: Path, engine: bool) -> tuple[subprocess.CompletedProcess, list
     _shim(bin_, "make", f'echo "$* REQUIRE=$REQUIRE" >> {log}\n')
     if engine:
         _shim(bin_, "podman", "exit 0\n")
+    if free_mib is not None:
+        _shim(bin_, "df", f"echo 'Filesystem 1048576-blocks Used Available Capacity Mounted on'\n"
+                          f"echo '/dev/vda 258020 {258020 - free_mib} {free_mib} 99% /'\n")
     r = subprocess.run(["/bin/bash", str(ROOT / ".ci" / "run")], env={"PATH": str(bin_), "HOME": str(tmp_path)},
                        capture_output=True, text=True, timeout=120)
     return r, log.read_text().splitlines() if log.exists() else []
@@ -112,11 +116,21 @@ def test_ci_fails_where_it_could_install_but_no_container_engine_or_chromium_cam
     assert len(made) == 1 and made[0].startswith("test-loaded REQUIRE="), made
     assert {"extras", "browser"} <= set(made[0].split("REQUIRE=")[1].split(",")), made  # chromium missing: required
     assert "container" in r.stdout.split("required (a skip of these fails): ")[1].splitlines()[0], r.stdout
-    # with an engine the image test runs (and then LeRobot's install and tests: the stand-in succeeds)
+    # with an engine the image test runs, the image is removed again (its disk), and then LeRobot's install and
+    # tests (the stand-in succeeds)
     r, made = _ci(tmp_path, engine=True)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert [m.split()[0] for m in made] == ["test-loaded", "image-test", "lerobot", "test-lerobot"], made
+    assert [m.split()[0] for m in made] == ["test-loaded", "image-test", "image-clean", "lerobot", "test-lerobot"], made
     assert made[-1].endswith("REQUIRE=lerobot"), made
+    # a disk with room for LeRobot's install (15 000 MiB on one filesystem): the same
+    r, made = _ci(tmp_path, engine=True, free_mib=15000)
+    assert r.returncode == 0 and [m.split()[0] for m in made][-2:] == ["lerobot", "test-lerobot"], made
+    # a disk without: said in one line, no install that would fail half-way, and no LeRobot tests
+    r, made = _ci(tmp_path, engine=True, free_mib=14999)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [m.split()[0] for m in made] == ["test-loaded", "image-test", "image-clean"], made
+    said_short = "LeRobot cannot be installed on this disk (14999 MiB free here, about 15000 MiB needed)"
+    assert said_short in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("name", ["browser", "fifo", "extras", "lerobot"])
