@@ -234,9 +234,12 @@ class SharedLayout:
         """A :class:`Packer` into ``out``, a buffer that nothing else writes (the state slot's private row)."""
         return Packer(self, out)
 
-    def _pack(self, s: LoopState, out: np.ndarray, extra: dict[str, float], last: list[Any] | None) -> None:
+    def _pack(self, s: LoopState, out: np.ndarray, extra: dict[str, float], last: list[Any] | None,
+              arrays_fast: Any = None) -> None:
         """:meth:`pack`; ``last`` (a :class:`Packer`'s memory of what it wrote into ``out`` before: the flags'
-        dicts, the texts) skips a field equal to the one already there — the buffer ends the same."""
+        dicts, the texts) skips a field equal to the one already there — the buffer ends the same.
+        ``arrays_fast(out, dof, s)`` (a :class:`Packer`'s compiled twin of the array writes below) writes the
+        arrays of a state whose arrays have their declared shapes and says so; else they are written here."""
         dof = len(s.q)
         if dof > self.max_dof:
             raise ValueError(f"{dof} joints exceed the layout's max_dof = {self.max_dof}")
@@ -248,13 +251,14 @@ class SharedLayout:
                 raise ValueError(f"{name} = {v!r} is not one of {', '.join(codes)}")
             row[i] = codes[v]
         out[self._scalar_run] = row
-        arrays = self._get_arrays(s)
-        dst, sizes = self._scatter_plan(dof)
-        if [v.size for v in arrays] == sizes:  # the declared sizes: one scatter
-            out[dst] = np.concatenate(arrays, axis=None)  # every array flattened, in slot order
-        else:  # a value off its declared shape: each written as before, as many entries as it has
-            for v, start in zip(arrays, self._array_starts, strict=True):
-                out[start:start + v.size] = v.reshape(-1)
+        if arrays_fast is None or not arrays_fast(out, dof, s):
+            arrays = self._get_arrays(s)
+            dst, sizes = self._scatter_plan(dof)
+            if [v.size for v in arrays] == sizes:  # the declared sizes: one scatter
+                out[dst] = np.concatenate(arrays, axis=None)  # every array flattened, in slot order
+            else:  # a value off its declared shape: each written as before, as many entries as it has
+                for v, start in zip(arrays, self._array_starts, strict=True):
+                    out[start:start + v.size] = v.reshape(-1)
         for i, (name, sl, keys) in enumerate(self._flags):
             v = getattr(s, name)
             if last is not None:
@@ -333,14 +337,46 @@ class Packer:
     def __init__(self, layout: SharedLayout, out: np.ndarray) -> None:
         self.layout, self.out = layout, out
         self._last: list[Any] = [[None] * len(layout._flags), None]  # the flags' dicts, the texts, as written
+        whole = isinstance(out, np.ndarray) and out.dtype == np.float64 and out.ndim == 1 and len(out) >= layout.size
+        self._arrays = _compiled_arrays(layout) if whole else None
 
     def pack(self, s: LoopState, **extra: float) -> None:
         """Write ``s`` (and the ``extra`` slots) into the buffer."""
         try:
-            self.layout._pack(s, self.out, extra, self._last)
+            self.layout._pack(s, self.out, extra, self._last, self._arrays)
         except BaseException:
             self._last = [[None] * len(self.layout._flags), None]  # a write cut short: forget what is there
             raise
+
+
+def _compiled_arrays(layout: SharedLayout) -> Any:
+    """A packer's write of the arrays by fdcontrol.loop.state_compiled (compiled when first imported: as the
+    packer is built, never in the loop thread), or None where numba is missing (numpy calls write them)."""
+    try:
+        from fdcontrol.loop import state_compiled as sc
+    except ImportError:
+        return None
+    if not sc.SUPPORTED:
+        return None
+    shapes = {f.name: f.metadata["shape"] for f in FIELDS}
+
+    def extent(e: int | str) -> int:
+        return -1 if e == "dof" else int(e)
+
+    kernel = sc.pack_arrays
+    get_vecs, get_mats = _getter(list(sc.VECS)), _getter(list(sc.MATS))
+    vec_at = np.array([layout.slots[n].start for n in sc.VECS], dtype=np.int64)
+    vec_n = np.array([extent(shapes[n][0]) for n in sc.VECS], dtype=np.int64)
+    mat_at = np.array([layout.slots[n].start for n in sc.MATS], dtype=np.int64)
+    mat_rc = np.array([extent(e) for n in sc.MATS for e in shapes[n]], dtype=np.int64)
+
+    def write(out: np.ndarray, dof: int, s: LoopState) -> bool:
+        try:
+            return kernel(out, dof, get_vecs(s), vec_at, vec_n, get_mats(s), mat_at, mat_rc)
+        except TypeError:  # a value the kernel's signature does not take (not a float64 array): numpy's turn
+            return False
+
+    return write
 
 
 def _getter(names: list[str]) -> Any:
