@@ -149,10 +149,10 @@ def test_the_packer_writes_the_bytes_pack_writes(rng, loop_state):
     got, want = lay.empty(), lay.empty()
     got[:] = want[:] = np.nan
     packer = lay.packer(got)
-    assert packer._arrays is not None  # numba is here: the compiled path is in use
+    assert packer._fast is not None  # numba is here: the compiled path is in use
     taken = []
-    write = packer._arrays
-    packer._arrays = lambda out, dof, s: taken.append(write(out, dof, s)) or taken[-1]
+    scalars, at, write = packer._fast
+    packer._fast = (scalars, at, lambda out, dof, s: taken.append(write(out, dof, s)) or taken[-1])
 
     def state(dof):
         s = synthetic(rng, dof=dof, fault=(None, "", FAULT, "é" * 300)[int(rng.integers(0, 4))],
@@ -174,7 +174,9 @@ def test_the_packer_writes_the_bytes_pack_writes(rng, loop_state):
                dataclasses.replace(s7, f_measured=np.arange(6)),
                dataclasses.replace(s7, qd=np.arange(4.0)),  # off the declared shape: numpy's, as it comes
                dataclasses.replace(s7, tip_pose=s7.tip_pose.reshape(2, 8)),
-               dataclasses.replace(s7, speed_scaling=None)]  # (a scalar numpy stores as NaN)
+               dataclasses.replace(s7, speed_scaling=None),  # (a scalar numpy stores as NaN)
+               dataclasses.replace(s7, cycle=2**70 + 1, seq_ack=np.uint64(2**64 - 1), running=np.True_,
+                                   follow_joint=np.int32(-3), link_distance=np.float16(0.1), kappa_h=True)]
     seq = regular[:20] + odd + foreign + regular[20:] + [regular[3], regular[3]]  # the last: nothing changed
     for k, s in enumerate(seq):
         n = len(taken)
@@ -278,6 +280,10 @@ def test_new_state_is_the_dataclass(rng):
     b = st.new_state(*(getattr(a, n) for n in st.NAMES))
     assert type(b) is LoopState
     assert_same(a, b)
+    assert list(vars(b)) == list(vars(a)) == list(st.NAMES)  # the same dict, key order included
+    b2 = st.new_state(*(getattr(synthetic(rng), n) for n in st.NAMES))
+    assert vars(b2) is not vars(b) and b.cycle == a.cycle  # each state its own dict (new_state copies a template)
+    assert all(v is None for v in st._TEMPLATE.values())
     with pytest.raises(dataclasses.FrozenInstanceError):
         b.cycle = 0  # type: ignore[misc]
     c = dataclasses.replace(b, cycle=3)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Annotated, Any, Literal
@@ -152,14 +153,21 @@ def new_state(*values: Any) -> LoopState:
     """``LoopState(*values)`` with every field given in declaration order, for the per-cycle publish.
 
     The frozen dataclass's ``__init__`` sets each of its fields through ``object.__setattr__``
-    (~1.7 µs for 22 fields); this fills the instance's dict in one assignment (~0.7 µs). The
-    object is the same: frozen, equal field by field (tests/test_state.py).
+    (~1.7 µs for 22 fields); this fills the instance's dict in one assignment. The dict is a copy of
+    one that has every field's key already (``_TEMPLATE``), updated with the values: a dict built key by
+    key grows (and rehashes) three times on the way to 39 fields, in the loop ~2 µs of the publish. The
+    object is the same: frozen, equal field by field, its dict in declaration order (tests/test_state.py).
     """
     if len(values) != len(NAMES):
         raise TypeError(f"new_state takes all {len(NAMES)} fields ({', '.join(NAMES)}), got {len(values)}")
+    d = _TEMPLATE.copy()
+    d.update(zip(NAMES, values))
     s = object.__new__(LoopState)
-    object.__setattr__(s, "__dict__", dict(zip(NAMES, values, strict=True)))
+    object.__setattr__(s, "__dict__", d)
     return s
+
+
+_TEMPLATE: dict[str, Any] = dict.fromkeys(NAMES)  # new_state's dict before its values: every key, in field order
 
 
 def shape_of(f: Any, dof: int) -> tuple[int, ...]:
@@ -219,6 +227,7 @@ class SharedLayout:
         self._casts += [(n, lambda i, c=f.metadata["choices"]: c[int(i)]) for f in by_kind["choice"] for n in [f.name]]
         self._array_shapes = [(f.name, f.metadata["shape"], self.slots[f.name].start) for f in by_kind["array"]]
         self._extra = [(name, self.slots[name]) for name in extra]
+        self._extra_at = {name: sl.start for name, sl in self._extra}
         self._names = tuple(f.name for f in FIELDS)
         self._plans: dict[int, tuple[int, int, list[tuple[str, int, int, tuple[int, ...]]]]] = {}
         self._scatters: dict[int, tuple[np.ndarray, list[int]]] = {}
@@ -235,11 +244,14 @@ class SharedLayout:
         return Packer(self, out)
 
     def _pack(self, s: LoopState, out: np.ndarray, extra: dict[str, float], last: list[Any] | None,
-              arrays_fast: Any = None) -> None:
+              fast: tuple[struct.Struct, int, Any] | None = None) -> None:
         """:meth:`pack`; ``last`` (a :class:`Packer`'s memory of what it wrote into ``out`` before: the flags'
         dicts, the texts) skips a field equal to the one already there — the buffer ends the same.
-        ``arrays_fast(out, dof, s)`` (a :class:`Packer`'s compiled twin of the array writes below) writes the
-        arrays of a state whose arrays have their declared shapes and says so; else they are written here."""
+        ``fast`` (a :class:`Packer`'s, into a C-contiguous float64 ``out``): the scalars' struct and the byte
+        offset of their run — struct stores a number as the float64 bytes numpy would (a value it does not take,
+        such as None, numpy stores) — and the compiled twin of the array writes below, ``(out, dof, s) -> bool``:
+        it writes the arrays of a state whose arrays are float64 of their declared shapes and says so; else numpy
+        writes them."""
         dof = len(s.q)
         if dof > self.max_dof:
             raise ValueError(f"{dof} joints exceed the layout's max_dof = {self.max_dof}")
@@ -250,8 +262,14 @@ class SharedLayout:
             if v not in codes:
                 raise ValueError(f"{name} = {v!r} is not one of {', '.join(codes)}")
             row[i] = codes[v]
-        out[self._scalar_run] = row
-        if arrays_fast is None or not arrays_fast(out, dof, s):
+        if fast is None:
+            out[self._scalar_run] = row
+        else:
+            try:
+                fast[0].pack_into(out, fast[1], *row)
+            except Exception:  # noqa: BLE001 - a value struct does not take (None, …): numpy's conversion decides
+                out[self._scalar_run] = row
+        if fast is None or not fast[2](out, dof, s):
             arrays = self._get_arrays(s)
             dst, sizes = self._scatter_plan(dof)
             if [v.size for v in arrays] == sizes:  # the declared sizes: one scatter
@@ -280,7 +298,7 @@ class SharedLayout:
                 out[start] = len(raw)
                 out[start + 1:stop].view(np.uint8)[: len(raw)] = np.frombuffer(raw, dtype=np.uint8)
         for name, value in extra.items():
-            out[self.slots[name].start] = value
+            out[self._extra_at[name]] = value
 
     def _scatter_plan(self, dof: int) -> tuple[np.ndarray, list[int]]:
         """For ``dof`` joints: the slot of every entry of the arrays flattened one after the other (pack's one
@@ -337,13 +355,16 @@ class Packer:
     def __init__(self, layout: SharedLayout, out: np.ndarray) -> None:
         self.layout, self.out = layout, out
         self._last: list[Any] = [[None] * len(layout._flags), None]  # the flags' dicts, the texts, as written
-        whole = isinstance(out, np.ndarray) and out.dtype == np.float64 and out.ndim == 1 and len(out) >= layout.size
-        self._arrays = _compiled_arrays(layout) if whole else None
+        whole = (isinstance(out, np.ndarray) and out.dtype == np.float64 and out.ndim == 1
+                 and out.flags.c_contiguous and out.flags.writeable and len(out) >= layout.size)
+        arrays = _compiled_arrays(layout) if whole else None
+        scalars = struct.Struct(f"={len(layout._scalars)}d")  # float64 in the machine's byte order, no padding
+        self._fast = (scalars, 8 * layout._scalar_run.start, arrays) if arrays is not None else None
 
     def pack(self, s: LoopState, **extra: float) -> None:
         """Write ``s`` (and the ``extra`` slots) into the buffer."""
         try:
-            self.layout._pack(s, self.out, extra, self._last, self._arrays)
+            self.layout._pack(s, self.out, extra, self._last, self._fast)
         except BaseException:
             self._last = [[None] * len(self.layout._flags), None]  # a write cut short: forget what is there
             raise
