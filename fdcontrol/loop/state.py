@@ -161,7 +161,7 @@ def new_state(*values: Any) -> LoopState:
     if len(values) != len(NAMES):
         raise TypeError(f"new_state takes all {len(NAMES)} fields ({', '.join(NAMES)}), got {len(values)}")
     d = _TEMPLATE.copy()
-    d.update(zip(NAMES, values))
+    d.update(zip(NAMES, values, strict=True))
     s = object.__new__(LoopState)
     object.__setattr__(s, "__dict__", d)
     return s
@@ -267,7 +267,7 @@ class SharedLayout:
         else:
             try:
                 fast[0].pack_into(out, fast[1], *row)
-            except Exception:  # noqa: BLE001 - a value struct does not take (None, …): numpy's conversion decides
+            except Exception:  # a value struct does not take (None, …): numpy's conversion decides
                 out[self._scalar_run] = row
         if fast is None or not fast[2](out, dof, s):
             arrays = self._get_arrays(s)
