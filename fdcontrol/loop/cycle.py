@@ -200,6 +200,7 @@ class ControlLoop:
         self._q_ref: np.ndarray | None = None  # the last position reference (position interfaces)
         self.stats = Stats()
         self._jacobi = _jacobi_kernels()  # the telemetry's compiled σmin(J), κ(H), or None (numba missing)
+        self._jacobi_work: dict[tuple[int, ...], np.ndarray] = {}  # their scratch by shape (filled by each call)
         self.stats.clock = driver.clock_stats if driver.owns_clock else None
         self._late = 0.0  # the threaded loop's period error for the cycle step() is running
         self._command: Command | None = None
@@ -525,7 +526,7 @@ class ControlLoop:
         kernels = self._jacobi
         if kernels is not None:
             J = conf.jacobian
-            s = kernels[0](J, np.empty((min(J.shape), max(J.shape))))
+            s = kernels[0](J, self._scratch((min(J.shape), max(J.shape))))
             if s == s:  # NaN: not finite or not converged, LAPACK answers (or raises) as ever
                 return s
         return conf.sigma_min
@@ -534,10 +535,17 @@ class ControlLoop:
         kernels = self._jacobi
         if kernels is not None and conf.virtual is not None:
             H = conf.inertia
-            kh = kernels[1](H, np.empty(H.shape))
+            kh = kernels[1](H, self._scratch(H.shape))
             if kh == kh:
                 return kh
         return conf.kappa_h
+
+    def _scratch(self, shape: tuple[int, ...]) -> np.ndarray:
+        """The Jacobi kernels' work space of that shape, kept: they write it in full before reading it."""
+        w = self._jacobi_work.get(shape)
+        if w is None:
+            w = self._jacobi_work[shape] = np.empty(shape)
+        return w
 
     def commanded_position(self) -> np.ndarray | None:
         """Where the robot's controller drives the joints now (rad): the driver's

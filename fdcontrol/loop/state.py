@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Annotated, Any, Literal
@@ -152,14 +153,21 @@ def new_state(*values: Any) -> LoopState:
     """``LoopState(*values)`` with every field given in declaration order, for the per-cycle publish.
 
     The frozen dataclass's ``__init__`` sets each of its fields through ``object.__setattr__``
-    (~1.7 µs for 22 fields); this fills the instance's dict in one assignment (~0.7 µs). The
-    object is the same: frozen, equal field by field (tests/test_state.py).
+    (~1.7 µs for 22 fields); this fills the instance's dict in one assignment. The dict is a copy of
+    one that has every field's key already (``_TEMPLATE``), updated with the values: a dict built key by
+    key grows (and rehashes) three times on the way to 39 fields, in the loop ~2 µs of the publish. The
+    object is the same: frozen, equal field by field, its dict in declaration order (tests/test_state.py).
     """
     if len(values) != len(NAMES):
         raise TypeError(f"new_state takes all {len(NAMES)} fields ({', '.join(NAMES)}), got {len(values)}")
+    d = _TEMPLATE.copy()
+    d.update(zip(NAMES, values, strict=True))
     s = object.__new__(LoopState)
-    object.__setattr__(s, "__dict__", dict(zip(NAMES, values, strict=True)))
+    object.__setattr__(s, "__dict__", d)
     return s
+
+
+_TEMPLATE: dict[str, Any] = dict.fromkeys(NAMES)  # new_state's dict before its values: every key, in field order
 
 
 def shape_of(f: Any, dof: int) -> tuple[int, ...]:
@@ -219,6 +227,7 @@ class SharedLayout:
         self._casts += [(n, lambda i, c=f.metadata["choices"]: c[int(i)]) for f in by_kind["choice"] for n in [f.name]]
         self._array_shapes = [(f.name, f.metadata["shape"], self.slots[f.name].start) for f in by_kind["array"]]
         self._extra = [(name, self.slots[name]) for name in extra]
+        self._extra_at = {name: sl.start for name, sl in self._extra}
         self._names = tuple(f.name for f in FIELDS)
         self._plans: dict[int, tuple[int, int, list[tuple[str, int, int, tuple[int, ...]]]]] = {}
         self._scatters: dict[int, tuple[np.ndarray, list[int]]] = {}
@@ -234,9 +243,15 @@ class SharedLayout:
         """A :class:`Packer` into ``out``, a buffer that nothing else writes (the state slot's private row)."""
         return Packer(self, out)
 
-    def _pack(self, s: LoopState, out: np.ndarray, extra: dict[str, float], last: list[Any] | None) -> None:
+    def _pack(self, s: LoopState, out: np.ndarray, extra: dict[str, float], last: list[Any] | None,
+              fast: tuple[struct.Struct, int, Any] | None = None) -> None:
         """:meth:`pack`; ``last`` (a :class:`Packer`'s memory of what it wrote into ``out`` before: the flags'
-        dicts, the texts) skips a field equal to the one already there — the buffer ends the same."""
+        dicts, the texts) skips a field equal to the one already there — the buffer ends the same.
+        ``fast`` (a :class:`Packer`'s, into a C-contiguous float64 ``out``): the scalars' struct and the byte
+        offset of their run — struct stores a number as the float64 bytes numpy would (a value it does not take,
+        such as None, numpy stores) — and the compiled twin of the array writes below, ``(out, dof, s) -> bool``:
+        it writes the arrays of a state whose arrays are float64 of their declared shapes and says so; else numpy
+        writes them."""
         dof = len(s.q)
         if dof > self.max_dof:
             raise ValueError(f"{dof} joints exceed the layout's max_dof = {self.max_dof}")
@@ -247,14 +262,21 @@ class SharedLayout:
             if v not in codes:
                 raise ValueError(f"{name} = {v!r} is not one of {', '.join(codes)}")
             row[i] = codes[v]
-        out[self._scalar_run] = row
-        arrays = self._get_arrays(s)
-        dst, sizes = self._scatter_plan(dof)
-        if [v.size for v in arrays] == sizes:  # the declared sizes: one scatter
-            out[dst] = np.concatenate(arrays, axis=None)  # every array flattened, in slot order
-        else:  # a value off its declared shape: each written as before, as many entries as it has
-            for v, start in zip(arrays, self._array_starts, strict=True):
-                out[start:start + v.size] = v.reshape(-1)
+        if fast is None:
+            out[self._scalar_run] = row
+        else:
+            try:
+                fast[0].pack_into(out, fast[1], *row)
+            except Exception:  # a value struct does not take (None, …): numpy's conversion decides
+                out[self._scalar_run] = row
+        if fast is None or not fast[2](out, dof, s):
+            arrays = self._get_arrays(s)
+            dst, sizes = self._scatter_plan(dof)
+            if [v.size for v in arrays] == sizes:  # the declared sizes: one scatter
+                out[dst] = np.concatenate(arrays, axis=None)  # every array flattened, in slot order
+            else:  # a value off its declared shape: each written as before, as many entries as it has
+                for v, start in zip(arrays, self._array_starts, strict=True):
+                    out[start:start + v.size] = v.reshape(-1)
         for i, (name, sl, keys) in enumerate(self._flags):
             v = getattr(s, name)
             if last is not None:
@@ -276,7 +298,7 @@ class SharedLayout:
                 out[start] = len(raw)
                 out[start + 1:stop].view(np.uint8)[: len(raw)] = np.frombuffer(raw, dtype=np.uint8)
         for name, value in extra.items():
-            out[self.slots[name].start] = value
+            out[self._extra_at[name]] = value
 
     def _scatter_plan(self, dof: int) -> tuple[np.ndarray, list[int]]:
         """For ``dof`` joints: the slot of every entry of the arrays flattened one after the other (pack's one
@@ -333,14 +355,49 @@ class Packer:
     def __init__(self, layout: SharedLayout, out: np.ndarray) -> None:
         self.layout, self.out = layout, out
         self._last: list[Any] = [[None] * len(layout._flags), None]  # the flags' dicts, the texts, as written
+        whole = (isinstance(out, np.ndarray) and out.dtype == np.float64 and out.ndim == 1
+                 and out.flags.c_contiguous and out.flags.writeable and len(out) >= layout.size)
+        arrays = _compiled_arrays(layout) if whole else None
+        scalars = struct.Struct(f"={len(layout._scalars)}d")  # float64 in the machine's byte order, no padding
+        self._fast = (scalars, 8 * layout._scalar_run.start, arrays) if arrays is not None else None
 
     def pack(self, s: LoopState, **extra: float) -> None:
         """Write ``s`` (and the ``extra`` slots) into the buffer."""
         try:
-            self.layout._pack(s, self.out, extra, self._last)
+            self.layout._pack(s, self.out, extra, self._last, self._fast)
         except BaseException:
             self._last = [[None] * len(self.layout._flags), None]  # a write cut short: forget what is there
             raise
+
+
+def _compiled_arrays(layout: SharedLayout) -> Any:
+    """A packer's write of the arrays by fdcontrol.loop.state_compiled (compiled when first imported: as the
+    packer is built, never in the loop thread), or None where numba is missing (numpy calls write them)."""
+    try:
+        from fdcontrol.loop import state_compiled as sc
+    except ImportError:
+        return None
+    if not sc.SUPPORTED:
+        return None
+    shapes = {f.name: f.metadata["shape"] for f in FIELDS}
+
+    def extent(e: int | str) -> int:
+        return -1 if e == "dof" else int(e)
+
+    kernel = sc.pack_arrays
+    get_vecs, get_mats = _getter(list(sc.VECS)), _getter(list(sc.MATS))
+    vec_at = np.array([layout.slots[n].start for n in sc.VECS], dtype=np.int64)
+    vec_n = np.array([extent(shapes[n][0]) for n in sc.VECS], dtype=np.int64)
+    mat_at = np.array([layout.slots[n].start for n in sc.MATS], dtype=np.int64)
+    mat_rc = np.array([extent(e) for n in sc.MATS for e in shapes[n]], dtype=np.int64)
+
+    def write(out: np.ndarray, dof: int, s: LoopState) -> bool:
+        try:
+            return kernel(out, dof, get_vecs(s), vec_at, vec_n, get_mats(s), mat_at, mat_rc)
+        except TypeError:  # a value the kernel's signature does not take (not a float64 array): numpy's turn
+            return False
+
+    return write
 
 
 def _getter(names: list[str]) -> Any:
