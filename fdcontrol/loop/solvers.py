@@ -267,7 +267,7 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         qz = np.empty(n)
         if _zero_locked(qd, locked, qz):  # np.where(locked, 0.0, qd); a locked q̇ not +0.0: the load at qz
             x = locked_acceleration(H, J.T @ f + self.joint_load(q, qz, tau), locked)
-        elif last[0] is not None and bool((last[0] == locked).all()):
+        elif last[0] is locked or (last[0] is not None and bool((last[0] == locked).all())):
             x = last[1]  # decide's last trial solved this very equation: b = Jᵀf + t, the same active set
         else:
             x = locked_acceleration(H, J.T @ f + t, locked)
