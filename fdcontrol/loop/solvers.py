@@ -242,17 +242,14 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         self._equation, self._load, self.last_converged = None, None, True
         q = _clip(q, c.lower, c.upper)  # np.clip's values (a NaN stays NaN, a bound's zero sign as np.clip)
         t = self.joint_load(q, qd, tau)
-        f = np.asarray(wrench, dtype=float)
-        H, b, J, data = self._limit_equation(q, f, t, conf)
+        H, jtf, data = self._limit_equation(q, np.asarray(wrench, dtype=float), conf)
+        b = jtf + t  # the equation's b = Jᵀf + τ − D q̇ − C q̇ (equation_and_jacobian's)
         n = qd.shape[0]
         last: list[Any] = [None, None]  # the last trial's (active set, x)
 
-        def solve(lk: np.ndarray) -> np.ndarray:  # locked_acceleration(H, b, lk): H, b float64 of n, lk boolean
-            x = np.empty(n)
-            if not _locked(H, b, lk, x):
-                x = locked_acceleration_lapack(H, b, lk)
-            last[0], last[1] = lk, x
-            return x
+        def solve(lk: np.ndarray) -> np.ndarray:
+            last[0], last[1] = lk, _solve_locked(H, b, lk)
+            return last[1]
 
         locked = c.decide(q, qd, solve, H, b, self.decay)
         self._locked = locked
@@ -266,35 +263,35 @@ class ForwardDynamicsSolver(_AccelerationSolver):
             return c.project(q + dt * qd1, qd1)
         qz = np.empty(n)
         if _zero_locked(qd, locked, qz):  # np.where(locked, 0.0, qd); a locked q̇ not +0.0: the load at qz
-            x = locked_acceleration(H, J.T @ f + self.joint_load(q, qz, tau), locked)
+            x = _solve_locked(H, jtf + self.joint_load(q, qz, tau), locked)
         elif last[0] is locked or (last[0] is not None and bool((last[0] == locked).all())):
             x = last[1]  # decide's last trial solved this very equation: b = Jᵀf + t, the same active set
         else:
-            x = locked_acceleration(H, J.T @ f + t, locked)
+            x = _solve_locked(H, b, locked)
         # the Euler step and c.project (engaged: a joint is locked) in one call
         q1, qd1 = np.empty(n), np.empty(n)
         _euler_project(q, qz, x, self.decay, float(dt), c.lower, c.upper, c._lo_tol, c._up_tol, locked, q1, qd1)
         return q1, qd1
 
-    def _limit_equation(self, q: np.ndarray, f: np.ndarray, t: np.ndarray, conf: Configuration | None
-                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, pin.Data]:
-        """``virtual.equation_and_jacobian(q, f, None, t)`` (H, b = Jᵀf + t, J; no gravity, no Coriolis term) and
-        the pinocchio data whose CRBA gave H. At the cycle's Configuration's very q bits and γ, on a base that is
-        the world (both forms take pinocchio's J as it is), H and J are the Configuration's: its CRBA ran on the
-        same model with the same q and γ (the same bits; tests/test_loop_configuration.py) — no second CRBA. Else
-        CRBA here, on the virtual model's data; a q that is not finite raises as check_q does."""
+    def _limit_equation(self, q: np.ndarray, f: np.ndarray, conf: Configuration | None
+                        ) -> tuple[np.ndarray, np.ndarray, pin.Data]:
+        """H and Jᵀf of ``virtual.equation_and_jacobian(q, f, None, t)`` (no gravity, no Coriolis term: its b is
+        Jᵀf + t, the same operations) and the pinocchio data whose CRBA gave H. At the cycle's Configuration's
+        very q bits and γ, on a base that is the world (both forms take pinocchio's J as it is), H and J are the
+        Configuration's: its CRBA ran on the same model with the same q and γ (the same bits;
+        tests/test_solver_limit_path.py) — no second CRBA. Else CRBA here, on the virtual model's data; a q that
+        is not finite raises as check_q does."""
         vm = self.virtual
         if conf is not None and conf.gamma == vm.gamma and conf._Rt is None and vm.robot._world_is_base \
                 and conf.q.tobytes() == q.tobytes():
             data = conf.data
             J = conf.jacobian
         else:
-            if not math.isfinite(q.dot(q)):  # check_q's error (q̇ = ±inf·0 or NaN; a finite q whose square
-                q = vm.robot.check_q(q)        # overflows is returned as it is)
+            if not math.isfinite(q.dot(q)):  # a NaN or an infinity in q: check_q's error (a finite q whose
+                q = vm.robot.check_q(q)        # q·q overflows: check_q returns it as it is)
             data = vm.data
             J = vm._crba_and_jacobian(q)
-        H = symmetric_upper(data.M)
-        return H, J.T @ f + t, J, data
+        return symmetric_upper(data.M), J.T @ f, data
 
     def _euler_inside(self, conf: Configuration, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
                       tau: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -478,6 +475,15 @@ def make_solver(mapping: Mapping, integrator: Integrator | None = None, *,
     return SOLVERS.get(kind).build(mapping, integrator, decay=decay, joint_damping=joint_damping,
                                    substeps=substeps, coriolis=coriolis, joint_limits=joint_limits,
                                    limit_inset=limit_inset)
+
+
+def _solve_locked(H: np.ndarray, b: np.ndarray, locked: np.ndarray) -> np.ndarray:
+    """:func:`~fdcontrol.model.constraints.locked_acceleration` for what the FD step at a limit hands it (H and b
+    float64 of the model's size, the active set a boolean vector): its compiled call without its checks."""
+    x = np.empty(b.shape[0])
+    if _locked(H, b, locked, x):
+        return x
+    return locked_acceleration_lapack(H, b, locked)
 
 
 def _euler_step(q: np.ndarray, qd: np.ndarray, x: np.ndarray, decay: float, dt: float
