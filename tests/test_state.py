@@ -278,10 +278,14 @@ def test_describe_lists_every_field():
 
 
 # ---------------------------------------------------------------------- the service's real wiring
-def test_loop_py_publishes_the_declared_state():
+def test_loop_py_publishes_the_declared_state(loop_state):
+    """The loop's state is a LoopState with every declared field, in declaration order (the loop writes its dict
+    as one display: a field left out or misspelt there fails here)."""
     from fdcontrol.loop import cycle as loop
 
     assert loop.LoopState is LoopState
+    assert type(loop_state) is LoopState and list(vars(loop_state)) == list(st.NAMES)
+    assert_same(loop_state, st.new_state(*(getattr(loop_state, n) for n in st.NAMES)))
 
 
 def test_new_state_is_the_dataclass(rng):

@@ -169,6 +169,15 @@ def new_state(*values: Any) -> LoopState:
 _TEMPLATE: dict[str, Any] = dict.fromkeys(NAMES)  # new_state's dict before its values: every key, in field order
 
 
+def state_of(values: dict[str, Any]) -> LoopState:
+    """The LoopState whose dict is ``values`` — every field by name, in declaration order; the dict becomes the
+    state's own. The loop's per-cycle constructor: its dict written as one display is the cheapest way to a dict
+    of 39 entries; the object is :func:`new_state`'s (tests/test_state.py, tests/test_loop.py check the fields)."""
+    s = object.__new__(LoopState)
+    object.__setattr__(s, "__dict__", values)
+    return s
+
+
 def shape_of(f: Any, dof: int) -> tuple[int, ...]:
     """A field's concrete shape for ``dof`` joints."""
     return tuple(dof if s == "dof" else int(s) for s in f.metadata["shape"])
