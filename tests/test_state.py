@@ -138,12 +138,14 @@ def _odd_bits(rng, n):
 
 
 def test_the_packer_writes_the_bytes_pack_writes(rng, loop_state):
-    """The state slot's packer (its arrays by one compiled call, fdcontrol.loop.state_compiled) leaves its buffer
-    byte for byte as plain pack (numpy calls: the reference) leaves one: random states of 6, 7, 2 and 16 joints
-    (a joint count below max_dof leaves the slots' tails as they were), NaN with payloads, −0, ±Inf, subnormals
-    in the arrays and the scalars, texts None / a fault / cut inside a character, flags all, some, none, and
-    arrays the kernel does not take (views, Fortran order, another dtype, off their declared shape), which numpy
-    writes. The compiled path is taken for every state whose arrays are float64 of the declared shapes."""
+    """The state slot's packer (fdcontrol.loop.state_compiled: the scalars by struct, the arrays by one compiled
+    call) leaves its buffer byte for byte as plain pack (numpy calls: the reference) leaves one: random states of
+    6, 7, 2 and 16 joints (a joint count below max_dof leaves the slots' tails as they were), NaN with payloads,
+    −0, ±Inf, subnormals in the arrays and the scalars, numpy's and Python's other number types, texts None / a
+    fault / cut inside a character, flags all, some, none; arrays in any memory layout; and what it leaves to
+    numpy (another dtype, an array off its declared shape, None in a float field), also after a state that
+    fails (an undeclared mode, too many joints: the same error both ways). The compiled path is taken for every
+    state it can take."""
     pytest.importorskip("numba")
     lay = SharedLayout(max_dof=16, extra=("last_cycle_at",))
     got, want = lay.empty(), lay.empty()
@@ -151,8 +153,8 @@ def test_the_packer_writes_the_bytes_pack_writes(rng, loop_state):
     packer = lay.packer(got)
     assert packer._fast is not None  # numba is here: the compiled path is in use
     taken = []
-    scalars, at, write = packer._fast
-    packer._fast = (scalars, at, lambda out, dof, s: taken.append(write(out, dof, s)) or taken[-1])
+    fast = packer._fast
+    packer._fast = lambda *a: taken.append(fast(*a)) or taken[-1]
 
     def state(dof):
         s = synthetic(rng, dof=dof, fault=(None, "", FAULT, "é" * 300)[int(rng.integers(0, 4))],
@@ -184,7 +186,15 @@ def test_the_packer_writes_the_bytes_pack_writes(rng, loop_state):
         lay.pack(s, want, last_cycle_at=float(k))
         assert got.tobytes() == want.tobytes(), f"state {k}"
         assert len(taken) == n + 1
-        assert taken[-1] is not any(s is f for f in foreign[:4]), f"state {k}"  # compiled wherever it applies
+        assert taken[-1] is not any(s is f for f in foreign[:5]), f"state {k}"  # compiled wherever it applies
+        if k % 10 == 9:  # a state that cannot be packed: the same error, then the next state as ever
+            bad = dataclasses.replace(s, mode="dance") if k % 20 == 9 else dataclasses.replace(s, q=np.zeros(17))
+            errors = []
+            for pack in (packer.pack, lambda s, **extra: lay.pack(s, want, **extra)):
+                with pytest.raises(ValueError) as e:
+                    pack(bad, last_cycle_at=-1.0)
+                errors.append(str(e.value))
+            assert errors[0] == errors[1]
 
 
 def test_unpacked_state_owns_its_arrays(rng):
@@ -268,10 +278,14 @@ def test_describe_lists_every_field():
 
 
 # ---------------------------------------------------------------------- the service's real wiring
-def test_loop_py_publishes_the_declared_state():
+def test_loop_py_publishes_the_declared_state(loop_state):
+    """The loop's state is a LoopState with every declared field, in declaration order (the loop writes its dict
+    as one display: a field left out or misspelt there fails here)."""
     from fdcontrol.loop import cycle as loop
 
     assert loop.LoopState is LoopState
+    assert type(loop_state) is LoopState and list(vars(loop_state)) == list(st.NAMES)
+    assert_same(loop_state, st.new_state(*(getattr(loop_state, n) for n in st.NAMES)))
 
 
 def test_new_state_is_the_dataclass(rng):

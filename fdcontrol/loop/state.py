@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import struct
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Annotated, Any, Literal
@@ -170,6 +169,15 @@ def new_state(*values: Any) -> LoopState:
 _TEMPLATE: dict[str, Any] = dict.fromkeys(NAMES)  # new_state's dict before its values: every key, in field order
 
 
+def state_of(values: dict[str, Any]) -> LoopState:
+    """The LoopState whose dict is ``values`` — every field by name, in declaration order; the dict becomes the
+    state's own. The loop's per-cycle constructor: its dict written as one display is the cheapest way to a dict
+    of 39 entries; the object is :func:`new_state`'s (tests/test_state.py, tests/test_loop.py check the fields)."""
+    s = object.__new__(LoopState)
+    object.__setattr__(s, "__dict__", values)
+    return s
+
+
 def shape_of(f: Any, dof: int) -> tuple[int, ...]:
     """A field's concrete shape for ``dof`` joints."""
     return tuple(dof if s == "dof" else int(s) for s in f.metadata["shape"])
@@ -243,15 +251,9 @@ class SharedLayout:
         """A :class:`Packer` into ``out``, a buffer that nothing else writes (the state slot's private row)."""
         return Packer(self, out)
 
-    def _pack(self, s: LoopState, out: np.ndarray, extra: dict[str, float], last: list[Any] | None,
-              fast: tuple[struct.Struct, int, Any] | None = None) -> None:
+    def _pack(self, s: LoopState, out: np.ndarray, extra: dict[str, float], last: list[Any] | None) -> None:
         """:meth:`pack`; ``last`` (a :class:`Packer`'s memory of what it wrote into ``out`` before: the flags'
-        dicts, the texts) skips a field equal to the one already there — the buffer ends the same.
-        ``fast`` (a :class:`Packer`'s, into a C-contiguous float64 ``out``): the scalars' struct and the byte
-        offset of their run — struct stores a number as the float64 bytes numpy would (a value it does not take,
-        such as None, numpy stores) — and the compiled twin of the array writes below, ``(out, dof, s) -> bool``:
-        it writes the arrays of a state whose arrays are float64 of their declared shapes and says so; else numpy
-        writes them."""
+        dicts, the texts) skips a field equal to the one already there — the buffer ends the same."""
         dof = len(s.q)
         if dof > self.max_dof:
             raise ValueError(f"{dof} joints exceed the layout's max_dof = {self.max_dof}")
@@ -262,21 +264,20 @@ class SharedLayout:
             if v not in codes:
                 raise ValueError(f"{name} = {v!r} is not one of {', '.join(codes)}")
             row[i] = codes[v]
-        if fast is None:
-            out[self._scalar_run] = row
-        else:
-            try:
-                fast[0].pack_into(out, fast[1], *row)
-            except Exception:  # a value struct does not take (None, …): numpy's conversion decides
-                out[self._scalar_run] = row
-        if fast is None or not fast[2](out, dof, s):
-            arrays = self._get_arrays(s)
-            dst, sizes = self._scatter_plan(dof)
-            if [v.size for v in arrays] == sizes:  # the declared sizes: one scatter
-                out[dst] = np.concatenate(arrays, axis=None)  # every array flattened, in slot order
-            else:  # a value off its declared shape: each written as before, as many entries as it has
-                for v, start in zip(arrays, self._array_starts, strict=True):
-                    out[start:start + v.size] = v.reshape(-1)
+        out[self._scalar_run] = row
+        arrays = self._get_arrays(s)
+        dst, sizes = self._scatter_plan(dof)
+        if [v.size for v in arrays] == sizes:  # the declared sizes: one scatter
+            out[dst] = np.concatenate(arrays, axis=None)  # every array flattened, in slot order
+        else:  # a value off its declared shape: each written as before, as many entries as it has
+            for v, start in zip(arrays, self._array_starts, strict=True):
+                out[start:start + v.size] = v.reshape(-1)
+        self._write_flags(s, out, last)
+        self._write_texts(s, out, last)
+        for name, value in extra.items():
+            out[self._extra_at[name]] = value
+
+    def _write_flags(self, s: LoopState, out: np.ndarray, last: list[Any] | None) -> None:
         for i, (name, sl, keys) in enumerate(self._flags):
             v = getattr(s, name)
             if last is not None:
@@ -284,12 +285,13 @@ class SharedLayout:
                     continue  # the same flags as the ones in out already
                 last[0][i] = dict(v)
             out[sl] = [bool(v.get(k)) for k in keys]
+
+    def _write_texts(self, s: LoopState, out: np.ndarray, last: list[Any] | None) -> None:
         texts = self._get_texts(s)
         if last is not None:
             if texts == last[1]:  # the same texts as the ones in out already (the usual cycle: no new fault)
-                texts = ()
-            else:
-                last[1] = texts
+                return
+            last[1] = texts
         for v, (start, stop) in zip(texts, self._text_spans, strict=False):
             if v is None:
                 out[start] = -1
@@ -297,8 +299,6 @@ class SharedLayout:
                 raw = v.encode()[: self.text_bytes]
                 out[start] = len(raw)
                 out[start + 1:stop].view(np.uint8)[: len(raw)] = np.frombuffer(raw, dtype=np.uint8)
-        for name, value in extra.items():
-            out[self._extra_at[name]] = value
 
     def _scatter_plan(self, dof: int) -> tuple[np.ndarray, list[int]]:
         """For ``dof`` joints: the slot of every entry of the arrays flattened one after the other (pack's one
@@ -357,47 +357,29 @@ class Packer:
         self._last: list[Any] = [[None] * len(layout._flags), None]  # the flags' dicts, the texts, as written
         whole = (isinstance(out, np.ndarray) and out.dtype == np.float64 and out.ndim == 1
                  and out.flags.c_contiguous and out.flags.writeable and len(out) >= layout.size)
-        arrays = _compiled_arrays(layout) if whole else None
-        scalars = struct.Struct(f"={len(layout._scalars)}d")  # float64 in the machine's byte order, no padding
-        self._fast = (scalars, 8 * layout._scalar_run.start, arrays) if arrays is not None else None
+        self._fast = _straight_pack(layout) if whole else None
 
     def pack(self, s: LoopState, **extra: float) -> None:
-        """Write ``s`` (and the ``extra`` slots) into the buffer."""
+        """Write ``s`` (and the ``extra`` slots) into the buffer: by the compiled packing where it takes the
+        state (fdcontrol.loop.state_compiled), else — or where numba is missing — by :meth:`SharedLayout.pack`'s
+        numpy calls; the same bytes either way (tests/test_state.py)."""
         try:
-            self.layout._pack(s, self.out, extra, self._last, self._fast)
+            fast = self._fast
+            if fast is None or not fast(s, self.out, extra, self._last):
+                self.layout._pack(s, self.out, extra, self._last)
         except BaseException:
             self._last = [[None] * len(self.layout._flags), None]  # a write cut short: forget what is there
             raise
 
 
-def _compiled_arrays(layout: SharedLayout) -> Any:
-    """A packer's write of the arrays by fdcontrol.loop.state_compiled (compiled when first imported: as the
-    packer is built, never in the loop thread), or None where numba is missing (numpy calls write them)."""
+def _straight_pack(layout: SharedLayout) -> Any:
+    """fdcontrol.loop.state_compiled's packing of this layout (its kernel compiled when first imported: as the
+    packer is built, never in the loop thread), or None where numba is missing."""
     try:
-        from fdcontrol.loop import state_compiled as sc
+        from fdcontrol.loop import state_compiled
     except ImportError:
         return None
-    if not sc.SUPPORTED:
-        return None
-    shapes = {f.name: f.metadata["shape"] for f in FIELDS}
-
-    def extent(e: int | str) -> int:
-        return -1 if e == "dof" else int(e)
-
-    kernel = sc.pack_arrays
-    get_vecs, get_mats = _getter(list(sc.VECS)), _getter(list(sc.MATS))
-    vec_at = np.array([layout.slots[n].start for n in sc.VECS], dtype=np.int64)
-    vec_n = np.array([extent(shapes[n][0]) for n in sc.VECS], dtype=np.int64)
-    mat_at = np.array([layout.slots[n].start for n in sc.MATS], dtype=np.int64)
-    mat_rc = np.array([extent(e) for n in sc.MATS for e in shapes[n]], dtype=np.int64)
-
-    def write(out: np.ndarray, dof: int, s: LoopState) -> bool:
-        try:
-            return kernel(out, dof, get_vecs(s), vec_at, vec_n, get_mats(s), mat_at, mat_rc)
-        except TypeError:  # a value the kernel's signature does not take (not a float64 array): numpy's turn
-            return False
-
-    return write
+    return state_compiled.straight_pack(layout)
 
 
 def _getter(names: list[str]) -> Any:
