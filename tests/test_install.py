@@ -37,6 +37,7 @@ NEEDS = {"fdcontrol.client": "server", "fdcontrol.recording": "record", "fdcontr
          "fdcontrol.experiments": "experiments", "fdcontrol.drivers.mujoco": "mujoco",
          "fdcontrol.drivers.ros2_msgs": "ros2", "fdcontrol.limits.compiled": "fast",
          "fdcontrol.drivers.franka_compiled": "fast", "fdcontrol.model.jacobi": "fast",
+         "fdcontrol.loop.state_compiled": "fast",
          "fdcontrol.env.service": "env", "fdcontrol.env.sim": "env", "fdcontrol.env.spaces": "env",
          "fdcontrol.export": "record", "fdcontrol.export_lerobot": "record"}
 

@@ -284,6 +284,39 @@ def test_the_compiled_posture_torque_is_numpys_to_rounding():
                                    atol=1e-9 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("name", ["panda", "fr3"])
+def test_the_posture_load_is_the_projector_and_the_torque_bit_for_bit(name):
+    """PostureTask.load — the posture stage's one call — gives the bits of nullspace_transpose(H, J) and
+    torque(H, J, q, q̇, N̄ᵀ) on random states (the loop's virtual model, γ from 1 to 1e6, near-singular poses), also
+    before q_p is set (the first call fixes it, as torque does), on lists and on a non-positive-definite H (where
+    the projector's kernel gives up and LAPACK's form answers or raises)."""
+    from fdcontrol import RobotModel, VirtualModel
+
+    robot = RobotModel.load(name)
+    vm = VirtualModel(robot, 1e3)
+    rng = np.random.default_rng(17)
+    task, twin = (PostureTask(robot, stiffness=rng.uniform(1, 20, 7), damping=rng.uniform(0, 3, 7)) for _ in "ab")
+    twin.stiffness, twin.damping = task.stiffness.copy(), task.damping.copy()
+    for k in range(300):
+        q, qd = rng.uniform(robot.limits.lower, robot.limits.upper), rng.normal(size=7)
+        if k % 10 == 3:
+            q[1:] = 0.0  # stretched: J H⁻¹ Jᵀ loses rank (the truncated eigen-inverse)
+        vm.set_gamma(float(10.0 ** (k % 7)))
+        H, J = vm.inertia(q), robot.jacobian(q)
+        if k % 50 == 7:
+            q, qd = q.tolist(), qd.tolist()
+        Nt, tau = task.load(H, J, q, qd)
+        want_nt = nullspace_transpose(H, J)
+        want = twin.torque(H, J, q, qd, want_nt)
+        assert Nt.tobytes() == want_nt.tobytes() and tau.tobytes() == want.tobytes(), k
+        assert np.array_equal(task.preferred, twin.preferred)
+    bad = -np.eye(7)
+    with pytest.raises(np.linalg.LinAlgError):
+        nullspace_transpose(bad, J)
+    with pytest.raises(np.linalg.LinAlgError):
+        task.load(bad, J, np.zeros(7), np.zeros(7))
+
+
 def test_a_posture_torque_of_the_wrong_length_is_refused():
     """q and q̇ shorter or longer than the arm raise ValueError on either path: the compiled call never reads a
     corner of H and N̄ᵀ for a shorter vector."""

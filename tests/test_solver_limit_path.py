@@ -13,19 +13,43 @@ import pytest
 from fdcontrol import RobotModel, make_mapping
 from fdcontrol.loop.solvers import _AccelerationSolver, make_solver
 from fdcontrol.model.configuration import Configuration
+from fdcontrol.model.robot import URDF_DIR
 
 DT = 1e-3
 
 
-@pytest.mark.parametrize("name", ["ur10", "fr3"])
+def _robot(name: str) -> RobotModel:
+    if name == "tilted":  # a base that is not the world: UR10 from the shoulder (tests/test_configuration.py)
+        return RobotModel.from_urdf(URDF_DIR / "ur10.urdf", "upper_arm_link", "tool0")
+    return RobotModel.load(name)
+
+
+def _count_crba(solver) -> list[int]:
+    """Count the CRBA passes of the solver's own virtual model (VirtualModel._crba_and_jacobian)."""
+    calls = [0]
+    inner = solver.virtual._crba_and_jacobian
+
+    def counted(q):
+        calls[0] += 1
+        return inner(q)
+
+    solver.virtual._crba_and_jacobian = counted
+    return calls
+
+
+@pytest.mark.parametrize("name", ["ur10", "fr3", "tilted"])
 def test_fd_step_at_a_limit_equals_the_general_path_bit_for_bit(name: str) -> None:
-    robot = RobotModel.load(name)
+    """Also where H and J are the Configuration's (a q exactly at a limit: the clip leaves its bits; γ as the
+    Configuration's): then the step runs no CRBA of its own — past a limit (the clip moves q), or on a base that
+    is not the world, it runs one."""
+    robot = _robot(name)
     rng = np.random.default_rng(5)
     fast, general = (make_solver(make_mapping("fd", robot)) for _ in range(2))
     conf_fast = Configuration(robot, virtual=fast.virtual)  # each solver its own: γ is scheduled on it
     conf_general = Configuration(robot, virtual=general.virtual)
     lo, up = fast.constraints.lower, fast.constraints.upper
     used = {"reused": 0, "zeroed": 0, "free": 0}
+    crba, moved = _count_crba(fast), 0
     for k in range(600):
         q = rng.uniform(lo, up)
         j = k % robot.dof
@@ -36,6 +60,7 @@ def test_fd_step_at_a_limit_equals_the_general_path_bit_for_bit(name: str) -> No
             qd[:] = 0.0
         conf_fast.update(q)
         conf_general.update(q.copy())
+        moved += np.clip(q, lo, up).tobytes() != q.tobytes()
         got = fast.step(conf_fast.q, qd, f, DT, config=conf_fast)
         want = _AccelerationSolver.step(general, conf_general.q, qd, f, DT, config=conf_general)
         assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes(), k
@@ -48,3 +73,59 @@ def test_fd_step_at_a_limit_equals_the_general_path_bit_for_bit(name: str) -> No
         else:
             used["zeroed"] += 1
     assert min(used.values()) > 50, used
+    assert 200 < moved < 400, moved
+    assert crba[0] == (600 if name == "tilted" else moved), (crba, moved)  # the Configuration's H at a limit
+
+
+def test_fd_step_at_a_limit_takes_the_configurations_H_only_at_its_gamma() -> None:
+    """A Configuration updated at another γ than the virtual model's now (a fixed γ changed after the update):
+    its H is not this step's — the step forms H at the model's γ, as the general path does (bit for bit)."""
+    robot = RobotModel.load("fr3")
+    rng = np.random.default_rng(7)
+    fast, general = (make_solver(make_mapping("fd", robot, gamma=1e3)) for _ in range(2))
+    conf_fast, conf_general = Configuration(robot, virtual=fast.virtual), Configuration(robot, virtual=general.virtual)
+    lo, up = fast.constraints.lower, fast.constraints.upper
+    crba, differs = _count_crba(fast), 0
+    for k in range(100):
+        q = rng.uniform(lo, up)
+        q[k % robot.dof] = (up, lo)[k % 2][k % robot.dof]  # exactly at a limit: the clip leaves q's bits
+        qd, f = rng.normal(scale=1.0, size=robot.dof), rng.normal(scale=30.0, size=6)
+        for sol, conf in ((fast, conf_fast), (general, conf_general)):
+            sol.virtual.set_gamma(1e3)
+            conf.update(q.copy())
+            sol.virtual.set_gamma(1e3 * (2 + k % 5))  # after the update: the Configuration's H is γ = 1e3's
+        got = fast.step(conf_fast.q, qd, f, DT, config=conf_fast)
+        want = _AccelerationSolver.step(general, conf_general.q, qd, f, DT, config=conf_general)
+        assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes(), k
+        stale = _AccelerationSolver.step(general, conf_general.q, qd, f, DT, config=conf_general)
+        general.virtual.set_gamma(1e3)  # the step the Configuration's γ would give: another one
+        at_conf = _AccelerationSolver.step(general, conf_general.q, qd, f, DT, config=conf_general)
+        differs += at_conf[1].tobytes() != stale[1].tobytes()
+    assert crba[0] == 100  # each step its own CRBA
+    assert differs > 50, differs  # the test can tell the two γ apart
+
+
+@pytest.mark.parametrize("name", ["ur10", "panda", "fr3"])
+def test_the_configurations_H_and_J_are_the_virtual_models_bit_for_bit(name: str) -> None:
+    """What the FD step at a limit takes from the cycle's Configuration: H (its CRBA's upper triangle, made
+    symmetric) and J are the bits VirtualModel.equation_and_jacobian computes at the same q and γ — after an
+    update, and after a refactor at a new γ (its own pinocchio data, the same model)."""
+    from fdcontrol.model.linalg import symmetric_upper
+
+    robot = RobotModel.load(name)
+    solver = make_solver(make_mapping("fd", robot))
+    vm, rng = solver.virtual, np.random.default_rng(13)
+    conf = Configuration(robot, virtual=vm)
+    for k in range(60):
+        q = rng.uniform(robot.limits.lower, robot.limits.upper)
+        vm.set_gamma((1e3, 1e6, 37.5)[k % 3])
+        conf.update(q)
+        if k % 2:
+            vm.set_gamma(float(10 ** (1 + k % 8)))
+            conf.refactor()
+        f, t = rng.normal(size=6), rng.normal(size=robot.dof)
+        H, b, J = vm.equation_and_jacobian(q, f, None, t)
+        assert symmetric_upper(conf.data.M).tobytes() == H.tobytes(), k
+        assert conf.jacobian.tobytes() == J.tobytes(), k
+        assert (conf.jacobian.T @ f + t).tobytes() == b.tobytes(), k
+        assert conf.gamma == vm.gamma

@@ -125,7 +125,7 @@ def test_move_stage_only_while_a_move_runs(count):
 
 
 def test_posture_stage_only_when_configured(count):
-    torque = count(PostureTask, "torque")
+    torque = count(PostureTask, "load")  # the stage's one call: N̄ᵀ and the posture's torque
     loop = build_loop(driver="simulated", robot="panda", rate=1 / DT, posture="off")
     run(loop, 20)
     assert "posture" not in names(loop) and len(torque) == 0

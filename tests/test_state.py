@@ -127,6 +127,76 @@ def test_a_packer_leaves_its_buffer_as_pack_would(rng, loop_state):
             assert_same(expect, lay.unpack(got.copy())[0])
 
 
+def _odd_bits(rng, n):
+    """n float64 values with the bit patterns a copy could lose: NaN with payloads, ±0, ±Inf, subnormals."""
+    special = np.array([0x7FF8_0000_0000_0000, 0x7FF8_DEAD_BEEF_0001, 0xFFF0_0000_0000_0001, 0x8000_0000_0000_0000,
+                        0x7FF0_0000_0000_0000, 0xFFF0_0000_0000_0000, 0x0000_0000_0000_0001], dtype=np.uint64)
+    v = rng.normal(size=n)
+    pick = rng.random(n) < 0.5
+    v[pick] = special[rng.integers(0, len(special), pick.sum())].view(np.float64)
+    return v
+
+
+def test_the_packer_writes_the_bytes_pack_writes(rng, loop_state):
+    """The state slot's packer (fdcontrol.loop.state_compiled: the scalars by struct, the arrays by one compiled
+    call) leaves its buffer byte for byte as plain pack (numpy calls: the reference) leaves one: random states of
+    6, 7, 2 and 16 joints (a joint count below max_dof leaves the slots' tails as they were), NaN with payloads,
+    −0, ±Inf, subnormals in the arrays and the scalars, numpy's and Python's other number types, texts None / a
+    fault / cut inside a character, flags all, some, none; arrays in any memory layout; and what it leaves to
+    numpy (another dtype, an array off its declared shape, None in a float field), also after a state that
+    fails (an undeclared mode, too many joints: the same error both ways). The compiled path is taken for every
+    state it can take."""
+    pytest.importorskip("numba")
+    lay = SharedLayout(max_dof=16, extra=("last_cycle_at",))
+    got, want = lay.empty(), lay.empty()
+    got[:] = want[:] = np.nan
+    packer = lay.packer(got)
+    assert packer._fast is not None  # numba is here: the compiled path is in use
+    taken = []
+    fast = packer._fast
+    packer._fast = lambda *a: taken.append(fast(*a)) or taken[-1]
+
+    def state(dof):
+        s = synthetic(rng, dof=dof, fault=(None, "", FAULT, "é" * 300)[int(rng.integers(0, 4))],
+                      kappa=float(_odd_bits(rng, 1)[0]), mode=("compliance", "admittance", "force")[dof % 3],
+                      watchdog=("idle", "ok", "tripped", "sensor_stale")[int(rng.integers(0, 4))])
+        arrays = {f.name: _odd_bits(rng, getattr(s, f.name).size).reshape(getattr(s, f.name).shape)
+                  for f in st.FIELDS if f.metadata["kind"] == "array"}
+        flags = (dict(s.limits_active), {k: True for k in st.LIMIT_KEYS}, {})[int(rng.integers(0, 3))]
+        return dataclasses.replace(
+            s, **arrays, limits_active=flags, t=float(_odd_bits(rng, 1)[0]), sigma_min_j=-0.0,
+            gamma=float(_odd_bits(rng, 1)[0]), safety_mode=(None, "NORMAL")[dof % 2],
+            running=bool(dof % 2), holding=not dof % 2, speed_scaling=np.float32(0.25), cycle=np.int64(2**60 + 1))
+
+    regular = [loop_state] + [state(int(d)) for d in rng.choice([6, 7, 2, 16], size=40)]
+    s7 = state(7)
+    odd = [dataclasses.replace(s7, tip_pose=np.asfortranarray(s7.tip_pose)),  # any layout: still the kernel's
+           dataclasses.replace(s7, q=np.repeat(s7.q, 2)[::2], wrench=np.zeros((6, 2))[:, 1])]
+    foreign = [dataclasses.replace(s7, qd=s7.qd.astype(np.float32)),  # not float64: numpy's
+               dataclasses.replace(s7, f_measured=np.arange(6)),
+               dataclasses.replace(s7, qd=np.arange(4.0)),  # off the declared shape: numpy's, as it comes
+               dataclasses.replace(s7, tip_pose=s7.tip_pose.reshape(2, 8)),
+               dataclasses.replace(s7, speed_scaling=None),  # (a scalar numpy stores as NaN)
+               dataclasses.replace(s7, cycle=2**70 + 1, seq_ack=np.uint64(2**64 - 1), running=np.True_,
+                                   follow_joint=np.int32(-3), link_distance=np.float16(0.1), kappa_h=True)]
+    seq = regular[:20] + odd + foreign + regular[20:] + [regular[3], regular[3]]  # the last: nothing changed
+    for k, s in enumerate(seq):
+        n = len(taken)
+        packer.pack(s, last_cycle_at=float(k))
+        lay.pack(s, want, last_cycle_at=float(k))
+        assert got.tobytes() == want.tobytes(), f"state {k}"
+        assert len(taken) == n + 1
+        assert taken[-1] is not any(s is f for f in foreign[:5]), f"state {k}"  # compiled wherever it applies
+        if k % 10 == 9:  # a state that cannot be packed: the same error, then the next state as ever
+            bad = dataclasses.replace(s, mode="dance") if k % 20 == 9 else dataclasses.replace(s, q=np.zeros(17))
+            errors = []
+            for pack in (packer.pack, lambda s, **extra: lay.pack(s, want, **extra)):
+                with pytest.raises(ValueError) as e:
+                    pack(bad, last_cycle_at=-1.0)
+                errors.append(str(e.value))
+            assert errors[0] == errors[1]
+
+
 def test_unpacked_state_owns_its_arrays(rng):
     """The unpacked state's arrays are its own: rewriting the packed vector afterwards (the next state in
     a reused buffer) changes none of them, and each has its declared shape."""
@@ -208,10 +278,14 @@ def test_describe_lists_every_field():
 
 
 # ---------------------------------------------------------------------- the service's real wiring
-def test_loop_py_publishes_the_declared_state():
+def test_loop_py_publishes_the_declared_state(loop_state):
+    """The loop's state is a LoopState with every declared field, in declaration order (the loop writes its dict
+    as one display: a field left out or misspelt there fails here)."""
     from fdcontrol.loop import cycle as loop
 
     assert loop.LoopState is LoopState
+    assert type(loop_state) is LoopState and list(vars(loop_state)) == list(st.NAMES)
+    assert_same(loop_state, st.new_state(*(getattr(loop_state, n) for n in st.NAMES)))
 
 
 def test_new_state_is_the_dataclass(rng):
@@ -220,6 +294,10 @@ def test_new_state_is_the_dataclass(rng):
     b = st.new_state(*(getattr(a, n) for n in st.NAMES))
     assert type(b) is LoopState
     assert_same(a, b)
+    assert list(vars(b)) == list(vars(a)) == list(st.NAMES)  # the same dict, key order included
+    b2 = st.new_state(*(getattr(synthetic(rng), n) for n in st.NAMES))
+    assert vars(b2) is not vars(b) and b.cycle == a.cycle  # each state its own dict (new_state copies a template)
+    assert all(v is None for v in st._TEMPLATE.values())
     with pytest.raises(dataclasses.FrozenInstanceError):
         b.cycle = 0  # type: ignore[misc]
     c = dataclasses.replace(b, cycle=3)

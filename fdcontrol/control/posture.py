@@ -203,6 +203,18 @@ def _torque_kernel(Nt: np.ndarray, H: np.ndarray, K: np.ndarray, qp: np.ndarray,
     return tau
 
 
+def _load_kernel(H: np.ndarray, J: np.ndarray, rcond: float, K: np.ndarray, qp: np.ndarray, q: np.ndarray,
+                 D: np.ndarray, qd: np.ndarray, Nt: np.ndarray, tau: np.ndarray) -> bool:  # pragma: no mutate block
+    """:func:`_projector_kernel` into ``Nt``, then :func:`_torque_kernel` into ``tau`` (PostureTask.load): one call,
+    the same operations; False (Nt, tau undefined) where the projector's kernel gives up."""
+    if not _projector(H, J, rcond, Nt):
+        return False
+    t = _torque(Nt, H, K, qp, q, D, qd)
+    for i in range(t.shape[0]):
+        tau[i] = t[i]
+    return True
+
+
 try:  # compiled at import (cached on disk), never in the loop thread; without numba the LAPACK form
     import numba
     from numba import types as _t
@@ -212,8 +224,10 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
                                  boundscheck=True)(_projector_kernel)
     _torque: Any = numba.njit(_t.Array(_t.float64, 1, "C")(_M, _M, _V, _V, _V, _V, _V), cache=True,
                               boundscheck=True)(_torque_kernel)
+    _load: Any = numba.njit(_t.boolean(_M, _M, _t.float64, _V, _V, _V, _V, _V, _t.Array(_t.float64, 2, "C"),
+                                       _t.Array(_t.float64, 1, "C")), cache=True, boundscheck=True)(_load_kernel)
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
-    _projector = _torque = None
+    _projector = _torque = _load = None
 
 
 def at_gamma0(tau: np.ndarray, Nt: np.ndarray, ratio: float) -> np.ndarray:
@@ -295,6 +309,22 @@ class PostureTask:
             except TypeError:  # other dtypes (integers): numpy's form
                 pass
         return Nt @ (H @ self.acceleration(q, qd))  # a wrong length raises ValueError here
+
+    def load(self, H: np.ndarray, J: np.ndarray, q: np.ndarray, qd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(N̄ᵀ, τ_p): ``nullspace_transpose(H, J)`` and ``torque(H, J, q, qd, N̄ᵀ)`` — one compiled call where both
+        would take their compiled forms (float64 arrays of the model's size, q_p set), else those two calls;
+        the same bits either way (tests/test_posture.py)."""
+        n = H.shape[0]
+        qp = self.preferred
+        if _load is not None and qp is not None and type(H) is np.ndarray and type(J) is np.ndarray \
+                and type(q) is np.ndarray and type(qd) is np.ndarray and H.dtype == J.dtype == q.dtype == qd.dtype \
+                == _F64 and H.ndim == 2 == J.ndim and H.shape[1] == n == J.shape[1] and J.shape[0] > 0 \
+                and q.shape == qd.shape == qp.shape == (n,):
+            Nt, tau = np.empty((n, n)), np.empty(n)
+            if _load(H, J, RCOND, self.stiffness, qp, q, self.damping, qd, Nt, tau):
+                return Nt, tau
+        Nt = nullspace_transpose(H, J)
+        return Nt, self.torque(H, J, q, qd, Nt)
 
     def distance(self, q: np.ndarray) -> float:
         """‖q − q_p‖ (rad): how far the arm is from the preferred posture (0 before activation)."""

@@ -561,8 +561,8 @@ class FrankaDriver(RobotDriver):
         position q_d at the motion's start plus the filled and the commanded velocities integrated
         tick by tick — the same signal, so after a miss the positions go on with the robot's clock
         (as libfranka's own position generators do) without a dip and a jump back."""
-        for name, ref in (("qd_ref", qd_ref), ("q_ref", q_ref)):
-            if ref is not None and np.shape(ref) != (7,):
+        for name, ref in (("qd_ref", qd_ref), ("q_ref", q_ref)):  # (an ndarray's own shape: np.shape's answer)
+            if ref is not None and (ref.shape if type(ref) is np.ndarray else np.shape(ref)) != (7,):
                 raise ValueError(f"{name} must have the FR3's 7 joints, got shape {np.shape(ref)}")
         n = self._ticks()
         position = self.interface == "position"

@@ -65,7 +65,7 @@ from fdcontrol.loop.liveness import LOAD_QUIET, Following, Liveness
 from fdcontrol.loop.paced import run_paced
 from fdcontrol.loop.solvers import Solver
 from fdcontrol.loop.stages import Frame, Stage, compose
-from fdcontrol.loop.state import LoopState, new_state  # declared once, with units: fdcontrol/loop/state.py
+from fdcontrol.loop.state import LoopState, state_of  # declared once, with units: fdcontrol/loop/state.py
 from fdcontrol.model.configuration import Configuration
 from fdcontrol.model.reach import reach
 from fdcontrol.model.robot import RobotModel
@@ -200,6 +200,7 @@ class ControlLoop:
         self._q_ref: np.ndarray | None = None  # the last position reference (position interfaces)
         self.stats = Stats()
         self._jacobi = _jacobi_kernels()  # the telemetry's compiled σmin(J), κ(H), or None (numba missing)
+        self._jacobi_work: dict[tuple[int, ...], np.ndarray] = {}  # their scratch by shape (filled by each call)
         self.stats.clock = driver.clock_stats if driver.owns_clock else None
         self._late = 0.0  # the threaded loop's period error for the cycle step() is running
         self._command: Command | None = None
@@ -525,7 +526,7 @@ class ControlLoop:
         kernels = self._jacobi
         if kernels is not None:
             J = conf.jacobian
-            s = kernels[0](J, np.empty((min(J.shape), max(J.shape))))
+            s = kernels[0](J, self._scratch((min(J.shape), max(J.shape))))
             if s == s:  # NaN: not finite or not converged, LAPACK answers (or raises) as ever
                 return s
         return conf.sigma_min
@@ -534,10 +535,17 @@ class ControlLoop:
         kernels = self._jacobi
         if kernels is not None and conf.virtual is not None:
             H = conf.inertia
-            kh = kernels[1](H, np.empty(H.shape))
+            kh = kernels[1](H, self._scratch(H.shape))
             if kh == kh:
                 return kh
         return conf.kappa_h
+
+    def _scratch(self, shape: tuple[int, ...]) -> np.ndarray:
+        """The Jacobi kernels' work space of that shape, kept: they write it in full before reading it."""
+        w = self._jacobi_work.get(shape)
+        if w is None:
+            w = self._jacobi_work[shape] = np.empty(shape)
+        return w
 
     def commanded_position(self) -> np.ndarray | None:
         """Where the robot's controller drives the joints now (rad): the driver's
@@ -573,19 +581,29 @@ class ControlLoop:
         c = solver.constraints
         active["virtual_joint_limit"] = c is not None and c.engaged
         ll = self.link_loads
-        return new_state(t, self.cycle, q, qd, q_ref, qd_ref, pose, fc, f_meas, self.law.mode,
-                         self._running.is_set(), holding, watchdog, seq, self.fault, sigma, active, kappa_h,
-                         posture.distance(q) if posture is not None else math.nan,
-                         ll.clearance() if ll is not None and ll.loads else math.nan,
-                         driver.speed_scaling, driver.safety_mode,
-                         self._zero6 if twist is None else twist, now,
-                         action.seq if action is not None else 0,
-                         action.used_at if action is not None else math.nan,
-                         *(task.telemetry() if task is not None else _NO_TASK), self.fault_at,
-                         *(task.link_telemetry() if task is not None else _NO_LINKS),
-                         c_vm.gamma if (c_vm := solver.virtual) is not None else math.nan,
-                         (fw := self.following).ok, fw.joint, fw.error,
-                         driver.sensor_status)
+        ws_distance, move_status, move_progress, reactions, reaction = (
+            task.telemetry() if task is not None else _NO_TASK)
+        link_distance, link_pair = task.link_telemetry() if task is not None else _NO_LINKS
+        fw, c_vm = self.following, solver.virtual
+        # the state's dict as one display, in declaration order (a dict built from names and values grows
+        # three times on the way; new_state checks the count, tests/test_state.py that this is every field)
+        return state_of({
+            "t": t, "cycle": self.cycle, "q": q, "qd": qd, "q_ref": q_ref, "qd_ref": qd_ref, "tip_pose": pose,
+            "wrench": fc, "f_measured": f_meas, "mode": self.law.mode, "running": self._running.is_set(),
+            "holding": holding, "watchdog": watchdog, "seq_ack": seq, "fault": self.fault, "sigma_min_j": sigma,
+            "limits_active": active, "kappa_h": kappa_h,
+            "posture_distance": posture.distance(q) if posture is not None else math.nan,
+            "link_clearance": ll.clearance() if ll is not None and ll.loads else math.nan,
+            "speed_scaling": driver.speed_scaling, "safety_mode": driver.safety_mode,
+            "tip_twist": self._zero6 if twist is None else twist, "stamp": now,
+            "action_seq": action.seq if action is not None else 0,
+            "action_used_at": action.used_at if action is not None else math.nan,
+            "workspace_distance": ws_distance, "move_status": move_status, "move_progress": move_progress,
+            "reaction_count": reactions, "reaction_event": reaction, "fault_at": self.fault_at,
+            "link_distance": link_distance, "link_pair": link_pair,
+            "gamma": c_vm.gamma if c_vm is not None else math.nan,
+            "following": fw.ok, "follow_joint": fw.joint, "follow_error": fw.error,
+            "sensor_status": driver.sensor_status})
 
     # ------------------------------------------------------------------ thread
     @property

@@ -44,11 +44,13 @@ from fdcontrol.model.configuration import Configuration
 from fdcontrol.model.constraints import (
     JointLimitConstraints,
     LockedDynamics,
+    _locked,
     clamp,
     inset_limits,
     locked_acceleration,
+    locked_acceleration_lapack,
 )
-from fdcontrol.model.linalg import clip_into
+from fdcontrol.model.linalg import clip_into, symmetric_upper
 from fdcontrol.model.virtual import VirtualModel
 from fdcontrol.params import Param, declare
 from fdcontrol.registry import Registry
@@ -223,43 +225,73 @@ class ForwardDynamicsSolver(_AccelerationSolver):
                 return self._euler_inside(config, q, qd, wrench, dt, tau)
             if _euler is not None and type(self.locked_solve) is LockedDynamics and type(qd) is np.ndarray \
                     and qd.dtype == _F64 == q.dtype and qd.ndim == 1:
-                return self._euler_limit(q, qd, wrench, dt, tau)
+                return self._euler_limit(q, qd, wrench, dt, tau, config)
         return super().step(q, qd, wrench, dt, tau, config)
 
     def _euler_limit(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
-                     tau: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+                     tau: np.ndarray | None, conf: Configuration | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The loop's case of :meth:`step` at a virtual limit — one semi-implicit Euler step of eq. 10 from a q at
         or past a limit, Cholesky, no gravity — as the general path runs it (before_substep, accel, the Euler step,
-        after_substep) without its hooks' repeated work: γ is scheduled at q already (step), the Coriolis load is
-        taken once when zeroing the locked q̇ leaves its bits as they were, and with a joint locked − c q̇ and the
-        Euler step are one compiled call (the same float operations in the same order: the same bits,
-        tests/test_loop_configuration.py)."""
-        c, vm = self.constraints, self.virtual
+        after_substep) without its hooks' repeated work: γ is scheduled at q already (step), H and J are the
+        cycle's Configuration's when the clip leaves q's bits as they were (:meth:`_limit_equation`), the Coriolis
+        load is taken once when zeroing the locked q̇ leaves its bits as they were, the free dynamics reuse the
+        step's H, and with a joint locked − c q̇, the Euler step and the projection are one compiled call (the same
+        float operations in the same order: the same bits, tests/test_loop_configuration.py,
+        tests/test_solver_limit_path.py)."""
+        c = self.constraints
         self._equation, self._load, self.last_converged = None, None, True
         q = _clip(q, c.lower, c.upper)  # np.clip's values (a NaN stays NaN, a bound's zero sign as np.clip)
         t = self.joint_load(q, qd, tau)
-        H, b, J = vm.equation_and_jacobian(q, wrench, None, t)
-
+        H, jtf, data = self._limit_equation(q, np.asarray(wrench, dtype=float), conf)
+        b = jtf + t  # the equation's b = Jᵀf + τ − D q̇ − C q̇ (equation_and_jacobian's)
+        n = qd.shape[0]
         last: list[Any] = [None, None]  # the last trial's (active set, x)
 
         def solve(lk: np.ndarray) -> np.ndarray:
-            last[0], last[1] = lk, locked_acceleration(H, b, lk)
+            last[0], last[1] = lk, _solve_locked(H, b, lk)
             return last[1]
 
         locked = c.decide(q, qd, solve, H, b, self.decay)
         self._locked = locked
         if not locked.any():  # at a limit, moving inward: the free dynamics at the clipped q, as accel runs them
-            qd1 = qd + dt * (vm.acceleration(q, wrench, None, t, self.algorithm) - self.decay * qd)
+            # (vm.acceleration: CRBA at this q, rhs = τ + Jᵀf, Cholesky, solve) by the factor of the H just formed
+            # (`data`'s CRBA at this q and γ; t + Jᵀf and Jᵀf + t are the same bits)
+            m = self.virtual.model
+            if data is not (conf.data if conf is not None else None):
+                pin.cholesky.decompose(m, data)
+            qd1 = qd + dt * (pin.cholesky.solve(m, data, b) - self.decay * qd)
             return c.project(q + dt * qd1, qd1)
-        qz = np.empty(qd.shape[0])
+        qz = np.empty(n)
         if _zero_locked(qd, locked, qz):  # np.where(locked, 0.0, qd); a locked q̇ not +0.0: the load at qz
-            x = locked_acceleration(H, J.T @ np.asarray(wrench, dtype=float) + self.joint_load(q, qz, tau), locked)
-        elif last[0] is not None and bool((last[0] == locked).all()):
+            x = _solve_locked(H, jtf + self.joint_load(q, qz, tau), locked)
+        elif last[0] is locked or (last[0] is not None and bool((last[0] == locked).all())):
             x = last[1]  # decide's last trial solved this very equation: b = Jᵀf + t, the same active set
         else:
-            x = locked_acceleration(H, J.T @ np.asarray(wrench, dtype=float) + t, locked)
-        q1, qd1 = _euler(q, qz, x, self.decay, float(dt))
-        return c.project(q1, qd1)
+            x = _solve_locked(H, b, locked)
+        # the Euler step and c.project (engaged: a joint is locked) in one call
+        q1, qd1 = np.empty(n), np.empty(n)
+        _euler_project(q, qz, x, self.decay, float(dt), c.lower, c.upper, c._lo_tol, c._up_tol, locked, q1, qd1)
+        return q1, qd1
+
+    def _limit_equation(self, q: np.ndarray, f: np.ndarray, conf: Configuration | None
+                        ) -> tuple[np.ndarray, np.ndarray, pin.Data]:
+        """H and Jᵀf of ``virtual.equation_and_jacobian(q, f, None, t)`` (no gravity, no Coriolis term: its b is
+        Jᵀf + t, the same operations) and the pinocchio data whose CRBA gave H. At the cycle's Configuration's
+        very q bits and γ, on a base that is the world (both forms take pinocchio's J as it is), H and J are the
+        Configuration's: its CRBA ran on the same model with the same q and γ (the same bits;
+        tests/test_solver_limit_path.py) — no second CRBA. Else CRBA here, on the virtual model's data; a q that
+        is not finite raises as check_q does."""
+        vm = self.virtual
+        if conf is not None and conf.gamma == vm.gamma and conf._Rt is None and vm.robot._world_is_base \
+                and conf.q.tobytes() == q.tobytes():
+            data = conf.data
+            J = conf.jacobian
+        else:
+            if not math.isfinite(q.dot(q)):  # a NaN or an infinity in q: check_q's error (a finite q whose
+                q = vm.robot.check_q(q)        # q·q overflows: check_q returns it as it is)
+            data = vm.data
+            J = vm._crba_and_jacobian(q)
+        return symmetric_upper(data.M), J.T @ f, data
 
     def _euler_inside(self, conf: Configuration, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
                       tau: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -445,6 +477,15 @@ def make_solver(mapping: Mapping, integrator: Integrator | None = None, *,
                                    limit_inset=limit_inset)
 
 
+def _solve_locked(H: np.ndarray, b: np.ndarray, locked: np.ndarray) -> np.ndarray:
+    """:func:`~fdcontrol.model.constraints.locked_acceleration` for what the FD step at a limit hands it (H and b
+    float64 of the model's size, the active set a boolean vector): its compiled call without its checks."""
+    x = np.empty(b.shape[0])
+    if _locked(H, b, locked, x):
+        return x
+    return locked_acceleration_lapack(H, b, locked)
+
+
 def _euler_step(q: np.ndarray, qd: np.ndarray, x: np.ndarray, decay: float, dt: float
                 ) -> tuple[np.ndarray, np.ndarray]:
     """q̈ = x − c q̇, q̇⁺ = q̇ + dt q̈, q⁺ = q + dt q̇⁺ per joint (ForwardDynamicsSolver._euler_inside)."""
@@ -472,6 +513,26 @@ def _euler_inside_kernel(q: np.ndarray, qd: np.ndarray, x: np.ndarray, decay: fl
         if not (lo[i] < y and y < up[i]):
             inside = False
     return q1, qd1, inside
+
+
+def _euler_project_kernel(q: np.ndarray, qd: np.ndarray, x: np.ndarray, decay: float, dt: float, lower: np.ndarray,
+                          upper: np.ndarray, lo_tol: np.ndarray, up_tol: np.ndarray, active: np.ndarray,
+                          q_out: np.ndarray, qd_out: np.ndarray) -> None:  # pragma: no mutate block
+    """:func:`_euler_step`, then JointLimitConstraints.project of its (q⁺, q̇⁺) into q_out, qd_out (its compiled
+    form, ``_project_kernel``: q⁺ clipped to the limits, q̇⁺ zeroed where the clipped q⁺ is at a limit and q̇⁺
+    points out, or the joint is locked) — the same float operations and comparisons in the same order."""
+    for i in range(q.shape[0]):
+        v = qd[i] + dt * (x[i] - decay * qd[i])
+        y = q[i] + dt * v
+        if y < lower[i]:
+            y = lower[i]
+        if y > upper[i]:
+            y = upper[i]
+        q_out[i] = y
+        if (y >= up_tol[i] and v > 0) or (y <= lo_tol[i] and v < 0) or active[i]:
+            qd_out[i] = 0.0
+        else:
+            qd_out[i] = v
 
 
 def _clip_kernel(q: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:  # pragma: no mutate block
@@ -510,5 +571,8 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
     _clip: Any = numba.njit(_t.Array(_t.float64, 1, "C")(_V, _V, _V), cache=True, boundscheck=True)(_clip_kernel)
     _zero_locked: Any = numba.njit(_t.boolean(_V, _t.Array(_t.boolean, 1, "A"), _V), cache=True,
                                    boundscheck=True)(_zero_locked_kernel)
+    _euler_project: Any = numba.njit(_t.none(_V, _V, _V, _t.float64, _t.float64, _V, _V, _V, _V,
+                                             _t.Array(_t.boolean, 1, "A"), _V, _V), cache=True,
+                                     boundscheck=True)(_euler_project_kernel)
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
-    _euler = _euler_in = _clip = _zero_locked = None
+    _euler = _euler_in = _clip = _zero_locked = _euler_project = None

@@ -306,8 +306,7 @@ class Posture(Stage):
         if c.holding or c.resting:
             return
         conf = c.conf
-        c.nt = nullspace_transpose(conf.inertia, conf.jacobian)
-        t = loop.posture.torque(conf.inertia, conf.jacobian, c.q, loop.qd_state, c.nt)
+        c.nt, t = loop.posture.load(conf.inertia, conf.jacobian, c.q, loop.qd_state)
         c.tau = t if c.tau is None else c.tau + t
 
 

@@ -152,13 +152,29 @@ def new_state(*values: Any) -> LoopState:
     """``LoopState(*values)`` with every field given in declaration order, for the per-cycle publish.
 
     The frozen dataclass's ``__init__`` sets each of its fields through ``object.__setattr__``
-    (~1.7 µs for 22 fields); this fills the instance's dict in one assignment (~0.7 µs). The
-    object is the same: frozen, equal field by field (tests/test_state.py).
+    (~1.7 µs for 22 fields); this fills the instance's dict in one assignment. The dict is a copy of
+    one that has every field's key already (``_TEMPLATE``), updated with the values: a dict built key by
+    key grows (and rehashes) three times on the way to 39 fields, in the loop ~2 µs of the publish. The
+    object is the same: frozen, equal field by field, its dict in declaration order (tests/test_state.py).
     """
     if len(values) != len(NAMES):
         raise TypeError(f"new_state takes all {len(NAMES)} fields ({', '.join(NAMES)}), got {len(values)}")
+    d = _TEMPLATE.copy()
+    d.update(zip(NAMES, values, strict=True))
     s = object.__new__(LoopState)
-    object.__setattr__(s, "__dict__", dict(zip(NAMES, values, strict=True)))
+    object.__setattr__(s, "__dict__", d)
+    return s
+
+
+_TEMPLATE: dict[str, Any] = dict.fromkeys(NAMES)  # new_state's dict before its values: every key, in field order
+
+
+def state_of(values: dict[str, Any]) -> LoopState:
+    """The LoopState whose dict is ``values`` — every field by name, in declaration order; the dict becomes the
+    state's own. The loop's per-cycle constructor: its dict written as one display is the cheapest way to a dict
+    of 39 entries; the object is :func:`new_state`'s (tests/test_state.py, tests/test_loop.py check the fields)."""
+    s = object.__new__(LoopState)
+    object.__setattr__(s, "__dict__", values)
     return s
 
 
@@ -219,6 +235,7 @@ class SharedLayout:
         self._casts += [(n, lambda i, c=f.metadata["choices"]: c[int(i)]) for f in by_kind["choice"] for n in [f.name]]
         self._array_shapes = [(f.name, f.metadata["shape"], self.slots[f.name].start) for f in by_kind["array"]]
         self._extra = [(name, self.slots[name]) for name in extra]
+        self._extra_at = {name: sl.start for name, sl in self._extra}
         self._names = tuple(f.name for f in FIELDS)
         self._plans: dict[int, tuple[int, int, list[tuple[str, int, int, tuple[int, ...]]]]] = {}
         self._scatters: dict[int, tuple[np.ndarray, list[int]]] = {}
@@ -255,6 +272,12 @@ class SharedLayout:
         else:  # a value off its declared shape: each written as before, as many entries as it has
             for v, start in zip(arrays, self._array_starts, strict=True):
                 out[start:start + v.size] = v.reshape(-1)
+        self._write_flags(s, out, last)
+        self._write_texts(s, out, last)
+        for name, value in extra.items():
+            out[self._extra_at[name]] = value
+
+    def _write_flags(self, s: LoopState, out: np.ndarray, last: list[Any] | None) -> None:
         for i, (name, sl, keys) in enumerate(self._flags):
             v = getattr(s, name)
             if last is not None:
@@ -262,12 +285,13 @@ class SharedLayout:
                     continue  # the same flags as the ones in out already
                 last[0][i] = dict(v)
             out[sl] = [bool(v.get(k)) for k in keys]
+
+    def _write_texts(self, s: LoopState, out: np.ndarray, last: list[Any] | None) -> None:
         texts = self._get_texts(s)
         if last is not None:
             if texts == last[1]:  # the same texts as the ones in out already (the usual cycle: no new fault)
-                texts = ()
-            else:
-                last[1] = texts
+                return
+            last[1] = texts
         for v, (start, stop) in zip(texts, self._text_spans, strict=False):
             if v is None:
                 out[start] = -1
@@ -275,8 +299,6 @@ class SharedLayout:
                 raw = v.encode()[: self.text_bytes]
                 out[start] = len(raw)
                 out[start + 1:stop].view(np.uint8)[: len(raw)] = np.frombuffer(raw, dtype=np.uint8)
-        for name, value in extra.items():
-            out[self.slots[name].start] = value
 
     def _scatter_plan(self, dof: int) -> tuple[np.ndarray, list[int]]:
         """For ``dof`` joints: the slot of every entry of the arrays flattened one after the other (pack's one
@@ -333,14 +355,31 @@ class Packer:
     def __init__(self, layout: SharedLayout, out: np.ndarray) -> None:
         self.layout, self.out = layout, out
         self._last: list[Any] = [[None] * len(layout._flags), None]  # the flags' dicts, the texts, as written
+        whole = (isinstance(out, np.ndarray) and out.dtype == np.float64 and out.ndim == 1
+                 and out.flags.c_contiguous and out.flags.writeable and len(out) >= layout.size)
+        self._fast = _straight_pack(layout) if whole else None
 
     def pack(self, s: LoopState, **extra: float) -> None:
-        """Write ``s`` (and the ``extra`` slots) into the buffer."""
+        """Write ``s`` (and the ``extra`` slots) into the buffer: by the compiled packing where it takes the
+        state (fdcontrol.loop.state_compiled), else — or where numba is missing — by :meth:`SharedLayout.pack`'s
+        numpy calls; the same bytes either way (tests/test_state.py)."""
         try:
-            self.layout._pack(s, self.out, extra, self._last)
+            fast = self._fast
+            if fast is None or not fast(s, self.out, extra, self._last):
+                self.layout._pack(s, self.out, extra, self._last)
         except BaseException:
             self._last = [[None] * len(self.layout._flags), None]  # a write cut short: forget what is there
             raise
+
+
+def _straight_pack(layout: SharedLayout) -> Any:
+    """fdcontrol.loop.state_compiled's packing of this layout (its kernel compiled when first imported: as the
+    packer is built, never in the loop thread), or None where numba is missing."""
+    try:
+        from fdcontrol.loop import state_compiled
+    except ImportError:
+        return None
+    return state_compiled.straight_pack(layout)
 
 
 def _getter(names: list[str]) -> Any:
