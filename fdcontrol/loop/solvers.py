@@ -251,9 +251,12 @@ class ForwardDynamicsSolver(_AccelerationSolver):
             last[0], last[1] = lk, _solve_locked(H, b, lk)
             return last[1]
 
-        locked = c.decide(q, qd, solve, H, b, self.decay)
+        # decide's compiled form (its type checks hold here: q, q̇ float64 vectors, H and b float64 of the model's
+        # size) on q̇ of q's length; it sets the active set (``engaged``: any joint locked)
+        locked = c._decide_compiled(q, qd, solve, H, b, self.decay) if qd.shape == q.shape \
+            else c.decide(q, qd, solve, H, b, self.decay)
         self._locked = locked
-        if not locked.any():  # at a limit, moving inward: the free dynamics at the clipped q, as accel runs them
+        if not c.engaged:  # at a limit, moving inward: the free dynamics at the clipped q, as accel runs them
             # (vm.acceleration: CRBA at this q, rhs = τ + Jᵀf, Cholesky, solve) by the factor of the H just formed
             # (`data`'s CRBA at this q and γ; t + Jᵀf and Jᵀf + t are the same bits)
             m = self.virtual.model
