@@ -285,25 +285,20 @@ def test_loop_py_publishes_the_declared_state(loop_state):
 
     assert loop.LoopState is LoopState
     assert type(loop_state) is LoopState and list(vars(loop_state)) == list(st.NAMES)
-    assert_same(loop_state, st.new_state(*(getattr(loop_state, n) for n in st.NAMES)))
+    assert_same(loop_state, LoopState(**vars(loop_state)))
 
 
-def test_new_state_is_the_dataclass(rng):
+def test_state_of_is_the_dataclass(rng):
     """The loop's per-cycle constructor builds the same frozen LoopState as its __init__."""
     a = synthetic(rng)
-    b = st.new_state(*(getattr(a, n) for n in st.NAMES))
+    b = st.state_of({n: getattr(a, n) for n in st.NAMES})
     assert type(b) is LoopState
     assert_same(a, b)
     assert list(vars(b)) == list(vars(a)) == list(st.NAMES)  # the same dict, key order included
-    b2 = st.new_state(*(getattr(synthetic(rng), n) for n in st.NAMES))
-    assert vars(b2) is not vars(b) and b.cycle == a.cycle  # each state its own dict (new_state copies a template)
-    assert all(v is None for v in st._TEMPLATE.values())
     with pytest.raises(dataclasses.FrozenInstanceError):
         b.cycle = 0  # type: ignore[misc]
     c = dataclasses.replace(b, cycle=3)
     assert c.cycle == 3 and b.cycle == a.cycle
-    with pytest.raises(TypeError, match=f"all {len(st.NAMES)} fields"):
-        st.new_state(1.0, 2)
 
 
 @pytest.fixture(scope="module")
