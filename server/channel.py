@@ -137,6 +137,11 @@ class Channel:
             time.sleep(0)
         raise TornRead("the state slot stayed mid-write: the loop process is dead or stuck")
 
+    def read_packed(self, tries: int = 1000) -> np.ndarray:
+        """A consistent copy of the packed state (LAYOUT), undecoded: its reader decodes what it needs
+        (fdcontrol.server.feed.Snapshot). TornRead when the slot stayed mid-write for ``tries`` reads."""
+        return self._copy_state(tries)
+
     def read_state(self, tries: int = 1000) -> tuple[LoopState, float]:
         """The newest state and its last_cycle_at (s, time.monotonic()), from a consistent copy."""
         state, extra = LAYOUT.unpack(self._copy_state(tries))

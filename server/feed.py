@@ -2,7 +2,7 @@
 publish; one asyncio event loop of the API process watches that pipe (:class:`StateFeed`),
 reads the state once from shared memory and wakes every WebSocket sender waiting for it
 (:class:`_Fanout`), so a state goes out when the loop publishes it, not on a sender's own
-schedule (fdcontrol.server.worker.LoopWorker.states)."""
+schedule (fdcontrol.server.worker.LoopWorker.snapshots)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,41 @@ import threading
 from multiprocessing.connection import Connection
 from typing import Any
 
+import numpy as np
+
 from fdcontrol.loop.state import LoopState
 from fdcontrol.server.channel import Channel, TornRead
+from fdcontrol.server.shm_layout import LAYOUT
 
 #: the watchers' states leave this fraction of the loop's period after the control clients' (StateFeed.later_delay)
 WATCHERS_AFTER = 0.5
+_CYCLE = LAYOUT.slots["cycle"].start
+_REACTIONS = LAYOUT.slots["reaction_count"].start
+
+
+class Snapshot:
+    """One published state as read from shared memory: its packed slots (a private copy), decoded only as far as
+    a reader asks. ``cycle`` and ``reaction_count`` are read at once (the feed's blocks, the streams' events);
+    :meth:`wire` gives the wire dict straight from the slots (the WebSocket senders' encoding, no LoopState
+    built); :attr:`state` the LoopState, decoded once on first use."""
+
+    __slots__ = ("_state", "cycle", "reaction_count", "row")
+
+    def __init__(self, row: np.ndarray) -> None:
+        self.row = row
+        self.cycle = int(row[_CYCLE])
+        self.reaction_count = int(row[_REACTIONS])
+        self._state: LoopState | None = None
+
+    @property
+    def state(self) -> LoopState:
+        if self._state is None:
+            self._state = LAYOUT.unpack(self.row)[0]
+        return self._state
+
+    def wire(self) -> dict[str, Any]:
+        """The state's wire dict (fdcontrol.loop.state.to_dict), a new one per call."""
+        return LAYOUT.wire(self.row)
 
 
 class _Fanout:
@@ -28,7 +58,7 @@ class _Fanout:
     enters a new block, (k − p) // d, the smallest decimations first, ``WAKE_CHUNK`` senders per
     event-loop pass: between chunks the event loop reads its sockets, so an incoming wrench is not
     held up behind sends to many watchers. Phases spread watchers of one decimation over the cycles
-    of a block (see :meth:`LoopWorker.states`).
+    of a block (see :meth:`LoopWorker.snapshots`).
 
     Waiters that wait ``later`` (the read-only watchers) are woken ``later_delay`` s after the
     others (the control clients): a control client's state reaches its socket, and its reader the
@@ -40,8 +70,8 @@ class _Fanout:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.subscribers = 0
-        self.current: LoopState | None = None  # what the senders of this loop read (one encoding per state)
-        self._posted: LoopState | None = None
+        self.current: Snapshot | None = None  # what the senders of this loop read (one encoding per state)
+        self._posted: Snapshot | None = None
         self._pending = False
         self.later_delay = 0.0  # s between waking the first waiters of a publish and the `later` ones
         # (later, decimation, phase) → [block last woken, [futures]], kept sorted: the first waiters before the
@@ -104,12 +134,12 @@ class _Fanout:
         if left < math.inf:
             self._expire_at(left)
 
-    def deliver(self, s: LoopState) -> None:
+    def deliver(self, s: Snapshot) -> None:
         """In this fanout's event loop: the newest state, its senders woken now."""
         self._posted = s
         self._fire()
 
-    def post(self, s: LoopState) -> None:
+    def post(self, s: Snapshot) -> None:
         """From another thread: hand over the newest state; at most one wake-up queued (drop-latest)."""
         self._posted = s
         if not self._pending:
@@ -190,7 +220,7 @@ class StateFeed:
         try:
             # few tries: a slot mid-write holds a newer state, whose own byte wakes us again
             # (a writer preempted mid-write must not stall the event loop)
-            s, _ = self.channel.read_state(tries=3)
+            s = Snapshot(self.channel.read_packed(tries=3))  # decoded as far as the senders need
         except TornRead:
             return
         except Exception:  # the channel was closed under us

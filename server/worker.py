@@ -26,7 +26,7 @@ from fdcontrol.control.twist import TwistError, check_twist
 from fdcontrol.loop import InputError, check_wrench
 from fdcontrol.loop.state import LoopState
 from fdcontrol.server.channel import SEQ_MAX, Channel, TornRead
-from fdcontrol.server.feed import WATCHERS_AFTER, StateFeed
+from fdcontrol.server.feed import WATCHERS_AFTER, Snapshot, StateFeed
 from fdcontrol.server.loop_health import Exiting, loop_problem
 from fdcontrol.server.loop_process import main as _loop_main
 from fdcontrol.server.recording_link import RecordingLink
@@ -215,9 +215,18 @@ class LoopWorker:
         except TornRead as exc:
             raise WorkerError("dead", str(exc)) from None
 
-    async def states(self, decimation: int = 1, heartbeat: float = 0.5, phase: int = 0,
-                     later: bool = False) -> AsyncIterator[tuple[LoopState, bool]]:
-        """``(state, fresh)`` as the loop publishes them: the newest state of each new block of
+    def snapshot(self) -> Snapshot:
+        """The newest state, undecoded (fdcontrol.server.feed.Snapshot)."""
+        if self._closed:
+            raise WorkerError("dead", "the loop process was closed")
+        try:
+            return Snapshot(self.channel.read_packed())
+        except TornRead as exc:
+            raise WorkerError("dead", str(exc)) from None
+
+    async def snapshots(self, decimation: int = 1, heartbeat: float = 0.5, phase: int = 0,
+                        later: bool = False) -> AsyncIterator[tuple[Snapshot, bool]]:
+        """``(snapshot, fresh)`` as the loop publishes them: the newest state of each new block of
         ``decimation`` cycles (``fresh`` True), or, after ``heartbeat`` s without one, the state
         in shared memory again (``fresh`` False: the loop is stopped, dead or stuck).
 
@@ -229,7 +238,9 @@ class LoopWorker:
 
         The first item is the current state. Drop-latest: a consumer that takes longer than
         ``decimation`` cycles gets the newest state next, never a queue. Raises WorkerError when
-        the state cannot be read; use with ``contextlib.aclosing``.
+        the state cannot be read; use with ``contextlib.aclosing``. The states undecoded: each is
+        decoded as far as its reader asks, once for all readers (the WebSocket senders encode the
+        wire dict straight from it); :meth:`states` gives them decoded.
         """
         if self.feed is None:
             raise WorkerError("dead", "the loop process did not start")
@@ -237,11 +248,11 @@ class LoopWorker:
         phase %= decimation
         try:
             behind = fan.current  # delivered before the read below, so never newer: never sent after it
-            s = self.state()[0]
+            s = self.snapshot()
             mine = (s.cycle - phase) // decimation
             yield s, True
             while True:
-                s = fan.current
+                s = fan.current  # type: ignore[assignment]
                 if s is not None and s is not behind and (s.cycle - phase) // decimation != mine:
                     mine = (s.cycle - phase) // decimation
                     yield s, True
@@ -253,11 +264,18 @@ class LoopWorker:
                     fan.forget(decimation, fut, phase, later)
                 if not timed_out:
                     continue
-                s = self.state()[0]
+                s = self.snapshot()
                 mine = (s.cycle - phase) // decimation
                 yield s, False
         finally:
             self.feed.leave(fan)
+
+    async def states(self, decimation: int = 1, heartbeat: float = 0.5, phase: int = 0,
+                     later: bool = False) -> AsyncIterator[tuple[LoopState, bool]]:
+        """:meth:`snapshots` as LoopStates: ``(state, fresh)``, the same items at the same times."""
+        async with contextlib.aclosing(self.snapshots(decimation, heartbeat, phase, later)) as it:
+            async for s, fresh in it:
+                yield s.state, fresh
 
     def wait_state(self, done: Any, timeout: float = 1.0) -> LoopState:
         """The newest state once ``done(state)`` holds, or after ``timeout`` s (bounded)."""

@@ -184,3 +184,128 @@ def test_the_loop_state_telemetry_agrees_with_lapack(ur10):
         differ += a.sigma_min_j != b.sigma_min_j or a.kappa_h != b.kappa_h
     assert runs[True][0].sigma_min_j < 1e-2
     assert differ > 0  # the compiled values were published (another algorithm: some last bits differ)
+
+
+# ---------------------------------------------------------------------- J's SVD (linalg.svd_jacobi)
+def _check_svd(A: np.ndarray, U: np.ndarray, s: np.ndarray, Vt: np.ndarray, tol: float) -> None:
+    """(U, σ, Vᵀ) a thin SVD of A within `tol` · σmax: shapes, A = U diag(σ) Vᵀ, orthonormal U and V, σ descending
+    and LAPACK's (numpy) within the rounding of both."""
+    u0, s0, vt0 = np.linalg.svd(A, full_matrices=False)
+    assert U.shape == u0.shape and s.shape == s0.shape and Vt.shape == vt0.shape
+    assert U.flags.c_contiguous and Vt.flags.c_contiguous and s.flags.c_contiguous
+    top = s0[0]
+    assert np.all(np.diff(s) <= 0)
+    assert np.max(np.abs(s - s0)) <= tol * top
+    assert np.max(np.abs((U * s) @ Vt - A)) <= tol * top
+    k = len(s)
+    assert np.max(np.abs(U.T @ U - np.eye(k))) <= tol
+    assert np.max(np.abs(Vt @ Vt.T - np.eye(k))) <= tol
+    # each singular pair is LAPACK's up to its sign where σ is apart from its neighbours (Davis–Kahan: the angle is
+    # at most the error over the gap) — and, for a matrix that is not square, from zero (the thin SVD leaves out
+    # the longer side's null space, which a small σ's vector is to be told from)
+    others = [0.0] if A.shape[0] != A.shape[1] else []
+    for i in range(k):
+        gap = min([abs(s0[i] - s0[j]) for j in range(k) if j != i] + [abs(s0[i] - o) for o in others] + [math.inf])
+        if gap > 1e-3 * top:
+            bound = 4 * tol * top / gap + 4 * EPS  # sin θ (the part of one vector off the other: no cancellation)
+            for a, b in ((vt0[i], Vt[i]), (u0[:, i], U[:, i])):
+                assert np.linalg.norm(b - (a @ b) * a) <= bound, (i, np.linalg.norm(b - (a @ b) * a), bound)
+            assert np.sign(vt0[i] @ Vt[i]) == np.sign(u0[:, i] @ U[:, i])  # U and V flip together
+
+
+@pytest.mark.parametrize("shape", [(6, 7), (6, 6), (7, 6), (6, 2), (3, 7), (1, 4), (4, 1)])
+def test_the_svd_is_lapacks_to_rounding(shape):
+    """Random matrices, some with a near-dependent row or column (σmin down to ~1e-9 σmax), scaled over four decades:
+    the Jacobi SVD agrees with LAPACK's — values, reconstruction, orthonormal factors, singular vectors — within
+    a few ulps of σmax."""
+    from fdcontrol.model.linalg import svd_jacobi
+
+    rng = np.random.default_rng(100 + sum(shape))
+    for trial in range(300):
+        A = rng.standard_normal(shape) * 10.0 ** rng.uniform(-2, 2)
+        if trial % 2 and min(shape) > 1:
+            if shape[0] <= shape[1]:
+                A[-1] = 0.6 * A[0] - 0.3 * A[-2] + 10.0 ** rng.uniform(-9, -3) * rng.standard_normal(shape[1])
+            else:
+                A[:, -1] = 0.6 * A[:, 0] + 10.0 ** rng.uniform(-9, -3) * rng.standard_normal(shape[0])
+        _check_svd(A, *svd_jacobi(A), tol=64 * EPS)
+
+
+def test_the_svd_of_closed_forms():
+    """A = Q₁ [diag(σ) 0] Q₂ᵀ with chosen σ (six decades, and tied pairs): those σ within rounding; a scaled
+    permutation: its entries' magnitudes exactly, its singular vectors ± unit vectors."""
+    from fdcontrol.model.linalg import svd_jacobi
+
+    rng = np.random.default_rng(17)
+    for trial in range(200):
+        sv = np.sort(10.0 ** rng.uniform(-6, 1, 6))[::-1]
+        if trial % 4 == 0:
+            sv[2] = sv[1]  # a tied pair: any basis of its plane
+        A = orthogonal(rng, 6) @ np.hstack([np.diag(sv), np.zeros((6, 1))]) @ orthogonal(rng, 7).T
+        U, s, Vt = svd_jacobi(A)
+        assert np.max(np.abs(s - sv)) <= 64 * EPS * sv[0]
+        _check_svd(A, U, s, Vt, tol=64 * EPS)
+    P = np.zeros((6, 7))
+    P[[0, 1, 2, 3, 4, 5], [3, 0, 6, 1, 5, 2]] = [2.0, -3.0, 0.5, 7.0, -0.25, 4.0]
+    U, s, Vt = svd_jacobi(P)
+    assert s.tolist() == [7.0, 4.0, 3.0, 2.0, 0.5, 0.25]
+    assert np.array_equal(np.abs(U) @ np.diag(s) @ np.abs(Vt), np.abs(P))
+
+
+def test_the_svd_leaves_to_lapack_what_the_rotations_do_not_take(monkeypatch):
+    """A singular value of zero (its vector is not a row over σ), a value not finite or out of scale, another
+    dtype: LAPACK's answer (the same bits as fdcontrol.model.linalg.svd), or its error; without numba, LAPACK's
+    always."""
+    from fdcontrol.model import linalg
+
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((6, 7))
+    rank5 = A.copy()
+    rank5[5] = 0.0
+    for M in (rank5, np.ones((3, 5)), A * 1e-200, A * 1e200, np.zeros((6, 6))):
+        got, want = linalg.svd_jacobi(M), linalg.svd(M)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+    ints = np.arange(42).reshape(6, 7)
+    assert all(np.array_equal(g, w) for g, w in zip(linalg.svd_jacobi(ints), linalg.svd(ints), strict=True))
+    bad = A.copy()
+    bad[1, 2] = math.nan
+    with pytest.raises(np.linalg.LinAlgError):
+        linalg.svd_jacobi(bad)
+    assert not all(np.array_equal(g, w) for g, w in zip(linalg.svd_jacobi(A), linalg.svd(A), strict=True))
+    monkeypatch.setattr(linalg, "_SVD_KERNEL", [None])  # numba missing
+    assert all(np.array_equal(g, w) for g, w in zip(linalg.svd_jacobi(A), linalg.svd(A), strict=True))
+
+
+def test_the_held_push_jacobian_svd_converges():
+    """The held push's UR10 Jacobian (σmin 3.5e-5, the one that kept sigma_min rotating at 2⁻⁵²): its SVD converges
+    to LAPACK's; and the Configuration's SVD of J, shared by the γ schedule and the path speed limit, is this one."""
+    from fdcontrol.model.configuration import Configuration
+    from fdcontrol.model.linalg import svd_jacobi
+    from fdcontrol.model.robot import HOME
+
+    J = np.array([
+        [0.3849616799370756, -0.7786602877150999, -0.32678068915250524, 0.09583963622944403, 0.02075342381716988, 0.0],
+        [-0.8091544945243806, -0.19249607927822412, -0.08078491023380535, 0.02369294351424442, -0.08847898973620394,
+         0.0],
+        [0.0, -0.8778941475468524, -0.4805662689457684, -0.10907773796499043, 0.015543608819243632, 0.0],
+        [0.0, 0.23998971950626508, 0.23998971950626508, 0.23998971950626508, -0.9684097198020105,
+         0.10731492053938735],
+        [0.0, -0.9707754295053538, -0.9707754295053538, -0.9707754295053538, -0.2394048818693796,
+         -0.14755537883824882],
+        [1.0, 2.220446049250313e-16, 2.220446049250313e-16, 2.220446049250313e-16, -0.06977046029731854,
+         -0.9832145839060392]])
+    _check_svd(J, *svd_jacobi(J), tol=16 * EPS)
+    from fdcontrol.model.linalg import svd_kernel
+
+    assert svd_kernel()(J)[0]  # the rotations answer it (not LAPACK): σmin 3.5e-5 is no zero
+    tiny = J.copy()
+    tiny[5] = tiny[4] * (1 + 1e-12)  # σmin ~1e-12: still theirs
+    assert svd_kernel()(tiny)[0]
+    tiny[5] = 0.0  # σmin = 0: LAPACK's
+    assert not svd_kernel()(tiny)[0]
+    from fdcontrol import RobotModel
+
+    robot = RobotModel.load("fr3")
+    conf = Configuration(robot, q=np.array(HOME["fr3"]))
+    got, want = conf.svd, svd_jacobi(conf.jacobian)
+    assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))

@@ -129,3 +129,65 @@ def test_the_configurations_H_and_J_are_the_virtual_models_bit_for_bit(name: str
         assert conf.jacobian.tobytes() == J.tobytes(), k
         assert (conf.jacobian.T @ f + t).tobytes() == b.tobytes(), k
         assert conf.gamma == vm.gamma
+
+
+def test_the_fused_euler_step_and_projection_is_the_two_calls_bit_for_bit() -> None:
+    """_euler_project (the FD step at a limit's last call) against what it fuses: the Euler step (_euler) then
+    JointLimitConstraints.project with the step's active set engaged — on steps that end a hair past, at, or a
+    hair inside either limit, with locked joints, zeros of either sign, a NaN and an infinite q̈."""
+    from fdcontrol.loop import solvers
+
+    robot = RobotModel.load("fr3")
+    c = make_solver(make_mapping("fd", robot)).constraints
+    lo, up = c.lower, c.upper
+    rng = np.random.default_rng(23)
+    n, dt, decay = robot.dof, 1e-3, 10.0
+    clipped = 0
+    for k in range(3000):
+        q = rng.uniform(lo, up)
+        qd, x = rng.normal(size=n), rng.normal(scale=50.0, size=n)
+        j = k % n
+        # q⁺ = q + dt q̇⁺ lands on (a hair past, at, a hair inside) a bound: q̇⁺ chosen, x solved for it
+        bound = (lo, up)[k % 2][j]
+        target = bound + (-2e-13, 0.0, 2e-13, -1e-9, 1e-9)[(k // 2) % 5] * (1 if k % 2 else -1)
+        v = (target - q[j]) / dt
+        x[j] = (v - qd[j]) / dt + decay * qd[j]
+        if k % 11 == 0:
+            qd[(j + 1) % n], x[(j + 1) % n] = (-0.0, 0.0, 0.0)[k % 3], (0.0, -0.0, 0.0)[k % 3]
+        if k % 97 == 0:
+            x[(j + 2) % n] = (np.nan, np.inf, -np.inf)[k % 3]
+        locked = rng.random(n) < 0.3
+        c.set_active(locked)
+        q1, qd1 = solvers._euler(q, qd, x, decay, dt)
+        want_q, want_qd = c.project(q1, qd1)
+        got_q, got_qd = np.empty(n), np.empty(n)
+        solvers._euler_project(q, qd, x, decay, dt, lo, up, c._lo_tol, c._up_tol, locked, got_q, got_qd)
+        assert got_q.tobytes() == want_q.tobytes() and got_qd.tobytes() == want_qd.tobytes(), k
+        clipped += bool((q1 < lo).any() or (q1 > up).any())
+    assert clipped > 500, clipped
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_q_that_is_not_finite_raises_at_a_limit_as_on_the_general_path(bad: float) -> None:
+    """A Configuration updated without its check at a q with a NaN or an infinity (the clip keeps a NaN, moves an
+    infinity onto a limit): the step at a limit raises check_q's ModelError, as the general path's
+    equation_and_jacobian does — also where the Configuration's H and J would be taken."""
+    from fdcontrol.model.robot import ModelError
+
+    robot = RobotModel.load("fr3")
+    # a fixed γ: the γ schedule's SVD of a J with a NaN would raise first (LinAlgError, on either path)
+    fast, general = (make_solver(make_mapping("fd", robot, gamma=1e3)) for _ in range(2))
+    lo, up = fast.constraints.lower, fast.constraints.upper
+    for j in range(robot.dof):
+        q = 0.5 * (lo + up)
+        q[j] = up[j]  # at a limit (the fast path's case)
+        q[(j + 1) % robot.dof] = bad
+        for sol, step in ((fast, fast.step), (general, lambda *a, **k: _AccelerationSolver.step(general, *a, **k))):
+            conf = Configuration(robot, virtual=sol.virtual)
+            conf.update(q, check=False)
+            if bad == np.inf:  # the clip moves it onto the limit: a finite q, the same step on both paths
+                got = step(conf.q, np.zeros(robot.dof), np.ones(6), DT, config=conf)
+                assert np.all(np.isfinite(got[0]))
+            else:
+                with pytest.raises(ModelError, match="NaN or Inf"):
+                    step(conf.q, np.zeros(robot.dof), np.ones(6), DT, config=conf)

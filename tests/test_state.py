@@ -127,6 +127,28 @@ def test_a_packer_leaves_its_buffer_as_pack_would(rng, loop_state):
             assert_same(expect, lay.unpack(got.copy())[0])
 
 
+def test_wire_reads_to_dict_of_the_unpacked_state_from_the_slots(rng, loop_state):
+    """SharedLayout.wire (the service's encoding of every published state) is to_dict of unpack, read straight
+    from the packed slots: the same keys in the same order, the same values of the same types (JSON text
+    equal: 1 and 1.0, true and 1, null and NaN differ) — for every joint count, NaN and ±Inf inside arrays and
+    in nullable and plain floats, empty flags, texts cut at the layout's byte limit and mid-character."""
+    import json
+
+    odd = dataclasses.replace(synthetic(rng, dof=6), f_measured=np.array([np.nan, np.inf, -np.inf, 0, -0.0, 1e300]),
+                              t=math.nan, sigma_min_j=math.inf, kappa_h=-math.inf, posture_distance=-0.0,
+                              cycle=2**52 + 1, holding=False, safety_mode="é" * 40, link_pair="a ↔ b")
+    states = [loop_state, *cases(rng), odd, *(synthetic(rng, dof=d, fault=None) for d in (1, 3, 16))]
+    for lay in (SharedLayout(max_dof=16, extra=("last_cycle_at",)), SharedLayout(max_dof=16, text_bytes=15)):
+        buf = lay.empty()
+        for s in states:
+            buf[:] = np.nan  # nothing may be left over from the previous state
+            lay.pack(s, buf, **({"last_cycle_at": 3.5} if "last_cycle_at" in lay.slots else {}))
+            want, got = st.to_dict(lay.unpack(buf.copy())[0]), lay.wire(buf)
+            assert list(got) == list(want) == list(st.NAMES)
+            assert json.dumps(got) == json.dumps(want), [k for k in want if json.dumps(got[k]) != json.dumps(want[k])]
+            assert got["q"] is not want["q"] and lay.wire(buf) is not got  # new lists and a new dict per call
+
+
 def _odd_bits(rng, n):
     """n float64 values with the bit patterns a copy could lose: NaN with payloads, ±0, ±Inf, subnormals."""
     special = np.array([0x7FF8_0000_0000_0000, 0x7FF8_DEAD_BEEF_0001, 0xFFF0_0000_0000_0001, 0x8000_0000_0000_0000,
@@ -247,11 +269,26 @@ def test_websocket_json_frame_is_the_state(rng, loop_state):
     def strict(text: str) -> dict:
         return json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in the frame"))
 
-    for s in [loop_state, *cases(rng)]:
-        frame = Hub().encode(s, "json")
-        assert isinstance(frame, str)
-        assert strict(frame) == {**st.to_dict(s), "stale": False}
-        assert_same(s, st.from_dict(strict(frame)))
+    from fdcontrol.server import channel
+    from fdcontrol.server.feed import Snapshot
+
+    ch = channel.Channel()
+    try:
+        for s in [loop_state, *cases(rng)]:
+            frame = Hub().encode(s, "json")
+            assert isinstance(frame, str)
+            assert strict(frame) == {**st.to_dict(s), "stale": False}
+            assert_same(s, st.from_dict(strict(frame)))
+            # as the feed hands it to the senders: undecoded from shared memory, the same frames (flags read
+            # back with every key, as from the LoopState that went through shared memory)
+            ch.write_state(s, 1.0)
+            snap, back = Snapshot(ch.read_packed()), ch.read_state()[0]
+            assert (snap.cycle, snap.reaction_count) == (back.cycle, back.reaction_count)
+            assert_same(back, snap.state)
+            for enc in ("json", "msgpack"):
+                assert Hub().encode(snap, enc) == Hub().encode(back, enc)
+    finally:
+        ch.close(unlink=True)
     odd = dataclasses.replace(loop_state, f_measured=np.array([np.nan, np.inf, 0, 0, 0, 0]))
     assert strict(Hub().encode(odd, "json"))["f_measured"][:3] == [None, None, 0.0]
 
@@ -366,7 +403,7 @@ def test_schema_rejects_what_the_declaration_forbids(rng, openapi_state):
 
 
 NEW_FIELD = """
-import dataclasses, math, sys
+import dataclasses, json, math, sys
 import numpy as np
 from fdcontrol.loop import state as st
 
@@ -378,6 +415,8 @@ st.LoopState, st.FIELDS = extra, dataclasses.fields(extra)
 
 from fdcontrol.server import channel, schemas
 from fdcontrol.server.app import create_app, state_dict
+from fdcontrol.server.feed import Snapshot
+from fdcontrol.server.routers.ws import Hub
 from fdcontrol.server.settings import Settings
 
 z = np.zeros(6)
@@ -388,10 +427,12 @@ ch = channel.Channel()
 try:
     ch.write_state(s, 1.0)
     back = ch.read_state()[0]
+    snap = Snapshot(ch.read_packed())  # as the WebSocket senders get it
 finally:
     ch.close(unlink=True)
 d = {**state_dict(back), "stale": False}
 assert d["new_gauge"] == 0.25, d
+assert json.loads(Hub().encode(snap, "json"))["new_gauge"] == 0.25
 assert schemas.State.model_validate(d).new_gauge == 0.25
 spec = create_app(Settings()).openapi()
 assert "new_gauge" in spec["components"]["schemas"]["State"]["properties"]
@@ -428,7 +469,7 @@ def test_liveness_read_matches_the_full_read(loop_state):
             assert ch.read_running() == (s.running, last) == (running, 7.25)
             assert ch.read_reaction_count() == s.reaction_count == count
         ch.out[0] += 1  # a writer stopped mid-write (odd version): no read returns, each says so
-        for read in (ch.read_running, ch.read_reaction_count, ch.read_state):
+        for read in (ch.read_running, ch.read_reaction_count, ch.read_state, ch.read_packed):
             with pytest.raises(channel.TornRead):
                 read()
     finally:

@@ -491,7 +491,7 @@ def test_read_only_streams_wait_later_and_control_streams_do_not():
         def __init__(self) -> None:
             self.params = {"rate": 500.0, "robot": "ur10", "base": None, "tip": None}
 
-        def states(self, decimation, heartbeat=0.5, phase=0, later=False):
+        def snapshots(self, decimation, heartbeat=0.5, phase=0, later=False):
             asked.append(later)
             raise Asked
 

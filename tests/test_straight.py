@@ -125,9 +125,11 @@ def test_the_schedule_is_continuous_and_monotone_in_sigma():
 
 
 def test_the_mappings_schedule_is_the_equation_along_a_random_walk(ur10):
-    """The mapping's γ (its Cholesky test for a regular pose, and its SVD) equals
-    scheduled_gamma evaluated from scratch, along a random walk that crosses the elbow singularity."""
+    """The mapping's γ (its Cholesky test for a regular pose, and its SVD) equals scheduled_gamma evaluated from
+    scratch, along a random walk that crosses the elbow singularity: bit for bit from the SVD it takes (by Jacobi
+    rotations, fdcontrol.model.linalg.svd_jacobi) and to rounding from LAPACK's (numpy)."""
     from fdcontrol.model.configuration import Configuration
+    from fdcontrol.model.linalg import svd_jacobi
 
     fd = make_mapping("fd", ur10)
     conf = Configuration(ur10, virtual=fd.virtual)
@@ -137,9 +139,13 @@ def test_the_mappings_schedule_is_the_equation_along_a_random_walk(ur10):
     for _ in range(1500):
         q = q + rng.normal(size=6) * 0.01
         q[2] = 0.6 * np.sin(0.01 * _)  # through q3 = 0 (elbow stretched) and back
-        _, s, Vt = np.linalg.svd(ur10.jacobian(q), full_matrices=False)
+        _, s, Vt = svd_jacobi(ur10.jacobian(q))
         expected = float(scheduled_gamma(s, fd.virtual.link_inertia(q, Vt.T), GAMMA.default, GAMMA_STRAIGHT.default))
         assert fd.gamma_at(q) == expected
+        _, s, Vt = np.linalg.svd(ur10.jacobian(q), full_matrices=False)
+        lapack = float(scheduled_gamma(s, fd.virtual.link_inertia(q, Vt.T), GAMMA.default, GAMMA_STRAIGHT.default))
+        # (σ and h agree to ~1e-15; near the band's end γ's slope in σ magnifies that up to γ_straight/γ₀ = 1e3)
+        assert expected == pytest.approx(lapack, rel=1e-11, abs=0)
         # and from the loop's Configuration at q (its J, from the CRBA pass): with its SVD (shared with the
         # limits) and that pass's link Jacobians, the same bits as from a fresh SVD and computeJointJacobians
         conf.update(q)
@@ -457,14 +463,15 @@ def test_analyze_command_on_a_urdf_with_continuous_joints(tmp_path):
                                outs[1]["mappings"]["fd"]["singular_values"], rtol=1e-9)
 
 
-def _band_end_by_svd(J: np.ndarray, A: np.ndarray, gamma: float, cap: bool = True) -> tuple[float, float]:
-    """(σ_N, the band's end) as ForwardDynamics.gamma_at evaluates them from numpy's SVD (``cap``: at
-    REGULAR_SIGMA as it does, else 2√(h_min/γ)/ρ)."""
+def _band_end_by_svd(J: np.ndarray, A: np.ndarray, gamma: float, cap: bool = True,
+                     svd: object = None) -> tuple[float, float]:
+    """(σ_N, the band's end) as ForwardDynamics.gamma_at evaluates them from numpy's SVD, or from ``svd``'s (the
+    schedule's own: fdcontrol.model.linalg.svd_jacobi) (``cap``: at REGULAR_SIGMA as it does, else 2√(h_min/γ)/ρ)."""
     import math
 
     from fdcontrol.model.virtual import GAIN_MARGIN, REGULAR_SIGMA
 
-    _, s, Vt = np.linalg.svd(J, full_matrices=False)
+    _, s, Vt = np.linalg.svd(J, full_matrices=False) if svd is None else svd(J)  # type: ignore[operator]
     AV = A @ Vt.T
     h = (AV * AV).sum(axis=0)
     end = 2.0 * math.sqrt(max(float(h.min()), 0.0) / gamma) / GAIN_MARGIN
@@ -477,6 +484,7 @@ def test_past_band_end_is_never_wrong_at_the_bands_edge():
     that the band's end lies within relative 1e-14 … 0.3 of σ_N on either side, ill-separated σ_(N−1) among
     them; it does say True on most of those past the end by more than 1 %."""
     from fdcontrol.model.conditioning import past_band_end
+    from fdcontrol.model.linalg import svd_jacobi
     from fdcontrol.model.virtual import GAIN_MARGIN
 
     if past_band_end is None:
@@ -503,6 +511,8 @@ def test_past_band_end_is_never_wrong_at_the_bands_edge():
         if got:
             said += 1
             assert s_n >= end, (i, s_n, end)
+            s_j, end_j = _band_end_by_svd(J, A, gamma, svd=svd_jacobi)  # and the schedule's own SVD's answer
+            assert s_j >= end_j, (i, s_j, end_j)
         if abs(s_n - end) < 1e-9 * end:
             close += 1
         elif s_n > 1.01 * end:
@@ -538,11 +548,13 @@ def test_past_band_end_leaves_a_tiny_jacobian_to_the_svd():
 def test_the_held_push_schedules_with_less_and_the_same_gamma(name, monkeypatch):
     """The held push of bench_cycle stretches the arm through the band to a singular pose: just past the band's
     end (UR10) the schedule certifies γ = gamma_straight without J's SVD (past_band_end), at the band's start γ₀
-    without the link Jacobians (at_band_start): every scheduled γ equals the one from a fresh SVD and the link
-    Jacobians of the cycle's J, and those tests decide most of the cycles they are tried on."""
+    without the link Jacobians (at_band_start): every scheduled γ equals the one from the schedule's SVD (Jacobi
+    rotations) and the link Jacobians of the cycle's J (and LAPACK's to rounding), and those tests decide most of
+    the cycles they are tried on."""
     from fdcontrol.drivers import SimulatedRobot
     from fdcontrol.loop import build_loop
     from fdcontrol.mappings import fd as fd_module
+    from fdcontrol.model.linalg import svd_jacobi
     from fdcontrol.model.robot import HOME
     from fdcontrol.model.virtual import GAIN_MARGIN, REGULAR_SIGMA, scheduled_gamma_compiled
 
@@ -568,10 +580,14 @@ def test_the_held_push_schedules_with_less_and_the_same_gamma(name, monkeypatch)
     for i in range(3000):
         loop.step(now=0.0)
         q, J = loop.config.q, loop.config.jacobian  # the cycle's J, from its CRBA pass: as the schedule reads it
-        _, s, Vt = np.linalg.svd(J, full_matrices=False)
+        _, s, Vt = svd_jacobi(J)  # the schedule's SVD (Jacobi rotations): the same bits
         want = scheduled_gamma_compiled(scratch.virtual.link_jacobians(q) @ Vt.T, s, GAMMA.default,
                                         GAMMA_STRAIGHT.default, GAIN_MARGIN, REGULAR_SIGMA)
         assert fd.gamma == want, i
+        _, s0, Vt0 = np.linalg.svd(J, full_matrices=False)  # LAPACK's: to rounding (magnified near the band's end)
+        lapack = scheduled_gamma_compiled(scratch.virtual.link_jacobians(q) @ Vt0.T, s0, GAMMA.default,
+                                          GAMMA_STRAIGHT.default, GAIN_MARGIN, REGULAR_SIGMA)
+        assert want == pytest.approx(lapack, rel=1e-9, abs=0), i
         past += want == GAMMA_STRAIGHT.default and s[-1] < 0.05
         start += want == GAMMA.default
     assert start > 1000 and sum(verdicts["start"]) > 0.9 * start, (start, sum(verdicts["start"]))
@@ -587,6 +603,7 @@ def test_at_band_start_is_never_wrong_at_the_bands_start(name):
     γ₀ chosen so that s lies within relative 1e-14 … 0.3 of σ_N on either side; it says True on most poses where
     σ_N < s/4."""
     from fdcontrol.model.configuration import Configuration
+    from fdcontrol.model.linalg import svd_jacobi
     from fdcontrol.model.virtual import GAIN_MARGIN, REGULAR_SIGMA, at_band_start, scheduled_gamma_compiled
 
     if at_band_start is None:
@@ -618,6 +635,13 @@ def test_at_band_start_is_never_wrong_at_the_bands_start(name):
         if got:
             said += 1
             assert want == g0, (i, s[-1], band_start, want)
+        # the same from the schedule's own SVD (Jacobi rotations), as the cycle hands it over
+        _, sj, Vtj = svd_jacobi(conf.jacobian)
+        if at_band_start(conf.data.M, conf.jacobian, sj, Vtj, vm.link_joints, conf.gamma, g0, GAIN_MARGIN,
+                         REGULAR_SIGMA):
+            want_j = scheduled_gamma_compiled(vm.link_jacobians(q, conf.data) @ Vtj.T, sj, g0, gs, GAIN_MARGIN,
+                                              REGULAR_SIGMA)
+            assert want_j == g0, (i, sj[-1], band_start, want_j)
         if abs(s[-1] - band_start) < 1e-9 * band_start:
             close += 1
         elif s[-1] < 0.25 * band_start:

@@ -50,7 +50,7 @@ from fdcontrol.model.constraints import (
     locked_acceleration,
     locked_acceleration_lapack,
 )
-from fdcontrol.model.linalg import clip_into, symmetric_upper
+from fdcontrol.model.linalg import _symmetric, clip_into
 from fdcontrol.model.virtual import VirtualModel
 from fdcontrol.params import Param, declare
 from fdcontrol.registry import Registry
@@ -242,21 +242,21 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         self._equation, self._load, self.last_converged = None, None, True
         q = _clip(q, c.lower, c.upper)  # np.clip's values (a NaN stays NaN, a bound's zero sign as np.clip)
         t = self.joint_load(q, qd, tau)
-        f = np.asarray(wrench, dtype=float)
-        H, b, J, data = self._limit_equation(q, f, t, conf)
+        H, jtf, data = self._limit_equation(q, np.asarray(wrench, dtype=float), conf)
+        b = jtf + t  # the equation's b = Jᵀf + τ − D q̇ − C q̇ (equation_and_jacobian's)
         n = qd.shape[0]
         last: list[Any] = [None, None]  # the last trial's (active set, x)
 
-        def solve(lk: np.ndarray) -> np.ndarray:  # locked_acceleration(H, b, lk): H, b float64 of n, lk boolean
-            x = np.empty(n)
-            if not _locked(H, b, lk, x):
-                x = locked_acceleration_lapack(H, b, lk)
-            last[0], last[1] = lk, x
-            return x
+        def solve(lk: np.ndarray) -> np.ndarray:
+            last[0], last[1] = lk, _solve_locked(H, b, lk)
+            return last[1]
 
-        locked = c.decide(q, qd, solve, H, b, self.decay)
+        # decide's compiled form (its type checks hold here: q, q̇ float64 vectors, H and b float64 of the model's
+        # size) on q̇ of q's length; it sets the active set (``engaged``: any joint locked)
+        locked = c._decide_compiled(q, qd, solve, H, b, self.decay) if qd.shape == q.shape \
+            else c.decide(q, qd, solve, H, b, self.decay)
         self._locked = locked
-        if not locked.any():  # at a limit, moving inward: the free dynamics at the clipped q, as accel runs them
+        if not c.engaged:  # at a limit, moving inward: the free dynamics at the clipped q, as accel runs them
             # (vm.acceleration: CRBA at this q, rhs = τ + Jᵀf, Cholesky, solve) by the factor of the H just formed
             # (`data`'s CRBA at this q and γ; t + Jᵀf and Jᵀf + t are the same bits)
             m = self.virtual.model
@@ -266,35 +266,38 @@ class ForwardDynamicsSolver(_AccelerationSolver):
             return c.project(q + dt * qd1, qd1)
         qz = np.empty(n)
         if _zero_locked(qd, locked, qz):  # np.where(locked, 0.0, qd); a locked q̇ not +0.0: the load at qz
-            x = locked_acceleration(H, J.T @ f + self.joint_load(q, qz, tau), locked)
-        elif last[0] is not None and bool((last[0] == locked).all()):
+            x = _solve_locked(H, jtf + self.joint_load(q, qz, tau), locked)
+        elif last[0] is locked or (last[0] is not None and bool((last[0] == locked).all())):
             x = last[1]  # decide's last trial solved this very equation: b = Jᵀf + t, the same active set
         else:
-            x = locked_acceleration(H, J.T @ f + t, locked)
+            x = _solve_locked(H, b, locked)
         # the Euler step and c.project (engaged: a joint is locked) in one call
         q1, qd1 = np.empty(n), np.empty(n)
         _euler_project(q, qz, x, self.decay, float(dt), c.lower, c.upper, c._lo_tol, c._up_tol, locked, q1, qd1)
         return q1, qd1
 
-    def _limit_equation(self, q: np.ndarray, f: np.ndarray, t: np.ndarray, conf: Configuration | None
-                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, pin.Data]:
-        """``virtual.equation_and_jacobian(q, f, None, t)`` (H, b = Jᵀf + t, J; no gravity, no Coriolis term) and
-        the pinocchio data whose CRBA gave H. At the cycle's Configuration's very q bits and γ, on a base that is
-        the world (both forms take pinocchio's J as it is), H and J are the Configuration's: its CRBA ran on the
-        same model with the same q and γ (the same bits; tests/test_loop_configuration.py) — no second CRBA. Else
-        CRBA here, on the virtual model's data; a q that is not finite raises as check_q does."""
+    def _limit_equation(self, q: np.ndarray, f: np.ndarray, conf: Configuration | None
+                        ) -> tuple[np.ndarray, np.ndarray, pin.Data]:
+        """H and Jᵀf of ``virtual.equation_and_jacobian(q, f, None, t)`` (no gravity, no Coriolis term: its b is
+        Jᵀf + t, the same operations) and the pinocchio data whose CRBA gave H. At the cycle's Configuration's
+        very q bits and γ, on a base that is the world (both forms take pinocchio's J as it is), H and J are the
+        Configuration's: its CRBA ran on the same model with the same q and γ (the same bits;
+        tests/test_solver_limit_path.py) — no second CRBA. Else CRBA here, on the virtual model's data; a q that
+        is not finite raises as check_q does."""
         vm = self.virtual
+        if not math.isfinite(q.dot(q)):  # a NaN or an infinity in q: check_q's error (a finite q whose q·q
+            q = vm.robot.check_q(q)        # overflows: check_q decides, as it does for equation_and_jacobian)
         if conf is not None and conf.gamma == vm.gamma and conf._Rt is None and vm.robot._world_is_base \
                 and conf.q.tobytes() == q.tobytes():
             data = conf.data
             J = conf.jacobian
         else:
-            if not math.isfinite(q.dot(q)):  # check_q's error (q̇ = ±inf·0 or NaN; a finite q whose square
-                q = vm.robot.check_q(q)        # overflows is returned as it is)
             data = vm.data
             J = vm._crba_and_jacobian(q)
-        H = symmetric_upper(data.M)
-        return H, J.T @ f + t, J, data
+        M = data.M  # symmetric_upper(M) for pinocchio's square float64 M: its compiled call, without its checks
+        H = np.empty(M.shape)
+        _symmetric(M, H)
+        return H, J.T @ f, data
 
     def _euler_inside(self, conf: Configuration, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
                       tau: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -478,6 +481,15 @@ def make_solver(mapping: Mapping, integrator: Integrator | None = None, *,
     return SOLVERS.get(kind).build(mapping, integrator, decay=decay, joint_damping=joint_damping,
                                    substeps=substeps, coriolis=coriolis, joint_limits=joint_limits,
                                    limit_inset=limit_inset)
+
+
+def _solve_locked(H: np.ndarray, b: np.ndarray, locked: np.ndarray) -> np.ndarray:
+    """:func:`~fdcontrol.model.constraints.locked_acceleration` for what the FD step at a limit hands it (H and b
+    float64 of the model's size, the active set a boolean vector): its compiled call without its checks."""
+    x = np.empty(b.shape[0])
+    if _locked(H, b, locked, x):
+        return x
+    return locked_acceleration_lapack(H, b, locked)
 
 
 def _euler_step(q: np.ndarray, qd: np.ndarray, x: np.ndarray, decay: float, dt: float

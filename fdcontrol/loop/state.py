@@ -220,6 +220,8 @@ class SharedLayout:
         self._names = tuple(f.name for f in FIELDS)
         self._plans: dict[int, tuple[int, int, list[tuple[str, int, int, tuple[int, ...]]]]] = {}
         self._scatters: dict[int, tuple[np.ndarray, list[int]]] = {}
+        self._wire_ops: dict[int, list[tuple[str, int, int, Any]]] = {}  # wire's steps per joint count
+        self._wire_stop = min((sl.start for _, sl in self._texts), default=self.size)  # wire reads up to the texts
 
     def empty(self) -> np.ndarray:
         return np.zeros(self.size)
@@ -324,6 +326,69 @@ class SharedLayout:
                 errors="ignore")
         state = state_of({n: values[n] for n in self._names})  # the instance's dict in one fill, field order
         return state, {k: float(arr[sl.start]) for k, sl in self._extra}
+
+    def wire(self, arr: np.ndarray) -> dict[str, Any]:
+        """:func:`to_dict` of the state written by :meth:`pack` into ``arr``, read straight from its slots: the same
+        dict, key for key and value for value, as ``to_dict(self.unpack(arr)[0])``, without building the state and
+        its arrays on the way (the service encodes every published state for its streams this way)."""
+        ops = self._wire_ops.get(int(arr[0]))
+        if ops is None:
+            ops = self._wire_ops[int(arr[0])] = self._wire_plan(int(arr[0]))
+        v = arr[:self._wire_stop].tolist()  # every number before the texts, as Python floats
+        isfinite = math.isfinite
+        d: dict[str, Any] = {}
+        for name, op, i, x in ops:
+            if op == _NULLABLE:  # the commonest kinds first
+                d[name] = v[i] if isfinite(v[i]) else None
+            elif op == _VECTOR:
+                d[name] = v[i:x]
+            elif op == _FLOAT:
+                d[name] = v[i]
+            elif op == _INT:
+                d[name] = int(v[i])
+            elif op == _BOOL:
+                d[name] = v[i] != 0
+            elif op == _CHOICE:
+                d[name] = x[int(v[i])]
+            elif op == _MATRIX:
+                d[name] = [v[a:b] for a, b in x]
+            elif op == _FLAGS:
+                d[name] = {k: v[j] != 0 for k, j in x}
+            else:  # _TEXT: as unpack decodes it
+                n = int(arr[i])
+                d[name] = None if n < 0 else bytes(arr[i + 1:x].view(np.uint8)[:n]).decode(errors="ignore")
+        return d
+
+    def _wire_plan(self, dof: int) -> list[tuple[str, int, int, Any]]:
+        """:meth:`wire`'s steps for ``dof`` joints: per field in declaration order (to_dict's), how to read it."""
+        ops: list[tuple[str, int, int, Any]] = []
+        for f in FIELDS:
+            kind, meta, sl = f.metadata["kind"], f.metadata, self.slots[f.name]
+            if kind == "array":
+                shape = shape_of_rule(meta["shape"], dof)
+                if len(shape) == 1:
+                    ops.append((f.name, _VECTOR, sl.start, sl.start + shape[0]))
+                elif len(shape) == 2:
+                    rows, cols = shape
+                    ops.append((f.name, _MATRIX, sl.start, [(sl.start + r * cols, sl.start + (r + 1) * cols)
+                                                            for r in range(rows)]))
+                else:  # pragma: no cover - no field is declared with more than two axes
+                    raise NotImplementedError(f"{f.name}: arrays of {len(shape)} axes")
+            elif kind == "float":
+                ops.append((f.name, _NULLABLE if meta["nullable"] else _FLOAT, sl.start, None))
+            elif kind in ("int", "bool"):
+                ops.append((f.name, _INT if kind == "int" else _BOOL, sl.start, None))
+            elif kind == "choice":
+                ops.append((f.name, _CHOICE, sl.start, meta["choices"]))
+            elif kind == "flags":
+                ops.append((f.name, _FLAGS, sl.start, [(k, sl.start + j) for j, k in enumerate(meta["choices"])]))
+            else:
+                ops.append((f.name, _TEXT, sl.start, sl.stop))
+        return ops
+
+
+# SharedLayout.wire's steps, one per field kind (arrays by their axes)
+_FLOAT, _NULLABLE, _INT, _BOOL, _CHOICE, _VECTOR, _MATRIX, _FLAGS, _TEXT = range(9)
 
 
 class Packer:

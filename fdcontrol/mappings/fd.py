@@ -10,7 +10,7 @@ import numpy as np
 from fdcontrol.mappings.base import MAPPINGS, Mapping
 from fdcontrol.model.conditioning import past_band_end, sigma_min_above
 from fdcontrol.model.configuration import Configuration
-from fdcontrol.model.linalg import svd
+from fdcontrol.model.linalg import svd_jacobi
 from fdcontrol.model.robot import ModelError, RobotModel
 from fdcontrol.model.virtual import (
     ALGORITHM,
@@ -108,8 +108,9 @@ class ForwardDynamics(Mapping):
             if past_band_end(J, A, self.gamma0, GAIN_MARGIN):
                 return self.gamma_straight
             self._wait = _WAIT
-        # np.linalg.svd(J, full_matrices=False) without its wrapper's cost (the same call either way)
-        _, s, Vt = conf.svd if own else svd(J)  # type: ignore[union-attr]
+        # J's thin SVD by Jacobi rotations (fdcontrol.model.linalg.svd_jacobi: the Configuration's, shared with the
+        # limits, or the same function's: either way the same bits)
+        _, s, Vt = conf.svd if own else svd_jacobi(J)  # type: ignore[union-attr]
         if self._low and own and not self._wait and self._start_test and len(s) > 1:
             # at the band's start for certain (σ_N ≤ s from a lower bound of h_min by the Configuration's H: the
             # light links' inertia is γ (H − JᵀJ)): its value without the link Jacobians. Tried while the last γ

@@ -68,8 +68,9 @@ def _cholesky_shifted(M: np.ndarray, k: int, shift: float, L: np.ndarray) -> boo
 
 
 #: the certificate's room for rounding: relative to ‖JᵀJ‖_F for what is computed from it (G, the Householder
-#: compression, the residual), and for LAPACK's own errors in σ (× ‖J‖_F) and in v (× ‖J‖_F / gap) — orders of
-#: magnitude above double precision's 1.1e-16 times the few dozen operations behind each value
+#: compression, the residual), and for the SVD's own errors in σ (× ‖J‖_F) and in v (× ‖J‖_F / gap) — the schedule's
+#: Jacobi rotations (fdcontrol.model.linalg.svd_jacobi) or LAPACK's, both backward stable — orders of magnitude above
+#: double precision's 1.1e-16 times the few dozen operations behind each value
 _ROOM = 1e-10
 _LAPACK_ROOM = 1e-11
 GF_MIN = 1e-280  # past_band_end: the smallest ‖JᵀJ‖_F² it decides (its residual underflows below)
@@ -78,14 +79,14 @@ GF_MIN = 1e-280  # past_band_end: the smallest ‖JᵀJ‖_F² it decides (its r
 def _past_band_end(J: np.ndarray, A: np.ndarray, gamma: float, margin: float) -> bool:  # pragma: no mutate block
     """True only when it is certain that J's SVD puts the γ schedule past its band: σ_N ≥ 2√(h_min/γ)/ρ, with
     σ_N the smallest of the N singular values of J (6×N, N ≤ 6) and h_min the smallest h_k = ‖A v_k‖² over J's
-    right singular vectors — as ``ForwardDynamics.gamma_at`` evaluates it from LAPACK's SVD, whose rounding is
-    allowed for. False: not certain (the caller takes the SVD).
+    right singular vectors — as ``ForwardDynamics.gamma_at`` evaluates it from J's SVD (Jacobi rotations, or LAPACK's
+    without numba), whose rounding is allowed for. False: not certain (the caller takes the SVD).
 
     h_min ≤ h_N, so the band ends at or before 2√(h_N/γ)/ρ, and only v_N is needed: x ≈ v_N by inverse
     iteration on G = JᵀJ; the rest of G's spectrum is ≥ t, certified by a Cholesky factorization of G compressed
     to x⊥ (a Householder reflector; Courant–Fischer: λ_(N−1)(G) ≥ λ_min of any compression to N−1 dimensions)
     minus t·I; then sin θ(x, v_N) ≤ ‖Gx − λ̃x‖ / (t − λ̃) (Davis–Kahan, λ̃ = xᵀGx), so ‖A v_N‖ ≤ ‖Ax‖ +
-    ‖A‖_F √2 (sin θ + LAPACK's angle error); σ_N above that bound on the band's end (plus LAPACK's error in σ)
+    ‖A‖_F √2 (sin θ + the SVD's angle error); σ_N above that bound on the band's end (plus the SVD's error in σ)
     by a Cholesky factorization of G − c·I (G − c·I positive definite ⇔ σ_N² > c; Golub & Van Loan 4.2)."""
     m, n = J.shape
     if n > m or n < 2:
@@ -199,7 +200,7 @@ def _past_band_end(J: np.ndarray, A: np.ndarray, gamma: float, margin: float) ->
     if not t > lam_hi:
         return False
     sin_x = res / (t - lam_hi)  # Davis–Kahan: sin θ(x, v_N)
-    sin_l = _LAPACK_ROOM * jf / (math.sqrt(t) - math.sqrt(lam_hi))  # LAPACK's v̂_N against v_N
+    sin_l = _LAPACK_ROOM * jf / (math.sqrt(t) - math.sqrt(lam_hi))  # the SVD's v̂_N against v_N
     b = sin_x + sin_l
     if not b < 0.5:
         return False

@@ -23,7 +23,7 @@ import math
 import numpy as np
 import pinocchio as pin
 
-from fdcontrol.model.linalg import eigvalsh, mirror_upper, svd, svdvals
+from fdcontrol.model.linalg import eigvalsh, mirror_upper, svd_jacobi, svd_kernel, svdvals
 from fdcontrol.model.robot import ModelError, RobotModel
 from fdcontrol.model.virtual import VirtualModel
 
@@ -51,6 +51,7 @@ class Configuration:
         self._lower = np.tril_indices(self.model.nv, -1)
         self._shape = (robot.dof,)
         self.update(pin.neutral(robot.model) if q is None else q)
+        svd_kernel()  # J's SVD kernel loaded now (svd), never first in a loop's cycle
 
     # ---------------------------------------------------------------- the once-per-cycle pass
     def update(self, q: np.ndarray, check: bool = True) -> Configuration:
@@ -167,10 +168,11 @@ class Configuration:
     # ---------------------------------------------------------------- telemetry, lazily
     @property
     def svd(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The thin SVD of J, (U, σ descending, Vᵀ) (fdcontrol.model.linalg.svd; computed on first use per
-        update, then shared: the γ schedule and the path speed limit read the same decomposition)."""
+        """The thin SVD of J, (U, σ descending, Vᵀ) (fdcontrol.model.linalg.svd_jacobi: by Jacobi rotations,
+        compiled, LAPACK's without numba; computed on first use per update, then shared: the γ schedule and the
+        path speed limit read the same decomposition)."""
         if self._svd is None:
-            self._svd = svd(self.jacobian)
+            self._svd = svd_jacobi(self.jacobian)
         return self._svd
 
     def known_svd(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

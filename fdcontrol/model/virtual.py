@@ -209,14 +209,14 @@ def _scheduled_gamma_kernel(AV: np.ndarray, sigma: np.ndarray, gamma: float, gam
 def _at_band_start_kernel(M: np.ndarray, J: np.ndarray, sigma: np.ndarray, Vt: np.ndarray, free: np.ndarray,
                           gamma_m: float, gamma: float, margin: float,
                           regular: float) -> bool:  # pragma: no mutate block
-    """True only when it is certain that the γ schedule from this SVD of J (σ, Vᵀ: LAPACK's, as ``ForwardDynamics
-    .gamma_at`` reads them) is at its lowest value — σ_N ≤ s = min(√(h_min/γ)/ρ, σ_reg/2), where every γ_k is γ₀
-    at most and γ_N is γ₀ (:func:`scheduled_gamma`) — without the light links' Jacobians A: h_k = ‖A v_k‖² ≥
-    λ_min(H_l') ‖v_k'‖², v_k' the entries of v_k on the joints that move a light link (``free``; the others'
-    columns of A are zero) and H_l' = AᵀA on them, which is γ_M (H − JᵀJ) there (H = JᵀJ + AᵀA/γ_M, seed 004
-    eq. 13: ``M``, CRBA's upper triangle at γ_M). λ_min(H_l') above what h_min needs by a Cholesky test of
-    (H − JᵀJ)' less that over γ_M, with room for CRBA's and this rounding (≥ 1e-12 of H's size, against the
-    ~1e-16 of double precision) and for that of the h_k the SVD path would sum. False: not certain."""
+    """True only when it is certain that the γ schedule from this SVD of J (σ, Vᵀ: the Configuration's, as
+    ``ForwardDynamics.gamma_at`` reads them) is at its lowest value — σ_N ≤ s = min(√(h_min/γ)/ρ, σ_reg/2), where every
+    γ_k is γ₀ at most and γ_N is γ₀ (:func:`scheduled_gamma`) — without the light links' Jacobians A: h_k = ‖A v_k‖² ≥
+    λ_min(H_l') ‖v_k'‖², v_k' the entries of v_k on the joints that move a light link (``free``; the others' columns of
+    A are zero) and H_l' = AᵀA on them, which is γ_M (H − JᵀJ) there (H = JᵀJ + AᵀA/γ_M, seed 004 eq. 13: ``M``, CRBA's
+    upper triangle at γ_M). λ_min(H_l') above what h_min needs by a Cholesky test of (H − JᵀJ)' less that over γ_M, with
+    room for CRBA's and this rounding (≥ 1e-12 of H's size, against the ~1e-16 of double precision) and for that of the
+    h_k the SVD path would sum. False: not certain."""
     k = sigma.shape[0]
     p = free.shape[0]
     if p == 0 or k < 1 or not (gamma_m > 0.0 and gamma > 0.0):

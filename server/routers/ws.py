@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import msgpack
+import numpy as np
 from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
@@ -28,6 +29,7 @@ from fdcontrol.params import error_message
 from fdcontrol.server import schemas
 from fdcontrol.server.auth import json_depth_ok
 from fdcontrol.server.errors import clip
+from fdcontrol.server.feed import Snapshot
 from fdcontrol.server.lease import LeaseError
 from fdcontrol.server.routers.control import pose
 from fdcontrol.server.routers.state import state_dict
@@ -86,18 +88,20 @@ class Hub:
             check()
         self._stall_timers[loop] = loop.call_later(STALL_CHECK, self._check_stalls, loop)
 
-    def encode(self, s: LoopState, encoding: str, robot: RobotModel | None = None,
+    def encode(self, s: LoopState | Snapshot, encoding: str, robot: RobotModel | None = None,
                stale: bool = False, lease: Callable[[], dict[str, Any]] | None = None) -> str | bytes:
+        """The state's message (``s`` a LoopState, or a Snapshot as the feed delivers it: its wire dict read
+        straight from the shared-memory slots, the same message)."""
         key = encoding + ("+frames" if robot is not None else "") + ("+stale" if stale else "")
         hit = self._cache.get(key)
         if hit is not None and hit[0] == s.cycle:
             return hit[1]
-        d = state_dict(s)
+        d = s.wire() if isinstance(s, Snapshot) else state_dict(s)
         d["stale"] = stale
         if lease is not None:
             d["lease"] = lease()  # who controls (server/lease.py), for the dashboard
-        if robot is not None and robot.dof == len(s.q):
-            d["frames"] = robot.joint_origins(s.q).tolist()
+        if robot is not None and robot.dof == len(d["q"]):
+            d["frames"] = robot.joint_origins(np.asarray(d["q"], dtype=float)).tolist()
         msg: str | bytes = msgpack.packb(d) if encoding == MSGPACK else dumps(d)
         self._cache[key] = (s.cycle, msg)
         return msg
@@ -110,7 +114,7 @@ def handles(ws: WebSocket) -> tuple[Callable[[], LoopWorker], Hub]:
 
 
 async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = False, control: bool = True) -> None:
-    """Send the state when the loop publishes it, every `decimation` cycles (LoopWorker.states).
+    """Send the state when the loop publishes it, every `decimation` cycles (LoopWorker.snapshots).
 
     Streams of one decimation take turns over the cycles of a block (phase: start order modulo
     the decimation), so 50 watchers at decimation 10 send 5 states per cycle, not 50 every
@@ -118,7 +122,7 @@ async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = F
     (Hub cache) for every stream sending it. A slow client skips states (counted as drops) and
     never delays the others or the loop. ``frames``: add the joint origins ("frames",
     (N+1)×3, base frame) for drawing the arm. A read-only stream (``control`` False) gets each state
-    half a period after the control streams (LoopWorker.states ``later``): their states leave first.
+    half a period after the control streams (LoopWorker.snapshots ``later``): their states leave first.
     """
     worker, hub = handles(ws)
     lease = ws.app.state.access.lease
@@ -148,7 +152,7 @@ async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = F
         while True:
             w = worker()
             try:
-                async with contextlib.aclosing(w.states(decimation, phase=phase, later=not control)) as states:
+                async with contextlib.aclosing(w.snapshots(decimation, phase=phase, later=not control)) as states:
                     async for s, fresh in states:
                         if last >= 0 and s.cycle - last > decimation:
                             hub.dropped += max(0, (s.cycle - last) // decimation - 1 - missed)
@@ -163,7 +167,7 @@ async def stream(ws: WebSocket, encoding: str, decimation: int, frames: bool = F
                                 await ws.send_text(msg)
                             if s.reaction_count != reactions:  # a reaction fired: push it as an event
                                 if reactions >= 0:
-                                    await send_event(ws, encoding, s)
+                                    await send_event(ws, encoding, s.state)
                                 reactions = s.reaction_count
                         finally:
                             stalls()  # the drops of a send that outlasted the next states, to its end
