@@ -165,3 +165,29 @@ def test_the_fused_euler_step_and_projection_is_the_two_calls_bit_for_bit() -> N
         assert got_q.tobytes() == want_q.tobytes() and got_qd.tobytes() == want_qd.tobytes(), k
         clipped += bool((q1 < lo).any() or (q1 > up).any())
     assert clipped > 500, clipped
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_q_that_is_not_finite_raises_at_a_limit_as_on_the_general_path(bad: float) -> None:
+    """A Configuration updated without its check at a q with a NaN or an infinity (the clip keeps a NaN, moves an
+    infinity onto a limit): the step at a limit raises check_q's ModelError, as the general path's
+    equation_and_jacobian does — also where the Configuration's H and J would be taken."""
+    from fdcontrol.model.robot import ModelError
+
+    robot = RobotModel.load("fr3")
+    # a fixed γ: the γ schedule's SVD of a J with a NaN would raise first (LinAlgError, on either path)
+    fast, general = (make_solver(make_mapping("fd", robot, gamma=1e3)) for _ in range(2))
+    lo, up = fast.constraints.lower, fast.constraints.upper
+    for j in range(robot.dof):
+        q = 0.5 * (lo + up)
+        q[j] = up[j]  # at a limit (the fast path's case)
+        q[(j + 1) % robot.dof] = bad
+        for sol, step in ((fast, fast.step), (general, lambda *a, **k: _AccelerationSolver.step(general, *a, **k))):
+            conf = Configuration(robot, virtual=sol.virtual)
+            conf.update(q, check=False)
+            if bad == np.inf:  # the clip moves it onto the limit: a finite q, the same step on both paths
+                got = step(conf.q, np.zeros(robot.dof), np.ones(6), DT, config=conf)
+                assert np.all(np.isfinite(got[0]))
+            else:
+                with pytest.raises(ModelError, match="NaN or Inf"):
+                    step(conf.q, np.zeros(robot.dof), np.ones(6), DT, config=conf)

@@ -586,7 +586,7 @@ class ControlLoop:
         link_distance, link_pair = task.link_telemetry() if task is not None else _NO_LINKS
         fw, c_vm = self.following, solver.virtual
         # the state's dict as one display, in declaration order (a dict built from names and values grows
-        # three times on the way; new_state checks the count, tests/test_state.py that this is every field)
+        # three times on the way); tests/test_state.py checks that this is every field
         return state_of({
             "t": t, "cycle": self.cycle, "q": q, "qd": qd, "q_ref": q_ref, "qd_ref": qd_ref, "tip_pose": pose,
             "wrench": fc, "f_measured": f_meas, "mode": self.law.mode, "running": self._running.is_set(),

@@ -50,7 +50,7 @@ from fdcontrol.model.constraints import (
     locked_acceleration,
     locked_acceleration_lapack,
 )
-from fdcontrol.model.linalg import clip_into, symmetric_upper
+from fdcontrol.model.linalg import _symmetric, clip_into
 from fdcontrol.model.virtual import VirtualModel
 from fdcontrol.params import Param, declare
 from fdcontrol.registry import Registry
@@ -285,16 +285,19 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         tests/test_solver_limit_path.py) — no second CRBA. Else CRBA here, on the virtual model's data; a q that
         is not finite raises as check_q does."""
         vm = self.virtual
+        if not math.isfinite(q.dot(q)):  # a NaN or an infinity in q: check_q's error (a finite q whose q·q
+            q = vm.robot.check_q(q)        # overflows: check_q decides, as it does for equation_and_jacobian)
         if conf is not None and conf.gamma == vm.gamma and conf._Rt is None and vm.robot._world_is_base \
                 and conf.q.tobytes() == q.tobytes():
             data = conf.data
             J = conf.jacobian
         else:
-            if not math.isfinite(q.dot(q)):  # a NaN or an infinity in q: check_q's error (a finite q whose
-                q = vm.robot.check_q(q)        # q·q overflows: check_q returns it as it is)
             data = vm.data
             J = vm._crba_and_jacobian(q)
-        return symmetric_upper(data.M), J.T @ f, data
+        M = data.M  # symmetric_upper(M) for pinocchio's square float64 M: its compiled call, without its checks
+        H = np.empty(M.shape)
+        _symmetric(M, H)
+        return H, J.T @ f, data
 
     def _euler_inside(self, conf: Configuration, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
                       tau: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:

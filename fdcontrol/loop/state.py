@@ -148,31 +148,12 @@ FIELDS = fields(LoopState)
 NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
 
 
-def new_state(*values: Any) -> LoopState:
-    """``LoopState(*values)`` with every field given in declaration order, for the per-cycle publish.
-
-    The frozen dataclass's ``__init__`` sets each of its fields through ``object.__setattr__``
-    (~1.7 µs for 22 fields); this fills the instance's dict in one assignment. The dict is a copy of
-    one that has every field's key already (``_TEMPLATE``), updated with the values: a dict built key by
-    key grows (and rehashes) three times on the way to 39 fields, in the loop ~2 µs of the publish. The
-    object is the same: frozen, equal field by field, its dict in declaration order (tests/test_state.py).
-    """
-    if len(values) != len(NAMES):
-        raise TypeError(f"new_state takes all {len(NAMES)} fields ({', '.join(NAMES)}), got {len(values)}")
-    d = _TEMPLATE.copy()
-    d.update(zip(NAMES, values, strict=True))
-    s = object.__new__(LoopState)
-    object.__setattr__(s, "__dict__", d)
-    return s
-
-
-_TEMPLATE: dict[str, Any] = dict.fromkeys(NAMES)  # new_state's dict before its values: every key, in field order
-
-
 def state_of(values: dict[str, Any]) -> LoopState:
     """The LoopState whose dict is ``values`` — every field by name, in declaration order; the dict becomes the
-    state's own. The loop's per-cycle constructor: its dict written as one display is the cheapest way to a dict
-    of 39 entries; the object is :func:`new_state`'s (tests/test_state.py, tests/test_loop.py check the fields)."""
+    state's own. The loop's per-cycle constructor: the frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__`` (~1.7 µs for 22 fields), and a dict written as one display is the cheapest way to a
+    dict of 39 entries. The object is the dataclass's: frozen, equal field by field (tests/test_state.py checks
+    the loop's state has every field)."""
     s = object.__new__(LoopState)
     object.__setattr__(s, "__dict__", values)
     return s
@@ -343,8 +324,7 @@ class SharedLayout:
             n = int(arr[sl.start])
             values[name] = None if n < 0 else bytes(arr[sl.start + 1:sl.stop].view(np.uint8)[:n]).decode(
                 errors="ignore")
-        state = object.__new__(LoopState)  # as new_state: the instance's dict in one fill, field order
-        object.__setattr__(state, "__dict__", {n: values[n] for n in self._names})
+        state = state_of({n: values[n] for n in self._names})  # the instance's dict in one fill, field order
         return state, {k: float(arr[sl.start]) for k, sl in self._extra}
 
     def wire(self, arr: np.ndarray) -> dict[str, Any]:

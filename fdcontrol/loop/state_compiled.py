@@ -41,8 +41,9 @@ MATS = tuple(f.name for f in FIELDS if f.metadata["kind"] == "array" and len(f.m
 SUPPORTED = len(VECS) + len(MATS) == len(_SHAPES) and bool(VECS) and bool(MATS)
 
 _OUT = types.Array(types.float64, 1, "A")
-_VEC = types.Array(types.float64, 1, "A")  # any layout: a view or a strided array is read entry by entry
-_MAT = types.Array(types.float64, 2, "A")
+# any layout (a view, a strided array: read entry by entry), read-only or not (a driver's np.frombuffer)
+_VEC = types.Array(types.float64, 1, "A", readonly=True)
+_MAT = types.Array(types.float64, 2, "A", readonly=True)
 _IDX = types.Array(types.int64, 1, "A")
 _SIG = types.boolean(_OUT, types.int64, types.UniTuple(_VEC, max(len(VECS), 1)), _IDX, _IDX,
                      types.UniTuple(_MAT, max(len(MATS), 1)), _IDX, _IDX)
