@@ -48,6 +48,12 @@ def loop_problem(proc: Any, exiting: Exiting, channel: Channel, stale_after: flo
         return f"the loop process has exited (exit code {proc.exitcode})"
     if exiting():
         return "the loop process has exited (it is ending)"
+    return stall_problem(channel, stale_after)
+
+
+def stall_problem(channel: Channel, stale_after: float) -> str | None:
+    """:func:`loop_problem`'s rules on the loop process's own record alone (its heartbeat, its last cycle): no
+    system call, so cheap enough to run before every streamed wrench (LoopWorker.set_wrench)."""
     now = time.monotonic()
     beat = float(channel.heartbeat[0])
     if beat and now - beat > stale_after:

@@ -27,7 +27,7 @@ from fdcontrol.loop import InputError, check_wrench
 from fdcontrol.loop.state import LoopState
 from fdcontrol.server.channel import SEQ_MAX, Channel, TornRead
 from fdcontrol.server.feed import WATCHERS_AFTER, Snapshot, StateFeed
-from fdcontrol.server.loop_health import Exiting, loop_problem
+from fdcontrol.server.loop_health import Exiting, loop_problem, stall_problem
 from fdcontrol.server.loop_process import main as _loop_main
 from fdcontrol.server.recording_link import RecordingLink
 
@@ -165,17 +165,25 @@ class LoopWorker:
         self.recording.config(self.params, changes)
         return self.params
 
+    def _check_not_stuck(self) -> None:
+        """Before a streamed input is written: a stuck loop takes none (it would use it when it resumes, after
+        the caller was refused). Its own record only (heartbeat, last cycle: no system call); whether the process
+        is alive is asked after the write (:meth:`check`, once per input, not twice): an input left in a dead
+        process's slot is read by nobody (its successor has a slot of its own)."""
+        if stall_problem(self.channel, self.stale_after) is not None:
+            self.check()  # the full rules name the problem (a dead process's heartbeat is stale too)
+
     def set_wrench(self, wrench: Any, frame: str = "base", seq: int | None = None) -> int:
         """Validated here (errors reach the caller at once), handed over latest-wins; its sequence number."""
         self.params  # noqa: B018 — after a reaction fired: its switch may have tightened max_force / max_torque
         w = check_wrench(wrench, self.max_force, self.max_torque, frame)
         if seq is not None and not (isinstance(seq, int) and not isinstance(seq, bool) and 0 <= seq <= SEQ_MAX):
             raise InputError(f"seq must be an integer in [0, {SEQ_MAX}]")
-        self.check()
+        self._check_not_stuck()
         with self._wrench_lock:
             self._seq = self._seq + 1 if seq is None else int(seq)
             self.channel.write_wrench(w, frame, self._seq, time.monotonic())
-        self.check()  # died while it was written: no acknowledgement of a wrench nobody reads
+        self.check()  # dead, or died while it was written: no acknowledgement of a wrench nobody reads
         self.recorder.push_command("wrench", w, frame, self._seq)
         return self._seq
 
@@ -201,11 +209,11 @@ class LoopWorker:
             raise InputError(str(exc)) from exc
         if seq is not None and not (isinstance(seq, int) and not isinstance(seq, bool) and 0 <= seq <= SEQ_MAX):
             raise InputError(f"seq must be an integer in [0, {SEQ_MAX}]")
-        self.check()
+        self._check_not_stuck()
         with self._twist_lock:
             self._twist_seq = self._twist_seq + 1 if seq is None else int(seq)
             self.channel.write_twist(v, frame, self._twist_seq, time.monotonic())
-        self.check()
+        self.check()  # dead, or died while it was written
 
     def state(self) -> tuple[LoopState, float]:
         if self._closed:

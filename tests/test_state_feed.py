@@ -502,3 +502,42 @@ def test_read_only_streams_wait_later_and_control_streams_do_not():
         with pytest.raises(Asked):
             asyncio.run(stream(SimpleNamespace(app=app), "json", 10, control=control))
     assert asked == [True, False]
+
+
+def test_a_stuck_loop_takes_no_wrench_and_a_dead_one_acknowledges_none():
+    """LoopWorker.set_wrench: a stuck loop process (stopped, not dead) is refused before the write — its input
+    slot keeps its version, so it cannot take the wrench when it resumes — with the health rules' reason; it
+    takes wrenches again once it runs. A dead process is refused too (after the write: nobody reads its slot),
+    never acknowledged."""
+    import os
+    import signal
+
+    from fdcontrol.server.worker import WorkerError
+
+    w = started_loop_process()
+    try:
+        assert w.set_wrench([1.0, 0, 0, 0, 0, 0], seq=5) == 5
+        os.kill(w.proc.pid, signal.SIGSTOP)
+        try:
+            end = time.monotonic() + 10  # bounds a hung test only: stuck once the heartbeat is stale_after old
+            while w.problem() is None:
+                assert time.monotonic() < end
+                time.sleep(0.01)
+            version = w.channel.inp[0]
+            with pytest.raises(WorkerError) as e:
+                w.set_wrench([2.0, 0, 0, 0, 0, 0], seq=6)
+            assert "not responding" in str(e.value) or "stalled" in str(e.value)
+            assert w.channel.inp[0] == version  # not written
+        finally:
+            os.kill(w.proc.pid, signal.SIGCONT)
+        end = time.monotonic() + 10
+        while w.problem() is not None:
+            assert time.monotonic() < end
+            time.sleep(0.01)
+        assert w.set_wrench([3.0, 0, 0, 0, 0, 0], seq=7) == 7 and w.channel.read_wrench()[3] == 7
+        w.proc.kill()
+        w.proc.join(5)
+        with pytest.raises(WorkerError, match="has exited"):
+            w.set_wrench([4.0, 0, 0, 0, 0, 0], seq=8)
+    finally:
+        w.close()

@@ -98,3 +98,60 @@ def test_every_socket_gets_the_acknowledging_state_and_a_stalled_reader_holds_up
         assert not any(m["stale"] for m in msgs)  # delivered publishes, not heartbeats
         cycles = [m["cycle"] for m in msgs]
         assert all(b > a for a, b in itertools.pairwise(cycles)), cycles[:8]  # never repeated or backwards
+
+
+def test_plain_wrench_messages_read_as_the_model_reads_them():
+    """The streamed wrench's plain form skips pydantic's model (server/routers/ws.py plain_wrench): wherever it
+    answers, the model accepts the message and gives the same values of the same types; every other message
+    (bools, strings, NaN/Inf, huge or out-of-range numbers, wrong lengths, tuples, unknown frames, odd seqs,
+    subclasses) is left to the model. Messages of every mix of those parts, one at a time."""
+    import enum
+    import math
+
+    from pydantic import ValidationError
+
+    from fdcontrol.server import schemas
+    from fdcontrol.server.routers.ws import plain_wrench
+
+    class Num(float):
+        pass
+
+    class Count(enum.IntEnum):
+        ONE = 1
+
+    entries = [1.5, 0, -3, -0.0, 2**53, -(2**53), 2**53 + 1, 1e308, -1e-300, True, False, "1.0", None, math.nan,
+               math.inf, -math.inf, 10**400, Num(2.0), Count.ONE, [1.0]]
+    frames = [..., "base", "tool", "Base", "tool ", None, 1]
+    seqs = [..., None, 0, 7, schemas.SEQ_MAX, schemas.SEQ_MAX + 1, -1, True, 3.0, "3", Count.ONE]
+    plain, rng = 0, __import__("random").Random(5)
+    messages = []
+    for e in entries:  # each odd entry at each place, in an otherwise plain wrench
+        for at in range(6):
+            messages.append({"wrench": [1.0, 0, -2.5, 0, 0, 3][:at] + [e] + [1.0, 0, -2.5, 0, 0, 3][at + 1:]})
+    for n in (0, 5, 7):
+        messages.append({"wrench": [1.0] * n})
+    messages.append({"wrench": (1.0, 0, 0, 0, 0, 0)})
+    for frame, seq in itertools.product(frames, seqs):
+        for _ in range(3):
+            m = {"wrench": [rng.choice([0, 1.25, -7, 2**40, 0.5]) for _ in range(6)]}
+            if frame is not ...:
+                m["frame"] = frame
+            if seq is not ...:
+                m["seq"] = seq
+            messages.append(m)
+    for m in messages:
+        got = plain_wrench(m)
+        try:
+            v = schemas.WrenchIn.model_validate({k: m[k] for k in ("wrench", "frame", "seq") if k in m})
+            want = (v.wrench, v.frame, v.seq)
+        except ValidationError:
+            want = None
+        if got is None:
+            continue
+        plain += 1
+        assert want is not None, m  # never takes what the model refuses
+        assert got == want and [type(x) for x in got[0]] == [type(x) for x in want[0]] == [float] * 6, m
+        assert type(got[2]) is type(want[2]), m
+    # the plain form is taken wherever it is plain: 8 plain entries at 6 places, 3 plain frames (absent, base, tool)
+    # × 5 plain seqs (absent, null, 0, 7, SEQ_MAX) × 3 wrenches of ints and floats
+    assert plain == 8 * 6 + 3 * 5 * 3

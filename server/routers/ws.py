@@ -375,6 +375,39 @@ def message(exc: Exception, at: tuple[str, ...] = ()) -> str:
 MESSAGE_KEYS = ("wrench", "twist", "frame", "seq", "target", "rules")
 
 
+#: the largest integer entry plain_wrench converts itself: float() is exact up to here; larger ones go to the model
+_EXACT_INT = 2**53
+_FRAMES = ("base", "tool")
+
+
+def plain_wrench(msg: dict[str, Any]) -> tuple[list[float], str, int | None] | None:
+    """``(wrench, frame, seq)`` of a wrench message in its plain form — "wrench" a list of six finite floats or
+    ints (|int| ≤ 2⁵³), "frame" "base" or "tool" or absent, "seq" an int in [0, SEQ_MAX], null or absent — the
+    values schemas.WrenchIn gives for it; None for any other form, which the model then validates. A stream
+    sends hundreds of wrenches per second, each in this form: they skip building the model
+    (tests/test_ws_delivery.py holds it to the model's answers)."""
+    w = msg["wrench"]
+    if type(w) is not list or len(w) != 6:
+        return None
+    out: list[float] = []
+    for x in w:
+        if type(x) is float:
+            if not math.isfinite(x):
+                return None
+            out.append(x)
+        elif type(x) is int and -_EXACT_INT <= x <= _EXACT_INT:
+            out.append(float(x))
+        else:  # bool, str, None, a subclass, a huge int: the model's rules
+            return None
+    frame = msg.get("frame", "base")
+    if type(frame) is not str or frame not in _FRAMES:
+        return None
+    seq = msg.get("seq")
+    if seq is not None and (type(seq) is not int or not 0 <= seq <= schemas.SEQ_MAX):
+        return None
+    return out, frame, seq
+
+
 def apply_message(worker: LoopWorker, msg: Any) -> None:
     """{"wrench": [...] | "twist": [...], "frame": "base"|"tool", "seq": n, "target": {...}} — all optional."""
     if not isinstance(msg, dict):
@@ -394,8 +427,11 @@ def apply_message(worker: LoopWorker, msg: Any) -> None:
             raise InputError(message(exc, at=("target",))) from exc
         worker.call("target", pose(target, worker.state()[0].tip_pose))
     if "wrench" in msg:
-        w = schemas.WrenchIn.model_validate({k: msg[k] for k in ("wrench", "frame", "seq") if k in msg})
-        worker.set_wrench(w.wrench, w.frame, w.seq)
+        plain = plain_wrench(msg)
+        if plain is None:  # anything but the plain form: the model validates it (and says what is wrong)
+            w = schemas.WrenchIn.model_validate({k: msg[k] for k in ("wrench", "frame", "seq") if k in msg})
+            plain = w.wrench, w.frame, w.seq
+        worker.set_wrench(*plain)
     if "twist" in msg:
         v = TwistIn.model_validate({k: msg[k] for k in ("twist", "frame", "seq") if k in msg})
         worker.set_twist(v.twist, v.frame, v.seq)
