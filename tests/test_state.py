@@ -169,7 +169,7 @@ def test_the_packer_writes_the_bytes_pack_writes(rng, loop_state):
     numpy (another dtype, an array off its declared shape, None in a float field), also after a state that
     fails (an undeclared mode, too many joints: the same error both ways). The compiled path is taken for every
     state it can take."""
-    pytest.importorskip("numba")
+    sc = pytest.importorskip("fdcontrol.loop.state_compiled")  # the fast extra (numba)
     lay = SharedLayout(max_dof=16, extra=("last_cycle_at",))
     got, want = lay.empty(), lay.empty()
     got[:] = want[:] = np.nan
@@ -204,6 +204,7 @@ def test_the_packer_writes_the_bytes_pack_writes(rng, loop_state):
                dataclasses.replace(s7, cycle=2**70 + 1, seq_ack=np.uint64(2**64 - 1), running=np.True_,
                                    follow_joint=np.int32(-3), link_distance=np.float16(0.1), kappa_h=True)]
     seq = regular[:20] + odd + foreign + regular[20:] + [regular[3], regular[3]]  # the last: nothing changed
+    first_foreign = len(regular[:20] + odd)
     for k, s in enumerate(seq):
         n = len(taken)
         packer.pack(s, last_cycle_at=float(k))
@@ -219,6 +220,23 @@ def test_the_packer_writes_the_bytes_pack_writes(rng, loop_state):
                     pack(bad, last_cycle_at=-1.0)
                 errors.append(str(e.value))
             assert errors[0] == errors[1]
+        # numba's TypeError for an array it has no code for (float32) costs ~0.3 ms: after the first, the arrays
+        # are checked in Python before the kernel is called (a state it takes still is compiled, the rest numpy's)
+        assert fast.mode[0] == (sc.OPTIMISTIC if k < first_foreign else sc.CHECKED), f"state {k}"
+    calls = []
+    kernel = fast.__globals__["KERNEL"]
+    fast.__globals__["KERNEL"] = lambda *a: calls.append(1) or kernel(*a)
+    for s in (foreign[0], foreign[1], regular[5]):
+        packer.pack(s, last_cycle_at=1.0)
+        lay.pack(s, want, last_cycle_at=1.0)
+        assert got.tobytes() == want.tobytes()
+    assert len(calls) == 1 and taken[-3:] == [False, False, True]  # float32 and int arrays: no kernel call
+    fast.__globals__["TAKES"] = lambda vecs, mats: True  # a check that misses a type: the kernel is off after it
+    for s in (foreign[0], regular[6], regular[7]):
+        packer.pack(s, last_cycle_at=2.0)
+        lay.pack(s, want, last_cycle_at=2.0)
+        assert got.tobytes() == want.tobytes()
+    assert fast.mode[0] == sc.OFF and taken[-3:] == [False, False, False] and len(calls) == 2
 
 
 def test_unpacked_state_owns_its_arrays(rng):

@@ -9,7 +9,9 @@ the bytes). It is generated from the layout when the packer is built (as :mod:`d
 machine's byte order: the bytes numpy stores for the same numbers), the arrays by one call of the compiled
 :func:`pack_arrays`. What it does not take it leaves to numpy's path, which then writes the whole state (and
 raises what it raises): a state that is not a LoopState, too many joints, a choice not declared, a scalar struct
-does not take (None: numpy stores NaN), an array off its declared shape or not float64.
+does not take (None: numpy stores NaN), an array off its declared shape or not float64. Numba says "not mine"
+with a TypeError that costs ~0.3 ms: after the first, the arrays are checked in Python before each call (:func:`takes`),
+and a TypeError despite the check turns the kernel off for that packer.
 :func:`pack_arrays` is compiled by numba once per process when this module is first imported (cached on disk):
 never in the loop thread.
 
@@ -79,6 +81,25 @@ def pack_arrays(out: np.ndarray, dof: int, vecs: tuple[np.ndarray, ...], vec_at:
     return True
 
 
+#: straight_pack's use of the kernel: call it (a TypeError says the arrays are not its own), call it after a check
+#: in Python that they are (after the first TypeError: numba's answer to a type it has no code for costs ~0.3 ms,
+#: too much for a cycle to pay again), not at all (a TypeError despite the check)
+OPTIMISTIC, CHECKED, OFF = 0, 1, 2
+_F8 = np.dtype(np.float64)
+
+
+def takes(vecs: tuple[Any, ...], mats: tuple[Any, ...]) -> bool:
+    """Whether :func:`pack_arrays` has code for these arrays: numpy arrays of native float64, of their
+    rank (any memory layout, read-only or not; one it still has no code for, unaligned, raises TypeError)."""
+    for a in vecs:
+        if type(a) is not np.ndarray or a.dtype != _F8 or a.ndim != 1:
+            return False
+    for a in mats:
+        if type(a) is not np.ndarray or a.dtype != _F8 or a.ndim != 2:
+            return False
+    return True
+
+
 def straight_pack(layout: SharedLayout) -> Callable[[LoopState, np.ndarray, dict[str, float], list[Any]], bool] | None:
     """``pack(s, out, extra, last) -> bool`` for ``layout`` (``last``: a Packer's memory of the flags and texts in
     ``out``): True when it wrote ``s``; False when the state is not one it takes — then numpy's path must write
@@ -92,13 +113,14 @@ def straight_pack(layout: SharedLayout) -> Callable[[LoopState, np.ndarray, dict
         return -1 if e == "dof" else int(e)
 
     env: dict[str, Any] = {
-        "LoopState": LoopState, "MAX_DOF": layout.max_dof, "KERNEL": pack_arrays,
+        "LoopState": LoopState, "MAX_DOF": layout.max_dof, "KERNEL": pack_arrays, "OFF": OFF,
         "SCALARS": struct.Struct(f"={len(layout._scalars)}d"), "AT": 8 * layout._scalar_run.start,
         "VEC_AT": np.array([layout.slots[n].start for n in VECS], dtype=np.int64),
         "VEC_N": np.array([extent(shapes[n][0]) for n in VECS], dtype=np.int64),
         "MAT_AT": np.array([layout.slots[n].start for n in MATS], dtype=np.int64),
         "MAT_RC": np.array([extent(e) for n in MATS for e in shapes[n]], dtype=np.int64),
-        "FLAGS": layout._write_flags, "TEXTS": layout._write_texts, "EXTRA_AT": layout._extra_at}
+        "FLAGS": layout._write_flags, "TEXTS": layout._write_texts, "EXTRA_AT": layout._extra_at,
+        "MODE": [OPTIMISTIC], "TAKES": takes}
     choices, scalars = [], []
     for i, name in enumerate(layout._scalars):
         if name in layout._choices:
@@ -124,10 +146,17 @@ def straight_pack(layout: SharedLayout) -> Callable[[LoopState, np.ndarray, dict
         "    out[0] = dof",
         "    try:",
         f"        SCALARS.pack_into(out, AT, {', '.join(scalars)})",
-        f"        if not KERNEL(out, dof, ({''.join(f'd[{n!r}], ' for n in VECS)}), VEC_AT, VEC_N,",
-        f"                      ({''.join(f'd[{n!r}], ' for n in MATS)}), MAT_AT, MAT_RC):",
+        "    except Exception:  # a value struct does not take (None: numpy stores NaN): numpy's path",
+        "        return False",
+        f"    vecs = ({''.join(f'd[{n!r}], ' for n in VECS)})",
+        f"    mats = ({''.join(f'd[{n!r}], ' for n in MATS)})",
+        "    if MODE[0] and (MODE[0] == OFF or not TAKES(vecs, mats)):",
+        "        return False",
+        "    try:",
+        "        if not KERNEL(out, dof, vecs, VEC_AT, VEC_N, mats, MAT_AT, MAT_RC):",
         "            return False",
-        "    except Exception:  # a scalar struct does not take, an array not float64: numpy's path",
+        "    except TypeError:  # an array not float64 (numba's answer costs ~0.3 ms): check first from now on",
+        "        MODE[0] += 1",
         "        return False",
         *([f"    if {' or '.join(flags)}:", "        FLAGS(s, out, last)"] if flags else []),
         *([f"    if {texts} != last[1]:", "        TEXTS(s, out, last)"] if layout._texts else []),
@@ -139,4 +168,5 @@ def straight_pack(layout: SharedLayout) -> Callable[[LoopState, np.ndarray, dict
     exec(code, env)  # the source generated above from the declaration, no outside input
     fn: Callable[[LoopState, np.ndarray, dict[str, float], list[Any]], bool] = env["pack"]
     fn.source = "\n".join(lines)  # type: ignore[attr-defined]  # for a reader (and tests)
+    fn.mode = env["MODE"]  # type: ignore[attr-defined]
     return fn
