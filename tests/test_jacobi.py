@@ -318,7 +318,7 @@ def test_a_singular_value_whose_square_is_subnormal_goes_to_lapack():
     from fdcontrol.model.linalg import svd_jacobi
 
     rng = np.random.default_rng(23)
-    for trial in range(400):
+    for _ in range(400):
         A = rng.standard_normal((6, 7))
         A[-1] = 0.6 * A[0] - 0.3 * A[-2] + 1e-15 * 10.0 ** rng.uniform(-3, 3) * rng.standard_normal(7)
         A *= 10.0 ** rng.uniform(-147, -140)
