@@ -309,3 +309,28 @@ def test_the_held_push_jacobian_svd_converges():
     conf = Configuration(robot, q=np.array(HOME["fr3"]))
     got, want = conf.svd, svd_jacobi(conf.jacobian)
     assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+
+
+def test_a_singular_value_whose_square_is_subnormal_goes_to_lapack():
+    """Entries of 1e-147 … 1e-140 are within scale, but a nearly dependent row leaves σ_N near 1e-160, whose square
+    is subnormal: the rotations lose that row's precision (Vᵀ rows off unit length by up to 0.75, a reviewer's
+    sweep). Below SCALE_MIN a σ goes to LAPACK: every answer is a thin SVD of A within rounding."""
+    from fdcontrol.model.linalg import svd_jacobi
+
+    rng = np.random.default_rng(23)
+    for _ in range(400):
+        A = rng.standard_normal((6, 7))
+        A[-1] = 0.6 * A[0] - 0.3 * A[-2] + 1e-15 * 10.0 ** rng.uniform(-3, 3) * rng.standard_normal(7)
+        A *= 10.0 ** rng.uniform(-147, -140)
+        _check_svd(A, *svd_jacobi(A), tol=64 * EPS)
+
+
+def test_a_read_only_matrix_goes_to_lapack():
+    """A read-only J (a view of a frozen buffer) is LAPACK's to decompose (the compiled kernel takes writable arrays):
+    the same bits as fdcontrol.model.linalg.svd, no error."""
+    from fdcontrol.model import linalg
+
+    A = np.random.default_rng(3).standard_normal((6, 7))
+    A.flags.writeable = False
+    assert all(np.array_equal(g, w) for g, w in zip(linalg.svd_jacobi(A), linalg.svd(A), strict=True))
+    assert all(np.array_equal(g, w) for g, w in zip(linalg.svd_jacobi(A.T), linalg.svd(A.T), strict=True))

@@ -105,6 +105,37 @@ def test_fd_step_at_a_limit_takes_the_configurations_H_only_at_its_gamma() -> No
     assert differs > 50, differs  # the test can tell the two γ apart
 
 
+def test_fd_step_at_a_limit_takes_no_H_of_another_virtual_model() -> None:
+    """A Configuration on another virtual model (a heavier tip, m_e = 2) at the same q and γ: its H is not this
+    step's — the step forms H on its own model, as the general path does (bit for bit), and the two models' steps
+    differ (the test can tell them apart)."""
+    from fdcontrol.model.virtual import VirtualModel
+
+    robot = RobotModel.load("fr3")
+    rng = np.random.default_rng(11)
+    fast, general = (make_solver(make_mapping("fd", robot, gamma=1e3)) for _ in range(2))
+    foreign = Configuration(robot, virtual=VirtualModel(robot, 1e3, m_e=2.0))
+    conf_general = Configuration(robot, virtual=general.virtual)
+    lo, up = fast.constraints.lower, fast.constraints.upper
+    crba, differs = _count_crba(fast), 0
+    for k in range(50):
+        q = rng.uniform(lo, up)
+        q[k % robot.dof] = (up, lo)[k % 2][k % robot.dof]  # exactly at a limit: the clip leaves q's bits
+        qd, f = rng.normal(scale=1.0, size=robot.dof), rng.normal(scale=30.0, size=6)
+        foreign.update(q.copy())
+        conf_general.update(q.copy())
+        got = fast.step(foreign.q, qd, f, DT, config=foreign)
+        want = _AccelerationSolver.step(general, conf_general.q, qd, f, DT, config=conf_general)
+        assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes(), k
+        heavy = make_solver(make_mapping("fd", robot, gamma=1e3))
+        heavy.virtual.model.inertias[robot.model.frames[robot.tip_id].parentJoint] = \
+            foreign.virtual.model.inertias[robot.model.frames[robot.tip_id].parentJoint]
+        other = _AccelerationSolver.step(heavy, foreign.q, qd, f, DT, config=None)
+        differs += other[1].tobytes() != want[1].tobytes()
+    assert crba[0] == 50  # each step its own CRBA
+    assert differs > 25, differs
+
+
 @pytest.mark.parametrize("name", ["ur10", "panda", "fr3"])
 def test_the_configurations_H_and_J_are_the_virtual_models_bit_for_bit(name: str) -> None:
     """What the FD step at a limit takes from the cycle's Configuration: H (its CRBA's upper triangle, made

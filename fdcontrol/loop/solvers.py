@@ -281,14 +281,14 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         """H and Jᵀf of ``virtual.equation_and_jacobian(q, f, None, t)`` (no gravity, no Coriolis term: its b is
         Jᵀf + t, the same operations) and the pinocchio data whose CRBA gave H. At the cycle's Configuration's
         very q bits and γ, on a base that is the world (both forms take pinocchio's J as it is), H and J are the
-        Configuration's: its CRBA ran on the same model with the same q and γ (the same bits;
-        tests/test_solver_limit_path.py) — no second CRBA. Else CRBA here, on the virtual model's data; a q that
-        is not finite raises as check_q does."""
+        Configuration's (one on this very virtual model): its CRBA ran on the same model with the same q and γ (the
+        same bits; tests/test_solver_limit_path.py) — no second CRBA. Else CRBA here, on the virtual model's data;
+        a q that is not finite raises as check_q does."""
         vm = self.virtual
         if not math.isfinite(q.dot(q)):  # a NaN or an infinity in q: check_q's error (a finite q whose q·q
             q = vm.robot.check_q(q)        # overflows: check_q decides, as it does for equation_and_jacobian)
-        if conf is not None and conf.gamma == vm.gamma and conf._Rt is None and vm.robot._world_is_base \
-                and conf.q.tobytes() == q.tobytes():
+        if conf is not None and conf.virtual is vm and conf.gamma == vm.gamma and conf._Rt is None \
+                and vm.robot._world_is_base and conf.q.tobytes() == q.tobytes():
             data = conf.data
             J = conf.jacobian
         else:

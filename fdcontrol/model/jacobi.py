@@ -110,8 +110,8 @@ def svd_rows(A: np.ndarray) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]: 
     """(ok, U, σ, Vᵀ): the thin SVD of ``A`` (m×n, m ≤ n; U m×m, σ descending, Vᵀ m×n). Its m rows are rotated
     pairwise until orthogonal (as :func:`sigma_min`), the rotations accumulated in Q (Q A = W): σ_i = ‖W_i‖,
     Vᵀ's rows W_i/σ_i and U's columns Q's rows, in descending σ (ties in row order). ``ok`` False — a value not
-    finite or out of scale, no convergence, m > n, or a σ not above zero (its singular vector is not W_i/σ_i) —
-    and the caller asks LAPACK."""
+    finite or out of scale, no convergence, m > n, or a σ not above ``SCALE_MIN`` (zero: its singular vector is not
+    W_i/σ_i; below ~1e-154 σ² is subnormal and the rotations lost their precision) — and the caller asks LAPACK."""
     m, n = A.shape
     U = np.empty((m, m))
     s = np.empty(m)
@@ -170,7 +170,7 @@ def svd_rows(A: np.ndarray) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]: 
         for j in range(n):
             a += W[i, j] * W[i, j]
         norm[i] = math.sqrt(a)
-        if not norm[i] > 0.0:
+        if not norm[i] > SCALE_MIN:  # (σ² subnormal below ~1e-154: its row's rotations lost their precision)
             return False, U, s, Vt
     done = np.zeros(m, dtype=np.bool_)
     for r in range(m):  # selection by descending norm (ties: the first row)

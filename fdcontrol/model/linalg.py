@@ -85,10 +85,10 @@ def svd_jacobi(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     alone and ~15 µs inside a control cycle. It agrees with LAPACK's to rounding, not to the last bit (another
     algorithm; its small singular values carry a smaller error: Demmel & Veselić, "Jacobi's method is more accurate
     than QR", section 4), and the signs of a singular pair may differ (U and V together). LAPACK's :func:`svd`
-    answers where numba is missing and for what the rotations do not take: not a finite float64 matrix within
-    [1e-150, 1e150] in magnitude, a singular value of zero, no convergence (tests/test_jacobi.py)."""
+    answers where numba is missing and for what the rotations do not take: not a finite, writable float64 matrix
+    within [1e-150, 1e150] in magnitude, a singular value below 1e-150 (zero), no convergence (tests/test_jacobi.py)."""
     kernel = svd_kernel()
-    if kernel is not None and type(a) is np.ndarray and a.dtype == _F64 and a.ndim == 2:
+    if kernel is not None and type(a) is np.ndarray and a.dtype == _F64 and a.ndim == 2 and a.flags.writeable:
         m, n = a.shape
         if m <= n:
             ok, u, s, vt = kernel(a)
