@@ -495,6 +495,45 @@ def test_a_new_field_reaches_the_api():
     assert r.returncode == 0 and "reached" in r.stdout, r.stderr[-2000:]
 
 
+def test_the_state_slot_holds_the_packed_row(rng, loop_state):
+    """The seqlock write copies the texts only when the packer wrote them since they were last copied: after
+    every state of a run where the texts change, stay, and come back (and after a state that fails to pack),
+    the slot is byte for byte what plain pack writes; a second writer on the same block (a restarted loop
+    process, the slot's texts another's) copies the whole row at its first write."""
+    pytest.importorskip("fastapi")
+    from fdcontrol.server import channel
+
+    lay = channel.LAYOUT
+    want = lay.empty()
+    lo, hi = channel._TEXTS
+    ch = channel.Channel()
+    ch2 = None
+    try:
+        seq = [dataclasses.replace(loop_state, q=rng.normal(size=loop_state.q.size), cycle=i,
+                                   fault=(None, None, FAULT, FAULT, "é" * 300, None)[i % 6],
+                                   safety_mode=("NORMAL", "NORMAL", None)[(i // 5) % 3]) for i in range(40)]
+        seq.insert(17, dataclasses.replace(seq[16], mode="dance"))  # fails to pack: nothing is published
+        for k, s in enumerate(seq):
+            try:
+                ch.write_state(s, float(k))
+            except ValueError:
+                assert k == 17
+                continue
+            lay.pack(s, want, last_cycle_at=float(k))
+            assert ch.out[1:].tobytes() == want.tobytes(), f"state {k}"
+            assert ch.read_state()[0].fault == lay.unpack(want.copy())[0].fault == (s.fault and s.fault[:256])
+        ch2 = channel.Channel(ch.name)
+        ch.out[1 + lo:1 + hi] = 7.0  # the slot's texts as another writer left them
+        ch2.write_state(seq[-1], 1.0)
+        fresh = lay.empty()  # (the new writer's row starts from zeros)
+        lay.pack(seq[-1], fresh, last_cycle_at=1.0)
+        assert ch2.out[1:].tobytes() == fresh.tobytes()
+    finally:
+        if ch2 is not None:
+            ch2.close()
+        ch.close(unlink=True)
+
+
 def test_liveness_read_matches_the_full_read(loop_state):
     """LoopWorker.problem reads only running and last_cycle_at: the same slots the full read decodes."""
     pytest.importorskip("fastapi")

@@ -220,7 +220,7 @@ class SharedLayout:
         self._names = tuple(f.name for f in FIELDS)
         self._plans: dict[int, tuple[int, int, list[tuple[str, int, int, tuple[int, ...]]]]] = {}
         self._scatters: dict[int, tuple[np.ndarray, list[int]]] = {}
-        self._wire_ops: dict[int, list[tuple[str, int, int, Any]]] = {}  # wire's steps per joint count
+        self._wire_fns: dict[int, Any] = {}  # wire's function per joint count
         self._wire_stop = min((sl.start for _, sl in self._texts), default=self.size)  # wire reads up to the texts
 
     def empty(self) -> np.ndarray:
@@ -330,65 +330,56 @@ class SharedLayout:
     def wire(self, arr: np.ndarray) -> dict[str, Any]:
         """:func:`to_dict` of the state written by :meth:`pack` into ``arr``, read straight from its slots: the same
         dict, key for key and value for value, as ``to_dict(self.unpack(arr)[0])``, without building the state and
-        its arrays on the way (the service encodes every published state for its streams this way)."""
-        ops = self._wire_ops.get(int(arr[0]))
-        if ops is None:
-            ops = self._wire_ops[int(arr[0])] = self._wire_plan(int(arr[0]))
-        v = arr[:self._wire_stop].tolist()  # every number before the texts, as Python floats
-        isfinite = math.isfinite
-        d: dict[str, Any] = {}
-        for name, op, i, x in ops:
-            if op == _NULLABLE:  # the commonest kinds first
-                d[name] = v[i] if isfinite(v[i]) else None
-            elif op == _VECTOR:
-                d[name] = v[i:x]
-            elif op == _FLOAT:
-                d[name] = v[i]
-            elif op == _INT:
-                d[name] = int(v[i])
-            elif op == _BOOL:
-                d[name] = v[i] != 0
-            elif op == _CHOICE:
-                d[name] = x[int(v[i])]
-            elif op == _MATRIX:
-                d[name] = [v[a:b] for a, b in x]
-            elif op == _FLAGS:
-                d[name] = {k: v[j] != 0 for k, j in x}
-            else:  # _TEXT: as unpack decodes it
-                n = int(arr[i])
-                d[name] = None if n < 0 else bytes(arr[i + 1:x].view(np.uint8)[:n]).decode(errors="ignore")
-        return d
+        its arrays on the way (the service encodes every published state for its streams this way). One function
+        per joint count, generated from the declaration (:meth:`_wire_function`)."""
+        dof = int(arr[0])
+        fn = self._wire_fns.get(dof)
+        if fn is None:
+            fn = self._wire_fns[dof] = self._wire_function(dof)
+        return fn(arr[:self._wire_stop].tolist(), arr)  # every number before the texts, as Python floats
 
-    def _wire_plan(self, dof: int) -> list[tuple[str, int, int, Any]]:
-        """:meth:`wire`'s steps for ``dof`` joints: per field in declaration order (to_dict's), how to read it."""
-        ops: list[tuple[str, int, int, Any]] = []
+    def _wire_function(self, dof: int) -> Any:
+        """``wire(v, arr)`` for ``dof`` joints: one dict display, field by field in declaration order (to_dict's),
+        each value read from ``v`` (the slots before the texts as a list) at its slot; texts from ``arr``."""
+        env: dict[str, Any] = {"isfinite": math.isfinite, "text": _wire_text}
+        items = []
         for f in FIELDS:
-            kind, meta, sl = f.metadata["kind"], f.metadata, self.slots[f.name]
+            kind, meta, at = f.metadata["kind"], f.metadata, self.slots[f.name].start
             if kind == "array":
                 shape = shape_of_rule(meta["shape"], dof)
                 if len(shape) == 1:
-                    ops.append((f.name, _VECTOR, sl.start, sl.start + shape[0]))
+                    e = f"v[{at}:{at + shape[0]}]"
                 elif len(shape) == 2:
                     rows, cols = shape
-                    ops.append((f.name, _MATRIX, sl.start, [(sl.start + r * cols, sl.start + (r + 1) * cols)
-                                                            for r in range(rows)]))
+                    e = "[" + ", ".join(f"v[{at + r * cols}:{at + (r + 1) * cols}]" for r in range(rows)) + "]"
                 else:  # pragma: no cover - no field is declared with more than two axes
                     raise NotImplementedError(f"{f.name}: arrays of {len(shape)} axes")
             elif kind == "float":
-                ops.append((f.name, _NULLABLE if meta["nullable"] else _FLOAT, sl.start, None))
-            elif kind in ("int", "bool"):
-                ops.append((f.name, _INT if kind == "int" else _BOOL, sl.start, None))
+                e = f"(v[{at}] if isfinite(v[{at}]) else None)" if meta["nullable"] else f"v[{at}]"
+            elif kind == "int":
+                e = f"int(v[{at}])"
+            elif kind == "bool":
+                e = f"v[{at}] != 0"
             elif kind == "choice":
-                ops.append((f.name, _CHOICE, sl.start, meta["choices"]))
+                env[f"CHOICES_{at}"] = meta["choices"]
+                e = f"CHOICES_{at}[int(v[{at}])]"
             elif kind == "flags":
-                ops.append((f.name, _FLAGS, sl.start, [(k, sl.start + j) for j, k in enumerate(meta["choices"])]))
+                e = "{" + ", ".join(f"{k!r}: v[{at + j}] != 0" for j, k in enumerate(meta["choices"])) + "}"
             else:
-                ops.append((f.name, _TEXT, sl.start, sl.stop))
-        return ops
+                e = f"text(arr, {at}, {self.slots[f.name].stop})"
+            items.append(f"        {f.name!r}: {e},")
+        lines = ["def wire(v, arr):", "    return {", *items, "    }"]
+        code = compile("\n".join(lines) + "\n", f"<SharedLayout.wire of {dof} joints>", "exec")
+        exec(code, env)  # the source generated above from the declaration, no outside input
+        fn = env["wire"]
+        fn.source = "\n".join(lines)  # for a reader (and tests)
+        return fn
 
 
-# SharedLayout.wire's steps, one per field kind (arrays by their axes)
-_FLOAT, _NULLABLE, _INT, _BOOL, _CHOICE, _VECTOR, _MATRIX, _FLAGS, _TEXT = range(9)
+def _wire_text(arr: np.ndarray, start: int, stop: int) -> str | None:
+    """A text field of the packed state ``arr`` at slots [start, stop), as :meth:`SharedLayout.unpack` reads it."""
+    n = int(arr[start])
+    return None if n < 0 else bytes(arr[start + 1:stop].view(np.uint8)[:n]).decode(errors="ignore")
 
 
 class Packer:
@@ -403,6 +394,13 @@ class Packer:
         whole = (isinstance(out, np.ndarray) and out.dtype == np.float64 and out.ndim == 1
                  and out.flags.c_contiguous and out.flags.writeable and len(out) >= layout.size)
         self._fast = _straight_pack(layout) if whole else None
+
+    @property
+    def texts_written(self) -> object:
+        """A token for the texts in the buffer: the same object as long as the packer has not written them again
+        (then a new one); None while it does not know what is there (before the first pack, after one that
+        failed)."""
+        return self._last[1]
 
     def pack(self, s: LoopState, **extra: float) -> None:
         """Write ``s`` (and the ``extra`` slots) into the buffer: by the compiled packing where it takes the
