@@ -239,6 +239,25 @@ def test_the_packer_writes_the_bytes_pack_writes(rng, loop_state):
     assert fast.mode[0] == sc.OFF and taken[-3:] == [False, False, False] and len(calls) == 2
 
 
+def test_the_packer_leaves_float64_of_the_other_byte_order_to_numpy(rng, loop_state):
+    """A driver's packet decoded in network byte order ('>f8', kept as is): numba takes such an array inside the
+    compiled call's tuple and reads its bytes as native ones (q̇ published as ±1e300 garbage, a reviewer's case).
+    The packer leaves it to numpy's path: the same bytes as plain pack, after native states the kernel took and
+    before the next, vectors and matrices, writable and read-only."""
+    pytest.importorskip("fdcontrol.loop.state_compiled")  # the fast extra (numba)
+    lay = SharedLayout(max_dof=16)
+    got, want = lay.empty(), lay.empty()
+    packer = lay.packer(got)
+    s = synthetic(rng, dof=7)
+    big = np.frombuffer(s.qd.astype(">f8").tobytes(), dtype=">f8")
+    for state in (s, dataclasses.replace(s, qd=big.copy()), s, dataclasses.replace(s, qd=big),
+                  dataclasses.replace(s, tip_pose=s.tip_pose.astype(">f8")), loop_state):
+        packer.pack(state)
+        lay.pack(state, want)
+        assert got.tobytes() == want.tobytes()
+        assert np.array_equal(lay.unpack(got)[0].qd, np.asarray(state.qd, dtype=float))
+
+
 def test_unpacked_state_owns_its_arrays(rng):
     """The unpacked state's arrays are its own: rewriting the packed vector afterwards (the next state in
     a reused buffer) changes none of them, and each has its declared shape."""
