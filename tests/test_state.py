@@ -239,6 +239,25 @@ def test_the_packer_writes_the_bytes_pack_writes(rng, loop_state):
     assert fast.mode[0] == sc.OFF and taken[-3:] == [False, False, False] and len(calls) == 2
 
 
+def test_the_packer_leaves_float64_of_the_other_byte_order_to_numpy(rng, loop_state):
+    """A driver's packet decoded in network byte order ('>f8', kept as is): numba takes such an array inside the
+    compiled call's tuple and reads its bytes as native ones (q̇ published as ±1e300 garbage, a reviewer's case).
+    The packer leaves it to numpy's path: the same bytes as plain pack, after native states the kernel took and
+    before the next, vectors and matrices, writable and read-only."""
+    pytest.importorskip("fdcontrol.loop.state_compiled")  # the fast extra (numba)
+    lay = SharedLayout(max_dof=16)
+    got, want = lay.empty(), lay.empty()
+    packer = lay.packer(got)
+    s = synthetic(rng, dof=7)
+    big = np.frombuffer(s.qd.astype(">f8").tobytes(), dtype=">f8")
+    for state in (s, dataclasses.replace(s, qd=big.copy()), s, dataclasses.replace(s, qd=big),
+                  dataclasses.replace(s, tip_pose=s.tip_pose.astype(">f8")), loop_state):
+        packer.pack(state)
+        lay.pack(state, want)
+        assert got.tobytes() == want.tobytes()
+        assert np.array_equal(lay.unpack(got)[0].qd, np.asarray(state.qd, dtype=float))
+
+
 def test_unpacked_state_owns_its_arrays(rng):
     """The unpacked state's arrays are its own: rewriting the packed vector afterwards (the next state in
     a reused buffer) changes none of them, and each has its declared shape."""
@@ -474,6 +493,45 @@ def test_a_new_field_reaches_the_api():
     r = subprocess.run([sys.executable, "-c", NEW_FIELD], cwd=root, capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONPATH": str(root)})
     assert r.returncode == 0 and "reached" in r.stdout, r.stderr[-2000:]
+
+
+def test_the_state_slot_holds_the_packed_row(rng, loop_state):
+    """The seqlock write copies the texts only when the packer wrote them since they were last copied: after
+    every state of a run where the texts change, stay, and come back (and after a state that fails to pack),
+    the slot is byte for byte what plain pack writes; a second writer on the same block (a restarted loop
+    process, the slot's texts another's) copies the whole row at its first write."""
+    pytest.importorskip("fastapi")
+    from fdcontrol.server import channel
+
+    lay = channel.LAYOUT
+    want = lay.empty()
+    lo, hi = channel._TEXTS
+    ch = channel.Channel()
+    ch2 = None
+    try:
+        seq = [dataclasses.replace(loop_state, q=rng.normal(size=loop_state.q.size), cycle=i,
+                                   fault=(None, None, FAULT, FAULT, "é" * 300, None)[i % 6],
+                                   safety_mode=("NORMAL", "NORMAL", None)[(i // 5) % 3]) for i in range(40)]
+        seq.insert(17, dataclasses.replace(seq[16], mode="dance"))  # fails to pack: nothing is published
+        for k, s in enumerate(seq):
+            try:
+                ch.write_state(s, float(k))
+            except ValueError:
+                assert k == 17
+                continue
+            lay.pack(s, want, last_cycle_at=float(k))
+            assert ch.out[1:].tobytes() == want.tobytes(), f"state {k}"
+            assert ch.read_state()[0].fault == lay.unpack(want.copy())[0].fault == (s.fault and s.fault[:256])
+        ch2 = channel.Channel(ch.name)
+        ch.out[1 + lo:1 + hi] = 7.0  # the slot's texts as another writer left them
+        ch2.write_state(seq[-1], 1.0)
+        fresh = lay.empty()  # (the new writer's row starts from zeros)
+        lay.pack(seq[-1], fresh, last_cycle_at=1.0)
+        assert ch2.out[1:].tobytes() == fresh.tobytes()
+    finally:
+        if ch2 is not None:
+            ch2.close()
+        ch.close(unlink=True)
 
 
 def test_liveness_read_matches_the_full_read(loop_state):

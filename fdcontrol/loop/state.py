@@ -395,6 +395,13 @@ class Packer:
                  and out.flags.c_contiguous and out.flags.writeable and len(out) >= layout.size)
         self._fast = _straight_pack(layout) if whole else None
 
+    @property
+    def texts_written(self) -> object:
+        """A token for the texts in the buffer: the same object as long as the packer has not written them again
+        (then a new one); None while it does not know what is there (before the first pack, after one that
+        failed)."""
+        return self._last[1]
+
     def pack(self, s: LoopState, **extra: float) -> None:
         """Write ``s`` (and the ``extra`` slots) into the buffer: by the compiled packing where it takes the
         state (fdcontrol.loop.state_compiled), else — or where numba is missing — by :meth:`SharedLayout.pack`'s

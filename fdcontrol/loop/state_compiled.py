@@ -9,9 +9,10 @@ the bytes). It is generated from the layout when the packer is built (as :mod:`d
 machine's byte order: the bytes numpy stores for the same numbers), the arrays by one call of the compiled
 :func:`pack_arrays`. What it does not take it leaves to numpy's path, which then writes the whole state (and
 raises what it raises): a state that is not a LoopState, too many joints, a choice not declared, a scalar struct
-does not take (None: numpy stores NaN), an array off its declared shape or not float64. Numba says "not mine"
-with a TypeError that costs ~0.3 ms: after the first, the arrays are checked in Python before each call (:func:`takes`),
-and a TypeError despite the check turns the kernel off for that packer.
+does not take (None: numpy stores NaN), an array off its declared shape, not float64, or float64 of the other byte
+order (a network packet's ``'>f8'``: numba would take it inside a tuple and read its bytes as native ones).
+Numba says "not mine" with a TypeError that costs ~0.3 ms: after the first, the arrays are checked in Python before
+each call (:func:`takes`), and a TypeError despite the check turns the kernel off for that packer.
 :func:`pack_arrays` is compiled by numba once per process when this module is first imported (cached on disk):
 never in the loop thread.
 
@@ -152,6 +153,12 @@ def straight_pack(layout: SharedLayout) -> Callable[[LoopState, np.ndarray, dict
         f"    mats = ({''.join(f'd[{n!r}], ' for n in MATS)})",
         "    if MODE[0] and (MODE[0] == OFF or not TAKES(vecs, mats)):",
         "        return False",
+        "    if not MODE[0]:  # numba takes another byte order's float64 inside a tuple, reading its bytes as native",
+        "        try:",
+        f"            if not ({' and '.join(f'd[{n!r}].dtype.isnative' for n in VECS + MATS)}):",
+        "                return False",
+        "        except AttributeError:  # not an ndarray: numpy's path",
+        "            return False",
         "    try:",
         "        if not KERNEL(out, dof, vecs, VEC_AT, VEC_N, mats, MAT_AT, MAT_RC):",
         "            return False",
