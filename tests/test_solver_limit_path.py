@@ -77,6 +77,16 @@ def test_fd_step_at_a_limit_equals_the_general_path_bit_for_bit(name: str) -> No
     assert crba[0] == (600 if name == "tilted" else moved), (crba, moved)  # the Configuration's H at a limit
 
 
+def _at_a_limit(rng: np.random.Generator, lo: np.ndarray, up: np.ndarray, k: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(q, q̇, f): q random within the limits with joint k mod N exactly at its upper (k even) or lower limit (the
+    clip leaves q's bits), q̇ and a wrench random."""
+    n = len(lo)
+    q = rng.uniform(lo, up)
+    q[k % n] = (up, lo)[k % 2][k % n]
+    return q, rng.normal(scale=1.0, size=n), rng.normal(scale=30.0, size=6)
+
+
 def test_fd_step_at_a_limit_takes_the_configurations_H_only_at_its_gamma() -> None:
     """A Configuration updated at another γ than the virtual model's now (a fixed γ changed after the update):
     its H is not this step's — the step forms H at the model's γ, as the general path does (bit for bit)."""
@@ -87,9 +97,7 @@ def test_fd_step_at_a_limit_takes_the_configurations_H_only_at_its_gamma() -> No
     lo, up = fast.constraints.lower, fast.constraints.upper
     crba, differs = _count_crba(fast), 0
     for k in range(100):
-        q = rng.uniform(lo, up)
-        q[k % robot.dof] = (up, lo)[k % 2][k % robot.dof]  # exactly at a limit: the clip leaves q's bits
-        qd, f = rng.normal(scale=1.0, size=robot.dof), rng.normal(scale=30.0, size=6)
+        q, qd, f = _at_a_limit(rng, lo, up, k)
         for sol, conf in ((fast, conf_fast), (general, conf_general)):
             sol.virtual.set_gamma(1e3)
             conf.update(q.copy())
@@ -119,9 +127,7 @@ def test_fd_step_at_a_limit_takes_no_H_of_another_virtual_model() -> None:
     lo, up = fast.constraints.lower, fast.constraints.upper
     crba, differs = _count_crba(fast), 0
     for k in range(50):
-        q = rng.uniform(lo, up)
-        q[k % robot.dof] = (up, lo)[k % 2][k % robot.dof]  # exactly at a limit: the clip leaves q's bits
-        qd, f = rng.normal(scale=1.0, size=robot.dof), rng.normal(scale=30.0, size=6)
+        q, qd, f = _at_a_limit(rng, lo, up, k)
         foreign.update(q.copy())
         conf_general.update(q.copy())
         got = fast.step(foreign.q, qd, f, DT, config=foreign)

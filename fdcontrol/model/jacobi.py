@@ -53,6 +53,47 @@ _OUT2 = types.Array(types.float64, 2, "C")
 _SVD_SIG = types.Tuple((types.boolean, _OUT2, types.Array(types.float64, 1, "C"), _OUT2))(_MAT)
 
 
+@numba.njit(cache=True, boundscheck=True)
+def _rotate_rows(W: np.ndarray, k: int, ln: int, Q: np.ndarray, accumulate: bool) -> bool:  # pragma: no cover
+    """One-sided Jacobi sweeps over the first ``k`` rows of ``W`` (``ln`` entries each): every pair rotated until
+    it is orthogonal to working precision; with ``accumulate`` each rotation applied to ``Q``'s first k rows (k
+    entries) too. True: converged within ``MAX_SWEEPS``."""
+    for _ in range(MAX_SWEEPS):
+        rotated = False
+        for p in range(k - 1):
+            for q in range(p + 1, k):
+                a = 0.0
+                b = 0.0
+                c = 0.0
+                for j in range(ln):
+                    x = W[p, j]
+                    y = W[q, j]
+                    a += x * x
+                    b += y * y
+                    c += x * y
+                if abs(c) <= EPS * math.sqrt(a) * math.sqrt(b):  # (a·b would overflow first)
+                    continue
+                rotated = True
+                zeta = (b - a) / (2.0 * c)
+                t = (1.0 if zeta >= 0.0 else -1.0) / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
+                cs = 1.0 / math.sqrt(1.0 + t * t)
+                sn = cs * t
+                for j in range(ln):
+                    x = W[p, j]
+                    y = W[q, j]
+                    W[p, j] = cs * x - sn * y
+                    W[q, j] = sn * x + cs * y
+                if accumulate:
+                    for j in range(k):
+                        x = Q[p, j]
+                        y = Q[q, j]
+                        Q[p, j] = cs * x - sn * y
+                        Q[q, j] = sn * x + cs * y
+        if not rotated:
+            return True
+    return False
+
+
 @numba.njit(_SIG, cache=True, boundscheck=True)
 def sigma_min(A: np.ndarray, work: np.ndarray) -> float:  # pragma: no cover - compiled
     """The smallest singular value of ``A`` (NaN: not finite, or not converged)."""
@@ -65,36 +106,7 @@ def sigma_min(A: np.ndarray, work: np.ndarray) -> float:  # pragma: no cover - c
             if not math.isfinite(x) or abs(x) > SCALE_MAX or (x != 0.0 and abs(x) < SCALE_MIN):
                 return math.nan
             work[i, j] = x
-    converged = False
-    for _ in range(MAX_SWEEPS):
-        rotated = False
-        for p in range(k - 1):
-            for q in range(p + 1, k):
-                a = 0.0
-                b = 0.0
-                c = 0.0
-                for j in range(ln):
-                    x = work[p, j]
-                    y = work[q, j]
-                    a += x * x
-                    b += y * y
-                    c += x * y
-                if abs(c) <= EPS * math.sqrt(a) * math.sqrt(b):  # (a·b would overflow first)
-                    continue
-                rotated = True
-                zeta = (b - a) / (2.0 * c)
-                t = (1.0 if zeta >= 0.0 else -1.0) / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
-                cs = 1.0 / math.sqrt(1.0 + t * t)
-                sn = cs * t
-                for j in range(ln):
-                    x = work[p, j]
-                    y = work[q, j]
-                    work[p, j] = cs * x - sn * y
-                    work[q, j] = sn * x + cs * y
-        if not rotated:
-            converged = True
-            break
-    if not converged:
+    if not _rotate_rows(work, k, ln, work, False):
         return math.nan
     smallest = math.inf
     for i in range(k):
@@ -128,41 +140,7 @@ def svd_rows(A: np.ndarray) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]: 
             W[i, j] = x
         for j in range(m):
             Q[i, j] = 1.0 if i == j else 0.0
-    converged = False
-    for _ in range(MAX_SWEEPS):
-        rotated = False
-        for p in range(m - 1):
-            for q in range(p + 1, m):
-                a = 0.0
-                b = 0.0
-                c = 0.0
-                for j in range(n):
-                    x = W[p, j]
-                    y = W[q, j]
-                    a += x * x
-                    b += y * y
-                    c += x * y
-                if abs(c) <= EPS * math.sqrt(a) * math.sqrt(b):
-                    continue
-                rotated = True
-                zeta = (b - a) / (2.0 * c)
-                t = (1.0 if zeta >= 0.0 else -1.0) / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
-                cs = 1.0 / math.sqrt(1.0 + t * t)
-                sn = cs * t
-                for j in range(n):
-                    x = W[p, j]
-                    y = W[q, j]
-                    W[p, j] = cs * x - sn * y
-                    W[q, j] = sn * x + cs * y
-                for j in range(m):
-                    x = Q[p, j]
-                    y = Q[q, j]
-                    Q[p, j] = cs * x - sn * y
-                    Q[q, j] = sn * x + cs * y
-        if not rotated:
-            converged = True
-            break
-    if not converged:
+    if not _rotate_rows(W, m, n, Q, True):
         return False, U, s, Vt
     norm = np.empty(m)
     for i in range(m):
