@@ -41,18 +41,24 @@ def orthogonal(rng: np.random.Generator, n: int) -> np.ndarray:
     return Q * np.sign(np.diag(R))
 
 
-@pytest.mark.parametrize("shape", [(6, 7), (6, 6), (7, 6), (6, 2), (3, 7), (1, 4), (4, 1)])
-def test_sigma_min_is_lapacks_to_rounding(shape):
-    """Random matrices, some with a near-dependent row or column (σmin down to ~1e-9 σmax): both are backward
-    stable, so they agree within a few ulps of σmax (LAPACK's own error is of that size)."""
-    rng = np.random.default_rng(sum(shape))
-    for trial in range(400):
+def _random_matrices(rng: np.random.Generator, shape: tuple[int, int], n: int):
+    """`n` random matrices of `shape`, scaled over four decades; every other one with its last row (column, for a
+    tall shape) nearly a combination of others (σmin down to ~1e-9 σmax)."""
+    for trial in range(n):
         A = rng.standard_normal(shape) * 10.0 ** rng.uniform(-2, 2)
         if trial % 2 and min(shape) > 1:
             if shape[0] <= shape[1]:
                 A[-1] = 0.6 * A[0] - 0.3 * A[-2] + 10.0 ** rng.uniform(-9, -3) * rng.standard_normal(shape[1])
             else:
                 A[:, -1] = 0.6 * A[:, 0] + 10.0 ** rng.uniform(-9, -3) * rng.standard_normal(shape[0])
+        yield A
+
+
+@pytest.mark.parametrize("shape", [(6, 7), (6, 6), (7, 6), (6, 2), (3, 7), (1, 4), (4, 1)])
+def test_sigma_min_is_lapacks_to_rounding(shape):
+    """Random matrices, some with a near-dependent row or column (σmin down to ~1e-9 σmax): both are backward
+    stable, so they agree within a few ulps of σmax (LAPACK's own error is of that size)."""
+    for trial, A in enumerate(_random_matrices(np.random.default_rng(sum(shape)), shape, 400)):
         s = np.linalg.svd(A, compute_uv=False)
         assert abs(smin(A) - s[-1]) <= 64 * EPS * s[0], (trial, smin(A), s[-1])
 
@@ -225,14 +231,7 @@ def test_the_svd_is_lapacks_to_rounding(shape):
     a few ulps of σmax."""
     from fdcontrol.model.linalg import svd_jacobi
 
-    rng = np.random.default_rng(100 + sum(shape))
-    for trial in range(300):
-        A = rng.standard_normal(shape) * 10.0 ** rng.uniform(-2, 2)
-        if trial % 2 and min(shape) > 1:
-            if shape[0] <= shape[1]:
-                A[-1] = 0.6 * A[0] - 0.3 * A[-2] + 10.0 ** rng.uniform(-9, -3) * rng.standard_normal(shape[1])
-            else:
-                A[:, -1] = 0.6 * A[:, 0] + 10.0 ** rng.uniform(-9, -3) * rng.standard_normal(shape[0])
+    for A in _random_matrices(np.random.default_rng(100 + sum(shape)), shape, 300):
         _check_svd(A, *svd_jacobi(A), tol=64 * EPS)
 
 
