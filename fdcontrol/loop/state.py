@@ -321,9 +321,7 @@ class SharedLayout:
         for name, sl, keys in self._flags:
             values[name] = dict(zip(keys, (arr[sl] != 0).tolist(), strict=True))
         for name, sl in self._texts:
-            n = int(arr[sl.start])
-            values[name] = None if n < 0 else bytes(arr[sl.start + 1:sl.stop].view(np.uint8)[:n]).decode(
-                errors="ignore")
+            values[name] = _text_at(arr, sl.start, sl.stop)
         state = state_of({n: values[n] for n in self._names})  # the instance's dict in one fill, field order
         return state, {k: float(arr[sl.start]) for k, sl in self._extra}
 
@@ -341,7 +339,7 @@ class SharedLayout:
     def _wire_function(self, dof: int) -> Any:
         """``wire(v, arr)`` for ``dof`` joints: one dict display, field by field in declaration order (to_dict's),
         each value read from ``v`` (the slots before the texts as a list) at its slot; texts from ``arr``."""
-        env: dict[str, Any] = {"isfinite": math.isfinite, "text": _wire_text}
+        env: dict[str, Any] = {"isfinite": math.isfinite, "text": _text_at}
         items = []
         for f in FIELDS:
             kind, meta, at = f.metadata["kind"], f.metadata, self.slots[f.name].start
@@ -376,8 +374,9 @@ class SharedLayout:
         return fn
 
 
-def _wire_text(arr: np.ndarray, start: int, stop: int) -> str | None:
-    """A text field of the packed state ``arr`` at slots [start, stop), as :meth:`SharedLayout.unpack` reads it."""
+def _text_at(arr: np.ndarray, start: int, stop: int) -> str | None:
+    """A text field of the packed state ``arr`` at slots [start, stop) (its length, −1 for None, then its UTF-8
+    bytes): what :meth:`SharedLayout.unpack` and :meth:`SharedLayout.wire` read."""
     n = int(arr[start])
     return None if n < 0 else bytes(arr[start + 1:stop].view(np.uint8)[:n]).decode(errors="ignore")
 

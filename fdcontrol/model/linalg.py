@@ -105,9 +105,9 @@ _SVD_KERNEL: list[Any] = []  # fdcontrol.model.jacobi.svd_rows once imported (No
 
 
 def svd_kernel() -> Any:
-    """The compiled kernel, imported (and so compiled or loaded from numba's cache) on first use: a process that
-    never asks for an SVD of J (the API's) never loads it; the loop's first cycle does, before the loop thread
-    runs (:class:`~fdcontrol.model.configuration.Configuration` warms it up when it is built)."""
+    """The compiled kernel, imported (and so compiled or loaded from numba's cache) on first use — at the latest
+    when a :class:`~fdcontrol.model.configuration.Configuration` is built, so never first inside a loop's cycle;
+    None where numba is missing."""
     if not _SVD_KERNEL:
         try:
             from fdcontrol.model.jacobi import svd_rows
