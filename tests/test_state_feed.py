@@ -517,6 +517,10 @@ def test_a_stuck_loop_takes_no_wrench_and_a_dead_one_acknowledges_none():
     w = started_loop_process()
     try:
         assert w.set_wrench([1.0, 0, 0, 0, 0, 0], seq=5) == 5
+        end = time.monotonic() + 10  # bounds a hung test only: "start" returns before the loop's first cycle is
+        while not all(w.channel.read_running()):  # published; stopped before it, there is no record to go stale
+            assert time.monotonic() < end
+            time.sleep(0.01)
         os.kill(w.proc.pid, signal.SIGSTOP)
         try:
             end = time.monotonic() + 10  # bounds a hung test only: stuck once the heartbeat is stale_after old
