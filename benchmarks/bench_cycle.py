@@ -12,7 +12,8 @@ Per robot, per call (µs: p50, p99, max), interleaved in rounds so that machine 
   ``SimulatedRobot`` (its read + send are in the cycle), a wrench held from the start pose (the arm moves for
   about 2000 cycles, then rests stretched at a singular pose: the rounds measure both, the motion first);
   ``loop_singular`` — the same loop held at that singular pose from the start (the γ schedule's SVD every
-  cycle); ``loop_swaying`` below is the arm near its start pose;
+  cycle); ``loop_holding`` — the same loop held (``hold()``: the braking profile's clamp every cycle, what the
+  arm runs while it idles), once it has braked to rest; ``loop_swaying`` below is the arm near its start pose;
   ``set_wrench`` — what a fresh streamed wrench adds per cycle; ``four_limits`` — the same cycle with the
   basic four limits only (the added cost of the default path limits: ``loop`` minus it);
 * ``stage:<name>`` — each stage of that cycle, timed inside the cycle (a clock read around each stage's
@@ -285,8 +286,16 @@ def bench(robot: RobotModel, cycles: int, rounds: int, budget: float = math.inf)
     singular = make_loop(robot)
     hold_wrench(singular)
     settled(singular)
+    holding = make_loop(robot)
+    hold_wrench(holding)
+    for _ in range(300):  # it moves, then holds and brakes to rest
+        holding.step(now=0.0)
+    holding.hold()
+    for _ in range(300):
+        holding.step(now=0.0)
     calls = {"core": lambda: core(q, qd, WRENCH), "loop": lambda: loop.step(now=0.0),
              "loop_singular": lambda: singular.step(now=0.0),
+             "loop_holding": lambda: holding.step(now=0.0),
              "four_limits": lambda: four.step(now=0.0),
              "set_wrench": lambda: loop.set_wrench(WRENCH, t=1e12),
              "config": lambda: conf.update(q), "solver": lambda: solver.step(qc, qd, fc, DT, config=conf),

@@ -416,3 +416,44 @@ def test_single_precision_velocities_brake_along_the_double_precision_ramp():
     t = float(qd[0]) / 3.0
     assert p.time(qd32, a) == t
     assert np.array_equal(p.distance(qd32, a), np.abs(qd) * t / 2.0)
+
+
+def test_the_compiled_clamp_is_the_numpy_clamp_to_the_last_bit():
+    """Every holding cycle clamps by the compiled twin (limits.compiled.brake_clamp): on random references and
+    previous references — signed zeros, NaN, ±inf, the largest float, tiny values, a zero dt, a stop under way or
+    not, no joint — it gives exactly the numpy form's array; a float32 or list reference and vectors of different
+    lengths take the numpy form (which broadcasts a single joint or raises), and without numba the numpy form runs."""
+    p = BrakingProfile([1.0, 1.0])
+    if p._clamp is None:
+        pytest.skip("numba (the fast extra) is not installed")
+    rng = np.random.default_rng(7)
+    special = np.array([0.0, -0.0, math.nan, math.inf, -math.inf, 1e-300, -1e-300, np.finfo(float).max])
+
+    def vec(n):
+        v = rng.normal(scale=rng.choice([1e-3, 0.1, 1.0]), size=n)
+        m = rng.random(n) < 0.2
+        v[m] = rng.choice(special, int(m.sum()))
+        return v
+
+    with np.errstate(all="ignore"):
+        for _ in range(4000):
+            n = int(rng.integers(0, 8))
+            p = BrakingProfile(rng.uniform(0.1, 5.0, n))
+            if rng.random() < 0.5:
+                p.begin(rng.uniform(0.1, 10.0, n))
+            qd, prev = vec(n), vec(n)
+            if rng.random() < 0.3:
+                prev = qd * rng.uniform(0.9, 1.1)
+            dt = float(rng.choice([0.002, 0.01, 0.0, rng.uniform(0.0, 0.1)]))
+            got, want = p.clamp(qd, prev, dt), p.clamp_numpy(qd, prev, dt)
+            same = got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
+            assert same, (qd, prev, dt)
+    p = BrakingProfile([1.0, 1.0])
+    prev = np.array([0.03, -0.015])
+    assert p.clamp([2.0, math.nan], prev, 0.01).tolist() == [0.02, 0.0]
+    assert p.clamp(np.array([2.0, 1.0], dtype=np.float32), prev, 0.01).tolist() == [0.02, 0.01]
+    assert p.clamp(np.ones(2), np.ones(1), 0.01).tolist() == [0.99, 0.99]  # one previous joint broadcasts
+    with pytest.raises(ValueError, match="broadcast"):
+        p.clamp(np.ones(3), prev, 0.01)
+    p._clamp = None  # numba missing: the numpy form
+    assert p.clamp(np.array([2.0, -math.inf]), prev, 0.01).tolist() == [0.02, -0.01]

@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
+
+
+def _clamp_kernel() -> Callable[..., np.ndarray] | None:
+    """limits.compiled's ``brake_clamp`` (compiled on first import), or None where numba is missing."""
+    try:
+        from fdcontrol.limits.compiled import brake_clamp
+    except ImportError:
+        return None
+    return brake_clamp
 
 
 def braking_steps(qd: np.ndarray, max_acceleration: np.ndarray, dt: float) -> Iterator[np.ndarray]:
@@ -46,6 +55,7 @@ class BrakingProfile:
             raise ValueError("the braking floor must be finite and > 0 for every joint (rad/s²)")
         self.floor = floor
         self.deceleration: np.ndarray | None = None  # a_b while a stop is under way
+        self._clamp = _clamp_kernel()  # loaded now, never in the loop's first stop
 
     @property
     def active(self) -> bool:
@@ -75,7 +85,21 @@ class BrakingProfile:
         return qd_prev * (1.0 - 1.0 / r) if r > 1.0 else np.zeros_like(qd_prev)
 
     def clamp(self, qd: np.ndarray, qd_prev: np.ndarray, dt: float) -> np.ndarray:
-        """``qd`` (the limits' braking reference) bounded per joint by the ramp: |q̇_j| ≤ |bound_j|."""
+        """``qd`` (the limits' braking reference) bounded per joint by the ramp: |q̇_j| ≤ |bound_j|, a NaN
+        clamped to rest. Every holding cycle runs it: float64 vectors of one length go to the compiled twin
+        (fdcontrol.limits.compiled.brake_clamp, the same numbers to the last bit), anything else to the
+        numpy form (:meth:`clamp_numpy`)."""
+        k = self._clamp
+        if k is not None:
+            a = self.floor if self.deceleration is None else self.deceleration
+            try:
+                return k(qd, qd_prev, a, dt)
+            except (TypeError, ValueError):  # not float64 vectors (no matching signature) or lengths differ
+                pass
+        return self.clamp_numpy(qd, qd_prev, dt)
+
+    def clamp_numpy(self, qd: np.ndarray, qd_prev: np.ndarray, dt: float) -> np.ndarray:
+        """:meth:`clamp` by numpy calls (without numba, and for inputs the compiled twin does not take)."""
         b = np.abs(self.bound(qd_prev, dt))
         return np.clip(np.nan_to_num(np.asarray(qd, dtype=float), nan=0.0), -b, b)
 

@@ -416,3 +416,41 @@ def box(qd, W):
             qd[j] = W[HARD_HI, j]
         elif x < W[HARD_LO, j]:
             qd[j] = W[HARD_LO, j]
+
+
+_CLAMP = _VEC(_VEC, _VEC, _VEC, types.float64)
+
+
+@numba.njit(_CLAMP, cache=True, boundscheck=True, error_model="numpy")  # IEEE division: a zero step gives inf/NaN
+def brake_clamp(qd, prev, a, dt):
+    """:meth:`fdcontrol.limits.braking.BrakingProfile.clamp` with the deceleration ``a``: the same float operations
+    as its numpy form, to the last bit (signed zeros, NaN and ±inf alike) — r = max_j |q̇_prev,j| / (a_j dt) (NaN
+    if any is), the bound |q̇_prev (1 − 1/r)| (zero unless r > 1), the reference with NaN → 0 and ±inf → ±max
+    float clipped to ± the bound as ``np.clip`` clips (max first, then min). A new array; ValueError when the three
+    vectors' lengths differ (the numpy form then broadcasts or raises)."""
+    n = qd.shape[0]
+    if prev.shape[0] != n or a.shape[0] != n:
+        raise ValueError("clamp: vectors of different lengths")
+    out = np.empty(n)
+    r = 0.0
+    if n:
+        r = abs(prev[0]) / (a[0] * dt)
+        for j in range(1, n):
+            x = abs(prev[j]) / (a[j] * dt)
+            if math.isnan(x) or x > r:  # np.max: a NaN propagates (nothing is > NaN)
+                r = x
+    big = np.finfo(np.float64).max
+    c = 1.0 - 1.0 / r
+    for j in range(n):
+        b = abs(prev[j] * c) if r > 1.0 else 0.0
+        x = qd[j]
+        if math.isnan(x):
+            x = 0.0
+        elif x == np.inf:
+            x = big
+        elif x == -np.inf:
+            x = -big
+        lo = -b
+        x = x if x > lo else lo
+        out[j] = x if x < b else b
+    return out
