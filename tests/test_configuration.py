@@ -135,3 +135,20 @@ def test_errors_name_the_problem(ur10, panda):
         conf.update(np.full(6, np.nan))
     with pytest.raises(ModelError, match="another robot"):
         Configuration(ur10, virtual=VirtualModel(panda))
+
+
+def test_update_checks_q_whatever_its_dtypes_identity(ur10, rng):
+    """update's fast test takes numpy's own float64 dtype by identity: a q of an equal dtype of another identity
+    (one with metadata), a list, an int vector go through the robot's check_q — the same pose and Jacobian —
+    and a non-finite q of each kind is refused."""
+    a, b = Configuration(ur10), Configuration(ur10)
+    q = rng.uniform(-1, 1, 6)
+    other = np.dtype(np.float64, metadata={"unit": "rad"})
+    assert other == np.float64 and other is not np.dtype(np.float64)
+    for given in (q.astype(other), q.tolist(), np.arange(6) - 3):
+        a.update(given)
+        b.update(np.asarray(given, dtype=float))
+        assert np.array_equal(a.pose, b.pose) and np.array_equal(a.jacobian, b.jacobian)
+    for bad in (np.full(6, np.nan).astype(other), [0.0] * 5 + [np.inf], np.array([0.0, -np.inf, 0, 0, 0, 0])):
+        with pytest.raises(ModelError, match="NaN"):
+            a.update(bad)

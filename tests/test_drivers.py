@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from fdcontrol.drivers import RobotDriver, SimulatedRobot, SimulatedSensor, SpringPlane
 
@@ -72,3 +73,40 @@ def test_spring_wall_sensor_reads_robot_on_environment(ur10):
     R = ur10.pose(Q0)[:3, :3]
     w = sensor.reading(ur10.pose(Q0))  # tool frame
     np.testing.assert_allclose(R @ w[:3], [10.0, 0, 0], atol=1e-9)
+
+
+def test_the_simulators_state_is_its_own_read_and_its_attributes_give_copies(ur10):
+    """send advances the simulator's q and q̇ in place (one compiled call, no new arrays): what read() and the
+    q, qd attributes hand out are copies — a caller that writes into them (a test's runaway joint) changes
+    nothing in the simulator, and a state read before a send keeps its values after it."""
+    sim = SimulatedRobot(ur10, dt=0.01, tau=0.02, q0=Q0)
+    ref = np.full(6, 0.4)
+    sim.send(None, ref)
+    js, q_attr = sim.read(), sim.q
+    before = (js.q.copy(), js.qd.copy())
+    js.qd[0], q_attr[1] = 9.0, 9.0  # the caller's arrays
+    twin = SimulatedRobot(ur10, dt=0.01, tau=0.02, q0=Q0)
+    twin.send(None, ref)
+    assert np.array_equal(sim.q, twin.q) and np.array_equal(sim.qd, twin.qd)
+    sim.send(None, ref)
+    twin.send(None, ref)
+    assert np.array_equal(sim.read().q, twin.read().q) and np.array_equal(sim.read().qd, twin.read().qd)
+    assert np.array_equal(js.q, before[0]) and js.qd[0] == 9.0 and np.array_equal(js.qd[1:], before[1][1:])
+    assert not np.array_equal(sim.q, before[0])  # it moved on; the state read before did not
+    sim.qd = np.zeros(6)  # the attributes set the simulator's state (its length checked)
+    assert not sim.read().qd.any()
+    sim.q = Q0
+    assert np.array_equal(sim.read().q, Q0)
+    with pytest.raises(ValueError):
+        sim.q = np.zeros(7)
+
+
+def test_the_simulator_takes_any_vector_as_its_reference(ur10):
+    """A list, an int array or a float32 one is taken as float64: the same step as the float64 vector's."""
+    ref = np.array([0.5, -0.25, 0.125, 1.0, -1.0, 0.0])
+    steps = np.array([1, -2, 0, 3, -1, 0])
+    for want, given in ((ref, ref.tolist()), (ref, ref.astype(np.float32)), (steps.astype(float), steps)):
+        a, b = (SimulatedRobot(ur10, dt=0.01, tau=0.02, q0=Q0) for _ in range(2))
+        a.send(None, want)
+        b.send(None, given)
+        assert np.array_equal(a.q, b.q) and np.array_equal(a.qd, b.qd) and a.qd.any()

@@ -323,3 +323,20 @@ def test_loaded_is_the_norms_of_numpy_in_plain_floats():
         assert loaded(f.tolist()) is want and loaded(tuple(f)) is want, f
         verdicts.add(want)
     assert verdicts == {True, False}
+
+
+def test_the_following_check_takes_lists_and_other_dtypes_as_float64():
+    """The check reads the loop's float64 vectors as they are and anything else through np.asarray: lists and
+    float32 vectors give the verdicts the float64 vectors give, cycle by cycle."""
+    qd = np.array([0.1, -0.9, 0.3, 0.0, 2.0, -0.2])
+    ref = np.array([0.1, 0.2, 0.3, 0.0, 0.5, -0.2])
+    verdicts = []
+    for a, b in ((qd, ref), (qd.tolist(), ref.tolist()), (qd.astype(np.float32).astype(float), ref)):
+        f, seen = Following(), []
+        for i in range(200):
+            why = f.check(a, b, i * 0.002)
+            seen.append((why, f.ok, f.joint, f.error))
+        verdicts.append(seen)
+    assert verdicts[0][-1][0] is not None and not verdicts[0][-1][1]  # it ran on: a fault, not following
+    assert verdicts[1] == verdicts[0]
+    assert [v[:3] for v in verdicts[2]] == [v[:3] for v in verdicts[0]]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace as NS
 
 import numpy as np
 import pytest
@@ -342,3 +343,54 @@ def test_the_readme_in_process_example():
     exec(_block("README.md", "The control loop in-process is the service's loop"), ns)
     assert ns["state"].cycle == 1 and names(ns["loop"]) == ["read", "sensor", "inputs", "law", "solver", "limits",
                                                             "send", "publish"]
+
+
+# ---------------------------------------------------------------------- send
+def test_the_sent_reference_is_numpys_bit_for_bit():
+    """The send stage's compiled q_ref = q + dt q̇_ref and q̇_state = q̇_ref: numpy's two calls bit for bit on
+    random vectors with NaN, ±Inf, ±0 and huge values; vectors of other lengths are refused (nothing written)."""
+    if st._advance is None:
+        pytest.skip("numba missing: the stage runs numpy's calls")
+    rng = np.random.default_rng(3)
+    special = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1e308, -1e308, 5e-324]
+    for k in range(3000):
+        n = 6 + k % 2
+        q, qd = (rng.normal(size=n) * 10.0 ** rng.integers(-12, 12, n) for _ in range(2))
+        q[rng.integers(n)], qd[rng.integers(n)] = rng.choice(special), rng.choice(special)
+        dt = [0.001, 0.002, 0.003, 1 / 500, 1e-4][k % 5]
+        q_ref, qd_state = np.empty(n), np.empty(n)
+        assert st._advance(q, dt, qd, q_ref, qd_state)
+        with np.errstate(all="ignore"):
+            want = q + dt * qd
+        assert np.array_equal(q_ref.view(np.uint64), want.view(np.uint64)), k
+        assert np.array_equal(qd_state.view(np.uint64), qd.view(np.uint64)), k
+    out = np.full(6, 7.0)
+    assert not st._advance(np.zeros(6), DT, np.zeros(7), out, np.empty(6)) and (out == 7.0).all()
+    assert not st._advance(np.zeros(6), DT, np.zeros(6), np.empty(5), np.empty(6))
+
+
+def test_the_send_stage_without_numba_sends_the_same(monkeypatch):
+    """The send stage on numpy's calls (numba missing) gives the same states bit for bit; a reference that is
+    not a float64 vector (float32) takes numpy's calls too."""
+    def trace(loop):
+        return [np.concatenate((s.q, s.qd, s.q_ref, s.qd_ref)) for s in run(loop, 200)]
+
+    def send(qd_ref):
+        sent = []
+        loop = NS(driver=NS(send=lambda *a: sent.append(a)), cycle=0, qd_ref=None, qd_state=None)
+        c = NS(q=np.linspace(-1.0, 1.0, 6), dt=DT, qd_ref=qd_ref, now=1.5, q_ref=None)
+        st.SendVelocity().run(loop, c)
+        assert sent == [(c.q_ref, qd_ref)] and loop.qd_ref is qd_ref and loop.cycle == 1 and loop.last_cycle_at == 1.5
+        assert loop.qd_state is not qd_ref and np.array_equal(loop.qd_state, qd_ref)
+        return c.q_ref, loop.qd_state
+
+    compiled = trace(lean())
+    ref = np.array([0.3, -0.2, 0.1, 1e-3, -0.7, 0.0])
+    for r in (ref, ref.astype(np.float32), ref[::-1].copy()):
+        want = np.linspace(-1.0, 1.0, 6) + DT * np.asarray(r)
+        assert np.array_equal(send(r)[0], want)
+    monkeypatch.setattr(st, "_advance", None)
+    plain = trace(lean())
+    assert np.abs(compiled[-1][-6:]).max() > 1e-4  # it moves
+    assert all(np.array_equal(a, b) for a, b in zip(compiled, plain, strict=True))
+    assert np.array_equal(send(ref)[0], np.linspace(-1.0, 1.0, 6) + DT * ref)

@@ -21,6 +21,8 @@ from fdcontrol.control.sensing import check_sign, physical_reading
 from fdcontrol.drivers.base import JointState, RobotDriver
 from fdcontrol.model.robot import HOME, RobotModel
 
+_F64 = np.dtype(np.float64)
+
 
 @dataclass
 class SpringPlane:
@@ -88,8 +90,11 @@ class SimulatedRobot(RobotDriver):
         self.robot, self.dof, self.dt, self.tau = robot, robot.dof, float(dt), float(tau)
         lim = robot.limits
         self.lower, self.upper, self.vmax = lim.lower, lim.upper, lim.velocity
-        self.q = np.zeros(self.dof) if q0 is None else robot.check_q(q0).copy()
-        self.qd = np.zeros(self.dof)
+        # the state, written in place by each send (the arrays are the simulator's own: read() and the q, qd
+        # attributes hand out copies)
+        self._q = np.zeros(self.dof) if q0 is None else robot.check_q(q0).copy()
+        self._qd = np.zeros(self.dof)
+        self._shape = self._q.shape
         self.t = 0.0
         self.sensor = sensor
         self._lag = math.exp(-self.dt / self.tau) if self.tau > 0 else 0.0
@@ -105,25 +110,44 @@ class SimulatedRobot(RobotDriver):
         planes = [SpringPlane(**pl) for pl in sensor.pop("planes", [])]
         return cls(robot, dt=dt, sensor=SimulatedSensor(planes=planes, **sensor), **opts)
 
+    @property
+    def q(self) -> np.ndarray:
+        """The joint positions (rad): a copy, as :meth:`read` gives."""
+        return self._q.copy()
+
+    @q.setter
+    def q(self, value: np.ndarray) -> None:
+        self._q[:] = np.asarray(value, dtype=float).reshape(self._shape)
+
+    @property
+    def qd(self) -> np.ndarray:
+        """The joint velocities (rad/s): a copy, as :meth:`read` gives."""
+        return self._qd.copy()
+
+    @qd.setter
+    def qd(self, value: np.ndarray) -> None:
+        self._qd[:] = np.asarray(value, dtype=float).reshape(self._shape)
+
     def read(self) -> JointState:
-        return JointState(self.q.copy(), self.qd.copy(), self.t)
+        return JointState(self._q.copy(), self._qd.copy(), self.t)
 
     def read_wrench(self) -> np.ndarray | None:
-        return None if self.sensor is None else self.sensor.reading(self.robot.pose(self.q))
+        return None if self.sensor is None else self.sensor.reading(self.robot.pose(self._q))
 
     def send(self, q_ref: np.ndarray | None, qd_ref: np.ndarray | None) -> None:
         if qd_ref is None:  # position interface: track q_ref within one period
-            qd_ref = (np.asarray(q_ref) - self.q) / self.dt if q_ref is not None else np.zeros(self.dof)
-        lag, dt = self._lag, self.dt
-        r = np.asarray(qd_ref, dtype=float)
-        if _lag_step is not None and r.shape == self.q.shape:  # the loop below, compiled: one call
-            self.q, self.qd = _lag_step(self.q, self.qd, r, self.vmax, self.lower, self.upper, lag, dt)
+            qd_ref = (np.asarray(q_ref) - self._q) / self.dt if q_ref is not None else np.zeros(self.dof)
+        if not (type(qd_ref) is np.ndarray and qd_ref.dtype is _F64):  # (the loop's: a float64 ndarray)
+            qd_ref = np.asarray(qd_ref, dtype=float)
+        if _lag_step is not None and qd_ref.shape == self._shape:  # the loop below, compiled: one call, in place
+            _lag_step(self._q, self._qd, qd_ref, self.vmax, self.lower, self.upper, self._lag, self.dt)
             self.t += self.dt
             self.sent += 1
             return
         # per joint in plain floats: for N ≈ 6–7 a loop is cheaper than ten small numpy calls
+        lag, dt = self._lag, self.dt
         q_out, qd_out = [], []
-        joints = zip(self.q.tolist(), self.qd.tolist(), np.asarray(qd_ref).tolist(), self.vmax.tolist(),
+        joints = zip(self._q.tolist(), self._qd.tolist(), np.asarray(qd_ref).tolist(), self.vmax.tolist(),
                      self.lower.tolist(), self.upper.tolist(), strict=True)
         for x, v, r, vmax, lower, upper in joints:
             v = r + (v - r) * lag
@@ -139,7 +163,7 @@ class SimulatedRobot(RobotDriver):
                 y, v = (lower if lower < x else x), 0.0
             q_out.append(y)
             qd_out.append(v)
-        self.q, self.qd, self.t = np.array(q_out), np.array(qd_out), self.t + self.dt
+        self._q[:], self._qd[:], self.t = q_out, qd_out, self.t + self.dt
         self.sent += 1
 
     def close(self) -> None:
@@ -147,12 +171,11 @@ class SimulatedRobot(RobotDriver):
 
 
 def _joints(q: np.ndarray, qd: np.ndarray, qd_ref: np.ndarray, vmax: np.ndarray, lower: np.ndarray,
-            upper: np.ndarray, lag: float, dt: float) -> tuple[np.ndarray, np.ndarray]:
-    """:meth:`SimulatedRobot.send`'s per-joint loop on float64 vectors of one length: the same float operations
-    in the same order (tests/test_drivers.py), compiled."""
-    n = q.shape[0]
-    q_out, qd_out = np.empty(n), np.empty(n)
-    for i in range(n):
+            upper: np.ndarray, lag: float, dt: float) -> None:
+    """:meth:`SimulatedRobot.send`'s per-joint loop on float64 vectors of one length, q and q̇ advanced in place:
+    the same float operations in the same order (tests/test_drivers.py), compiled. In place, not into new
+    arrays: a compiled call that returns new arrays costs about twice as much (each one boxed)."""
+    for i in range(q.shape[0]):
         x, v, r = q[i], qd[i], qd_ref[i]
         v = r + (v - r) * lag
         if v > vmax[i]:
@@ -164,8 +187,7 @@ def _joints(q: np.ndarray, qd: np.ndarray, qd_ref: np.ndarray, vmax: np.ndarray,
             y, v = (upper[i] if upper[i] > x else x), 0.0
         elif y < lower[i] and y < x:
             y, v = (lower[i] if lower[i] < x else x), 0.0
-        q_out[i], qd_out[i] = y, v
-    return q_out, qd_out
+        q[i], qd[i] = y, v
 
 
 try:  # compiled at import (cached on disk), never in the loop thread; without numba the loop in send
@@ -173,7 +195,6 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
     from numba import types as _t
 
     _V = _t.Array(_t.float64, 1, "A")
-    _lag_step = numba.njit(_t.UniTuple(_t.Array(_t.float64, 1, "C"), 2)(_V, _V, _V, _V, _V, _V, _t.float64,
-                                                                        _t.float64), cache=True)(_joints)
+    _lag_step = numba.njit(_t.none(_V, _V, _V, _V, _V, _V, _t.float64, _t.float64), cache=True)(_joints)
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
     _lag_step = None

@@ -53,6 +53,8 @@ LOAD_TORQUE = 0.1  # N·m
 LOAD_QUIET = 1.0  # s without a load before the sensor may be zeroed
 FOLLOW_SPEED = 0.5  # rad/s between the measured velocity and the reference of the cycle before
 FOLLOW_TIME = 0.25  # s
+_NAN = math.nan
+_F64 = np.dtype(np.float64)
 
 
 def loaded(f: np.ndarray) -> bool:
@@ -136,13 +138,19 @@ class Following:
         ``commanded()`` (with ``q``, the measured joint positions) the positions the robot's controller was
         last commanded (None: unknown): a joint whose velocity points from q toward them catches up and does
         not run on. Asked only when a joint would run on (a cycle that follows pays nothing for it)."""
-        a = np.asarray(qd, dtype=float)
-        b = np.asarray(qd_ref_prev, dtype=float)
+        # (the loop's vectors are float64 ndarrays already: np.asarray's call only for others)
+        a = qd if type(qd) is np.ndarray and qd.dtype is _F64 else np.asarray(qd, dtype=float)
+        b = qd_ref_prev if type(qd_ref_prev) is np.ndarray and qd_ref_prev.dtype is _F64 \
+            else np.asarray(qd_ref_prev, dtype=float)
         if _worst_arrays is not None and a.ndim == 1 and a.shape == b.shape and a.size:
             j, off_j, k, dev_k = _worst_arrays(a, b)  # the same scan compiled (one call, no lists)
         else:
             j, off_j, k, dev_k = worst_joints(a.tolist(), b.tolist())
-        self._follows(off_j, j, now)
+        if not off_j > FOLLOW_SPEED:  # it follows (every cycle but a lag's): _follows' first branch, inline
+            self.lag_since = _NAN
+            self.ok, self.joint, self.error = True, -1, _NAN
+        else:
+            self._follows(off_j, j, now)
         # runs on: faster than asked, or against the reference (an arm held back — contact, a wall — moves
         # slower than asked along it, and that is no fault: the admittance is what lets it push)
         if dev_k > FOLLOW_SPEED and commanded is not None:
@@ -152,7 +160,7 @@ class Following:
                 if catching.any():  # (the joint that runs on, if any, is not one of them: its a[k] stays)
                     _, _, k, dev_k = worst_joints(np.where(catching, 0.0, a).tolist(), b.tolist())
         if not dev_k > FOLLOW_SPEED:  # (NaN: the driver's own fault path reports it)
-            self.since = math.nan
+            self.since = _NAN
             return None
         if math.isnan(self.since):
             self.since = now

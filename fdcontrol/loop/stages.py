@@ -431,10 +431,22 @@ class SendVelocity(Stage):
     name, order = "send", SEND
 
     def run(self, loop: ControlLoop, c: Frame) -> None:
-        qd_ref = c.qd_ref
-        c.q_ref = c.q + c.dt * qd_ref
-        loop.driver.send(c.q_ref, qd_ref)
-        _sent(loop, c)
+        qd_ref, q, dt = c.qd_ref, c.q, c.dt
+        # q_ref = q + dt q̇_ref and q̇_state = a copy of q̇_ref (anti-windup): one compiled call into two new
+        # arrays (both are kept: q_ref in the published state), numpy's where it does not apply
+        try:
+            n = len(qd_ref)
+            q_ref, qd_state = _empty(n), _empty(n)
+            done = _advance is not None and _advance(q, dt, qd_ref, q_ref, qd_state)
+        except TypeError:  # not float64 vectors
+            done = False
+        if not done:
+            q_ref, qd_state = q + dt * qd_ref, qd_ref.copy()
+        c.q_ref = q_ref
+        loop.driver.send(q_ref, qd_ref)
+        loop.qd_ref, loop.qd_state = qd_ref, qd_state  # (_sent, written out: the velocity path's copy is above)
+        loop.cycle += 1
+        loop.last_cycle_at = c.now
 
 
 class SendPosition(Stage):
@@ -521,6 +533,31 @@ def compose(loop: ControlLoop, extra: tuple[Stage, ...] = ()) -> list[Stage]:
     stages += extra
     stages.sort(key=lambda s: s.order)  # stable: equal orders keep the order above
     return stages
+
+
+def _advance_py(q: np.ndarray, dt: float, qd_ref: np.ndarray, q_ref: np.ndarray, qd_state: np.ndarray) -> bool:
+    """q_ref = q + dt q̇_ref and qd_state = q̇_ref, written into the last two (float64 vectors of one length; false,
+    nothing written, where the lengths differ): numpy's ``q + dt * qd_ref`` and ``qd_ref.copy()``, element by
+    element — the same float operations, so the same bits (tests/test_stages.py), compiled."""
+    n = q.shape[0]
+    if qd_ref.shape[0] != n or q_ref.shape[0] != n or qd_state.shape[0] != n:
+        return False
+    for i in range(n):
+        q_ref[i] = q[i] + dt * qd_ref[i]
+        qd_state[i] = qd_ref[i]
+    return True
+
+
+_empty = np.empty
+
+try:  # compiled at import (cached on disk), never in the loop thread; without numba numpy's two calls
+    import numba
+    from numba import types as _t
+
+    _VEC = _t.Array(_t.float64, 1, "A")
+    _advance: Any = numba.njit(_t.boolean(_VEC, _t.float64, _VEC, _VEC, _VEC), cache=True)(_advance_py)
+except ImportError:  # pragma: no cover - the fast extra is installed with the tests
+    _advance = None
 
 
 def _received(c: Any, now: float) -> Any:

@@ -56,8 +56,11 @@ class Configuration:
     # ---------------------------------------------------------------- the once-per-cycle pass
     def update(self, q: np.ndarray, check: bool = True) -> Configuration:
         """Recompute everything for q (rad); ``check=False`` skips validation of q (hot path)."""
-        if check and not (type(q) is np.ndarray and q.dtype == _F64 and q.shape == self._shape
-                          and math.isfinite(sum(q.tolist()))):  # check_q's test, without its calls for an ndarray
+        # check_q's test, without its calls for a float64 ndarray (``is``: numpy's one float64 dtype; an equal
+        # dtype of another identity takes check_q, which gives the same array back); a finite sum means finite
+        # entries (one that overflows takes check_q too, which tells the two apart)
+        if check and not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == self._shape
+                          and math.isfinite(sum(q.tolist()))):
             q = self.robot.check_q(q)
         m, d = self.model, self.data
         if self.virtual is not None:
@@ -67,7 +70,8 @@ class Configuration:
             pin.computeJointJacobians(m, d, q)
         oMt = pin.updateFramePlacement(m, d, self.tip_id)
         self.pose = oMt.homogeneous if self._identity_base else self.base_placement.actInv(oMt).homogeneous
-        self.jacobian = self.to_base(pin.getFrameJacobian(m, d, self.tip_id, pin.LOCAL_WORLD_ALIGNED))
+        J = pin.getFrameJacobian(m, d, self.tip_id, pin.LOCAL_WORLD_ALIGNED)
+        self.jacobian = J if self._Rt is None else self.to_base(J)
         self.q = q
         #: the virtual model's γ that H (``data.M``) and its factor were computed at (nan without a virtual model)
         self.gamma = self.virtual.gamma if self.virtual is not None else math.nan
