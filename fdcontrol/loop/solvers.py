@@ -51,11 +51,12 @@ from fdcontrol.model.constraints import (
     locked_acceleration_lapack,
 )
 from fdcontrol.model.linalg import _symmetric, clip_into
-from fdcontrol.model.virtual import VirtualModel
+from fdcontrol.model.virtual import REGULAR_SIGMA, VirtualModel
 from fdcontrol.params import Param, declare
 from fdcontrol.registry import Registry
 
 _F64 = np.dtype(np.float64)
+_REGULAR2 = REGULAR_SIGMA * REGULAR_SIGMA  # sigma_min_above(J, REGULAR_SIGMA)'s shift s²
 DEFAULT_DECAY = 10.0  # 1/s: time constant 0.1 s; 10 N on the 1 kg tip → 1 m/s steady state
 JointLimitMode = Literal["constraints", "clamp", "none"]
 
@@ -202,6 +203,8 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         # a shared Configuration holds the Cholesky H⁻¹ of a gravity-free model: usable as is
         # when that is what the mapping's algorithm computes (ABA and QR keep their own path)
         self._fast = self.algorithm == "cholesky" and not vm.gravity
+        #: (data, U, D, its subtree sizes): views of the Cholesky factor in a Configuration's pinocchio data
+        self._factor: tuple[pin.Data, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def build(cls, mapping: Mapping, integrator: Integrator | None = None, *, decay: float = DEFAULT_DECAY,
@@ -217,15 +220,30 @@ class ForwardDynamicsSolver(_AccelerationSolver):
              ) -> tuple[np.ndarray, np.ndarray]:
         # γ scheduled at this q (the mapping's gamma_schedule): the virtual model and, when γ moved,
         # the cycle's Cholesky factor follow; q̇ is carried as is (the mapping's `schedule`)
-        self.mapping.schedule(q, config)  # type: ignore[attr-defined]
-        c = self.constraints
+        c, m = self.constraints, self.mapping
         if (self._fast and config is not None and config.q is q and self.substeps == 1
                 and type(self.integrator) is SemiImplicitEuler and self.joint_limits == "constraints"):
-            if c.inside(q):
-                return self._euler_inside(config, q, qd, wrench, dt, tau)
+            if _pre is not None and type(qd) is np.ndarray and qd.dtype == _F64 and qd.ndim == 1 \
+                    and config.virtual is m.virtual:  # type: ignore[attr-defined]
+                # the schedule's test of J (σ_min(J) > σ_reg: sigma_min_above's Cholesky test on the Configuration's
+                # J, as gamma_at runs it), c.inside(q) and whether q̇ has a non-zero entry in one compiled call
+                scheduled = m.scheduled  # type: ignore[attr-defined]
+                code = _pre(config.jacobian, _REGULAR2, scheduled, q, qd, c._lo_tol, c._up_tol)
+                if not (code & 1 and m.schedule_past()):  # type: ignore[attr-defined]
+                    # (γ is gamma_straight there and stays: nothing to schedule; else the schedule, told the test's
+                    # answer)
+                    m.schedule(q, config, bool(code & 1) if scheduled else None)  # type: ignore[attr-defined]
+                if code & 2:
+                    return self._euler_inside(config, q, qd, wrench, dt, tau, bool(code & 4))
+            else:
+                m.schedule(q, config)  # type: ignore[attr-defined]
+                if c.inside(q):
+                    return self._euler_inside(config, q, qd, wrench, dt, tau)
             if _euler is not None and type(self.locked_solve) is LockedDynamics and type(qd) is np.ndarray \
                     and qd.dtype == _F64 == q.dtype and qd.ndim == 1:
                 return self._euler_limit(q, qd, wrench, dt, tau, config)
+        else:
+            m.schedule(q, config)  # type: ignore[attr-defined]
         return super().step(q, qd, wrench, dt, tau, config)
 
     def _euler_limit(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
@@ -300,7 +318,7 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         return H, J.T @ f, data
 
     def _euler_inside(self, conf: Configuration, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
-                      tau: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+                      tau: np.ndarray | None, moving: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The loop's common case of :meth:`step` — one semi-implicit Euler step of eq. 10 from a q
         strictly inside the virtual limits, by the cycle's Cholesky factor — without the general
         path's hooks (no active set to decide; the projection only where the step leaves the limits).
@@ -308,25 +326,31 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         c = self.constraints
         c.release()
         self._locked, self.last_converged = None, True
-        if _euler is None or type(qd) is not np.ndarray or qd.dtype != _F64 or qd.ndim != 1:
+        if _fd_in is None or type(qd) is not np.ndarray or qd.dtype != _F64 or qd.ndim != 1:
             qd1 = qd + dt * self._free_accel(conf, qd, wrench, self.joint_load(q, qd, tau))
             return c.project(q + dt * qd1, qd1)
-        # H⁻¹(Jᵀf + t) by the cycle's factor, then − c q̇ and the Euler step in one compiled call (the same
-        # float operations in the same order as _free_accel and SemiImplicitEuler: the same bits)
+        # rhs = Jᵀf + t, H⁻¹ rhs by the cycle's factor (pinocchio's LDLᵀ solve, its operations in its order), − c q̇,
+        # the Euler step and the projection's test for a q̇ strictly inside the limits (project's own test, on the
+        # same bounds) in one compiled call: the same float operations in the same order as _free_accel and
+        # SemiImplicitEuler, the same bits (tests/test_loop_configuration.py, tests/test_solver_fused.py)
         jtf = conf.jacobian.T.dot(wrench)
+        sub = False
         if tau is None and not self._damped:  # t = −C(q, q̇)q̇ alone: Jᵀf + (−C q̇) is Jᵀf − C q̇ (IEEE: the same bits)
-            if self.coriolis and any(qd.tolist()):
+            if self.coriolis and (any(qd.tolist()) if moving is None else moving):
                 vm = self.virtual
-                rhs = jtf - pin.rnea(vm.model, vm.data, q, qd, self._zero)
+                load, sub = pin.rnea(vm.model, vm.data, q, qd, self._zero), True
             else:
-                rhs = jtf + self._zero  # as joint_load's zero load (a −0.0 of Jᵀf becomes +0.0)
+                load = self._zero  # as joint_load's zero load (a −0.0 of Jᵀf becomes +0.0)
         else:
-            rhs = jtf + self.joint_load(q, qd, tau)
-        x = conf.solve(rhs)
-        # the step and the projection's test for a q̇ strictly inside the limits in one call (project's own
-        # test, on the same bounds)
-        q1, qd1, inside = _euler_in(q, qd, x, self.decay, float(dt), c._lo_tol, c._up_tol)
-        if inside and not c.engaged:
+            load = self.joint_load(q, qd, tau)
+        fac = self._factor
+        d = conf.data
+        if fac is None or fac[0] is not d:  # views of the factor pinocchio keeps in the Configuration's data
+            fac = self._factor = (d, d.U, d.D, np.array(d.nvSubtree_fromRow, dtype=np.int64))
+        n = q.shape[0]
+        q1, qd1 = np.empty(n), np.empty(n)
+        if _fd_in(fac[1], fac[2], fac[3], jtf, load, sub, q, qd, self.decay, float(dt), c._lo_tol, c._up_tol, q1, qd1) \
+                and not c.engaged:
             return q1, qd1
         return c.project(q1, qd1)
 
@@ -504,21 +528,64 @@ def _euler_step(q: np.ndarray, qd: np.ndarray, x: np.ndarray, decay: float, dt: 
     return q1, qd1
 
 
-def _euler_inside_kernel(q: np.ndarray, qd: np.ndarray, x: np.ndarray, decay: float, dt: float, lo: np.ndarray,
-                         up: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:  # pragma: no mutate block
-    """:func:`_euler_step`, and whether every joint of q⁺ lies strictly between ``lo`` and ``up``
-    (JointLimitConstraints.inside on its bounds; False for NaN)."""
+def _step_test_kernel(J: np.ndarray, s2: float, test: bool, q: np.ndarray, qd: np.ndarray, lo: np.ndarray,
+                      up: np.ndarray) -> int:  # pragma: no mutate block
+    """ForwardDynamicsSolver.step's tests in one call, as bits: 1 — σ_min(J) > √s2 (sigma_min_above's Cholesky test;
+    always set when not ``test``), 2 — every joint of q strictly between ``lo`` and ``up`` (JointLimitConstraints.inside
+    on its bounds; not for NaN), 4 — a q̇ entry that is not zero (``any(qd.tolist())``: NaN counts)."""
+    code = 1 if not test or _shifted_cholesky(J, s2) else 0
+    inside = True
+    for i in range(q.shape[0]):
+        x = q[i]
+        if not (lo[i] < x and x < up[i]):
+            inside = False
+            break
+    if inside:
+        code |= 2
+    for i in range(qd.shape[0]):
+        if qd[i] != 0.0:
+            code |= 4
+            break
+    return code
+
+
+def _fd_inside_kernel(U: np.ndarray, D: np.ndarray, nvt: np.ndarray, jtf: np.ndarray, load: np.ndarray, sub: bool,
+                      q: np.ndarray, qd: np.ndarray, decay: float, dt: float, lo: np.ndarray, up: np.ndarray,
+                      q_out: np.ndarray, qd_out: np.ndarray) -> bool:  # pragma: no mutate block
+    """ForwardDynamicsSolver._euler_inside's numbers: rhs = Jᵀf − load (``sub``) or Jᵀf + load, x = H⁻¹ rhs as
+    ``pinocchio.cholesky.solve`` computes it from the factor H = U D Uᵀ in a pinocchio data (``U``, ``D``,
+    ``nvSubtree_fromRow``: x ← U⁻¹x by rows from the last, each row's dot product summed in order; x ← x · D⁻¹
+    elementwise, D⁻¹ = 1/D as pinocchio forms it; x ← U⁻ᵀx by columns from the first), then :func:`_euler_step`
+    into q_out, qd_out, and whether every joint of q_out lies strictly between ``lo`` and ``up``
+    (JointLimitConstraints.inside on its bounds; False for NaN) — the same float operations in the same order, so the
+    same bits."""
     n = q.shape[0]
-    q1, qd1 = np.empty(n), np.empty(n)
+    x = np.empty(n)
+    for i in range(n):
+        x[i] = jtf[i] - load[i] if sub else jtf[i] + load[i]
+    for k in range(n - 2, -1, -1):  # Uiv
+        m = nvt[k] - 1
+        s = 0.0
+        if m > 0:
+            s = U[k, k + 1] * x[k + 1]
+            for j in range(k + 2, k + 1 + m):
+                s += U[k, j] * x[j]
+        x[k] -= s
+    for k in range(n):
+        x[k] *= 1.0 / D[k]
+    for k in range(n - 1):  # Utiv
+        v = x[k]
+        for j in range(k + 1, k + nvt[k]):
+            x[j] -= U[k, j] * v
     inside = True
     for i in range(n):
         v = qd[i] + dt * (x[i] - decay * qd[i])
-        qd1[i] = v
+        qd_out[i] = v
         y = q[i] + dt * v
-        q1[i] = y
+        q_out[i] = y
         if not (lo[i] < y and y < up[i]):
             inside = False
-    return q1, qd1, inside
+    return inside
 
 
 def _euler_project_kernel(q: np.ndarray, qd: np.ndarray, x: np.ndarray, decay: float, dt: float, lower: np.ndarray,
@@ -571,14 +638,18 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
     _V = _t.Array(_t.float64, 1, "A")
     _euler: Any = numba.njit(_t.UniTuple(_t.Array(_t.float64, 1, "C"), 2)(_V, _V, _V, _t.float64, _t.float64),
                              cache=True)(_euler_step)
-    _C = _t.Array(_t.float64, 1, "C")
-    _euler_in: Any = numba.njit(_t.Tuple((_C, _C, _t.boolean))(_V, _V, _V, _t.float64, _t.float64, _V, _V), cache=True,
-                                boundscheck=True)(_euler_inside_kernel)
     _clip: Any = numba.njit(_t.Array(_t.float64, 1, "C")(_V, _V, _V), cache=True, boundscheck=True)(_clip_kernel)
     _zero_locked: Any = numba.njit(_t.boolean(_V, _t.Array(_t.boolean, 1, "A"), _V), cache=True,
                                    boundscheck=True)(_zero_locked_kernel)
     _euler_project: Any = numba.njit(_t.none(_V, _V, _V, _t.float64, _t.float64, _V, _V, _V, _V,
                                              _t.Array(_t.boolean, 1, "A"), _V, _V), cache=True,
                                      boundscheck=True)(_euler_project_kernel)
+    from fdcontrol.model.conditioning import _shifted_cholesky
+
+    _M = _t.Array(_t.float64, 2, "A")
+    _pre: Any = numba.njit(_t.int64(_M, _t.float64, _t.boolean, _V, _V, _V, _V), cache=True,
+                           boundscheck=True)(_step_test_kernel)
+    _fd_in: Any = numba.njit(_t.boolean(_M, _V, _t.Array(_t.int64, 1, "A"), _V, _V, _t.boolean, _V, _V, _t.float64,
+                                        _t.float64, _V, _V, _V, _V), cache=True, boundscheck=True)(_fd_inside_kernel)
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
-    _euler = _euler_in = _clip = _zero_locked = _euler_project = None
+    _euler = _clip = _zero_locked = _euler_project = _pre = _fd_in = None

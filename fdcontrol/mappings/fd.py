@@ -85,13 +85,16 @@ class ForwardDynamics(Mapping):
         """γ of the virtual model now (with the schedule: its value at the last scheduled q)."""
         return self.virtual.gamma
 
-    def gamma_at(self, q: np.ndarray, J: np.ndarray | None = None, conf: Configuration | None = None) -> float:
+    def gamma_at(self, q: np.ndarray, J: np.ndarray | None = None, conf: Configuration | None = None,
+                 regular: bool | None = None) -> float:
         """The scheduled γ at q (``gamma`` itself when the schedule is off); `J`: J(q) if known; `conf`: a
-        Configuration updated at q whose J is `J` (its SVD is taken once and shared with the limits)."""
+        Configuration updated at q whose J is `J` (its SVD is taken once and shared with the limits); `regular`:
+        ``sigma_min_above(J, REGULAR_SIGMA)`` if the caller took it on this J (None: taken here)."""
         if not self.scheduled:
             return self.gamma0
         J = self.robot.jacobian(q) if J is None else J
-        if sigma_min_above(J, REGULAR_SIGMA):  # past every band (no SVD needed): a Cholesky test of J Jᵀ
+        if sigma_min_above(J, REGULAR_SIGMA) if regular is None else regular:
+            # past every band (no SVD needed): a Cholesky test of J Jᵀ
             self._past, self._low = True, False
             return self.gamma_straight
         own = conf is not None and conf.jacobian is J and conf.q is q and conf.virtual is self.virtual
@@ -139,22 +142,36 @@ class ForwardDynamics(Mapping):
         self._past, self._low = False, g == self._lowest
         return g
 
-    def schedule(self, q: np.ndarray, conf: Configuration | None = None) -> bool:
+    def schedule(self, q: np.ndarray, conf: Configuration | None = None, regular: bool | None = None) -> bool:
         """Set the virtual model's γ to its scheduled value at q; with `conf` (updated at q on this
-        virtual model) refactor it when γ moved. True when γ changed."""
+        virtual model) refactor it when γ moved. True when γ changed. `regular`: ``sigma_min_above(conf.jacobian,
+        REGULAR_SIGMA)`` if the caller took it (read only with `conf` updated at q on this virtual model)."""
         if not self.scheduled:
             return False
         own = conf is not None and conf.virtual is self.virtual and conf.q is q
         key = q.tolist() if own else None
         if own and key == self._scheduled_at:  # the cycle's Configuration, scheduled already (the read stage)
             return False
-        g = self.gamma_at(q, conf.jacobian if own else None, conf if own else None)  # type: ignore[union-attr]
+        g = self.gamma_at(q, conf.jacobian if own else None, conf if own else None,  # type: ignore[union-attr]
+                          regular if own else None)
         self._scheduled_at = key
         if g == self.virtual.gamma:
             return False
         self.virtual.set_gamma(g)
         if own:
             conf.refactor()  # type: ignore[union-attr]  # γ moves H, never J: pose, J and its SVD stay
+        return True
+
+    def schedule_past(self) -> bool:
+        """:meth:`schedule` at a Configuration's q (on this virtual model) where the caller found its J past every
+        band (``sigma_min_above(conf.jacobian, REGULAR_SIGMA)``: γ is ``gamma_straight`` there): True when γ is that
+        value already — nothing to change, no refactoring (the schedule's state set as :meth:`gamma_at` sets it, the
+        q it was scheduled at forgotten) — or the schedule is off; False: the caller runs :meth:`schedule`."""
+        if not self.scheduled:
+            return True
+        if self.virtual.gamma != self.gamma_straight:
+            return False
+        self._past, self._low, self._scheduled_at = True, False, None
         return True
 
     def joint_space(self, q: np.ndarray) -> np.ndarray:

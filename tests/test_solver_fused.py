@@ -1,0 +1,125 @@
+"""The FD solver's fused calls in the loop's common case (one Euler step from inside the virtual limits, the cycle's
+Cholesky factor) against what they replace, bit for bit: ``_fd_in`` — Jᵀf ± the joint load, pinocchio's LDLᵀ
+solve, − c q̇, the Euler step and the limits' test of q⁺ — and ``_pre`` — the γ schedule's test of J
+(``sigma_min_above``), ``JointLimitConstraints.inside`` and ``any(q̇)``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from fdcontrol import RobotModel, make_mapping
+from fdcontrol.loop import solvers
+from fdcontrol.loop.solvers import make_solver
+from fdcontrol.model.conditioning import sigma_min_above
+from fdcontrol.model.virtual import REGULAR_SIGMA, VirtualModel
+
+pytestmark = pytest.mark.skipif(solvers._fd_in is None, reason="numba (the fast extra) is not installed")
+
+
+def _special(rng: np.random.Generator, v: np.ndarray, k: int) -> np.ndarray:
+    """v with, every few draws, a zero of either sign, a NaN or an infinity in one entry."""
+    v = v.copy()
+    if k % 5 == 0:
+        v[k % len(v)] = (0.0, -0.0, np.nan, np.inf, -np.inf)[(k // 5) % 5]
+    return v
+
+
+@pytest.mark.parametrize("name", ["ur10", "panda", "fr3"])
+def test_the_fused_inside_step_is_the_solve_and_euler_step_bit_for_bit(name: str) -> None:
+    """_fd_in against rhs = Jᵀf − load (or + load) by numpy, pinocchio.cholesky.solve and _euler_step with the
+    inside test, on random poses, γ, loads, q̇ (zeros of either sign, NaN, ±∞ among them) and scales."""
+    robot = RobotModel.load(name)
+    rng = np.random.default_rng(7)
+    c = make_solver(make_mapping("fd", robot)).constraints
+    lo, up = c._lo_tol, c._up_tol
+    outside = 0
+    for gamma in (1e3, 3.7e4, 1e6, 1e9):
+        vm = VirtualModel(robot, gamma)
+        m, d = vm.model, vm.model.createData()
+        U, D, nvt = d.U, d.D, np.array(d.nvSubtree_fromRow, dtype=np.int64)  # views: the factor decompose writes
+        n = m.nv
+        for k in range(500):
+            q = rng.uniform(robot.limits.lower, robot.limits.upper)
+            pin.crba(m, d, q, pin.Convention.WORLD)
+            pin.cholesky.decompose(m, d)
+            scale = 10.0 ** rng.uniform(-6, 4)
+            jtf = _special(rng, rng.normal(size=n) * scale, k)
+            load = _special(rng, rng.normal(size=n) * scale, k + 2)
+            qd = _special(rng, rng.normal(scale=3.0, size=n), k + 3)
+            dt, decay = float(rng.choice([1e-3, 2e-3])), float(rng.choice([10.0, 0.0, 3.3]))
+            sub = bool(k % 2)
+            x = pin.cholesky.solve(m, d, jtf - load if sub else jtf + load)
+            q1, qd1 = solvers._euler(q, qd, x, decay, dt)
+            inside = c.inside(q1)
+            got_q, got_qd = np.empty(n), np.empty(n)
+            got = solvers._fd_in(U, D, nvt, jtf, load, sub, q, qd, decay, dt, lo, up, got_q, got_qd)
+            assert got_q.tobytes() == q1.tobytes() and got_qd.tobytes() == qd1.tobytes(), (gamma, k)
+            assert got == inside, (gamma, k)
+            outside += not inside
+    assert outside > 100, outside
+
+
+def test_the_fused_tests_are_the_schedules_the_limits_and_any() -> None:
+    """_pre's bits against sigma_min_above(J, REGULAR_SIGMA), JointLimitConstraints.inside(q) and any(q̇.tolist()):
+    Jacobians on both sides of σ_reg (C and Fortran order), q strictly inside, on and past a limit, NaN, and q̇ of
+    zeros of either sign, NaN and ∞."""
+    robot = RobotModel.load("ur10")
+    c = make_solver(make_mapping("fd", robot)).constraints
+    rng = np.random.default_rng(11)
+    seen = set()
+    for k in range(3000):
+        U, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+        V, _ = np.linalg.qr(rng.normal(size=(6, 6)))
+        sv = np.sort(rng.uniform(0.0, 2.0, 6))[::-1]
+        sv[-1] = rng.choice([0.0, REGULAR_SIGMA * rng.uniform(0.5, 1.5)])
+        J = U @ np.diag(sv) @ V.T
+        if k % 2:
+            J = np.asfortranarray(J)
+        q = rng.uniform(c.lower, c.upper)
+        j = k % 6
+        q[j] = (q[j], c.lower[j], c.upper[j], c.upper[j] + 1e-3, c._lo_tol[j], np.nan)[k % 6]
+        qd = np.zeros(6) if k % 7 < 4 else rng.normal(size=6)
+        qd[(k // 3) % 6] = (0.0, -0.0, np.nan, np.inf, 0.5)[k % 5] if k % 4 else qd[(k // 3) % 6]
+        for test in (True, False):
+            want = (1 if not test or sigma_min_above(J, REGULAR_SIGMA) else 0) | (2 if c.inside(q) else 0) \
+                | (4 if any(qd.tolist()) else 0)
+            got = solvers._pre(J, solvers._REGULAR2, test, q, qd, c._lo_tol, c._up_tol)
+            assert got == want, (k, test)
+            seen.add(got)
+    assert seen == set(range(8)), seen
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_loop_case_follows_the_schedule_as_the_general_path(compiled: bool, monkeypatch) -> None:
+    """Stepping into and out of the singular neighbourhood (γ moving between γ₀ and gamma_straight): the fast path
+    (its tests fused, the schedule told their answer or left as it was; without the fused calls, numba's absence,
+    the schedule, inside and the numpy step) gives, cycle by cycle, the step and γ the general path gives after
+    ``schedule`` at the same q."""
+    if not compiled:
+        monkeypatch.setattr(solvers, "_pre", None)
+        monkeypatch.setattr(solvers, "_fd_in", None)
+    from fdcontrol.loop.solvers import _AccelerationSolver
+    from fdcontrol.model.configuration import Configuration
+
+    robot = RobotModel.load("ur10")
+    fast, general = (make_solver(make_mapping("fd", robot)) for _ in range(2))
+    cf, cg = Configuration(robot, virtual=fast.virtual), Configuration(robot, virtual=general.virtual)
+    home = np.array([0.0, -1.2, 1.4, -1.8, -1.5, 0.3])
+    stretched = np.array([0.3, -1.2, 0.0, -1.9, -1.4, 0.2])
+    rng = np.random.default_rng(5)
+    gammas = set()
+    for k in range(400):
+        s = 0.5 + 0.5 * np.cos(k / 25.0)  # home → stretched → home …
+        q = home + s * (stretched - home) + rng.normal(scale=1e-4, size=6)
+        qd, f = rng.normal(scale=0.5, size=6), rng.normal(scale=20.0, size=6)
+        cf.update(q)
+        cg.update(q.copy())
+        got = fast.step(cf.q, qd, f, 2e-3, config=cf)
+        general.mapping.schedule(cg.q, cg)
+        want = _AccelerationSolver.step(general, cg.q, qd, f, 2e-3, config=cg)
+        assert fast.virtual.gamma == general.virtual.gamma, k
+        assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes(), k
+        gammas.add(fast.virtual.gamma)
+    assert len(gammas) > 3, gammas
