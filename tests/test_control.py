@@ -35,6 +35,40 @@ def test_force_sign_convention():
     np.testing.assert_allclose(law(inp(f_measured=np.array([4.0, 0, 0, 0, 0, 0])))[0], 12.0)
 
 
+def test_every_law_adds_its_terms_and_a_law_without_terms_is_not_called(rng, monkeypatch):
+    """f_c = f_applied + the law's terms (+ twist tracking), in either frame; a law without terms (Law.add not
+    overridden: admittance) skips the call and returns a fresh copy of f_applied — the same numbers bit for bit
+    as the call it skips would leave."""
+    from fdcontrol.control.laws import LAWS, Law
+
+    pose = np.eye(4)
+    pose[:3, :3] = rot([0.3, -0.5, 0.8], 0.7)
+    pose[:3, 3] = [0.4, 0.1, 0.6]
+    target = pose.copy()
+    target[:3, 3] += [0.02, -0.01, 0.03]
+    calls = []
+    real = Law.add
+    monkeypatch.setattr(Law, "add", lambda self, *a: calls.append(type(self)) or real(self, *a))
+    for name in LAWS.names():
+        for frame in ("base", "tool"):
+            for twist_cmd in (None, rng.normal(size=6)):
+                law = ControlLaw(mode=name, frame=frame)
+                x = inp(pose=pose, twist=rng.normal(size=6), f_measured=rng.normal(size=6),
+                        f_applied=rng.normal(size=6), target=target, twist_cmd=twist_cmd)
+                R = pose[:3, :3] if frame == "tool" else np.eye(3)
+                want = x.f_applied.copy()
+                law._law.add(law, x, R, want)  # the law's terms, by the call itself
+                if twist_cmd is not None:
+                    want += law.twist(twist_cmd, x.twist, R)
+                calls.clear()
+                got = law(x)
+                assert got is not x.f_applied and got.tobytes() == want.tobytes(), (name, frame)
+                assert law._adds == (type(law._law).add is not Law.add), name
+                if not law._adds:  # admittance: the base Law.add is not called
+                    assert calls == [] and (twist_cmd is not None or got.tobytes() == x.f_applied.tobytes())
+    assert "admittance" in LAWS.names() and not ControlLaw(mode="admittance")._adds
+
+
 def test_tool_frame_gains():
     """Gains along tool axes: tool rotated 90° about z, stiffness only along tool x."""
     T = np.eye(4)

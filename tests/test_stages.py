@@ -394,3 +394,85 @@ def test_the_send_stage_without_numba_sends_the_same(monkeypatch):
     assert np.abs(compiled[-1][-6:]).max() > 1e-4  # it moves
     assert all(np.array_equal(a, b) for a, b in zip(compiled, plain, strict=True))
     assert np.array_equal(send(ref)[0], np.linspace(-1.0, 1.0, 6) + DT * ref)
+
+
+# ---------------------------------------------------------------------- publish
+def _published_by_its_sources(loop: ControlLoop, t, q, qd, q_ref, qd_ref, pose, fc, f_meas, watchdog, sigma, holding,
+                              seq, kappa_h, twist, now) -> dict:
+    """Every field of the state _publish builds, read from its source one by one (its former dict display)."""
+    active = dict(loop.limits.active)
+    c = loop.solver.constraints
+    active["virtual_joint_limit"] = c is not None and c.engaged
+    task, posture, ll, action, drv, fw = loop.task, loop.posture, loop.link_loads, loop.action, loop.driver, \
+        loop.following
+    ws_distance, move_status, move_progress, reactions, reaction = (
+        task.telemetry() if task is not None else (math.nan, "idle", math.nan, 0, None))
+    link_distance, link_pair = task.link_telemetry() if task is not None else (math.nan, None)
+    vm = loop.solver.virtual
+    return {
+        "t": t, "cycle": loop.cycle, "q": q, "qd": qd, "q_ref": q_ref, "qd_ref": qd_ref, "tip_pose": pose,
+        "wrench": fc, "f_measured": f_meas, "mode": loop.law.mode, "running": loop.running,
+        "holding": holding, "watchdog": watchdog, "seq_ack": seq, "fault": loop.fault, "sigma_min_j": sigma,
+        "limits_active": active, "kappa_h": kappa_h,
+        "posture_distance": posture.distance(q) if posture is not None else math.nan,
+        "link_clearance": ll.clearance() if ll is not None and ll.loads else math.nan,
+        "speed_scaling": drv.speed_scaling, "safety_mode": drv.safety_mode,
+        "tip_twist": loop._zero6 if twist is None else twist, "stamp": now,
+        "action_seq": action.seq if action is not None else 0,
+        "action_used_at": action.used_at if action is not None else math.nan,
+        "workspace_distance": ws_distance, "move_status": move_status, "move_progress": move_progress,
+        "reaction_count": reactions, "reaction_event": reaction, "fault_at": loop.fault_at,
+        "link_distance": link_distance, "link_pair": link_pair,
+        "gamma": vm.gamma if vm is not None else math.nan,
+        "following": fw.ok, "follow_joint": fw.joint, "follow_error": fw.error,
+        "sensor_status": drv.sensor_status}
+
+
+def _loops_with_and_without_parts():
+    from fdcontrol import make_mapping
+    from fdcontrol.loop.solvers import make_solver
+    from fdcontrol.model.robot import RobotModel
+
+    yield "default", lean()
+    ur10 = RobotModel.load("ur10")
+    yield "no task space, not FD", ControlLoop(ur10, SimulatedRobot(ur10, q0=np.array(HOME["ur10"])),
+                                               make_solver(make_mapping("dls", ur10)))
+    loop = build_loop(driver="simulated", robot="panda", rate=1 / DT, link_loads=LOAD, workspace_box=BOX)
+    assert loop.posture is not None and loop.link_loads is not None
+    yield "posture, link loads, volumes", loop
+    loop = lean(mode="compliance")
+    loop.set_action(loop.state.tip_pose, 0.05, 7, t=0.0)
+    loop.task.request(None, [Rule("far", "force", ">", 1e6)])
+    yield "action, reactions", loop
+    loop = lean()
+    s = loop.state
+    goal = s.tip_pose.copy()
+    goal[2, 3] += 0.01
+    loop.task.request(Move(loop.robot, s.tip_pose, loop.period, loop.task.move_limits, goal_pose=goal))
+    loop.fault, loop.fault_at = "a fault of the test's", 0.5
+    loop.driver.speed_scaling, loop.driver.safety_mode, loop.driver.sensor_status = 0.25, "REDUCED", "status 7"
+    loop.following.ok, loop.following.joint, loop.following.error = False, 3, 0.75
+    yield "move, fault, driver's telemetry, not following", loop
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_the_published_state_is_every_field_from_its_source(case):
+    """_publish starts from the fields' values without their parts and writes the rest: with and without each
+    part (posture, link loads, volumes, an action, reactions, a move, a task space, an FD virtual model), every
+    field — key order, value, the very object — is the one read from its source."""
+    name, loop = list(_loops_with_and_without_parts())[case]
+    run(loop, 30)
+    rng = np.random.default_rng(case)
+    dof = loop.robot.dof
+    for twist in (None, rng.normal(size=6)):
+        args = (1.5, rng.normal(size=dof), rng.normal(size=dof), rng.normal(size=dof), rng.normal(size=dof),
+                np.eye(4), rng.normal(size=6), rng.normal(size=6), "ok", 0.125, True, 42, 3.5, twist, 9.0)
+        want = _published_by_its_sources(loop, *args)
+        got = vars(loop._publish(*args))
+        assert list(got) == list(want), name
+        for k, v in want.items():
+            w = got[k]
+            same = w is v or w == v or (isinstance(v, float) and math.isnan(v) and math.isnan(w))
+            assert same and type(w) is type(v), (name, k, w, v)
+            if isinstance(v, np.ndarray | dict):
+                assert w is v or (k == "limits_active" and w is not loop.limits.active), (name, k)

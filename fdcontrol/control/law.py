@@ -18,7 +18,7 @@ from typing import Literal
 
 import numpy as np
 
-from fdcontrol.control.laws import LAWS, ControlInput, ForceTerm, MotionTerm, in_frame_gains, pose_error
+from fdcontrol.control.laws import LAWS, ControlInput, ForceTerm, Law, MotionTerm, in_frame_gains, pose_error
 from fdcontrol.control.sensing import GRAVITY as GRAVITY  # re-exported for compatibility
 from fdcontrol.control.sensing import (
     WrenchFilter as WrenchFilter,  # moved to fdcontrol.control.sensing; importable here too
@@ -95,7 +95,9 @@ class ControlLaw:
     def __setattr__(self, key: str, value: object) -> None:
         # the mode is looked up once per change, not once per cycle; unknown names fail here
         if key == "mode":
-            object.__setattr__(self, "_law", LAWS.create(str(value)))
+            law = LAWS.create(str(value))
+            object.__setattr__(self, "_law", law)
+            object.__setattr__(self, "_adds", type(law).add is not Law.add)  # False: f_c = f_applied (no call)
             notify = self.__dict__.get("notify")  # the loop that runs this law: its stages may change
             if notify is not None:
                 notify()
@@ -107,11 +109,14 @@ class ControlLaw:
         return "force" in self._law.terms
 
     def __call__(self, x: ControlInput) -> np.ndarray:
-        R = x.pose[:3, :3] if self.frame == "tool" else _IDENTITY
         f = x.f_applied.copy()
-        self._law.add(self, x, R, f)
-        if x.twist_cmd is not None:
-            f += self.twist(x.twist_cmd, x.twist, R)
+        twist_cmd = x.twist_cmd
+        if self._adds or twist_cmd is not None:  # (a law without terms adds nothing: Law.add, not called)
+            R = x.pose[:3, :3] if self.frame == "tool" else _IDENTITY
+            if self._adds:
+                self._law.add(self, x, R, f)
+            if twist_cmd is not None:
+                f += self.twist(twist_cmd, x.twist, R)
         return f
 
     def set_gains(self, *, stiffness=None, damping=None, force_gain=None) -> None:

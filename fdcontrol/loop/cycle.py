@@ -66,7 +66,7 @@ from fdcontrol.loop.liveness import LOAD_QUIET, Following, Liveness
 from fdcontrol.loop.paced import run_paced
 from fdcontrol.loop.solvers import Solver
 from fdcontrol.loop.stages import Frame, Stage, compose
-from fdcontrol.loop.state import LoopState, state_of  # declared once, with units: fdcontrol/loop/state.py
+from fdcontrol.loop.state import NAMES, LoopState  # declared once, with units: fdcontrol/loop/state.py
 from fdcontrol.model.configuration import Configuration
 from fdcontrol.model.reach import reach
 from fdcontrol.model.robot import RobotModel
@@ -518,9 +518,13 @@ class ControlLoop:
         (fdcontrol.model.jacobi: ~4 µs each in the cycle where LAPACK's took 13–19 µs), else — numba missing, a
         value not finite — by the Configuration's LAPACK calls; the two agree to rounding."""
         n, k = self.telemetry_decimation, self.cycle - 1
+        r = k % n
+        if k and r and r != n // 2:  # most cycles: neither, the last state's values
+            state = self.state
+            return state.sigma_min_j, state.kappa_h
         first = k == 0
-        s = self._sigma_min(conf) if first or k % n == 0 else self.state.sigma_min_j
-        kh = self._kappa_h(conf) if first or k % n == n // 2 else self.state.kappa_h
+        s = self._sigma_min(conf) if first or r == 0 else self.state.sigma_min_j
+        kh = self._kappa_h(conf) if first or r == n // 2 else self.state.kappa_h
         return s, kh
 
     def _sigma_min(self, conf: Configuration) -> float:
@@ -577,34 +581,64 @@ class ControlLoop:
     def _publish(self, t, q, qd, q_ref, qd_ref, pose, fc, f_meas, watchdog, sigma,
                  holding: bool = False, seq: int = 0, kappa_h: float = math.nan,
                  twist: np.ndarray | None = None, now: float = math.nan) -> LoopState:
+        parts = self.__dict__  # the parts' own slots (_part): one lookup each instead of a property call
+        solver, driver, fw = parts["_part_solver"], self.driver, self.following
         active = dict(self.limits.active)
-        solver, posture, action, task, driver = self.solver, self.posture, self.action, self.task, self.driver
         c = solver.constraints
         active["virtual_joint_limit"] = c is not None and c.engaged
-        ll = self.link_loads
-        ws_distance, move_status, move_progress, reactions, reaction = (
-            task.telemetry() if task is not None else _NO_TASK)
-        link_distance, link_pair = task.link_telemetry() if task is not None else _NO_LINKS
-        fw, c_vm = self.following, solver.virtual
-        # the state's dict as one display, in declaration order (a dict built from names and values grows
-        # three times on the way); tests/test_state.py checks that this is every field
-        return state_of({
-            "t": t, "cycle": self.cycle, "q": q, "qd": qd, "q_ref": q_ref, "qd_ref": qd_ref, "tip_pose": pose,
-            "wrench": fc, "f_measured": f_meas, "mode": self.law.mode, "running": self._running.is_set(),
-            "holding": holding, "watchdog": watchdog, "seq_ack": seq, "fault": self.fault, "sigma_min_j": sigma,
-            "limits_active": active, "kappa_h": kappa_h,
-            "posture_distance": posture.distance(q) if posture is not None else math.nan,
-            "link_clearance": ll.clearance() if ll is not None and ll.loads else math.nan,
-            "speed_scaling": driver.speed_scaling, "safety_mode": driver.safety_mode,
-            "tip_twist": self._zero6 if twist is None else twist, "stamp": now,
-            "action_seq": action.seq if action is not None else 0,
-            "action_used_at": action.used_at if action is not None else math.nan,
-            "workspace_distance": ws_distance, "move_status": move_status, "move_progress": move_progress,
-            "reaction_count": reactions, "reaction_event": reaction, "fault_at": self.fault_at,
-            "link_distance": link_distance, "link_pair": link_pair,
-            "gamma": c_vm.gamma if c_vm is not None else math.nan,
-            "following": fw.ok, "follow_joint": fw.joint, "follow_error": fw.error,
-            "sensor_status": driver.sensor_status})
+        c_vm = solver.virtual
+        # the state's dict: a copy of the declared defaults (one copy of a table that holds every field, in
+        # declaration order) with this cycle's values written over it — a display of 39 entries is built in
+        # three parts and merged, twice the cost; tests/test_state.py checks that this is every field
+        d = _STATE_DEFAULTS.copy()
+        d["t"] = t
+        d["cycle"] = self.cycle
+        d["q"] = q
+        d["qd"] = qd
+        d["q_ref"] = q_ref
+        d["qd_ref"] = qd_ref
+        d["tip_pose"] = pose
+        d["wrench"] = fc
+        d["f_measured"] = f_meas
+        d["mode"] = parts["_part_law"].mode
+        d["running"] = self._running.is_set()
+        d["holding"] = holding
+        d["watchdog"] = watchdog
+        d["seq_ack"] = seq
+        d["fault"] = self.fault
+        d["sigma_min_j"] = sigma
+        d["limits_active"] = active
+        d["kappa_h"] = kappa_h
+        posture = parts["_part_posture"]
+        if posture is not None:
+            d["posture_distance"] = posture.distance(q)
+        ll = parts["_part_link_loads"]
+        if ll is not None and ll.loads:
+            d["link_clearance"] = ll.clearance()
+        d["speed_scaling"] = driver.speed_scaling
+        d["safety_mode"] = driver.safety_mode
+        d["tip_twist"] = self._zero6 if twist is None else twist
+        d["stamp"] = now
+        action = parts["_part_action"]
+        if action is not None:
+            d["action_seq"] = action.seq
+            d["action_used_at"] = action.used_at
+        task = parts["_part_task"]
+        if task is not None:
+            (d["workspace_distance"], d["move_status"], d["move_progress"], d["reaction_count"],
+             d["reaction_event"]) = task.telemetry()
+        d["fault_at"] = self.fault_at
+        if task is not None:
+            d["link_distance"], d["link_pair"] = task.link_telemetry()
+        if c_vm is not None:
+            d["gamma"] = c_vm.gamma
+        d["following"] = fw.ok
+        d["follow_joint"] = fw.joint
+        d["follow_error"] = fw.error
+        d["sensor_status"] = driver.sensor_status
+        s = _new_state(LoopState)  # state_of(d), inlined: the frozen instance whose dict d becomes
+        _set_dict(s, "__dict__", d)
+        return s
 
     # ------------------------------------------------------------------ thread
     @property
@@ -720,6 +754,15 @@ class ControlLoop:
 #: the task-space fields of the state without a TaskSpace (fdcontrol.control.task.TaskSpace.telemetry)
 _NO_TASK = (math.nan, "idle", math.nan, 0, None)
 _NO_LINKS = (math.nan, None)  # link_distance, link_pair
+#: _publish's start: every field of the state, in declaration order, at its value without the part that sets it
+#: (posture, link loads, an action, a task space: _NO_TASK, _NO_LINKS; γ without an FD virtual model); the
+#: fields every cycle writes hold None here
+_STATE_DEFAULTS: dict[str, Any] = dict.fromkeys(NAMES)
+_STATE_DEFAULTS.update(posture_distance=math.nan, link_clearance=math.nan, action_seq=0, action_used_at=math.nan,
+                       gamma=math.nan, **dict(zip(("workspace_distance", "move_status", "move_progress",
+                                                    "reaction_count", "reaction_event"), _NO_TASK, strict=True)),
+                       **dict(zip(("link_distance", "link_pair"), _NO_LINKS, strict=True)))
+_new_state, _set_dict = object.__new__, object.__setattr__
 #: the scalar parameters among RECONFIGURABLE, with the type they are stored as
 _SCALARS = {"telemetry_decimation": int, "command_timeout": float, "max_force": float, "max_torque": float,
             "max_tracking_error": float, "spin": float, "sensor_timeout": float}

@@ -279,12 +279,15 @@ class Law(Stage):
     def run(self, loop: ControlLoop, c: Frame) -> None:
         if loop._goals_ended != c.goals:  # a rule's switch ended the goals: none in this cycle either
             c.target = None
-        c.holding = holding = loop._hold_request or loop._stop_request or c.watchdog in ("tripped", "sensor_stale") \
+        watchdog = c.watchdog
+        c.holding = holding = loop._hold_request or loop._stop_request or watchdog in ("tripped", "sensor_stale") \
             or loop.fault is not None or c.braking
-        # no motion without a live input: a stream within its watchdog, a goal a request set, a hand on the sensor
-        c.resting = not holding and not loop.liveness.live(loop, c.watchdog, c.f_meas, c.target, c.now)
-        c.x_in = ControlInput(c.pose, c.twist, c.f_meas, c.f_applied, c.target, c.v_cmd)
-        c.fc = loop.law(c.x_in)
+        # no motion without a live input: a stream within its watchdog (Liveness.live's first rule, asked here
+        # without the call), a goal a request set, a hand on the sensor
+        c.resting = not holding and watchdog != "ok" and not loop.liveness.live(loop, watchdog, c.f_meas, c.target,
+                                                                                 c.now)
+        c.x_in = x = ControlInput(c.pose, c.twist, c.f_meas, c.f_applied, c.target, c.v_cmd)
+        c.fc = loop.law(x)
 
 
 class TaskWrench(Stage):
@@ -478,9 +481,9 @@ class Publish(Stage):
         s, kh = loop._telemetry(c.conf)
         cmd, tw = c.cmd, c.tw
         last = tw if cmd is None or (tw is not None and tw.t > cmd.t) else cmd
-        loop.state = state = loop._publish(c.js.t, c.q, c.js.qd, c.q_ref, c.qd_ref, c.pose, c.fc, c.f_meas,
-                                           c.watchdog, s, c.holding, last.seq if last is not None else 0, kh,
-                                           twist=c.twist, now=c.now)
+        js = c.js
+        loop.state = state = loop._publish(js.t, c.q, js.qd, c.q_ref, c.qd_ref, c.pose, c.fc, c.f_meas, c.watchdog,
+                                           s, c.holding, last.seq if last is not None else 0, kh, c.twist, c.now)
         io = loop.io
         if io is not None:
             io.publish(loop, state)

@@ -150,10 +150,10 @@ NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
 
 def state_of(values: dict[str, Any]) -> LoopState:
     """The LoopState whose dict is ``values`` — every field by name, in declaration order; the dict becomes the
-    state's own. The loop's per-cycle constructor: the frozen dataclass's ``__init__`` sets each field through
-    ``object.__setattr__`` (~1.7 µs for 22 fields), and a dict written as one display is the cheapest way to a
-    dict of 39 entries. The object is the dataclass's: frozen, equal field by field (tests/test_state.py checks
-    the loop's state has every field)."""
+    state's own. A per-cycle constructor (:meth:`SharedLayout.unpack`; the loop's ``_publish`` does the same two
+    steps inline): the frozen dataclass's ``__init__`` sets each field through ``object.__setattr__`` (~1.7 µs
+    for 22 fields). The object is the dataclass's: frozen, equal field by field (tests/test_state.py checks the
+    loop's state has every field)."""
     s = object.__new__(LoopState)
     object.__setattr__(s, "__dict__", values)
     return s
