@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 
-from fdcontrol.drivers import RobotDriver, SimulatedRobot, SimulatedSensor, SpringPlane
+from fdcontrol.drivers import JointState, RobotDriver, SimulatedRobot, SimulatedSensor, SpringPlane
 
 Q0 = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2])
 
@@ -83,6 +84,10 @@ def test_the_simulators_state_is_its_own_read_and_its_attributes_give_copies(ur1
     ref = np.full(6, 0.4)
     sim.send(None, ref)
     js, q_attr = sim.read(), sim.q
+    # a JointState as its constructor makes it (built from its dict): its fields, frozen
+    assert type(js) is JointState and vars(js).keys() == {"q", "qd", "t"} and js.t == sim.t == 0.01
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        js.t = 0.0  # type: ignore[misc]
     before = (js.q.copy(), js.qd.copy())
     js.qd[0], q_attr[1] = 9.0, 9.0  # the caller's arrays
     twin = SimulatedRobot(ur10, dt=0.01, tau=0.02, q0=Q0)

@@ -340,3 +340,14 @@ def test_the_following_check_takes_lists_and_other_dtypes_as_float64():
     assert verdicts[0][-1][0] is not None and not verdicts[0][-1][1]  # it ran on: a fault, not following
     assert verdicts[1] == verdicts[0]
     assert [v[:3] for v in verdicts[2]] == [v[:3] for v in verdicts[0]]
+    from fdcontrol.loop import liveness
+
+    for scan in (liveness._worst_arrays, liveness._scan):  # vectors the compiled scan does not take: -1, no verdict
+        if scan is not None:
+            for a, b in ((np.zeros(2), np.zeros(3)), (np.zeros(0), np.zeros(0)), (np.zeros(3), np.zeros(0))):
+                j, off, k, dev = scan(a, b)
+                assert (j, k) == (-1, -1) and math.isnan(off) and math.isnan(dev)
+    f = Following()
+    assert f.check(np.zeros(0), np.zeros(0), 0.0) is None and f.ok  # no joints: worst_joints' answer, following
+    with pytest.raises(TypeError):
+        f.check(np.zeros((2, 3)), np.zeros(3), 0.0)  # not a vector: worst_joints refuses it (as it always did)

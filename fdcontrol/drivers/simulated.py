@@ -22,6 +22,7 @@ from fdcontrol.drivers.base import JointState, RobotDriver
 from fdcontrol.model.robot import HOME, RobotModel
 
 _F64 = np.dtype(np.float64)
+_new, _set = object.__new__, object.__setattr__
 
 
 @dataclass
@@ -129,7 +130,11 @@ class SimulatedRobot(RobotDriver):
         self._qd[:] = np.asarray(value, dtype=float).reshape(self._shape)
 
     def read(self) -> JointState:
-        return JointState(self._q.copy(), self._qd.copy(), self.t)
+        # JointState(q, qd, t) without the frozen dataclass's __init__ (a field at a time through
+        # object.__setattr__): its dict given whole, as fdcontrol.loop.state.state_of builds the loop's states
+        js = _new(JointState)
+        _set(js, "__dict__", {"q": self._q.copy(), "qd": self._qd.copy(), "t": self.t})
+        return js
 
     def read_wrench(self) -> np.ndarray | None:
         return None if self.sensor is None else self.sensor.reading(self.robot.pose(self._q))

@@ -142,9 +142,13 @@ class Following:
         a = qd if type(qd) is np.ndarray and qd.dtype is _F64 else np.asarray(qd, dtype=float)
         b = qd_ref_prev if type(qd_ref_prev) is np.ndarray and qd_ref_prev.dtype is _F64 \
             else np.asarray(qd_ref_prev, dtype=float)
-        if _worst_arrays is not None and a.ndim == 1 and a.shape == b.shape and a.size:
-            j, off_j, k, dev_k = _worst_arrays(a, b)  # the same scan compiled (one call, no lists)
-        else:
+        j = -1
+        if _worst_arrays is not None:
+            try:  # the same scan compiled (one call, no lists); -1: vectors it does not take (lengths, empty)
+                j, off_j, k, dev_k = _worst_arrays(a, b)
+            except TypeError:  # not vectors
+                j = -1
+        if j < 0:
             j, off_j, k, dev_k = worst_joints(a.tolist(), b.tolist())
         if not off_j > FOLLOW_SPEED:  # it follows (every cycle but a lag's): _follows' first branch, inline
             self.lag_since = _NAN
@@ -188,7 +192,10 @@ def worst_joints(qd: list[float], ref: list[float]) -> tuple[int, float, int, fl
 
 def _scan(qd: np.ndarray, ref: np.ndarray) -> tuple[int, float, int, float]:  # pragma: no mutate block
     """:func:`worst_joints` on two float64 vectors of one length ≥ 1, compiled: the same float operations and
-    comparisons in the same order, so the same joints and values (tests/test_loop.py)."""
+    comparisons in the same order, so the same joints and values (tests/test_loop.py); (-1, nan, -1, nan) for
+    vectors of different lengths or none (:func:`worst_joints` then raises or answers)."""
+    if qd.shape[0] == 0 or qd.shape[0] != ref.shape[0]:
+        return -1, math.nan, -1, math.nan
     j, k = 0, 0
     m_off, m_dev = 0.0, 0.0
     for i in range(qd.shape[0]):

@@ -164,11 +164,21 @@ class Inputs(Stage):
     name, order = "inputs", SENSE + 10
 
     def run(self, loop: ControlLoop, c: Frame) -> None:
-        take = getattr(loop.io, "inputs", None)  # the io's streamed inputs, as late as they can be taken
-        if take is not None:
-            take(loop)
+        io = loop.io
+        if io is not None:
+            take = getattr(io, "inputs", None)  # the io's streamed inputs, as late as they can be taken
+            if take is not None:
+                take(loop)
         now = c.now
-        cmd, tw = _received(loop._command, now), _received(loop._twist, now)
+        # each stamped with now (its receipt by the loop) when it came without a time; in place, so a newer
+        # command set meanwhile by another thread is never replaced by this one. A stamp that is not a number,
+        # or later than now (another clock's), counts as a receipt now too: no stamp keeps a command fresh
+        # beyond the watchdog
+        cmd, tw = loop._command, loop._twist
+        if cmd is not None and (cmd.t is None or not cmd.t <= now):
+            cmd.t = now
+        if tw is not None and (tw.t is None or not tw.t <= now):
+            tw.t = now
         c.cmd, c.tw = cmd, tw
         watchdog, f_applied, v_cmd = "idle", loop._zero6, None
         timeout = loop.command_timeout
@@ -562,12 +572,3 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
     _advance = None
 
-
-def _received(c: Any, now: float) -> Any:
-    """`c`, stamped with `now` (its receipt by the loop) when it came without a time; in place,
-    so a newer command set meanwhile by another thread is never replaced by this one. A stamp that is not a
-    number, or later than ``now`` (another clock's), counts as a receipt now too: no stamp keeps a command
-    fresh beyond the watchdog."""
-    if c is not None and (c.t is None or not c.t <= now):
-        c.t = now
-    return c

@@ -28,6 +28,9 @@ from fdcontrol.model.robot import ModelError, RobotModel
 from fdcontrol.model.virtual import VirtualModel
 
 _F64 = np.dtype(np.float64)
+# the once-per-cycle pass's pinocchio functions and constants, looked up once (not two attributes a call)
+_crba, _decompose, _WORLD = pin.crba, pin.cholesky.decompose, pin.Convention.WORLD
+_frame_placement, _frame_jacobian, _LWA = pin.updateFramePlacement, pin.getFrameJacobian, pin.LOCAL_WORLD_ALIGNED
 
 
 class Configuration:
@@ -64,13 +67,13 @@ class Configuration:
             q = self.robot.check_q(q)
         m, d = self.model, self.data
         if self.virtual is not None:
-            pin.crba(m, d, q, pin.Convention.WORLD)  # also fills d.J and d.oMi
-            pin.cholesky.decompose(m, d)
+            _crba(m, d, q, _WORLD)  # also fills d.J and d.oMi
+            _decompose(m, d)
         else:
             pin.computeJointJacobians(m, d, q)
-        oMt = pin.updateFramePlacement(m, d, self.tip_id)
+        oMt = _frame_placement(m, d, self.tip_id)
         self.pose = oMt.homogeneous if self._identity_base else self.base_placement.actInv(oMt).homogeneous
-        J = pin.getFrameJacobian(m, d, self.tip_id, pin.LOCAL_WORLD_ALIGNED)
+        J = _frame_jacobian(m, d, self.tip_id, _LWA)
         self.jacobian = J if self._Rt is None else self.to_base(J)
         self.q = q
         #: the virtual model's γ that H (``data.M``) and its factor were computed at (nan without a virtual model)
