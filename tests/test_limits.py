@@ -1282,3 +1282,58 @@ def test_a_jerk_limit_given_whole_numbers_after_it_was_built_limits_as_with_floa
         acted += want_active["jerk"]
         prev = want
     assert acted  # the jerk limit did act
+
+
+# ------------------------------------------------------------------------- the compiled J̇q̇ of the path speed limit
+@pytest.mark.parametrize("name", ["ur10", "panda", "fr3", "planar2"])
+def test_compiled_jdot_is_the_robots_to_rounding(name, rng):
+    """The compiled twin computes the path speed limit's J̇(q, q̇)q̇ itself from the robot's chain
+    (limits.compiled.chain / rate): for every shipped robot, on random q and q̇ from a crawl to 10 rad/s, what
+    RobotModel.jacobian_rate (pinocchio) gives, to rounding; q̇ = 0 gives zeros."""
+    pytest.importorskip("numba")
+    from fdcontrol.limits.compiled import chain, rate
+
+    robot = RobotModel.load(name)
+    K = chain(robot)
+    assert K is not None and K.shape == (robot.dof + 1, 15)
+    for _ in range(300):
+        q = robot.random_q(rng)
+        qd = rng.normal(size=robot.dof) * rng.choice([1e-3, 1.0, 10.0])
+        want = robot.jacobian_rate(q, qd)
+        np.testing.assert_allclose(rate(q, qd, K), want, rtol=0, atol=1e-13 * max(1.0, np.abs(want).max()))
+    assert not rate(q, np.zeros(robot.dof), K).any()
+
+
+def test_a_robot_that_is_no_plain_chain_keeps_its_own_jdot(ur10):
+    """A robot the compiled J̇q̇ does not take (a stand-in with its own jacobian_rate, a base not aligned with the
+    world) gives no chain; the compiled twin then calls the robot's jacobian_rate between its two calls, once per
+    moving cycle, and gives what the one-call path gives with the robot's chain, to rounding, the same limits
+    acted; the path speed limit given another robot at run time is noticed."""
+    import copy
+
+    pytest.importorskip("numba")
+    from fdcontrol.limits.compiled import chain
+
+    assert chain(_CountingRobot(ur10)) is None
+    turned = copy.copy(ur10)
+    turned._world_is_base = False
+    assert chain(turned) is None
+    one, two = SafetyLimits.from_robot(ur10), SafetyLimits.from_robot(ur10)
+    counting = _CountingRobot(ur10)
+    two.path_speed.robot = counting  # type: ignore[union-attr,assignment]
+    rng = np.random.default_rng(3)
+    q = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2])
+    J = ur10.jacobian(q)
+    moving = 0
+    for k in range(300):
+        qd = rng.normal(size=6) * rng.choice([0.0, 1e-3, 0.3, 3.0])
+        prev = qd * rng.uniform(0.0, 1.2)
+        a, b = one.apply(q, qd, prev, J, 0.002), two.apply(q, qd, prev, J, 0.002)
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+        assert one.active == two.active
+        moving += bool(two._work[0].any())
+        assert counting.calls == moving, k
+    assert one._chain is not None and two._chain is None and moving > 100 and one.active["path_speed"] in (True, False)
+    two.path_speed.robot = ur10  # type: ignore[union-attr]
+    two.apply(q, np.full(6, 0.3), np.zeros(6), J, 0.002)
+    assert two._chain is not None and counting.calls == moving

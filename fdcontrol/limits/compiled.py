@@ -57,12 +57,102 @@ _TAIL = types.Tuple((_VEC, types.boolean, types.boolean, types.boolean))(
     types.boolean)  # the hard box last? (false: limits after the acceleration limit follow, then the box)
 
 
-@numba.njit(_HEAD, cache=True, boundscheck=True)  # a too short vector raises, never reads past
-def head(q, qd_in, t, dt, P, idx, W, recovery, margin, max_linear, max_angular, cartesian_on):
-    """Cartesian speed, position envelope, joint velocity: q̇ into W[QD], the boxes into W; which acted.
+#: the rows of a chain table (:func:`chain`): per joint its placement in its parent (rotation row-major, then
+#: translation) and its unit axis; last, the tip frame's placement in the last joint (its axis entries unused)
+CHAIN_COLUMNS = 15
+_NO_CHAIN = np.zeros((0, CHAIN_COLUMNS))
+#: pinocchio's revolute joints the compiled J̇q̇ takes, with their axes (any other: RobotModel.jacobian_rate)
+_AXES = {"JointModelRX": (1.0, 0.0, 0.0), "JointModelRY": (0.0, 1.0, 0.0), "JointModelRZ": (0.0, 0.0, 1.0)}
 
-    ``t`` = J q̇_d is computed by the caller with numpy, as CartesianSpeed computes it: a sum in
-    another order would differ in the last bit."""
+
+def chain(robot) -> np.ndarray | None:
+    """The table :func:`limits` computes J̇(q, q̇)q̇ from for ``robot`` (a RobotModel): a serial chain of revolute
+    joints (pinocchio's RX, RY, RZ or unaligned revolute; nq = nv = N, each joint's parent the one before) with
+    the tip on the last joint and the base the world's orientation; None for any other model (the path speed
+    limit then calls ``robot.jacobian_rate``)."""
+    m = getattr(robot, "model", None)
+    if m is None or not getattr(robot, "_world_is_base", False):
+        return None
+    n = m.njoints - 1
+    if n < 1 or m.nq != n or m.nv != n or list(m.parents) != [0, *range(n)]:
+        return None
+    frame = m.frames[robot.tip_id]
+    if frame.parentJoint != n:
+        return None
+    K = np.zeros((n + 1, CHAIN_COLUMNS))
+    for i in range(1, n + 1):
+        jm = m.joints[i]
+        kind = jm.shortname()
+        if kind in _AXES:
+            axis = np.array(_AXES[kind])
+        elif kind == "JointModelRevoluteUnaligned":
+            axis = np.asarray(jm.extract().axis, dtype=float)
+        else:
+            return None
+        M = m.jointPlacements[i]
+        K[i - 1, :9], K[i - 1, 9:12], K[i - 1, 12:] = M.rotation.reshape(9), M.translation, axis
+    K[n, :9], K[n, 9:12] = frame.placement.rotation.reshape(9), frame.placement.translation
+    return K
+
+
+@numba.njit(cache=True)
+def _mul3(A, B):
+    """A B of two 3×3 matrices held as row-major 9-tuples (no array: nothing allocated per joint)."""
+    return (A[0] * B[0] + A[1] * B[3] + A[2] * B[6], A[0] * B[1] + A[1] * B[4] + A[2] * B[7],
+            A[0] * B[2] + A[1] * B[5] + A[2] * B[8],
+            A[3] * B[0] + A[4] * B[3] + A[5] * B[6], A[3] * B[1] + A[4] * B[4] + A[5] * B[7],
+            A[3] * B[2] + A[4] * B[5] + A[5] * B[8],
+            A[6] * B[0] + A[7] * B[3] + A[8] * B[6], A[6] * B[1] + A[7] * B[4] + A[8] * B[7],
+            A[6] * B[2] + A[7] * B[5] + A[8] * B[8])
+
+
+@numba.njit(cache=True, boundscheck=True)
+def _rate(q, qd, K):
+    """J̇(q, q̇)q̇ = [a; α], the classical acceleration of the tip frame's origin at q̈ = 0 in the base frame, as
+    :meth:`fdcontrol.model.robot.RobotModel.jacobian_rate` (pinocchio's second-order forward kinematics) gives it
+    to rounding, for the chain ``K`` (:func:`chain`): in world coordinates, joint by joint, with ω, α the link's
+    angular velocity and acceleration, a the acceleration of its frame's origin and z the joint's axis (fixed in
+    the link before it, so ż = ω × z): α += (ω × z) q̇_j, ω += z q̇_j, and from one origin to the next, r apart on
+    one link, a += α × r + ω × (ω × r)."""
+    n = K.shape[0] - 1
+    R = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0)
+    wx, wy, wz, lx, ly, lz, ax, ay, az = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+    for j in range(n + 1):
+        px, py, pz = K[j, 9], K[j, 10], K[j, 11]  # r = R p_j: this link's origin to the next origin (or the tip)
+        rx = R[0] * px + R[1] * py + R[2] * pz
+        ry = R[3] * px + R[4] * py + R[5] * pz
+        rz = R[6] * px + R[7] * py + R[8] * pz
+        vx, vy, vz = wy * rz - wz * ry, wz * rx - wx * rz, wx * ry - wy * rx
+        ax += (ly * rz - lz * ry) + (wy * vz - wz * vy)
+        ay += (lz * rx - lx * rz) + (wz * vx - wx * vz)
+        az += (lx * ry - ly * rx) + (wx * vy - wy * vx)
+        if j == n:
+            break
+        Rj = _mul3(R, (K[j, 0], K[j, 1], K[j, 2], K[j, 3], K[j, 4], K[j, 5], K[j, 6], K[j, 7], K[j, 8]))
+        ux, uy, uz = K[j, 12], K[j, 13], K[j, 14]
+        zx = Rj[0] * ux + Rj[1] * uy + Rj[2] * uz
+        zy = Rj[3] * ux + Rj[4] * uy + Rj[5] * uz
+        zz = Rj[6] * ux + Rj[7] * uy + Rj[8] * uz
+        d = qd[j]
+        lx += (wy * zz - wz * zy) * d
+        ly += (wz * zx - wx * zz) * d
+        lz += (wx * zy - wy * zx) * d
+        wx += zx * d
+        wy += zy * d
+        wz += zz * d
+        c, s = math.cos(q[j]), math.sin(q[j])
+        k = 1.0 - c  # Rodrigues: the rotation by q_j about the joint's axis u, then R = Rj · it
+        R = _mul3(Rj, (c + k * ux * ux, k * ux * uy - s * uz, k * ux * uz + s * uy,
+                       k * uy * ux + s * uz, c + k * uy * uy, k * uy * uz - s * ux,
+                       k * uz * ux - s * uy, k * uz * uy + s * ux, c + k * uz * uz))
+    out = np.empty(6)
+    out[0], out[1], out[2], out[3], out[4], out[5] = ax, ay, az, lx, ly, lz
+    return out
+
+
+@numba.njit(cache=True, boundscheck=True)
+def _head(q, qd_in, t, dt, P, idx, W, recovery, margin, max_linear, max_angular, cartesian_on):
+    """:func:`head`'s body (shared with :func:`limits`)."""
     n = q.shape[0]
     qd, lo, hi, hard_lo, hard_hi = W[QD], W[LO], W[HI], W[HARD_LO], W[HARD_HI]
     lower, upper, p_amax, p_vmax, vmax = P[idx[LOWER]], P[idx[UPPER]], P[idx[P_AMAX]], P[idx[P_VMAX]], P[idx[VMAX]]
@@ -236,12 +326,10 @@ def _svd_apply(U, sv, Vt, y):
     return _t_times(Vt, z, k)
 
 
-@numba.njit(_TAIL, cache=True, boundscheck=True)
-def tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_acceleration_on, box):
-    """Path speed, path acceleration, joint acceleration, then (with ``box``) the hard box, on W from :func:`head`:
-    (q̇_ref — a new array, path speed acted, path acceleration acted, acceleration acted).
-
-    ``jdot`` = J̇(q, q̇)q̇ at W[QD] (:meth:`fdcontrol.model.robot.RobotModel.jacobian_rate`)."""
+@numba.njit(cache=True, boundscheck=True)
+def _tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_acceleration_on, box, K, q):
+    """:func:`tail`'s body (shared with :func:`limits`): J̇(q, q̇)q̇ is ``jdot``, or with a chain ``K`` (rows: see
+    :func:`chain`) computed here at ``q`` (:func:`_rate`), only where the path speed limit reads it."""
     qd, lo, hi, hard_lo, hard_hi = W[QD], W[LO], W[HI], W[HARD_LO], W[HARD_HI]
     n = qd.shape[0]
     # path speed (PathSpeed.apply): ṡ ≤ min_j √(r a_j / |q''_j|), q'' = −J⁺ (J̇(q, q')q'), q' = q̇/ṡ
@@ -259,6 +347,8 @@ def tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_a
             if not math.isfinite(qd[c]):
                 fin = False
         if speed > 1e-9 and fin:
+            if K.shape[0] > 0:
+                jdot = _rate(q, qd, K)
             x = _pinv_apply(J, jdot, U, sv, Vt)  # J̇(q, q')q' = jdot/ṡ² (quadratic in q̇)
             inv2 = 1.0 / (speed * speed)
             amax = P[idx[PS_AMAX]]
@@ -336,6 +426,51 @@ def tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_a
                 x_ = hard_lo[j]
         out[j] = x_
     return out, path_speed, path_acceleration, acceleration
+
+
+@numba.njit(_HEAD, cache=True, boundscheck=True)  # a too short vector raises, never reads past
+def head(q, qd_in, t, dt, P, idx, W, recovery, margin, max_linear, max_angular, cartesian_on):
+    """Cartesian speed, position envelope, joint velocity: q̇ into W[QD], the boxes into W; which acted.
+
+    ``t`` = J q̇_d is computed by the caller with numpy, as CartesianSpeed computes it: a sum in
+    another order would differ in the last bit."""
+    return _head(q, qd_in, t, dt, P, idx, W, recovery, margin, max_linear, max_angular, cartesian_on)
+
+
+@numba.njit(_TAIL, cache=True, boundscheck=True)
+def tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_acceleration_on, box):
+    """Path speed, path acceleration, joint acceleration, then (with ``box``) the hard box, on W from :func:`head`:
+    (q̇_ref — a new array, path speed acted, path acceleration acted, acceleration acted).
+
+    ``jdot`` = J̇(q, q̇)q̇ at W[QD] (:meth:`fdcontrol.model.robot.RobotModel.jacobian_rate`)."""
+    return _tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_acceleration_on, box,
+                 _NO_CHAIN, jdot)
+
+
+@numba.njit(_VEC(_VEC, _VEC, _MAT), cache=True, boundscheck=True)
+def rate(q, qd, K):
+    """J̇(q, q̇)q̇ of the chain ``K`` (:func:`chain`), what :func:`limits` computes for the path speed limit."""
+    return _rate(q, qd, K)
+
+_LIMITS = types.Tuple((_VEC, types.boolean, types.boolean, types.boolean, types.boolean, types.boolean,
+                       types.boolean))(
+    _VEC, _VEC, _VEC, _VEC, _MAT, types.float64,  # q, q̇_d, J q̇_d (any vector: no Cartesian limit), q̇_prev, J, dt
+    _MAT, _VEC, _MAT, _MAT, _IDX, _MAT,  # J's SVD (as tail), P, idx, W
+    _MAT,  # the chain (:func:`chain`; no rows: no path speed limit)
+    types.float64, types.float64, types.float64, types.float64, types.boolean,  # as head
+    types.float64, types.boolean, types.boolean)  # path_speed reserve, path_acceleration?, the hard box last?
+
+
+@numba.njit(_LIMITS, cache=True, boundscheck=True)
+def limits(q, qd_in, t, prev, J, dt, U, sv, Vt, P, idx, W, K, recovery, margin, max_linear, max_angular,
+           cartesian_on, reserve, path_acceleration_on, box):
+    """:func:`head` then :func:`tail` in one call, J̇(q, q̇)q̇ for the path speed limit (on when ``K`` has rows)
+    computed between them from the chain ``K``: (q̇_ref, cartesian, position, velocity, path speed, path
+    acceleration, acceleration acted)."""
+    c, p, v = _head(q, qd_in, t, dt, P, idx, W, recovery, margin, max_linear, max_angular, cartesian_on)
+    out, ps, pa, acc = _tail(prev, J, t, dt, U, sv, Vt, P, idx, W, reserve, K.shape[0] > 0, path_acceleration_on,
+                             box, K, q)
+    return out, c, p, v, ps, pa, acc
 
 
 _JERK = types.boolean(_VEC, _VEC, types.float64, types.int64, types.float64, _VEC, _VEC, _MAT, types.boolean,

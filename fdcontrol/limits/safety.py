@@ -74,12 +74,13 @@ from fdcontrol.params import Param, declare
 
 
 def _compiled_kernels() -> tuple[Callable[..., Any], ...] | None:
-    """limits.compiled's (head, tail, jerk, box) (compiled on first import), or None where numba is missing."""
+    """limits.compiled's (head, tail, jerk, box, limits, chain) (compiled on first import), or None where numba is
+    missing."""
     try:
-        from fdcontrol.limits.compiled import box, head, jerk, tail
+        from fdcontrol.limits.compiled import box, chain, head, jerk, limits, tail
     except ImportError:
         return None
-    return head, tail, jerk, box
+    return head, tail, jerk, box, limits, chain
 
 
 #: the limit classes the compiled twin computes (fdcontrol.limits.compiled): the required three and
@@ -94,6 +95,7 @@ def _vector(a: Any, n: int) -> bool:
 
 
 _NO_JDOT = np.zeros(6)
+_NO_CHAIN = np.zeros((0, 15))  # no path speed limit: the compiled twin's one call computes no J̇q̇
 _NO_SVD = (np.zeros((0, 0)), np.zeros(0), np.zeros((0, 0)))  # no SVD of J given (tail takes its own)
 
 __all__ = ["BASIC_LIMITS", "BRAKING_MARGIN", "DEFAULT_LIMITS", "LimitParams", "SafetyLimits", "check_limit_names"]
@@ -223,8 +225,15 @@ class SafetyLimits:
         self._after = self.limits[k + 1:]
         twin = all(type(lim) is _COMPILED.get(lim.name) for lim in self.limits[:k + 1])
         self._compiled = _compiled_kernels() if twin else None
+        #: the path speed limit's robot as a chain for the compiled J̇q̇ (limits.compiled.chain): no rows without
+        #: the limit, None where the robot is no such chain (its jacobian_rate then runs between head and tail)
+        self._chain: np.ndarray | None = _NO_CHAIN
+        self._chain_of: Any = None  # the robot _chain was made from
         if self._compiled is not None:
             self._pack()
+            if self.path_speed is not None:
+                self._chain_of = self.path_speed.robot
+                self._chain = self._compiled[5](self._chain_of)
 
     def _sources(self) -> tuple[np.ndarray, ...]:
         """The parameter vectors the compiled twin reads, in compiled.py's ``idx`` order."""
@@ -292,10 +301,32 @@ class SafetyLimits:
                 or (pa is not None and pa.max_acceleration is not V[6])
                 or (ps is not None and ps.max_acceleration is not V[7])):
             self._pack()  # a parameter vector was replaced (not changed in place): _sources() in order
-        head, tail, jerk, box = kernels
-        W, dt = self._work, float(dt)
+        head, tail, jerk, box, fused, chain = kernels
+        W, dt, K = self._work, float(dt), self._chain
+        if ps is not None and ps.robot is not self._chain_of:  # the path speed limit given another robot
+            self._chain_of = ps.robot
+            K = self._chain = chain(ps.robot)
+        U, sv, Vt = _NO_SVD if svd is None else svd
+        after = self._after
         # J q̇ as CartesianSpeed computes it (J @ list): ndarray.dot gives the same bits, faster
-        hit = head(q, qd, J.dot(qd) if c is not None else qd, dt, self._P, self._idx, W, p.recovery, p.margin,
+        t = J.dot(qd) if c is not None else qd
+        if K is not None:  # one call: J̇q̇ for the path speed limit computed inside (limits.compiled.limits)
+            out, hit_c, hit_p, hit_v, hit_ps, hit_pa, hit_a = fused(
+                q, qd, t, qd_prev, J, dt, U, sv, Vt, self._P, self._idx, W, K, p.recovery, p.margin,
+                c.max_linear_speed if c is not None else math.inf,
+                c.max_angular_speed if c is not None else math.inf, c is not None,
+                ps.reserve if ps is not None else 1.0, pa is not None, not after)
+            if c is not None:
+                act["cartesian"] = hit_c
+            act["position"], act["velocity"], act["acceleration"] = hit_p, hit_v, hit_a
+            if ps is not None:
+                act["path_speed"] = hit_ps
+            if pa is not None:
+                act["path_acceleration"] = hit_pa
+            if after:
+                return self._after_acceleration(after, jerk, box, q, out, qd_prev, J, dt, period)
+            return out
+        hit = head(q, qd, t, dt, self._P, self._idx, W, p.recovery, p.margin,
                    c.max_linear_speed if c is not None else math.inf,
                    c.max_angular_speed if c is not None else math.inf, c is not None)
         if c is not None:
@@ -307,8 +338,6 @@ class SafetyLimits:
             moving = d.tolist()
             if any(moving) and math.isfinite(sum(moving)):  # J̇(q, q̇)q̇ at the q̇ the limits before it left
                 jdot = ps.robot.jacobian_rate(q, d)
-        U, sv, Vt = _NO_SVD if svd is None else svd
-        after = self._after
         out, hit_ps, hit_pa, act["acceleration"] = tail(
             qd_prev, J, jdot, dt, U, sv, Vt, self._P, self._idx, W, ps.reserve if ps is not None else 1.0,
             ps is not None, pa is not None, not after)
