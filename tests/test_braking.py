@@ -435,10 +435,18 @@ def test_the_compiled_clamp_is_the_numpy_clamp_to_the_last_bit():
         v[m] = rng.choice(special, int(m.sum()))
         return v
 
+    kernel, made = p._clamp, []
+
+    def compiled(*args):  # the compiled twin, counting the arrays it gave (an exception: the numpy form runs)
+        out = kernel(*args)
+        made.append(out)
+        return out
+
     with np.errstate(all="ignore"):
-        for _ in range(4000):
+        for k in range(4000):
             n = int(rng.integers(0, 8))
             p = BrakingProfile(rng.uniform(0.1, 5.0, n))
+            p._clamp = compiled
             if rng.random() < 0.5:
                 p.begin(rng.uniform(0.1, 10.0, n))
             qd, prev = vec(n), vec(n)
@@ -446,14 +454,17 @@ def test_the_compiled_clamp_is_the_numpy_clamp_to_the_last_bit():
                 prev = qd * rng.uniform(0.9, 1.1)
             dt = float(rng.choice([0.002, 0.01, 0.0, rng.uniform(0.0, 0.1)]))
             got, want = p.clamp(qd, prev, dt), p.clamp_numpy(qd, prev, dt)
+            assert len(made) == k + 1 and made[-1] is got  # float64 vectors of one length: the compiled twin ran
             same = got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
             assert same, (qd, prev, dt)
     p = BrakingProfile([1.0, 1.0])
+    p._clamp, made = compiled, []
     prev = np.array([0.03, -0.015])
     assert p.clamp([2.0, math.nan], prev, 0.01).tolist() == [0.02, 0.0]
     assert p.clamp(np.array([2.0, 1.0], dtype=np.float32), prev, 0.01).tolist() == [0.02, 0.01]
     assert p.clamp(np.ones(2), np.ones(1), 0.01).tolist() == [0.99, 0.99]  # one previous joint broadcasts
     with pytest.raises(ValueError, match="broadcast"):
         p.clamp(np.ones(3), prev, 0.01)
+    assert not made  # none of these was for the compiled twin
     p._clamp = None  # numba missing: the numpy form
     assert p.clamp(np.array([2.0, -math.inf]), prev, 0.01).tolist() == [0.02, -0.01]

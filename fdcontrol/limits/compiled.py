@@ -1,8 +1,9 @@
-"""The default composition of the limits, compiled: two calls instead of six Python loops.
+"""The default composition of the limits, compiled: one call instead of six Python loops.
 
-:func:`head` and :func:`tail` compute what :func:`fdcontrol.limits.base.run` computes for the
-limits cartesian → position → velocity → (path_speed) → (path_acceleration) → acceleration, then
-the hard box — the equations of :class:`~fdcontrol.limits.CartesianSpeed`,
+:func:`limits` — :func:`head` then :func:`tail` in one call — computes what
+:func:`fdcontrol.limits.base.run` computes for the limits cartesian → position → velocity →
+(path_speed) → (path_acceleration) → acceleration, then the hard box — the equations of
+:class:`~fdcontrol.limits.CartesianSpeed`,
 :class:`~fdcontrol.limits.PositionEnvelope`, :class:`~fdcontrol.limits.JointVelocity`,
 :class:`~fdcontrol.limits.PathSpeed`, :class:`~fdcontrol.limits.PathAcceleration` and
 :class:`~fdcontrol.limits.JointAcceleration` (see their docstrings). The basic four are computed in
@@ -10,12 +11,14 @@ the same order of floating-point operations as the classes, so with exactly thos
 is the same to the last bit; the path speed limit solves J⁺ by the Cholesky factor of the 6×6 Gram
 matrix where J is well conditioned (the SVD pseudo-inverse otherwise), so with it the result agrees
 to rounding (tests/test_limits.py checks both on random inputs, limits crossed, NaN and Inf).
-Between the two calls the caller evaluates J̇(q, q̇)q̇ for the path speed limit (pinocchio, at the
-q̇ the limits before it left). The classes stay the definition and the readable form; this is their
+J̇(q, q̇)q̇ for the path speed limit, at the q̇ the limits before it left, is computed inside the call from
+the robot's chain of revolute joints (:func:`chain`, :func:`rate`: pinocchio's second-order forward
+kinematics to rounding); for a robot that is no such chain the caller calls :func:`head`, the robot's
+``jacobian_rate`` and :func:`tail`. The classes stay the definition and the readable form; this is their
 twin for the hot path, compiled by numba once per process when first imported (cached on disk),
 never in the loop thread.
 
-Parameters arrive packed (one call argument costs ~0.1 µs of numba dispatch, so few arguments): ``P``
+Parameters arrive packed (each call argument costs ~0.03–0.06 µs of numba dispatch, so few arguments): ``P``
 holds each distinct parameter vector once as a row, ``idx`` says which row is which —
 position lower, upper, deceleration, v_max; velocity v_max; acceleration a; path_acceleration a;
 path_speed a. ``W`` (5×N) is the caller's work space: q̇, the envelope lo/hi and the hard box.
