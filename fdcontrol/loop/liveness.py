@@ -54,7 +54,6 @@ LOAD_QUIET = 1.0  # s without a load before the sensor may be zeroed
 FOLLOW_SPEED = 0.5  # rad/s between the measured velocity and the reference of the cycle before
 FOLLOW_TIME = 0.25  # s
 _NAN = math.nan
-_F64 = np.dtype(np.float64)
 
 
 def loaded(f: np.ndarray) -> bool:
@@ -138,17 +137,18 @@ class Following:
         ``commanded()`` (with ``q``, the measured joint positions) the positions the robot's controller was
         last commanded (None: unknown): a joint whose velocity points from q toward them catches up and does
         not run on. Asked only when a joint would run on (a cycle that follows pays nothing for it)."""
-        # (the loop's vectors are float64 ndarrays already: np.asarray's call only for others)
-        a = qd if type(qd) is np.ndarray and qd.dtype is _F64 else np.asarray(qd, dtype=float)
-        b = qd_ref_prev if type(qd_ref_prev) is np.ndarray and qd_ref_prev.dtype is _F64 \
-            else np.asarray(qd_ref_prev, dtype=float)
-        j = -1
+        a, b, j = qd, qd_ref_prev, -1
         if _worst_arrays is not None:
-            try:  # the same scan compiled (one call, no lists); -1: vectors it does not take (lengths, empty)
-                j, off_j, k, dev_k = _worst_arrays(a, b)
-            except TypeError:  # not vectors
-                j = -1
+            try:  # the same scan compiled (one call, no lists) on the loop's float64 vectors as they are
+                j, off_j, k, dev_k = _worst_arrays(a, b)  # (-1: lengths it does not take, or none)
+            except TypeError:  # not float64 vectors: as float64
+                a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+                try:
+                    j, off_j, k, dev_k = _worst_arrays(a, b)
+                except TypeError:  # not vectors
+                    j = -1
         if j < 0:
+            a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
             j, off_j, k, dev_k = worst_joints(a.tolist(), b.tolist())
         if not off_j > FOLLOW_SPEED:  # it follows (every cycle but a lag's): _follows' first branch, inline
             self.lag_since = _NAN
