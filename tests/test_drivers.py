@@ -115,3 +115,15 @@ def test_the_simulator_takes_any_vector_as_its_reference(ur10):
         a.send(None, want)
         b.send(None, given)
         assert np.array_equal(a.q, b.q) and np.array_equal(a.qd, b.qd) and a.qd.any()
+    sim = SimulatedRobot(ur10, dt=0.01, tau=0.02, q0=Q0)
+    for bad in (np.zeros(5), np.zeros((2, 6)), [0.0] * 7):  # another length, not a vector: refused, nothing moved
+        with pytest.raises((ValueError, TypeError)):
+            sim.send(None, bad)
+        assert np.array_equal(sim.q, Q0) and not sim.qd.any() and sim.sent == 0 and sim.t == 0.0
+    from fdcontrol.drivers import simulated
+
+    if simulated._lag_step is not None:  # the compiled step refuses other lengths itself (nothing written)
+        q, qd = Q0.copy(), np.zeros(6)
+        lim = ur10.limits
+        assert not simulated._lag_step(q, qd, np.ones(5), lim.velocity, lim.lower, lim.upper, 0.5, 0.01)
+        assert np.array_equal(q, Q0) and not qd.any()

@@ -21,7 +21,6 @@ from fdcontrol.control.sensing import check_sign, physical_reading
 from fdcontrol.drivers.base import JointState, RobotDriver
 from fdcontrol.model.robot import HOME, RobotModel
 
-_F64 = np.dtype(np.float64)
 _new, _set = object.__new__, object.__setattr__
 
 
@@ -142,13 +141,20 @@ class SimulatedRobot(RobotDriver):
     def send(self, q_ref: np.ndarray | None, qd_ref: np.ndarray | None) -> None:
         if qd_ref is None:  # position interface: track q_ref within one period
             qd_ref = (np.asarray(q_ref) - self._q) / self.dt if q_ref is not None else np.zeros(self.dof)
-        if not (type(qd_ref) is np.ndarray and qd_ref.dtype is _F64):  # (the loop's: a float64 ndarray)
-            qd_ref = np.asarray(qd_ref, dtype=float)
-        if _lag_step is not None and qd_ref.shape == self._shape:  # the loop below, compiled: one call, in place
-            _lag_step(self._q, self._qd, qd_ref, self.vmax, self.lower, self.upper, self._lag, self.dt)
-            self.t += self.dt
-            self.sent += 1
-            return
+        if _lag_step is not None:  # the loop below, compiled: one call, in place (false: another length)
+            try:  # the loop's float64 vector as it is
+                done = _lag_step(self._q, self._qd, qd_ref, self.vmax, self.lower, self.upper, self._lag, self.dt)
+            except TypeError:  # another type: as float64
+                qd_ref = np.asarray(qd_ref, dtype=float)
+                try:
+                    done = _lag_step(self._q, self._qd, qd_ref, self.vmax, self.lower, self.upper, self._lag,
+                                     self.dt)
+                except TypeError:  # not a vector
+                    done = False
+            if done:
+                self.t += self.dt
+                self.sent += 1
+                return
         # per joint in plain floats: for N ≈ 6–7 a loop is cheaper than ten small numpy calls
         lag, dt = self._lag, self.dt
         q_out, qd_out = [], []
@@ -176,11 +182,16 @@ class SimulatedRobot(RobotDriver):
 
 
 def _joints(q: np.ndarray, qd: np.ndarray, qd_ref: np.ndarray, vmax: np.ndarray, lower: np.ndarray,
-            upper: np.ndarray, lag: float, dt: float) -> None:
+            upper: np.ndarray, lag: float, dt: float) -> bool:
     """:meth:`SimulatedRobot.send`'s per-joint loop on float64 vectors of one length, q and q̇ advanced in place:
     the same float operations in the same order (tests/test_drivers.py), compiled. In place, not into new
-    arrays: a compiled call that returns new arrays costs about twice as much (each one boxed)."""
-    for i in range(q.shape[0]):
+    arrays: a compiled call that returns new arrays costs about twice as much (each one boxed). False, nothing
+    written, where a vector's length is not q's."""
+    n = q.shape[0]
+    if qd.shape[0] != n or qd_ref.shape[0] != n or vmax.shape[0] != n or lower.shape[0] != n \
+            or upper.shape[0] != n:
+        return False
+    for i in range(n):
         x, v, r = q[i], qd[i], qd_ref[i]
         v = r + (v - r) * lag
         if v > vmax[i]:
@@ -193,6 +204,7 @@ def _joints(q: np.ndarray, qd: np.ndarray, qd_ref: np.ndarray, vmax: np.ndarray,
         elif y < lower[i] and y < x:
             y, v = (lower[i] if lower[i] < x else x), 0.0
         q[i], qd[i] = y, v
+    return True
 
 
 try:  # compiled at import (cached on disk), never in the loop thread; without numba the loop in send
@@ -200,6 +212,6 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
     from numba import types as _t
 
     _V = _t.Array(_t.float64, 1, "A")
-    _lag_step = numba.njit(_t.none(_V, _V, _V, _V, _V, _V, _t.float64, _t.float64), cache=True)(_joints)
+    _lag_step = numba.njit(_t.boolean(_V, _V, _V, _V, _V, _V, _t.float64, _t.float64), cache=True)(_joints)
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
     _lag_step = None
