@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -79,6 +79,7 @@ class ForwardDynamics(Mapping):
         vm = self.virtual
         self._start_test = at_band_start is not None and vm._m_e == 1.0 and vm._ip_e == 1.0
         self._wait = 0  # calls to go before a certificate (past_band_end, at_band_start) is tried again after failing
+        self._M: tuple[Any, np.ndarray] | None = None  # (pinocchio data, a view of its M): at_band_start's H
 
     @property
     def gamma(self) -> float:
@@ -118,8 +119,10 @@ class ForwardDynamics(Mapping):
             # at the band's start for certain (σ_N ≤ s from a lower bound of h_min by the Configuration's H: the
             # light links' inertia is γ (H − JᵀJ)): its value without the link Jacobians. Tried while the last γ
             # was that value
-            vm = self.virtual
-            if at_band_start(conf.data.M, J, s, Vt, vm.link_joints, conf.gamma,  # type: ignore[union-attr]
+            vm, data = self.virtual, conf.data  # type: ignore[union-attr]
+            if self._M is None or self._M[0] is not data:  # a view of CRBA's H in the Configuration's data
+                self._M = (data, data.M)
+            if at_band_start(self._M[1], J, s, Vt, vm.link_joints, conf.gamma,  # type: ignore[union-attr]
                              self.gamma0, GAIN_MARGIN, REGULAR_SIGMA):
                 return self._lowest
             self._wait = _WAIT

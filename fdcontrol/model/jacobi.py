@@ -6,9 +6,10 @@ robot-paced cycle).
   k = min(m, n) rows (or columns) of A are rotated pairwise until every pair is orthogonal to working precision;
   their norms are then A's singular values (Demmel & Veselić, "Jacobi's method is more accurate than QR",
   SIAM J. Matrix Anal. Appl. 13(4), 1992, section 4).
-* :func:`svd_rows`: the thin SVD of a matrix A (m×n, m ≤ n) by the same one-sided rotations of its rows, the
-  rotations accumulated: A = U diag(σ) Vᵀ with σ descending — the γ schedule's and the path speed limit's SVD of J
-  (fdcontrol.model.linalg.svd_jacobi; in the cycle ~3 µs where LAPACK's took ~7 µs alone and ~15 µs inside it).
+* :func:`svd_rows` (:func:`svd_rows_into`: into the caller's arrays): the thin SVD of a matrix A (m×n, m ≤ n) by the
+  same one-sided rotations of its rows, the rotations accumulated: A = U diag(σ) Vᵀ with σ descending — the γ
+  schedule's and the path speed limit's SVD of J (fdcontrol.model.linalg.svd_jacobi; in the cycle ~3 µs where
+  LAPACK's took ~7 µs alone and ~15 µs inside it).
 * :func:`condition_spd`: κ = λmax/λmin of a symmetric matrix H by the cyclic two-sided Jacobi method (each
   rotation zeroes one off-diagonal pair; the diagonal converges to the eigenvalues; same paper, section 5);
   ∞ when λmin ≤ 0.
@@ -51,6 +52,7 @@ _MAT = types.Array(types.float64, 2, "A")
 _SIG = types.float64(_MAT, _MAT)
 _OUT2 = types.Array(types.float64, 2, "C")
 _SVD_SIG = types.Tuple((types.boolean, _OUT2, types.Array(types.float64, 1, "C"), _OUT2))(_MAT)
+_INTO_SIG = types.boolean(_MAT, _OUT2, types.Array(types.float64, 1, "C"), _OUT2)
 
 
 @numba.njit(cache=True, boundscheck=True)
@@ -117,31 +119,25 @@ def sigma_min(A: np.ndarray, work: np.ndarray) -> float:  # pragma: no cover - c
     return smallest
 
 
-@numba.njit(_SVD_SIG, cache=True, boundscheck=True)
-def svd_rows(A: np.ndarray) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
-    """(ok, U, σ, Vᵀ): the thin SVD of ``A`` (m×n, m ≤ n; U m×m, σ descending, Vᵀ m×n). Its m rows are rotated
-    pairwise until orthogonal (as :func:`sigma_min`), the rotations accumulated in Q (Q A = W): σ_i = ‖W_i‖,
-    Vᵀ's rows W_i/σ_i and U's columns Q's rows, in descending σ (ties in row order). ``ok`` False — a value not
-    finite or out of scale, no convergence, m > n, or a σ not above ``SCALE_MIN`` (zero: its singular vector is not
-    W_i/σ_i; below ~1e-154 σ² is subnormal and the rotations lost their precision) — and the caller asks LAPACK."""
+@numba.njit(_INTO_SIG, cache=True, boundscheck=True)
+def svd_rows_into(A: np.ndarray, U: np.ndarray, s: np.ndarray, Vt: np.ndarray) -> bool:  # pragma: no cover - compiled
+    """:func:`svd_rows` into the caller's U (m×m), σ (m) and Vᵀ (m×n): its ``ok`` (the outputs' contents are
+    undefined where it is False)."""
     m, n = A.shape
-    U = np.empty((m, m))
-    s = np.empty(m)
-    Vt = np.empty((m, n))
     if m > n or m == 0:
-        return False, U, s, Vt
+        return False
     W = np.empty((m, n))
     Q = np.empty((m, m))
     for i in range(m):
         for j in range(n):
             x = A[i, j]
             if not math.isfinite(x) or abs(x) > SCALE_MAX or (x != 0.0 and abs(x) < SCALE_MIN):
-                return False, U, s, Vt
+                return False
             W[i, j] = x
         for j in range(m):
             Q[i, j] = 1.0 if i == j else 0.0
     if not _rotate_rows(W, m, n, Q, True):
-        return False, U, s, Vt
+        return False
     norm = np.empty(m)
     for i in range(m):
         a = 0.0
@@ -149,7 +145,7 @@ def svd_rows(A: np.ndarray) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]: 
             a += W[i, j] * W[i, j]
         norm[i] = math.sqrt(a)
         if not norm[i] > SCALE_MIN:  # (σ² subnormal below ~1e-154: its row's rotations lost their precision)
-            return False, U, s, Vt
+            return False
     done = np.zeros(m, dtype=np.bool_)
     for r in range(m):  # selection by descending norm (ties: the first row)
         i = -1
@@ -163,7 +159,22 @@ def svd_rows(A: np.ndarray) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]: 
             Vt[r, j] = W[i, j] / sv
         for j in range(m):
             U[j, r] = Q[i, j]  # A = Qᵀ W: U's column r is Q's row i
-    return True, U, s, Vt
+    return True
+
+
+@numba.njit(_SVD_SIG, cache=True, boundscheck=True)
+def svd_rows(A: np.ndarray) -> tuple[bool, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """(ok, U, σ, Vᵀ): the thin SVD of ``A`` (m×n, m ≤ n; U m×m, σ descending, Vᵀ m×n). Its m rows are rotated
+    pairwise until orthogonal (as :func:`sigma_min`), the rotations accumulated in Q (Q A = W): σ_i = ‖W_i‖,
+    Vᵀ's rows W_i/σ_i and U's columns Q's rows, in descending σ (ties in row order). ``ok`` False — a value not
+    finite or out of scale, no convergence, m > n, or a σ not above ``SCALE_MIN`` (zero: its singular vector is not
+    W_i/σ_i; below ~1e-154 σ² is subnormal and the rotations lost their precision) — and the caller asks LAPACK.
+    (:func:`svd_rows_into` computes it, into arrays made here.)"""
+    m, n = A.shape
+    U = np.empty((m, m))
+    s = np.empty(m)
+    Vt = np.empty((m, n))
+    return svd_rows_into(A, U, s, Vt), U, s, Vt
 
 
 @numba.njit(_SIG, cache=True, boundscheck=True)

@@ -90,9 +90,9 @@ def svd_jacobi(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     kernel = svd_kernel()
     if kernel is not None and type(a) is np.ndarray and a.dtype == _F64 and a.ndim == 2 and a.flags.writeable:
         m, n = a.shape
-        if m <= n:
-            ok, u, s, vt = kernel(a)
-            if ok:
+        if m <= n:  # the kernel's computation into arrays made here (no tuple of new arrays to box: ~0.5 µs less)
+            u, s, vt = np.empty((m, m)), np.empty(m), np.empty((m, n))
+            if _SVD_KERNEL[1](a, u, s, vt):
                 return u, s, vt
         else:  # rotate the columns: aᵀ = U' Σ V'ᵀ, so a = V' Σ U'ᵀ
             ok, u, s, vt = kernel(a.T)
@@ -101,7 +101,8 @@ def svd_jacobi(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return svd(a)
 
 
-_SVD_KERNEL: list[Any] = []  # fdcontrol.model.jacobi.svd_rows once imported (None: numba missing)
+#: fdcontrol.model.jacobi.svd_rows and svd_rows_into once imported (None: numba missing)
+_SVD_KERNEL: list[Any] = []
 
 
 def svd_kernel() -> Any:
@@ -110,10 +111,10 @@ def svd_kernel() -> Any:
     None where numba is missing."""
     if not _SVD_KERNEL:
         try:
-            from fdcontrol.model.jacobi import svd_rows
+            from fdcontrol.model.jacobi import svd_rows, svd_rows_into
         except ImportError:
-            svd_rows = None
-        _SVD_KERNEL.append(svd_rows)
+            svd_rows = svd_rows_into = None
+        _SVD_KERNEL.extend((svd_rows, svd_rows_into))
     return _SVD_KERNEL[0]
 
 
