@@ -239,6 +239,34 @@ def test_the_packer_writes_the_bytes_pack_writes(rng, loop_state):
     assert fast.mode[0] == sc.OFF and taken[-3:] == [False, False, False] and len(calls) == 2
 
 
+def test_the_packers_extra_slots_are_numpys_bytes(rng, loop_state):
+    """The compiled packing's extra slots (struct's float64) hold numpy's bytes for every value numpy stores: floats
+    with NaN payloads, ±0, ±Inf, subnormals, ints, bools, numpy's scalars and 0-d arrays; what struct does not take
+    (None, text numpy parses) is stored by numpy; what neither takes raises numpy's error, and the next state
+    packs as ever."""
+    pytest.importorskip("fdcontrol.loop.state_compiled")  # the fast extra (numba)
+    lay = SharedLayout(max_dof=16, extra=("last_cycle_at", "other"))
+    got, want = lay.empty(), lay.empty()
+    packer = lay.packer(got)
+    assert packer._fast is not None
+    values = [*(float(v) for v in _odd_bits(rng, 20)), 0, -3, 2**70 + 1, True, np.float32(0.1), np.int64(-7),
+              np.float64(-0.0), np.array(2.5), None, "1.5", np.uint64(2**64 - 1)]
+    for k, v in enumerate(values):
+        s = loop_state if k % 2 else synthetic(rng, dof=6)
+        packer.pack(s, last_cycle_at=v, other=float(k))
+        lay.pack(s, want, last_cycle_at=v, other=float(k))
+        assert got.tobytes() == want.tobytes(), (k, v)
+    errors = []
+    for pack in (packer.pack, lambda s, **extra: lay.pack(s, want, **extra)):
+        with pytest.raises(Exception) as e:
+            pack(loop_state, last_cycle_at=10**400)
+        errors.append((type(e.value), str(e.value)))
+    assert errors[0] == errors[1]
+    packer.pack(loop_state, last_cycle_at=1.0)
+    lay.pack(loop_state, want, last_cycle_at=1.0)
+    assert got.tobytes() == want.tobytes()
+
+
 def test_the_packer_leaves_float64_of_the_other_byte_order_to_numpy(rng, loop_state):
     """A driver's packet decoded in network byte order ('>f8', kept as is): numba takes such an array inside the
     compiled call's tuple and reads its bytes as native ones (q̇ published as ±1e300 garbage, a reviewer's case).
@@ -513,14 +541,17 @@ def test_the_state_slot_holds_the_packed_row(rng, loop_state):
                                    fault=(None, None, FAULT, FAULT, "é" * 300, None)[i % 6],
                                    safety_mode=("NORMAL", "NORMAL", None)[(i // 5) % 3]) for i in range(40)]
         seq.insert(17, dataclasses.replace(seq[16], mode="dance"))  # fails to pack: nothing is published
+        version = ch.out[0]
         for k, s in enumerate(seq):
             try:
                 ch.write_state(s, float(k))
             except ValueError:
-                assert k == 17
+                assert k == 17 and ch.out[0] == version  # nothing published: the version as it was
                 continue
             lay.pack(s, want, last_cycle_at=float(k))
             assert ch.out[1:].tobytes() == want.tobytes(), f"state {k}"
+            assert ch.out[0] == version + 2  # odd while it wrote, even again: one write
+            version = ch.out[0]
             assert ch.read_state()[0].fault == lay.unpack(want.copy())[0].fault == (s.fault and s.fault[:256])
         ch2 = channel.Channel(ch.name)
         ch.out[1 + lo:1 + hi] = 7.0  # the slot's texts as another writer left them
