@@ -152,3 +152,31 @@ def test_update_checks_q_whatever_its_dtypes_identity(ur10, rng):
     for bad in (np.full(6, np.nan).astype(other), [0.0] * 5 + [np.inf], np.array([0.0, -np.inf, 0, 0, 0, 0])):
         with pytest.raises(ModelError, match="NaN"):
             a.update(bad)
+
+
+def test_the_compiled_q_test_is_finites_verdict(ur10, rng, monkeypatch):
+    """update's compiled test of q gives spatial.finite's verdict (a finite sum, left to right) on random vectors
+    with NaN, ±Inf and sums that overflow, and false for another length; a big-endian float64 q, another
+    dtype or a list take check_q. Without numba the plain test answers the same."""
+    from fdcontrol.model import configuration as cm
+    from fdcontrol.model.spatial import finite
+
+    special = [np.nan, np.inf, -np.inf, 1e308, -1e308, 0.0, -0.0]
+    for k in range(3000):
+        q = rng.normal(size=6) * 10.0 ** rng.integers(-3, 3, 6)
+        for i in rng.integers(0, 6, k % 3):
+            q[i] = special[rng.integers(len(special))]
+        assert cm._q_ok(q, 6) == cm._q_ok_plain(q, 6) == finite(q), q
+        assert not cm._q_ok(q, 7) and not cm._q_ok_plain(q, 7)
+    conf, ref = Configuration(ur10), Configuration(ur10)
+    q = rng.uniform(-1, 1, 6)
+    for given in (q.astype(">f8"), q.astype(np.float32), q[::-1].copy()[::-1]):
+        conf.update(given)
+        ref.update(np.asarray(given, dtype=float))
+        assert np.array_equal(conf.pose, ref.pose) and np.array_equal(conf.jacobian, ref.jacobian)
+    monkeypatch.setattr(cm, "_q_ok", cm._q_ok_plain)
+    assert np.array_equal(conf.update(q).jacobian, ref.update(q).jacobian)
+    with pytest.raises(ModelError, match="NaN"):
+        conf.update(np.array([0.0, 0, 0, 0, 0, np.nan]))
+    with pytest.raises(ModelError, match="6 entries"):
+        conf.update(np.zeros(7))

@@ -19,6 +19,7 @@ Units: rad, m, s; H in the virtual model's kg·m² (seed 004, eqs. 13–14).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pinocchio as pin
@@ -31,6 +32,32 @@ _F64 = np.dtype(np.float64)
 # the once-per-cycle pass's pinocchio functions and constants, looked up once (not two attributes a call)
 _crba, _decompose, _WORLD = pin.crba, pin.cholesky.decompose, pin.Convention.WORLD
 _frame_placement, _frame_jacobian, _LWA = pin.updateFramePlacement, pin.getFrameJacobian, pin.LOCAL_WORLD_ALIGNED
+
+
+def _q_ok_py(q: np.ndarray, n: int) -> bool:
+    """q (a float64 vector) has n entries and a finite sum — spatial.finite's test: the entries summed left to
+    right from 0.0 as Python's ``sum`` of floats does, so the same verdict — else false (check_q then answers:
+    the same array back, or its error)."""
+    if q.shape[0] != n:
+        return False
+    s = 0.0
+    for i in range(n):
+        s += q[i]
+    return math.isfinite(s)
+
+
+def _q_ok_plain(q: np.ndarray, n: int) -> bool:
+    """:func:`_q_ok_py` without numba (any ndarray: false for another dtype or shape)."""
+    return q.dtype is _F64 and q.shape == (n,) and math.isfinite(sum(q.tolist()))
+
+
+try:  # compiled at import (cached on disk), never in the loop thread
+    import numba
+    from numba import types as _t
+
+    _q_ok: Any = numba.njit(_t.boolean(_t.Array(_t.float64, 1, "A"), _t.int64), cache=True)(_q_ok_py)
+except ImportError:  # pragma: no cover - the fast extra is installed with the tests
+    _q_ok = _q_ok_plain
 
 
 class Configuration:
@@ -52,19 +79,20 @@ class Configuration:
         self._Rt = None if np.array_equal(R, np.eye(3)) else R.T.copy()
         self._identity_base = self._Rt is None and not np.any(self.base_placement.translation)
         self._lower = np.tril_indices(self.model.nv, -1)
-        self._shape = (robot.dof,)
+        self._dof = robot.dof
         self.update(pin.neutral(robot.model) if q is None else q)
         svd_kernel()  # J's SVD kernel loaded now (svd), never first in a loop's cycle
 
     # ---------------------------------------------------------------- the once-per-cycle pass
     def update(self, q: np.ndarray, check: bool = True) -> Configuration:
         """Recompute everything for q (rad); ``check=False`` skips validation of q (hot path)."""
-        # check_q's test, without its calls for a float64 ndarray (``is``: numpy's one float64 dtype; an equal
-        # dtype of another identity takes check_q, which gives the same array back); a finite sum means finite
-        # entries (one that overflows takes check_q too, which tells the two apart)
-        if check and not (type(q) is np.ndarray and q.dtype is _F64 and q.shape == self._shape
-                          and math.isfinite(sum(q.tolist()))):
-            q = self.robot.check_q(q)
+        if check:  # check_q's test (a finite sum: finite entries), one compiled call for a float64 vector
+            try:
+                ok = type(q) is np.ndarray and _q_ok(q, self._dof)
+            except TypeError:  # not a float64 vector: check_q's answer
+                ok = False
+            if not ok:
+                q = self.robot.check_q(q)
         m, d = self.model, self.data
         if self.virtual is not None:
             _crba(m, d, q, _WORLD)  # also fills d.J and d.oMi
