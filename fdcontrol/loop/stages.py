@@ -424,12 +424,11 @@ class Limits(Stage):
     def run(self, loop: ControlLoop, c: Frame) -> None:
         # the SVD of J if the γ schedule took it this cycle (the path speed limit then takes none of its own)
         qd_ref = loop.limits.apply(c.q, c.qd_des, loop.qd_ref, c.J, c.dt, loop.period, svd=c.conf.known_svd())
-        braking = loop.braking
         if c.holding or c.resting:  # braking: never softer than the profile fixed when the stop began
-            braking.begin(loop.limits.max_acceleration)
-            qd_ref = braking.clamp(qd_ref, loop.qd_ref, c.dt)
-        elif braking.deceleration is not None:  # a stop ended
-            braking.end()
+            loop.braking.begin(loop.limits.max_acceleration)
+            qd_ref = loop.braking.clamp(qd_ref, loop.qd_ref, c.dt)
+        else:
+            loop.braking.end()
         if loop.cycle == 0:  # activation: the first reference is the measured state
             qd_ref = np.zeros(loop.robot.dof)
         if not finite(qd_ref):  # never send a NaN
