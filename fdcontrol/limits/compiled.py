@@ -330,9 +330,9 @@ def _svd_apply(U, sv, Vt, y):
 
 
 @numba.njit(cache=True, boundscheck=True)
-def _tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_acceleration_on, box, K, q):
-    """:func:`tail`'s body (shared with :func:`limits`): J̇(q, q̇)q̇ is ``jdot``, or with a chain ``K`` (rows: see
-    :func:`chain`) computed here at ``q`` (:func:`_rate`), only where the path speed limit reads it."""
+def _tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_acceleration_on, box, K, q, out):
+    """:func:`tail`'s body (shared with :func:`limits`), q̇_ref into ``out``: J̇(q, q̇)q̇ is ``jdot``, or with a chain
+    ``K`` (rows: see :func:`chain`) computed here at ``q`` (:func:`_rate`), only where the path speed limit reads it."""
     qd, lo, hi, hard_lo, hard_hi = W[QD], W[LO], W[HI], W[HARD_LO], W[HARD_HI]
     n = qd.shape[0]
     # path speed (PathSpeed.apply): ṡ ≤ min_j √(r a_j / |q''_j|), q'' = −J⁺ (J̇(q, q')q'), q' = q̇/ṡ
@@ -410,7 +410,6 @@ def _tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_
         if x_ > r:
             r = x_
     acceleration = r > 1.0
-    out = np.empty(n)
     for j in range(n):
         x_ = prev[j] + (qd[j] - prev[j]) / r if acceleration else qd[j]
         if x_ > hi[j]:
@@ -428,7 +427,7 @@ def _tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_
             elif x_ < hard_lo[j]:
                 x_ = hard_lo[j]
         out[j] = x_
-    return out, path_speed, path_acceleration, acceleration
+    return path_speed, path_acceleration, acceleration
 
 
 @numba.njit(_HEAD, cache=True, boundscheck=True)  # a too short vector raises, never reads past
@@ -446,8 +445,10 @@ def tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_a
     (q̇_ref — a new array, path speed acted, path acceleration acted, acceleration acted).
 
     ``jdot`` = J̇(q, q̇)q̇ at W[QD] (:meth:`fdcontrol.model.robot.RobotModel.jacobian_rate`)."""
-    return _tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_acceleration_on, box,
-                 _NO_CHAIN, jdot)
+    out = np.empty(W.shape[1])
+    ps, pa, acc = _tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_acceleration_on, box,
+                        _NO_CHAIN, jdot, out)
+    return out, ps, pa, acc
 
 
 @numba.njit(_VEC(_VEC, _VEC, _MAT), cache=True, boundscheck=True)
@@ -455,25 +456,26 @@ def rate(q, qd, K):
     """J̇(q, q̇)q̇ of the chain ``K`` (:func:`chain`), what :func:`limits` computes for the path speed limit."""
     return _rate(q, qd, K)
 
-_LIMITS = types.Tuple((_VEC, types.boolean, types.boolean, types.boolean, types.boolean, types.boolean,
-                       types.boolean))(
+_LIMITS = types.UniTuple(types.boolean, 6)(
     _VEC, _VEC, _VEC, _VEC, _MAT, types.float64,  # q, q̇_d, J q̇_d (any vector: no Cartesian limit), q̇_prev, J, dt
     _MAT, _VEC, _MAT, _MAT, _IDX, _MAT,  # J's SVD (as tail), P, idx, W
     _MAT,  # the chain (:func:`chain`; no rows: no path speed limit)
     types.float64, types.float64, types.float64, types.float64, types.boolean,  # as head
-    types.float64, types.boolean, types.boolean)  # path_speed reserve, path_acceleration?, the hard box last?
+    types.float64, types.boolean, types.boolean,  # path_speed reserve, path_acceleration?, the hard box last?
+    _VEC)  # q̇_ref (written)
 
 
 @numba.njit(_LIMITS, cache=True, boundscheck=True)
 def limits(q, qd_in, t, prev, J, dt, U, sv, Vt, P, idx, W, K, recovery, margin, max_linear, max_angular,
-           cartesian_on, reserve, path_acceleration_on, box):
+           cartesian_on, reserve, path_acceleration_on, box, out):
     """:func:`head` then :func:`tail` in one call, J̇(q, q̇)q̇ for the path speed limit (on when ``K`` has rows)
-    computed between them from the chain ``K``: (q̇_ref, cartesian, position, velocity, path speed, path
-    acceleration, acceleration acted)."""
+    computed between them from the chain ``K``, q̇_ref into ``out`` (the caller's new array: returning one from
+    the compiled call costs more): (cartesian, position, velocity, path speed, path acceleration, acceleration
+    acted)."""
     c, p, v = _head(q, qd_in, t, dt, P, idx, W, recovery, margin, max_linear, max_angular, cartesian_on)
-    out, ps, pa, acc = _tail(prev, J, t, dt, U, sv, Vt, P, idx, W, reserve, K.shape[0] > 0, path_acceleration_on,
-                             box, K, q)
-    return out, c, p, v, ps, pa, acc
+    ps, pa, acc = _tail(prev, J, t, dt, U, sv, Vt, P, idx, W, reserve, K.shape[0] > 0, path_acceleration_on,
+                        box, K, q, out)
+    return c, p, v, ps, pa, acc
 
 
 _JERK = types.boolean(_VEC, _VEC, types.float64, types.int64, types.float64, _VEC, _VEC, _MAT, types.boolean,

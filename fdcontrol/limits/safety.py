@@ -311,11 +311,12 @@ class SafetyLimits:
         # J q̇ as CartesianSpeed computes it (J @ list): ndarray.dot gives the same bits, faster
         t = J.dot(qd) if c is not None else qd
         if K is not None:  # one call: J̇q̇ for the path speed limit computed inside (limits.compiled.limits)
-            out, hit_c, hit_p, hit_v, hit_ps, hit_pa, hit_a = fused(
+            out = np.empty(len(q))
+            hit_c, hit_p, hit_v, hit_ps, hit_pa, hit_a = fused(
                 q, qd, t, qd_prev, J, dt, U, sv, Vt, self._P, self._idx, W, K, p.recovery, p.margin,
                 c.max_linear_speed if c is not None else math.inf,
                 c.max_angular_speed if c is not None else math.inf, c is not None,
-                ps.reserve if ps is not None else 1.0, pa is not None, not after)
+                ps.reserve if ps is not None else 1.0, pa is not None, not after, out)
             if c is not None:
                 act["cartesian"] = hit_c
             act["position"], act["velocity"], act["acceleration"] = hit_p, hit_v, hit_a
