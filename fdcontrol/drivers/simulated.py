@@ -182,7 +182,7 @@ class SimulatedRobot(RobotDriver):
 
 
 def _joints(q: np.ndarray, qd: np.ndarray, qd_ref: np.ndarray, vmax: np.ndarray, lower: np.ndarray,
-            upper: np.ndarray, lag: float, dt: float) -> bool:
+            upper: np.ndarray, lag: float, dt: float) -> bool:  # pragma: no mutate block
     """:meth:`SimulatedRobot.send`'s per-joint loop on float64 vectors of one length, q and q̇ advanced in place:
     the same float operations in the same order (tests/test_drivers.py), compiled. In place, not into new
     arrays: a compiled call that returns new arrays costs about twice as much (each one boxed). False, nothing

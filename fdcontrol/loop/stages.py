@@ -548,7 +548,8 @@ def compose(loop: ControlLoop, extra: tuple[Stage, ...] = ()) -> list[Stage]:
     return stages
 
 
-def _advance_py(q: np.ndarray, dt: float, qd_ref: np.ndarray, q_ref: np.ndarray, qd_state: np.ndarray) -> bool:
+def _advance_py(q: np.ndarray, dt: float, qd_ref: np.ndarray, q_ref: np.ndarray,
+                qd_state: np.ndarray) -> bool:  # pragma: no mutate block
     """q_ref = q + dt q̇_ref and qd_state = q̇_ref, written into the last two (float64 vectors of one length; false,
     nothing written, where the lengths differ): numpy's ``q + dt * qd_ref`` and ``qd_ref.copy()``, element by
     element — the same float operations, so the same bits (tests/test_stages.py), compiled."""

@@ -34,7 +34,7 @@ _crba, _decompose, _WORLD = pin.crba, pin.cholesky.decompose, pin.Convention.WOR
 _frame_placement, _frame_jacobian, _LWA = pin.updateFramePlacement, pin.getFrameJacobian, pin.LOCAL_WORLD_ALIGNED
 
 
-def _q_ok_py(q: np.ndarray, n: int) -> bool:
+def _q_ok_py(q: np.ndarray, n: int) -> bool:  # pragma: no mutate block
     """q (a float64 vector) has n entries and a finite sum — spatial.finite's test: the entries summed left to
     right from 0.0 as Python's ``sum`` of floats does, so the same verdict — else false (check_q then answers:
     the same array back, or its error)."""
