@@ -93,24 +93,27 @@ class Read(Stage):
     name, order = "read", READ
 
     def run(self, loop: ControlLoop, c: Frame) -> None:
-        js = loop.driver.read()  # first, so that inputs that arrive meanwhile still count in this cycle
-        if loop.driver.owns_clock:  # on a robot's clock: the robot's time since its last state
+        driver = loop.driver
+        js = driver.read()  # first, so that inputs that arrive meanwhile still count in this cycle
+        if driver.owns_clock:  # on a robot's clock: the robot's time since its last state
             c.dt = robot_step(loop, js.t)
         io = loop.io
         if io is not None:
             io.poll(loop)
-        if c.now is None:
-            c.now = time.monotonic()
+        now = c.now
+        if now is None:
+            now = c.now = time.monotonic()
         conf = loop.config
         if conf.virtual is not loop.solver.virtual:  # a new solver brought another virtual model
             conf = loop.config = loop._configuration()
-        conf.update(js.q)
+        q, qd = js.q, js.qd
+        conf.update(q)
         c.js, c.conf, c.q, c.pose, c.J = js, conf, conf.q, conf.pose, conf.jacobian
-        c.twist = conf.twist(js.qd)
+        c.twist = conf.twist(qd)
         if loop.cycle and loop.fault is None:  # does the arm do what the loop asked the cycle before?
-            why = loop.following.check(js.qd, loop.qd_ref, c.now, js.q, loop.commanded_position)
+            why = loop.following.check(qd, loop.qd_ref, now, q, loop.commanded_position)
             if why is not None:
-                loop.fault, loop.fault_at = why, c.now
+                loop.fault, loop.fault_at = why, now
 
 
 class GammaSchedule(Stage):
