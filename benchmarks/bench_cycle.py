@@ -11,9 +11,10 @@ Per robot, per call (µs: p50, p99, max), interleaved in rounds so that machine 
   parameters (FD with the γ schedule, the default six limits, nothing else configured) on the kinematic
   ``SimulatedRobot`` (its read + send are in the cycle), a wrench held from the start pose (the arm moves for
   about 2000 cycles, then rests stretched at a singular pose: the rounds measure both, the motion first);
-  ``loop_singular`` — the same loop held at that singular pose from the start (the γ schedule's SVD every
-  cycle); ``loop_holding`` — the same loop held (``hold()``: the braking profile's clamp every cycle, what the
-  arm runs while it idles), once it has braked to rest; ``loop_swaying`` below is the arm near its start pose;
+  ``loop_singular`` — the same loop held at that singular pose from the start (the γ schedule at its band's
+  start: J's SVD, or the certificate from the last one while J stays near it); ``loop_holding`` — the same
+  loop held (``hold()``: the braking profile's clamp every cycle, what the arm runs while it idles), once it
+  has braked to rest; ``loop_swaying`` below is the arm near its start pose;
   ``set_wrench`` — what a fresh streamed wrench adds per cycle; ``four_limits`` — the same cycle with the
   basic four limits only (the added cost of the default path limits: ``loop`` minus it);
 * ``stage:<name>`` — each stage of that cycle, timed inside the cycle (a clock read around each stage's
@@ -161,12 +162,12 @@ def hold_wrench(loop: ControlLoop) -> None:
 
 
 def settled(loop: ControlLoop, most: int = 8000) -> ControlLoop:
-    """The held loop stepped until the arm rests at its stretched singular pose: 200 cycles in a row with J's SVD
-    taken (the γ schedule's band), at most `most` cycles."""
-    run = 0
+    """The held loop stepped until the arm rests at its stretched singular pose: 200 cycles in a row with γ at its
+    lowest (the γ schedule's band start), at most `most` cycles."""
+    run, fd = 0, loop.solver.mapping
     for _ in range(most):
         loop.step(now=0.0)
-        run = run + 1 if loop.config.known_svd() is not None else 0
+        run = run + 1 if fd.gamma == fd.gamma0 else 0
         if run >= 200:
             break
     return loop

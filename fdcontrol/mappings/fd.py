@@ -24,6 +24,7 @@ from fdcontrol.model.virtual import (
     VirtualModel,
     at_band_start,
     check_gamma,
+    near_band_start,
     scheduled_gamma_at,
     scheduled_gamma_compiled,
 )
@@ -80,6 +81,10 @@ class ForwardDynamics(Mapping):
         self._start_test = at_band_start is not None and vm._m_e == 1.0 and vm._ip_e == 1.0
         self._wait = 0  # calls to go before a certificate (past_band_end, at_band_start) is tried again after failing
         self._M: tuple[Any, np.ndarray] | None = None  # (pinocchio data, a view of its M): at_band_start's H
+        #: (J, σ, Vᵀ): the last J at_band_start certified and its SVD (near_band_start's reference)
+        self._near: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._near_age = 0  # the cycles near_band_start certified from that reference
+        self._near_wait = 0  # calls to go before near_band_start is tried again (after failing on a fresh reference)
 
     @property
     def gamma(self) -> float:
@@ -112,18 +117,35 @@ class ForwardDynamics(Mapping):
             if past_band_end(J, A, self.gamma0, GAIN_MARGIN):
                 return self.gamma_straight
             self._wait = _WAIT
+        start = self._low and own and not self._wait and self._start_test
+        if start:
+            data = conf.data  # type: ignore[union-attr]
+            if self._M is None or self._M[0] is not data:  # a view of CRBA's H in the Configuration's data
+                self._M = (data, data.M)
+            near = self._near
+            if self._near_wait:  # it failed lately on a J one cycle from its reference: J moves too fast for it
+                self._near_wait -= 1
+            elif near is not None:
+                if near_band_start(self._M[1], J, near[0], near[1], near[2], self.virtual.link_joints,
+                                   conf.gamma, self.gamma0, GAIN_MARGIN, REGULAR_SIGMA):  # type: ignore[union-attr]
+                    # at the band's start for certain from the SVD of a J near this one (the last at_band_start
+                    # certified): the SVD's answer without the SVD (held at a singular pose, J moves little a cycle)
+                    self._near_age += 1
+                    return self._lowest
+                if self._near_age == 0:
+                    self._near_wait = _WAIT
         # J's thin SVD by Jacobi rotations (fdcontrol.model.linalg.svd_jacobi: the Configuration's, shared with the
         # limits, or the same function's: either way the same bits)
         _, s, Vt = conf.svd if own else svd_jacobi(J)  # type: ignore[union-attr]
-        if self._low and own and not self._wait and self._start_test and len(s) > 1:
+        if start and len(s) > 1:
             # at the band's start for certain (σ_N ≤ s from a lower bound of h_min by the Configuration's H: the
             # light links' inertia is γ (H − JᵀJ)): its value without the link Jacobians. Tried while the last γ
             # was that value
-            vm, data = self.virtual, conf.data  # type: ignore[union-attr]
-            if self._M is None or self._M[0] is not data:  # a view of CRBA's H in the Configuration's data
-                self._M = (data, data.M)
-            if at_band_start(self._M[1], J, s, Vt, vm.link_joints, conf.gamma,  # type: ignore[union-attr]
+            if at_band_start(self._M[1], J, s, Vt, self.virtual.link_joints, conf.gamma,  # type: ignore[index]
                              self.gamma0, GAIN_MARGIN, REGULAR_SIGMA):
+                # (this SVD, the one near_band_start reads while J stays near this one)
+                self._near = (J.copy(), s, Vt) if near_band_start is not None else None
+                self._near_age = 0
                 return self._lowest
             self._wait = _WAIT
         # h, the band's end and the schedule in one compiled call (for one singular value numpy sums the one

@@ -233,6 +233,14 @@ def _at_band_start_kernel(M: np.ndarray, J: np.ndarray, sigma: np.ndarray, Vt: n
             w += x * x
         if w < wmin:
             wmin = w
+    return _start_certain(M, J, sn, wmin, free, gamma_m, gamma, margin)
+
+
+def _start_certain(M: np.ndarray, J: np.ndarray, sn: float, wmin: float, free: np.ndarray, gamma_m: float,
+                   gamma: float, margin: float) -> bool:  # pragma: no mutate block
+    """:func:`_at_band_start_kernel`'s test from σ_N (or a bound above it) and the smallest ‖v_k'‖² (or a bound
+    below it): λ_min of (H − JᵀJ) on the free joints above what h_min ≥ (σ_N ρ)² γ needs."""
+    p = free.shape[0]
     if not wmin > 1e-6:
         return False
     # D = (H − JᵀJ) on the free joints, its size, and tr(H_l) = ‖A‖_F²
@@ -261,10 +269,113 @@ def _at_band_start_kernel(M: np.ndarray, J: np.ndarray, sigma: np.ndarray, Vt: n
     return _cholesky_shifted(D, p, shift, np.zeros((p, p)))
 
 
+#: the room of one SVD of J (svd_jacobi's rotations or LAPACK's, both backward stable): its singular values and
+#: vectors are those of a matrix within this · ‖J‖_F of J (orders of magnitude above their ~1e-15)
+SVD_ROOM = 1e-11
+
+
+def _cluster_bound(val: np.ndarray, eps: float, zero: bool, factor: float, Vt0: np.ndarray,
+                   isfree: np.ndarray) -> float:  # pragma: no mutate block
+    """min over the new singular vectors v of ‖v'‖², bounded below (:func:`_near_band_start_kernel`): ``val`` the
+    old values (descending) whose perturbation is at most ``eps``, clusters of consecutive values within 4 eps at δ_C
+    from the others (and from 0 where ``zero``), sin θ ≤ ``factor`` · eps / (δ_C − eps); −1: no bound."""
+    k, n = val.shape[0], Vt0.shape[1]
+    wmin = math.inf
+    a = 0
+    while a < k:  # the clusters (descending values): consecutive values within 4 eps
+        b = a
+        while b + 1 < k and val[b] - val[b + 1] <= 4.0 * eps:
+            b += 1
+        delta = math.inf  # δ_C: from the cluster to the other values
+        if a > 0:
+            delta = min(delta, val[a - 1] - val[a])
+        if b + 1 < k:
+            delta = min(delta, val[b] - val[b + 1])
+        if zero:
+            delta = min(delta, val[b])
+        if not delta > 3.0 * eps:
+            return -1.0
+        sin = 0.0 if delta == math.inf else factor * eps / (delta - eps) * (1.0 + 1e-9)
+        cos = math.sqrt(max(1.0 - sin * sin, 0.0))
+        wz = 0.0  # Σ over C and the joints that move no light link of v_i[z]²
+        for i in range(a, b + 1):
+            for j in range(n):
+                if not isfree[j]:
+                    wz += Vt0[i, j] * Vt0[i, j]
+        wc = (1.0 - wz) * (1.0 - 1e-9) - 1e-12  # (the computed vectors' norms and orthogonality: within ~1e-14)
+        if not wc > 0.0:
+            return -1.0
+        root = math.sqrt(wc) * cos - sin
+        if not root > 0.0:
+            return -1.0
+        if root * root < wmin:
+            wmin = root * root
+        a = b + 1
+    return wmin
+
+
+def _near_band_start_kernel(M: np.ndarray, J: np.ndarray, J0: np.ndarray, sigma0: np.ndarray, Vt0: np.ndarray,
+                            free: np.ndarray, gamma_m: float, gamma: float, margin: float,
+                            regular: float) -> bool:  # pragma: no mutate block
+    """True only when it is certain that the γ schedule from J's SVD (whatever vectors the SVD takes in a cluster of
+    nearly equal singular values) is at its lowest value, without that SVD: from the SVD (``sigma0``, ``Vt0``) of an
+    earlier J0 and the distance e = ‖J − J0‖_F + SVD_ROOM (‖J‖_F + ‖J0‖_F) between the matrices both SVDs are exact
+    for — as :func:`_at_band_start_kernel`, with σ_N ≤ σ0_N + e (Weyl) and each ‖v_k'‖² bounded below. The right
+    singular vectors are the eigenvectors of G = JᵀJ, which moves by at most e_G = e (2‖J0‖_F + e); G0's eigenvalues
+    σ0² within 4 e_G of each other form a cluster C, at δ_C from G0's others (0 among them where J is wide: its null
+    space); the new vectors of C lie within sin θ ≤ e_G / (δ_C − e_G) of the old ones' span (Weyl, then the
+    Davis–Kahan sin θ theorem: G. W. Stewart & J.-G. Sun, "Matrix Perturbation Theory", V.3) — or, on clusters of
+    σ0 within 4e at δ_C from the others and from 0, sin θ ≤ √2 e / (δ_C − e) (Wedin's theorem, V.4), whichever bound
+    is better — whose unit vectors u have ‖u'‖² ≥ w_C = 1 − Σ_{i∈C, z moving no light link} v_i[z]² (the trace bound
+    of V_Cᵀ P_Z V_C), so a new vector has ‖v'‖ ≥ √w_C cos θ − sin θ. False: not certain (the caller takes the
+    SVD)."""
+    m, n = J.shape
+    k = sigma0.shape[0]
+    p = free.shape[0]
+    if p == 0 or k < 1 or J0.shape[0] != m or J0.shape[1] != n or Vt0.shape[0] != k or Vt0.shape[1] != n \
+            or not (gamma_m > 0.0 and gamma > 0.0):
+        return False
+    d2, f2, f02 = 0.0, 0.0, 0.0
+    for i in range(m):
+        for j in range(n):
+            a, b = J[i, j], J0[i, j]
+            d2 += (a - b) * (a - b)
+            f2 += a * a
+            f02 += b * b
+    f0 = math.sqrt(f02)
+    e = (math.sqrt(d2) + SVD_ROOM * (math.sqrt(f2) + f0)) * (1.0 + 1e-9)
+    eg = e * (2.0 * f0 + e) * (1.0 + 1e-9)
+    if not eg < math.inf:  # (NaN too)
+        return False
+    sn = (sigma0[k - 1] + e) * (1.0 + 1e-9)
+    if not (sigma0[k - 1] >= 0.0 and sn < regular / 2 * (1.0 - 1e-9)):
+        return False
+    isfree = np.zeros(n, dtype=np.bool_)
+    for c in range(p):
+        isfree[free[c]] = True
+    lam = np.empty(k)
+    for i in range(k):
+        lam[i] = sigma0[i] * sigma0[i]
+    # the better of the two bounds (each on its own clusters): Davis–Kahan on G (no condition at 0 where J is square:
+    # a σ_N near 0 keeps its vector) and Wedin's on J (its gap to 0 is σ, not σ²: a wide J's null space)
+    wmin = max(_cluster_bound(lam, eg, n > k, 1.0, Vt0, isfree), _cluster_bound(sigma0, e, True, math.sqrt(2.0), Vt0,
+                                                                                 isfree))
+    if not wmin > 0.0:
+        return False
+    return _start_certain(M, J, sn, wmin * (1.0 - 1e-9), free, gamma_m, gamma, margin)
+
+
 try:  # compiled at import (cached on disk), never in the loop thread; without numba the mapping's plain forms
     import numba
     from numba import types as _t
 
+    _start_certain = numba.njit(cache=True, boundscheck=True)(_start_certain)
+    _cluster_bound = numba.njit(cache=True, boundscheck=True)(_cluster_bound)
+    near_band_start = numba.njit(
+        _t.boolean(_t.Array(_t.float64, 2, "A"), _t.Array(_t.float64, 2, "A"), _t.Array(_t.float64, 2, "A"),
+                   _t.Array(_t.float64, 1, "A"), _t.Array(_t.float64, 2, "A"), _t.Array(_t.int64, 1, "C"),
+                   _t.float64, _t.float64, _t.float64, _t.float64), cache=True,
+        boundscheck=True)(_near_band_start_kernel)
     at_band_start = numba.njit(
         _t.boolean(_t.Array(_t.float64, 2, "A"), _t.Array(_t.float64, 2, "A"), _t.Array(_t.float64, 1, "A"),
                    _t.Array(_t.float64, 2, "A"), _t.Array(_t.int64, 1, "C"), _t.float64, _t.float64, _t.float64,
@@ -273,7 +384,7 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
         _t.float64(_t.Array(_t.float64, 2, "C"), _t.Array(_t.float64, 1, "A"), _t.float64, _t.float64, _t.float64,
                    _t.float64), cache=True, boundscheck=True)(_scheduled_gamma_kernel)
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
-    scheduled_gamma_compiled = at_band_start = None
+    scheduled_gamma_compiled = at_band_start = near_band_start = None
 
 
 def _supports(model: pin.Model, k: int, j: int) -> bool:
