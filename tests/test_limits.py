@@ -1345,3 +1345,29 @@ def test_a_robot_that_is_no_plain_chain_keeps_its_own_jdot(ur10):
     two.path_speed.robot = ur10  # type: ignore[union-attr]
     two.apply(q, np.full(6, 0.3), np.zeros(6), J, 0.002)
     assert two._chain is not None and counting.calls == moving
+
+
+@pytest.mark.parametrize("name", ["ur10", "planar2"])
+def test_the_path_speed_scratch_space_changes_no_bit(name, rng):
+    """The compiled path speed limit solves J⁺ in the rows of the work space after the boxes (8 + 2N rows), never
+    reading what they held before (NaN there); given a work space of the boxes alone (5 rows) it takes its own
+    scratch space: the same references, bit for bit, and the same limits acted, on random states (J with fewer
+    columns than rows too: the planar arm)."""
+    pytest.importorskip("numba")
+    robot = RobotModel.load(name)
+    big, small = (SafetyLimits.from_robot(robot, max_acceleration=0.2) for _ in range(2))  # the path speed caps
+    n = robot.dof
+    assert big._work.shape == (8 + 2 * n, n)
+    small._work = np.empty((5, n))
+    lo, hi = robot.limits.lower, robot.limits.upper
+    acted = 0
+    for _ in range(300):
+        q = lo + rng.uniform(0.05, 0.95, n) * (hi - lo)
+        J = robot.jacobian(q)
+        qd = rng.normal(size=n) * rng.choice([0.1, 1.0, 10.0])
+        prev = qd * rng.uniform(0.0, 1.2)
+        big._work[5:] = math.nan  # what the scratch space held before: never read
+        a, b = big.apply(q, qd, prev, J, 0.002), small.apply(q, qd, prev, J, 0.002)
+        assert a.tobytes() == b.tobytes() and big.active == small.active
+        acted += big.active["path_speed"]
+    assert acted > 0  # the path speed limit's J⁺ was solved

@@ -21,7 +21,8 @@ never in the loop thread.
 Parameters arrive packed (each call argument costs ~0.03–0.06 µs of numba dispatch, so few arguments): ``P``
 holds each distinct parameter vector once as a row, ``idx`` says which row is which —
 position lower, upper, deceleration, v_max; velocity v_max; acceleration a; path_acceleration a;
-path_speed a. ``W`` (5×N) is the caller's work space: q̇, the envelope lo/hi and the hard box.
+path_speed a. ``W`` (5×N, or 8 + 2N rows) is the caller's work space: q̇, the envelope lo/hi and the hard box,
+then the path speed limit's scratch space (its own where W has 5 rows).
 """
 
 from __future__ import annotations
@@ -244,15 +245,29 @@ def _t_times(M, z, rows):
 
 
 @numba.njit(cache=True)
-def _pinv_apply(J, y, U, sv, Vt):
+def _t_times_into(M, z, rows, x):
+    """:func:`_t_times` into ``x`` (its first M.shape[1] entries), returned."""
+    for c in range(M.shape[1]):
+        s = 0.0
+        for i in range(rows):
+            s += M[i, c] * z[i]
+        x[c] = s
+    return x
+
+
+@numba.njit(cache=True)
+def _pinv_apply(J, y, U, sv, Vt, S):
     """J⁺ y (J 6×N, y a 6-vector) as ``np.linalg.pinv(J, rcond=1e-6) @ y``: by the Cholesky factor
     of the smaller Gram matrix (J Jᵀ or JᵀJ) when κ(J) ≤ GRAM_KAPPA is certain — κ(G) ≤ tr(G)·tr(G⁻¹),
     tr(G⁻¹) = ‖L⁻¹‖²_F — so that no singular value is truncated and the two agree to rounding; by the
     SVD pseudo-inverse otherwise — from ``U, sv, Vt``, the SVD of this very J when the caller has it (the γ
-    schedule took it this cycle: one decomposition instead of two), else its own (``sv`` empty)."""
+    schedule took it this cycle: one decomposition instead of two), else its own (``sv`` empty). ``S``: scratch
+    space (2k + 3 rows of N, k = min(6, N); smaller: its own), where the Cholesky path's result is left."""
     m, n = J.shape
     k = m if n >= m else n
-    G = np.empty((k, k))
+    if S.shape[0] < 2 * k + 3 or S.shape[1] < n:
+        S = np.empty((2 * k + 3, n))
+    G = S[:k, :k]
     for i in range(k):
         for j in range(i + 1):
             s = 0.0
@@ -263,7 +278,7 @@ def _pinv_apply(J, y, U, sv, Vt):
                 for c in range(m):
                     s += J[c, i] * J[c, j]
             G[i, j] = s
-    L = np.zeros((k, k))
+    L = S[k:2 * k, :k]  # only its lower triangle is written and read
     ok = True
     for j in range(k):
         s = G[j, j]
@@ -282,7 +297,7 @@ def _pinv_apply(J, y, U, sv, Vt):
         tr_g, tr_inv = 0.0, 0.0
         for i in range(k):
             tr_g += G[i, i]
-        e = np.empty(k)
+        e = S[2 * k]
         for col in range(k):
             for i in range(k):
                 s = 1.0 if i == col else 0.0
@@ -296,8 +311,9 @@ def _pinv_apply(J, y, U, sv, Vt):
         if sv.shape[0] == 0:
             return np.linalg.pinv(np.ascontiguousarray(J), 1e-6) @ np.ascontiguousarray(y)
         return _svd_apply(U, sv, Vt, y)
-    rhs = y if n >= m else _t_times(J, y, m)  # n ≥ m: G z = y, x = Jᵀ z;  n < m: G x = Jᵀ y
-    z = np.empty(k)
+    x = S[2 * k + 2]
+    rhs = y if n >= m else _t_times_into(J, y, m, x)  # n ≥ m: G z = y, x = Jᵀ z;  n < m: G x = Jᵀ y
+    z = S[2 * k + 1]
     for i in range(k):  # L z' = rhs
         s = rhs[i]
         for c in range(i):
@@ -309,8 +325,8 @@ def _pinv_apply(J, y, U, sv, Vt):
             s -= L[c, i] * z[c]
         z[i] = s / L[i, i]
     if n < m:
-        return z
-    return _t_times(J, z, m)
+        return z[:k]
+    return _t_times_into(J, z, m, x)
 
 
 @numba.njit(cache=True)
@@ -352,7 +368,7 @@ def _tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_
         if speed > 1e-9 and fin:
             if K.shape[0] > 0:
                 jdot = _rate(q, qd, K)
-            x = _pinv_apply(J, jdot, U, sv, Vt)  # J̇(q, q')q' = jdot/ṡ² (quadratic in q̇)
+            x = _pinv_apply(J, jdot, U, sv, Vt, W[5:])  # J̇(q, q')q' = jdot/ṡ² (quadratic in q̇)
             inv2 = 1.0 / (speed * speed)
             amax = P[idx[PS_AMAX]]
             top, cap, good = 0.0, np.inf, True

@@ -272,7 +272,7 @@ class SafetyLimits:
             ps.max_acceleration = views[7]
         self._P, self._idx = P, np.array(idx, dtype=np.int64)
         self._views = self._sources()
-        self._work = np.empty((5, n))
+        self._work = np.empty((8 + 2 * n, n))  # compiled.py's rows, then the path speed limit's scratch space
 
     def validate(self) -> None:
         for lim in self.limits:
