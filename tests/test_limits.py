@@ -572,19 +572,15 @@ def test_path_speed_reuses_a_given_svd_of_j_near_a_singularity(name):
     assert acted > 10 and differs > 10, (acted, differs)
 
 
-def test_loop_shares_the_gamma_schedules_svd_with_the_limits(monkeypatch):
+def test_loop_shares_the_gamma_schedules_svd_with_the_limits():
     """At a singular pose the γ schedule takes J's SVD; the limits stage is handed that same decomposition
-    (one SVD per cycle for both), and the cycle's reference is the one the limits give with their own. (The
-    schedule's test from an earlier SVD, near_band_start, is off here: with it the schedule takes J's SVD in few
-    of these cycles — the cycles where it takes one hand it on alike.)"""
+    (one SVD per cycle for both), and the cycle's reference is the one the limits give with their own."""
     import copy
 
     from fdcontrol.drivers import SimulatedRobot
     from fdcontrol.loop import build_loop
-    from fdcontrol.mappings import fd as fd_module
     from fdcontrol.model.robot import HOME
 
-    monkeypatch.setattr(fd_module, "near_band_start", None)
     robot = ROBOTS["ur10"]
     sim = SimulatedRobot(robot, dt=2e-3, q0=np.array(HOME["ur10"]))
     loop = build_loop(driver=sim, robot=robot, rate=500.0)

@@ -316,8 +316,8 @@ def _cluster_bound(val: np.ndarray, eps: float, zero: bool, factor: float, Vt0: 
 
 def _near_band_start_kernel(M: np.ndarray, J: np.ndarray, J0: np.ndarray, sigma0: np.ndarray, Vt0: np.ndarray,
                             free: np.ndarray, gamma_m: float, gamma: float, margin: float,
-                            regular: float) -> bool:  # pragma: no mutate block
-    """True only when it is certain that the γ schedule from J's SVD (whatever vectors the SVD takes in a cluster of
+                            regular: float) -> float:  # pragma: no mutate block
+    """≥ 0 only when it is certain that the γ schedule from J's SVD (whatever vectors the SVD takes in a cluster of
     nearly equal singular values) is at its lowest value, without that SVD: from the SVD (``sigma0``, ``Vt0``) of an
     earlier J0 and the distance e = ‖J − J0‖_F + SVD_ROOM (‖J‖_F + ‖J0‖_F) between the matrices both SVDs are exact
     for — as :func:`_at_band_start_kernel`, with σ_N ≤ σ0_N + e (Weyl) and each ‖v_k'‖² bounded below. The right
@@ -327,14 +327,15 @@ def _near_band_start_kernel(M: np.ndarray, J: np.ndarray, J0: np.ndarray, sigma0
     Davis–Kahan sin θ theorem: G. W. Stewart & J.-G. Sun, "Matrix Perturbation Theory", V.3) — or, on clusters of
     σ0 within 4e at δ_C from the others and from 0, sin θ ≤ √2 e / (δ_C − e) (Wedin's theorem, V.4), whichever bound
     is better — whose unit vectors u have ‖u'‖² ≥ w_C = 1 − Σ_{i∈C, z moving no light link} v_i[z]² (the trace bound
-    of V_Cᵀ P_Z V_C), so a new vector has ‖v'‖ ≥ √w_C cos θ − sin θ. False: not certain (the caller takes the
-    SVD)."""
+    of V_Cᵀ P_Z V_C), so a new vector has ‖v'‖ ≥ √w_C cos θ − sin θ. −1: not certain (the caller takes the SVD).
+    Where certain, the value is a bound above tr(G)·tr(G⁻¹) ≥ κ(J)² of J's smaller Gram matrix G, ‖J‖²_F k / (σ0_N − e)²
+    (∞ where σ0_N ≤ e): what tells whether another user of J's SVD (the path speed limit's J⁺) may need it."""
     m, n = J.shape
     k = sigma0.shape[0]
     p = free.shape[0]
     if p == 0 or k < 1 or J0.shape[0] != m or J0.shape[1] != n or Vt0.shape[0] != k or Vt0.shape[1] != n \
             or not (gamma_m > 0.0 and gamma > 0.0):
-        return False
+        return -1.0
     d2, f2, f02 = 0.0, 0.0, 0.0
     for i in range(m):
         for j in range(n):
@@ -346,10 +347,10 @@ def _near_band_start_kernel(M: np.ndarray, J: np.ndarray, J0: np.ndarray, sigma0
     e = (math.sqrt(d2) + SVD_ROOM * (math.sqrt(f2) + f0)) * (1.0 + 1e-9)
     eg = e * (2.0 * f0 + e) * (1.0 + 1e-9)
     if not eg < math.inf:  # (NaN too)
-        return False
+        return -1.0
     sn = (sigma0[k - 1] + e) * (1.0 + 1e-9)
     if not (sigma0[k - 1] >= 0.0 and sn < regular / 2 * (1.0 - 1e-9)):
-        return False
+        return -1.0
     isfree = np.zeros(n, dtype=np.bool_)
     for c in range(p):
         isfree[free[c]] = True
@@ -361,8 +362,11 @@ def _near_band_start_kernel(M: np.ndarray, J: np.ndarray, J0: np.ndarray, sigma0
     wmin = max(_cluster_bound(lam, eg, n > k, 1.0, Vt0, isfree), _cluster_bound(sigma0, e, True, math.sqrt(2.0), Vt0,
                                                                                  isfree))
     if not wmin > 0.0:
-        return False
-    return _start_certain(M, J, sn, wmin * (1.0 - 1e-9), free, gamma_m, gamma, margin)
+        return -1.0
+    if not _start_certain(M, J, sn, wmin * (1.0 - 1e-9), free, gamma_m, gamma, margin):
+        return -1.0
+    lo = sigma0[k - 1] - e
+    return f2 * k / (lo * lo) * (1.0 + 1e-9) if lo > 0.0 else math.inf
 
 
 try:  # compiled at import (cached on disk), never in the loop thread; without numba the mapping's plain forms
@@ -372,7 +376,7 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
     _start_certain = numba.njit(cache=True, boundscheck=True)(_start_certain)
     _cluster_bound = numba.njit(cache=True, boundscheck=True)(_cluster_bound)
     near_band_start = numba.njit(
-        _t.boolean(_t.Array(_t.float64, 2, "A"), _t.Array(_t.float64, 2, "A"), _t.Array(_t.float64, 2, "A"),
+        _t.float64(_t.Array(_t.float64, 2, "A"), _t.Array(_t.float64, 2, "A"), _t.Array(_t.float64, 2, "A"),
                    _t.Array(_t.float64, 1, "A"), _t.Array(_t.float64, 2, "A"), _t.Array(_t.int64, 1, "C"),
                    _t.float64, _t.float64, _t.float64, _t.float64), cache=True,
         boundscheck=True)(_near_band_start_kernel)
