@@ -1338,6 +1338,7 @@ def test_a_robot_that_is_no_plain_chain_keeps_its_own_jdot(ur10):
         moving += bool(d.any() and np.isfinite(d).all())
         assert counting.calls == moving, k
     assert one._chain is not None and two._chain is None and moving > 100 and one.active["path_speed"] in (True, False)
+    assert one._chain_of is ur10 and two._chain_of is counting  # each chain made once, not every cycle
     two.path_speed.robot = ur10  # type: ignore[union-attr]
     two.apply(q, np.full(6, 0.3), np.zeros(6), J, 0.002)
     assert two._chain is not None and counting.calls == moving

@@ -310,38 +310,25 @@ class SafetyLimits:
         after = self._after
         # J q̇ as CartesianSpeed computes it (J @ list): ndarray.dot gives the same bits, faster
         t = J.dot(qd) if c is not None else qd
+        v_lin, v_ang = (math.inf, math.inf) if c is None else (c.max_linear_speed, c.max_angular_speed)
+        reserve = ps.reserve if ps is not None else 1.0
         if K is not None:  # one call: J̇q̇ for the path speed limit computed inside (limits.compiled.limits)
             out = np.empty(len(q))
             hit_c, hit_p, hit_v, hit_ps, hit_pa, hit_a = fused(
-                q, qd, t, qd_prev, J, dt, U, sv, Vt, self._P, self._idx, W, K, p.recovery, p.margin,
-                c.max_linear_speed if c is not None else math.inf,
-                c.max_angular_speed if c is not None else math.inf, c is not None,
-                ps.reserve if ps is not None else 1.0, pa is not None, not after, out)
-            if c is not None:
-                act["cartesian"] = hit_c
-            act["position"], act["velocity"], act["acceleration"] = hit_p, hit_v, hit_a
-            if ps is not None:
-                act["path_speed"] = hit_ps
-            if pa is not None:
-                act["path_acceleration"] = hit_pa
-            if after:
-                return self._after_acceleration(after, jerk, box, q, out, qd_prev, J, dt, period)
-            return out
-        hit = head(q, qd, t, dt, self._P, self._idx, W, p.recovery, p.margin,
-                   c.max_linear_speed if c is not None else math.inf,
-                   c.max_angular_speed if c is not None else math.inf, c is not None)
-        if c is not None:
-            act["cartesian"] = hit[0]
-        act["position"], act["velocity"] = hit[1], hit[2]
-        jdot = _NO_JDOT
-        if ps is not None:
-            d = W[0]
-            moving = d.tolist()
+                q, qd, t, qd_prev, J, dt, U, sv, Vt, self._P, self._idx, W, K, p.recovery, p.margin, v_lin, v_ang,
+                c is not None, reserve, pa is not None, not after, out)
+        else:  # the path speed limit's robot is no chain (so the limit is there): its J̇q̇ between head and tail
+            hit_c, hit_p, hit_v = head(q, qd, t, dt, self._P, self._idx, W, p.recovery, p.margin, v_lin, v_ang,
+                                       c is not None)
+            jdot = _NO_JDOT
+            moving = W[0].tolist()
             if any(moving) and math.isfinite(sum(moving)):  # J̇(q, q̇)q̇ at the q̇ the limits before it left
-                jdot = ps.robot.jacobian_rate(q, d)
-        out, hit_ps, hit_pa, act["acceleration"] = tail(
-            qd_prev, J, jdot, dt, U, sv, Vt, self._P, self._idx, W, ps.reserve if ps is not None else 1.0,
-            ps is not None, pa is not None, not after)
+                jdot = ps.robot.jacobian_rate(q, W[0])  # type: ignore[union-attr]
+            out, hit_ps, hit_pa, hit_a = tail(qd_prev, J, jdot, dt, U, sv, Vt, self._P, self._idx, W, reserve,
+                                              True, pa is not None, not after)
+        if c is not None:
+            act["cartesian"] = hit_c
+        act["position"], act["velocity"], act["acceleration"] = hit_p, hit_v, hit_a
         if ps is not None:
             act["path_speed"] = hit_ps
         if pa is not None:
