@@ -91,15 +91,16 @@ def test_the_fused_tests_are_the_schedules_the_limits_and_any() -> None:
     assert seen == set(range(8)), seen
 
 
-@pytest.mark.parametrize("compiled", [True, False])
-def test_the_loop_case_follows_the_schedule_as_the_general_path(compiled: bool, monkeypatch) -> None:
+@pytest.mark.parametrize("compiled", [True, False, "tests only"])
+def test_the_loop_case_follows_the_schedule_as_the_general_path(compiled: bool | str, monkeypatch) -> None:
     """Stepping into and out of the singular neighbourhood (γ moving between γ₀ and gamma_straight): the fast path
     (its tests fused, the schedule told their answer or left as it was; without the fused calls, numba's absence,
     the schedule, inside and the numpy step) gives, cycle by cycle, the step and γ the general path gives after
     ``schedule`` at the same q."""
-    if not compiled:
-        monkeypatch.setattr(solvers, "_pre", None)
+    if compiled is not True:  # without the fused step (and, False, without the fused tests too)
         monkeypatch.setattr(solvers, "_fd_in", None)
+    if compiled is False:
+        monkeypatch.setattr(solvers, "_pre", None)
     from fdcontrol.loop.solvers import _AccelerationSolver
     from fdcontrol.model.configuration import Configuration
 

@@ -223,8 +223,8 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         c, m = self.constraints, self.mapping
         if (self._fast and config is not None and config.q is q and self.substeps == 1
                 and type(self.integrator) is SemiImplicitEuler and self.joint_limits == "constraints"):
-            if _pre is not None and type(qd) is np.ndarray and qd.dtype == _F64 and qd.ndim == 1 \
-                    and config.virtual is m.virtual:  # type: ignore[attr-defined]
+            if _pre is not None and _fd_in is not None and type(qd) is np.ndarray and qd.dtype == _F64 \
+                    and qd.ndim == 1 and config.virtual is m.virtual:  # type: ignore[attr-defined]
                 # the schedule's test of J (σ_min(J) > σ_reg: sigma_min_above's Cholesky test on the Configuration's
                 # J, as gamma_at runs it), c.inside(q) and whether q̇ has a non-zero entry in one compiled call
                 scheduled = m.scheduled  # type: ignore[attr-defined]
@@ -324,9 +324,11 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         path's hooks (no active set to decide; the projection only where the step leaves the limits).
         The same numbers as the general path (tests/test_loop_configuration.py)."""
         c = self.constraints
-        c.release()
+        if c.engaged:
+            c.release()
         self._locked, self.last_converged = None, True
-        if _fd_in is None or type(qd) is not np.ndarray or qd.dtype != _F64 or qd.ndim != 1:
+        # (`moving` given: step's compiled tests ran on this q̇, a float64 vector, and _fd_in is there)
+        if moving is None and (_fd_in is None or type(qd) is not np.ndarray or qd.dtype != _F64 or qd.ndim != 1):
             qd1 = qd + dt * self._free_accel(conf, qd, wrench, self.joint_load(q, qd, tau))
             return c.project(q + dt * qd1, qd1)
         # rhs = Jᵀf + t, H⁻¹ rhs by the cycle's factor (pinocchio's LDLᵀ solve, its operations in its order), − c q̇,
