@@ -13,6 +13,7 @@ from fdcontrol import RobotModel, make_mapping
 from fdcontrol.loop import solvers
 from fdcontrol.loop.solvers import make_solver
 from fdcontrol.model.conditioning import sigma_min_above
+from fdcontrol.model.spatial import finite
 from fdcontrol.model.virtual import REGULAR_SIGMA, VirtualModel
 
 pytestmark = pytest.mark.skipif(solvers._fd_in is None, reason="numba (the fast extra) is not installed")
@@ -34,7 +35,7 @@ def test_the_fused_inside_step_is_the_solve_and_euler_step_bit_for_bit(name: str
     rng = np.random.default_rng(7)
     c = make_solver(make_mapping("fd", robot)).constraints
     lo, up = c._lo_tol, c._up_tol
-    outside = 0
+    outside = checked = 0
     for gamma in (1e3, 3.7e4, 1e6, 1e9):
         vm = VirtualModel(robot, gamma)
         m, d = vm.model, vm.model.createData()
@@ -56,9 +57,11 @@ def test_the_fused_inside_step_is_the_solve_and_euler_step_bit_for_bit(name: str
             got_q, got_qd = np.empty(n), np.empty(n)
             got = solvers._fd_in(U, D, nvt, jtf, load, sub, q, qd, decay, dt, lo, up, got_q, got_qd)
             assert got_q.tobytes() == q1.tobytes() and got_qd.tobytes() == qd1.tobytes(), (gamma, k)
-            assert got == inside, (gamma, k)
+            assert bool(got & 1) == inside, (gamma, k)
+            assert bool(got & 2) == finite(qd1), (gamma, k)
+            checked += bool(got & 2)
             outside += not inside
-    assert outside > 100, outside
+    assert outside > 100 and 100 < checked < 5500, (outside, checked)
 
 
 def test_the_fused_tests_are_the_schedules_the_limits_and_any() -> None:
@@ -124,3 +127,24 @@ def test_the_loop_case_follows_the_schedule_as_the_general_path(compiled: bool |
         assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes(), k
         gammas.add(fast.virtual.gamma)
     assert len(gammas) > 3, gammas
+
+
+def test_the_step_tells_the_stage_which_velocity_it_found_finite() -> None:
+    """``checked`` is the returned q̇ exactly when the fused step found it finite (finite()'s test: the sum of its
+    entries) — not for a q̇ with a NaN or ±∞, nor one whose entries overflow in the sum, nor a projected one — and a
+    non-finite q̇ still faults the loop's solver stage."""
+    from fdcontrol.model.configuration import Configuration
+
+    robot = RobotModel.load("ur10")
+    solver = make_solver(make_mapping("fd", robot))
+    conf = Configuration(robot, virtual=solver.virtual)
+    conf.update(np.array([0.1, -1.2, 1.3, -1.5, -1.4, 0.2]))
+    f = np.array([5.0, -3.0, 2.0, 0.1, 0.0, 0.2])
+    _, qd1 = solver.step(conf.q, np.full(6, 0.1), f, 2e-3, config=conf)
+    assert solver.checked is qd1 and finite(qd1)
+    for bad in (np.nan, np.inf, 1e308):
+        qd = np.full(6, 0.1)
+        qd[1] = bad
+        qd[2] = bad if bad == 1e308 else 0.1  # two of 1e308: each finite, their sum not
+        _, qd1 = solver.step(conf.q, qd, f, 2e-3, config=conf)
+        assert solver.checked is not qd1 and not finite(qd1), bad

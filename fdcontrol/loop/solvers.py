@@ -80,7 +80,9 @@ class Solver(ABC):
     * ``virtual`` — the FD virtual model; the loop builds its per-cycle Configuration on it
       (H, H⁻¹ and the null-space loads need it),
     * ``constraints`` — the virtual joint limits (published as ``virtual_joint_limit``),
-    * ``last_converged`` — every virtual sub-step of the last step met its integrator's tolerance.
+    * ``last_converged`` — every virtual sub-step of the last step met its integrator's tolerance,
+    * ``checked`` — the q̇ the last step returned when the step itself found it finite (the sum of its entries
+      finite: :func:`fdcontrol.model.spatial.finite`'s test), else None: the loop's solver stage then skips that test.
 
     ``build`` makes a solver from the loop's common options (:func:`make_solver`); each solver
     takes the options it uses.
@@ -90,6 +92,7 @@ class Solver(ABC):
     virtual: VirtualModel | None = None
     constraints: JointLimitConstraints | None = None
     last_converged: bool = True
+    checked: np.ndarray | None = None
 
     @abstractmethod
     def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
@@ -351,8 +354,10 @@ class ForwardDynamicsSolver(_AccelerationSolver):
             fac = self._factor = (d, d.U, d.D, np.array(d.nvSubtree_fromRow, dtype=np.int64))
         n = q.shape[0]
         q1, qd1 = np.empty(n), np.empty(n)
-        if _fd_in(fac[1], fac[2], fac[3], jtf, load, sub, q, qd, self.decay, float(dt), c._lo_tol, c._up_tol, q1, qd1) \
-                and not c.engaged:
+        code = _fd_in(fac[1], fac[2], fac[3], jtf, load, sub, q, qd, self.decay, float(dt), c._lo_tol, c._up_tol, q1,
+                      qd1)
+        if code & 1 and not c.engaged:
+            self.checked = qd1 if code & 2 else None
             return q1, qd1
         return c.project(q1, qd1)
 
@@ -553,14 +558,15 @@ def _step_test_kernel(J: np.ndarray, s2: float, test: bool, q: np.ndarray, qd: n
 
 def _fd_inside_kernel(U: np.ndarray, D: np.ndarray, nvt: np.ndarray, jtf: np.ndarray, load: np.ndarray, sub: bool,
                       q: np.ndarray, qd: np.ndarray, decay: float, dt: float, lo: np.ndarray, up: np.ndarray,
-                      q_out: np.ndarray, qd_out: np.ndarray) -> bool:  # pragma: no mutate block
+                      q_out: np.ndarray, qd_out: np.ndarray) -> int:  # pragma: no mutate block
     """ForwardDynamicsSolver._euler_inside's numbers: rhs = Jᵀf − load (``sub``) or Jᵀf + load, x = H⁻¹ rhs as
     ``pinocchio.cholesky.solve`` computes it from the factor H = U D Uᵀ in a pinocchio data (``U``, ``D``,
     ``nvSubtree_fromRow``: x ← U⁻¹x by rows from the last, each row's dot product summed in order; x ← x · D⁻¹
     elementwise, D⁻¹ = 1/D as pinocchio forms it; x ← U⁻ᵀx by columns from the first), then :func:`_euler_step`
-    into q_out, qd_out, and whether every joint of q_out lies strictly between ``lo`` and ``up``
-    (JointLimitConstraints.inside on its bounds; False for NaN) — the same float operations in the same order, so the
-    same bits."""
+    into q_out, qd_out — the same float operations in the same order, so the same bits. Returns bits: 1 — every joint
+    of q_out strictly between ``lo`` and ``up`` (JointLimitConstraints.inside on its bounds; not for NaN), 2 — the sum
+    of qd_out's entries in order finite (fdcontrol.model.spatial.finite's test: a NaN or ±∞ entry, or an overflow,
+    fails it)."""
     n = q.shape[0]
     x = np.empty(n)
     for i in range(n):
@@ -580,14 +586,16 @@ def _fd_inside_kernel(U: np.ndarray, D: np.ndarray, nvt: np.ndarray, jtf: np.nda
         for j in range(k + 1, k + nvt[k]):
             x[j] -= U[k, j] * v
     inside = True
+    total = 0.0
     for i in range(n):
         v = qd[i] + dt * (x[i] - decay * qd[i])
         qd_out[i] = v
+        total += v
         y = q[i] + dt * v
         q_out[i] = y
         if not (lo[i] < y and y < up[i]):
             inside = False
-    return inside
+    return (1 if inside else 0) | (2 if math.isfinite(total) else 0)
 
 
 def _euler_project_kernel(q: np.ndarray, qd: np.ndarray, x: np.ndarray, decay: float, dt: float, lower: np.ndarray,
@@ -651,7 +659,7 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
     _M = _t.Array(_t.float64, 2, "A")
     _pre: Any = numba.njit(_t.int64(_M, _t.float64, _t.boolean, _V, _V, _V, _V), cache=True,
                            boundscheck=True)(_step_test_kernel)
-    _fd_in: Any = numba.njit(_t.boolean(_M, _V, _t.Array(_t.int64, 1, "A"), _V, _V, _t.boolean, _V, _V, _t.float64,
+    _fd_in: Any = numba.njit(_t.int64(_M, _V, _t.Array(_t.int64, 1, "A"), _V, _V, _t.boolean, _V, _V, _t.float64,
                                         _t.float64, _V, _V, _V, _V), cache=True, boundscheck=True)(_fd_inside_kernel)
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
     _euler = _clip = _zero_locked = _euler_project = _pre = _fd_in = None
