@@ -1319,6 +1319,7 @@ def test_a_robot_that_is_no_plain_chain_keeps_its_own_jdot(ur10):
     turned._world_is_base = False
     assert chain(turned) is None
     one, two = SafetyLimits.from_robot(ur10), SafetyLimits.from_robot(ur10)
+    assert one._chain_of is ur10 and one._chain is not None  # made with the limits, not in their first cycle
     counting = _CountingRobot(ur10)
     two.path_speed.robot = counting  # type: ignore[union-attr,assignment]
     rng = np.random.default_rng(3)
