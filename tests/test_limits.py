@@ -1369,3 +1369,35 @@ def test_the_path_speed_scratch_space_changes_no_bit(name, rng):
         assert a.tobytes() == b.tobytes() and big.active == small.active
         acted += big.active["path_speed"]
     assert acted > 0  # the path speed limit's J⁺ was solved
+
+
+def test_compiled_jdot_of_a_chain_with_unaligned_and_other_axes(rng):
+    """The chain the compiled J̇q̇ takes has revolute joints about any axis (pinocchio's unaligned revolute, RY here;
+    rotated placements): the same J̇q̇ as RobotModel.jacobian_rate to rounding; a prismatic joint gives no chain."""
+    pytest.importorskip("numba")
+    import pinocchio as pin
+
+    from fdcontrol.limits.compiled import chain, rate
+
+    def arm(prismatic: bool) -> RobotModel:
+        m, j = pin.Model(), 0
+        axis = np.array([0.3, -0.5, 0.8]) / np.linalg.norm([0.3, -0.5, 0.8])
+        for i in range(4):
+            jm = pin.JointModelRevoluteUnaligned(axis) if i % 2 == 0 else pin.JointModelRY()
+            if prismatic and i == 3:
+                jm = pin.JointModelPZ()
+            placement = pin.SE3(pin.utils.rpyToMatrix(0.1 * i, -0.2, 0.3), np.array([0.1, 0.2 * i, 0.3]))
+            j = m.addJoint(j, jm, placement, f"j{i}")
+            m.appendBodyToJoint(j, pin.Inertia.FromSphere(1.0, 0.05), pin.SE3.Identity())
+        m.addFrame(pin.Frame("tip", j, 0, pin.SE3(np.eye(3), np.array([0.05, 0.0, 0.1])), pin.FrameType.OP_FRAME))
+        m.addFrame(pin.Frame("base", 0, 0, pin.SE3.Identity(), pin.FrameType.OP_FRAME))
+        return RobotModel(m, "base", "tip")
+
+    robot = arm(False)
+    K = chain(robot)
+    assert K is not None
+    for _ in range(300):
+        q, qd = rng.uniform(-3.0, 3.0, 4), rng.normal(size=4)
+        want = robot.jacobian_rate(q, qd)
+        np.testing.assert_allclose(rate(q, qd, K), want, rtol=0, atol=1e-13 * max(1.0, np.abs(want).max()))
+    assert chain(arm(True)) is None
