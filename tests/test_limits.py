@@ -1401,3 +1401,44 @@ def test_compiled_jdot_of_a_chain_with_unaligned_and_other_axes(rng):
         want = robot.jacobian_rate(q, qd)
         np.testing.assert_allclose(rate(q, qd, K), want, rtol=0, atol=1e-13 * max(1.0, np.abs(want).max()))
     assert chain(arm(True)) is None
+
+
+@pytest.mark.parametrize("names", [DEFAULT_LIMITS, BASIC_LIMITS, (*BASIC_LIMITS, "jerk")])
+def test_the_compiled_twin_names_the_reference_it_found_finite(ur10, names):
+    """SafetyLimits.checked is the array apply returned when the one compiled call found it finite (the sum of its
+    entries, as fdcontrol.model.spatial.finite sums them), else None: on random references with NaN and ±inf in
+    the desired or the previous q̇ or in q it is that array exactly where finite() is true; with a limit after the
+    acceleration limit (the jerk limit: the array is changed after the call), without numba and for a robot that
+    is no chain, None; the limits stage skips its own test only for that very array."""
+    pytest.importorskip("numba")
+    from fdcontrol.model.spatial import finite
+
+    lim = SafetyLimits.from_robot(ur10, limits=names)
+    rng = np.random.default_rng(11)
+    lo, hi = ur10.limits.lower, ur10.limits.upper
+    seen = {True: 0, False: 0}
+    for k in range(1500):
+        q = lo + rng.uniform(-0.1, 1.1, 6) * (hi - lo)
+        J = ur10.jacobian(q)
+        qd = rng.normal(size=6) * rng.choice([1e-3, 0.3, 10.0])
+        prev = qd * rng.uniform(0.0, 1.2)
+        if k % 3:
+            (qd, prev, q)[k % 3 - 1 if k % 7 else 2][k % 6] = (math.nan, math.inf, -math.inf)[k % 5 % 3]
+        with np.errstate(invalid="ignore"):
+            out = lim.apply(q, qd, prev, J, 0.002)
+        if "jerk" in names:
+            assert lim.checked is None
+            continue
+        ok = finite(out)
+        seen[ok] += 1
+        assert (lim.checked is out) if ok else (lim.checked is None), (k, out)
+    assert "jerk" in names or (seen[True] > 100 and seen[False] > 100)
+    two = SafetyLimits.from_robot(ur10, limits=names)
+    two.path_speed = None if "path_speed" not in names else two.path_speed
+    if two.path_speed is not None:
+        two.path_speed.robot = _CountingRobot(ur10)  # type: ignore[assignment]  # no chain: two calls
+        two.apply(q, np.full(6, 0.1), np.zeros(6), J, 0.002)
+        assert two.checked is None
+    two._compiled = None  # numba missing: the classes
+    two.apply(q, np.full(6, 0.1), np.zeros(6), J, 0.002)
+    assert two.checked is None

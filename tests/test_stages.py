@@ -480,3 +480,23 @@ def test_the_published_state_is_every_field_from_its_source(case):
             assert same and type(w) is type(v), (name, k, w, v)
             if isinstance(v, np.ndarray | dict):
                 assert w is v or (k == "limits_active" and w is not loop.limits.active), (name, k)
+
+
+def test_the_limits_stage_tests_every_reference_the_limits_did_not_check():
+    """The limits stage skips its test of the reference only for the very array the compiled limits found finite
+    (SafetyLimits.checked): a NaN reference in another array (here from a wrapper around apply) is caught, the fault
+    recorded and the arm held, though the limits checked the array they made."""
+    loop = lean()
+    run(loop, 3)
+    real, made = loop.limits.apply, []
+
+    def apply(*args, **kw):
+        made.append(real(*args, **kw))
+        return np.full(loop.robot.dof, np.nan)
+
+    loop.limits.apply = apply  # type: ignore[method-assign]
+    s = run(loop, 2, t0=0.1)[-1]
+    if loop.limits._compiled is not None:
+        assert made[-1] is loop.limits.checked  # the limits' own array: checked (the skip would have applied)
+    assert s.fault and "non-finite reference" in s.fault and s.holding
+    assert np.all(np.isfinite(s.qd_ref))

@@ -472,7 +472,7 @@ def rate(q, qd, K):
     """J̇(q, q̇)q̇ of the chain ``K`` (:func:`chain`), what :func:`limits` computes for the path speed limit."""
     return _rate(q, qd, K)
 
-_LIMITS = types.UniTuple(types.boolean, 6)(
+_LIMITS = types.UniTuple(types.boolean, 7)(
     _VEC, _VEC, _VEC, _VEC, _MAT, types.float64,  # q, q̇_d, J q̇_d (any vector: no Cartesian limit), q̇_prev, J, dt
     _MAT, _VEC, _MAT, _MAT, _IDX, _MAT,  # J's SVD (as tail), P, idx, W
     _MAT,  # the chain (:func:`chain`; no rows: no path speed limit)
@@ -487,11 +487,14 @@ def limits(q, qd_in, t, prev, J, dt, U, sv, Vt, P, idx, W, K, recovery, margin, 
     """:func:`head` then :func:`tail` in one call, J̇(q, q̇)q̇ for the path speed limit (on when ``K`` has rows)
     computed between them from the chain ``K``, q̇_ref into ``out`` (the caller's new array: returning one from
     the compiled call costs more): (cartesian, position, velocity, path speed, path acceleration, acceleration
-    acted)."""
+    acted, q̇_ref finite — the sum of its entries in order, as :func:`fdcontrol.model.spatial.finite` sums them)."""
     c, p, v = _head(q, qd_in, t, dt, P, idx, W, recovery, margin, max_linear, max_angular, cartesian_on)
     ps, pa, acc = _tail(prev, J, t, dt, U, sv, Vt, P, idx, W, reserve, K.shape[0] > 0, path_acceleration_on,
                         box, K, q, out)
-    return c, p, v, ps, pa, acc
+    total = 0.0
+    for j in range(out.shape[0]):
+        total += out[j]
+    return c, p, v, ps, pa, acc, math.isfinite(total)
 
 
 _JERK = types.boolean(_VEC, _VEC, types.float64, types.int64, types.float64, _VEC, _VEC, _MAT, types.boolean,

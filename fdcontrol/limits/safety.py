@@ -167,6 +167,9 @@ class SafetyLimits:
     velocity: JointVelocity
     acceleration: JointAcceleration
     cartesian: CartesianSpeed | None
+    #: the reference the last :meth:`apply` returned when the compiled twin found it finite (the sum of its entries
+    #: in :func:`fdcontrol.model.spatial.finite`'s order), else None: the loop skips its own test for that array
+    checked: np.ndarray | None = None
 
     def __init__(self, lower: np.ndarray, upper: np.ndarray, max_velocity: np.ndarray,
                  max_acceleration: np.ndarray, max_linear_speed: float = 0.5, max_angular_speed: float = 1.5,
@@ -288,6 +291,7 @@ class SafetyLimits:
         when the γ schedule took it this cycle): the compiled path speed limit then reuses it where it needs
         J⁺ by an SVD (κ(J) > 1e4) instead of taking its own — the same pseudo-inverse within rounding."""
         kernels, act = self._compiled, self.active
+        self.checked = None
         if kernels is None:
             return run(self.limits, q, qd, qd_prev, J, dt, self.active, period)
         c, p, ps, pa, V = self.cartesian, self.position, self.path_speed, self.path_acceleration, self._views
@@ -314,9 +318,11 @@ class SafetyLimits:
         reserve = ps.reserve if ps is not None else 1.0
         if K is not None:  # one call: J̇q̇ for the path speed limit computed inside (limits.compiled.limits)
             out = np.empty(len(q))
-            hit_c, hit_p, hit_v, hit_ps, hit_pa, hit_a = fused(
+            hit_c, hit_p, hit_v, hit_ps, hit_pa, hit_a, fin = fused(
                 q, qd, t, qd_prev, J, dt, U, sv, Vt, self._P, self._idx, W, K, p.recovery, p.margin, v_lin, v_ang,
                 c is not None, reserve, pa is not None, not after, out)
+            if fin and not after:  # the reference as returned: the loop's test of it can be skipped
+                self.checked = out
         else:  # the path speed limit's robot is no chain (so the limit is there): its J̇q̇ between head and tail
             hit_c, hit_p, hit_v = head(q, qd, t, dt, self._P, self._idx, W, p.recovery, p.margin, v_lin, v_ang,
                                        c is not None)

@@ -434,7 +434,7 @@ class Limits(Stage):
             loop.braking.end()
         if loop.cycle == 0:  # activation: the first reference is the measured state
             qd_ref = np.zeros(loop.robot.dof)
-        if not finite(qd_ref):  # never send a NaN
+        if not (qd_ref is loop.limits.checked or finite(qd_ref)):  # never send a NaN (checked: the limits tested it)
             loop._record_fault("non-finite reference; holding", c.now)
             c.holding, qd_ref = True, np.zeros(loop.robot.dof)
         c.qd_ref = qd_ref
