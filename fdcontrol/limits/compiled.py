@@ -235,13 +235,7 @@ def _head(q, qd_in, t, dt, P, idx, W, recovery, margin, max_linear, max_angular,
 def _t_times(M, z, rows):
     """Mᵀ z over M's first ``rows`` rows, summed row by row in order (the same float operations wherever
     a pseudo-inverse below forms one)."""
-    x = np.empty(M.shape[1])
-    for c in range(M.shape[1]):
-        s = 0.0
-        for i in range(rows):
-            s += M[i, c] * z[i]
-        x[c] = s
-    return x
+    return _t_times_into(M, z, rows, np.empty(M.shape[1]))
 
 
 @numba.njit(cache=True)
