@@ -328,3 +328,101 @@ def test_a_read_only_matrix_goes_to_lapack():
     A.flags.writeable = False
     assert all(np.array_equal(g, w) for g, w in zip(linalg.svd_jacobi(A), linalg.svd(A), strict=True))
     assert all(np.array_equal(g, w) for g, w in zip(linalg.svd_jacobi(A.T), linalg.svd(A.T), strict=True))
+
+
+def _with_kappa(rng: np.random.Generator, shape: tuple[int, int], kappa: float) -> np.ndarray:
+    """A random matrix of `shape` with singular values spread over [1, kappa] (both ends taken), scaled."""
+    m, n = shape
+    k = min(m, n)
+    s = np.sort(np.exp(rng.uniform(0.0, math.log(kappa), k)))[::-1]
+    s[0], s[-1] = kappa, 1.0
+    return orthogonal(rng, m)[:, :k] @ np.diag(s * 10.0 ** rng.uniform(-3, 3)) @ orthogonal(rng, n)[:, :k].T
+
+
+@pytest.mark.parametrize("shape", [(6, 7), (6, 6), (6, 3), (6, 1)])
+def test_the_lq_pseudo_inverse_is_pinvs_to_rounding_where_it_answers(shape):
+    """pinv_apply_lq against np.linalg.pinv(J, rcond=1e-6) @ y on random J with κ from 1 to 1e7: where it answers
+    (only where κ(J) ≤ LQ_KAPPA, certain: the pseudo-inverse then drops no singular value) J⁺y within a few hundred
+    κ ε (a tall J: plus y's residual, amplified by κ²) — as close as the SVD's pseudo-inverse from the Jacobi
+    rotations comes to LAPACK's on the same J; it answers wherever ‖J‖_F ‖J⁺‖_F is below LQ_KAPPA."""
+    from fdcontrol.limits.compiled import _svd_apply
+    from fdcontrol.model.linalg import LQ_KAPPA, svd_jacobi
+
+    rng = np.random.default_rng(sum(shape))
+    answered = refused = 0
+    for trial in range(600):
+        kappa = 10.0 ** rng.uniform(0.0, 7.0) if shape[1] > 1 else 1.0
+        J = _with_kappa(rng, shape, kappa)
+        y = rng.standard_normal(shape[0])
+        x = np.full(shape[1], np.nan)
+        ok = jacobi.pinv_apply_lq(J, y, x)
+        bound = np.linalg.norm(J) * np.linalg.norm(np.linalg.pinv(J))  # ‖J‖_F ‖J⁺‖_F ≥ κ
+        if not ok:
+            refused += 1
+            assert bound > LQ_KAPPA * (1 - 1e-6), (trial, kappa, bound)
+            continue
+        answered += 1
+        assert kappa <= LQ_KAPPA * (1 + 1e-6) and bound <= LQ_KAPPA * (1 + 1e-6), (trial, kappa, bound)
+        want = np.linalg.pinv(J, 1e-6) @ y
+        scale = np.linalg.norm(want) * kappa * EPS
+        if shape[0] > shape[1]:  # a tall J: y's part outside J's range counts too, amplified by κ² / ‖J‖ in any method
+            smin = np.linalg.svd(J, compute_uv=False)[-1]
+            scale += np.linalg.norm(y - J @ want) * kappa * kappa * EPS / (kappa * smin)
+        assert np.linalg.norm(x - want) <= 200 * scale, (trial, kappa, np.linalg.norm(x - want) / scale)
+        if shape[0] <= shape[1]:  # (a tall J: y's part outside J's range is amplified by κ² in any method)
+            u, s, vt = svd_jacobi(J)
+            assert np.linalg.norm(_svd_apply(u, s, vt, y) - want) <= 200 * scale
+    assert answered > 100 and (refused > 100 or shape[1] == 1), (answered, refused)
+
+
+def test_the_lq_pseudo_inverse_refuses_what_it_cannot_certify():
+    """A value not finite, a zero or rank-deficient J, mismatched shapes, κ past LQ_KAPPA: False (the caller takes
+    the SVD), x left to the caller."""
+    rng = np.random.default_rng(5)
+    J = _with_kappa(rng, (6, 6), 10.0)
+    y, x = rng.standard_normal(6), np.empty(6)
+    assert jacobi.pinv_apply_lq(J, y, x)
+    for bad in (math.nan, math.inf, -math.inf):
+        Jb = J.copy()
+        Jb[2, 3] = bad
+        assert not jacobi.pinv_apply_lq(Jb, y, x)
+        yb = y.copy()
+        yb[4] = bad
+        assert not jacobi.pinv_apply_lq(J, yb, x)
+    assert not jacobi.pinv_apply_lq(np.zeros((6, 6)), y, x)
+    Jr = J.copy()
+    Jr[:, 5] = Jr[:, 4]
+    assert not jacobi.pinv_apply_lq(Jr, y, x)
+    assert not jacobi.pinv_apply_lq(J, y[:5], x)
+    assert not jacobi.pinv_apply_lq(J, y, x[:5])
+    assert not jacobi.pinv_apply_lq(_with_kappa(rng, (6, 7), 1.5e6), y, np.empty(7))
+
+
+def test_the_path_speed_limits_pseudo_inverse_without_an_svd_near_a_singularity():
+    """The compiled path speed limit's J⁺y (limits.compiled._pinv_apply) past the Gram matrix's bound (κ > 1e4), no
+    SVD given: J's LQ factorization where it certifies κ (np.linalg.pinv's to rounding), past it the pseudo-inverse of
+    J's SVD by the rotations the γ schedule's Configuration takes — the same bits as when that SVD is handed to it."""
+    from fdcontrol.limits.compiled import _pinv_apply, _svd_apply
+    from fdcontrol.model.linalg import svd_jacobi
+
+    rng = np.random.default_rng(11)
+    S, U, Vt, none = np.zeros((15, 7)), np.zeros((6, 6)), np.zeros((6, 7)), np.zeros(0)
+    lq = own = 0
+    for trial in range(300):
+        n = 6 if trial % 2 else 7
+        kappa = 10.0 ** rng.uniform(4.2, 6.5)
+        J = _with_kappa(rng, (6, n), kappa)
+        y = rng.standard_normal(6)
+        got = _pinv_apply(J, y, U, none, Vt, S)
+        want = np.linalg.pinv(J, 1e-6) @ y
+        x = np.empty(n)
+        if jacobi.pinv_apply_lq(J, y, x):
+            lq += 1
+            np.testing.assert_array_equal(got, x)
+            assert np.linalg.norm(got - want) <= 200 * np.linalg.norm(want) * kappa * EPS
+        else:
+            own += 1
+            np.testing.assert_array_equal(got, _svd_apply(*svd_jacobi(J), y))
+            np.testing.assert_array_equal(got, _pinv_apply(J, y, *svd_jacobi(J), S))
+            assert np.linalg.norm(got - want) <= 200 * np.linalg.norm(want) * kappa * EPS
+    assert lq > 50 and own > 50, (lq, own)

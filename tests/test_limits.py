@@ -573,8 +573,10 @@ def test_path_speed_reuses_a_given_svd_of_j_near_a_singularity(name):
 
 
 def test_loop_shares_the_gamma_schedules_svd_with_the_limits():
-    """At a singular pose the γ schedule takes J's SVD; the limits stage is handed that same decomposition
-    (one SVD per cycle for both), and the cycle's reference is the one the limits give with their own."""
+    """Where the γ schedule takes J's SVD (near and at a singular pose) the limits stage is handed that same
+    decomposition (one SVD per cycle for both); held at the singular pose the schedule mostly spares it (its
+    certificate from a nearby J's) and the path speed limit takes J⁺ its own way (J's LQ factorization); either way
+    the cycle's reference is the one the limits give with their own."""
     import copy
 
     from fdcontrol.drivers import SimulatedRobot
@@ -589,6 +591,7 @@ def test_loop_shares_the_gamma_schedules_svd_with_the_limits():
 
     def spy(q, qd, prev, J, dt, period=None, svd=None):
         seen.append(svd)
+        assert svd is loop.config.known_svd()  # the schedule's, this cycle's, or none
         out = apply(q, qd, prev, J, dt, period, svd=svd)
         np.testing.assert_allclose(out, twin.apply(q, qd, prev, J, dt, period), rtol=1e-9, atol=1e-12)
         return out
@@ -598,9 +601,8 @@ def test_loop_shares_the_gamma_schedules_svd_with_the_limits():
     for _ in range(3000):
         loop.step(now=0.0)
     assert loop.state.gamma == loop.solver.mapping.gamma0  # at the singularity: the regularizing γ
-    s = loop.config.known_svd()
-    assert s is not None and seen[-1] is s  # the schedule's decomposition, handed on as is
-    assert sum(x is not None for x in seen) > 100
+    assert sum(x is not None for x in seen) > 100  # the schedule's decompositions, handed on as they are
+    assert sum(x is not None for x in seen[-1000:]) < 100  # held there: mostly spared
 
 
 # ------------------------------------------------------------------------- the path limits alone, at their edges

@@ -711,11 +711,3 @@ def test_near_band_start_is_never_wrong_at_the_bands_start(name):
             deep += 1
     assert close > 40 and deep > 10 and said > 0.5 * deep, (close, said, deep)
 
-
-def test_the_schedules_svd_bound_is_the_path_speed_limits():
-    """Where near_band_start spares the SVD, the schedule still takes it when κ(J) may pass the path speed limit's
-    bound for its J⁺ by the Gram matrix (that limit then reads the Configuration's SVD): the same bound."""
-    from fdcontrol.limits.compiled import GRAM_KAPPA
-    from fdcontrol.mappings.fd import SVD_KAPPA
-
-    assert SVD_KAPPA == GRAM_KAPPA

@@ -39,6 +39,8 @@ try:
 except ImportError as exc:  # SafetyLimits then runs the same limits as Python loops
     raise missing("fast", "the compiled default limits", exc) from exc
 
+from fdcontrol.model.jacobi import pinv_apply_lq, svd_rows, svd_rows_into  # (compiled too: numba is there)
+
 _VEC = types.Array(types.float64, 1, "A")  # any layout: pinocchio and numpy hand over both
 _MAT = types.Array(types.float64, 2, "A")
 _IDX = types.Array(types.int64, 1, "A")
@@ -255,8 +257,11 @@ def _pinv_apply(J, y, U, sv, Vt, S):
     of the smaller Gram matrix (J Jᵀ or JᵀJ) when κ(J) ≤ GRAM_KAPPA is certain — κ(G) ≤ tr(G)·tr(G⁻¹),
     tr(G⁻¹) = ‖L⁻¹‖²_F — so that no singular value is truncated and the two agree to rounding; by the
     SVD pseudo-inverse otherwise — from ``U, sv, Vt``, the SVD of this very J when the caller has it (the γ
-    schedule took it this cycle: one decomposition instead of two), else its own (``sv`` empty). ``S``: scratch
-    space (2k + 3 rows of N, k = min(6, N); smaller: its own), where the Cholesky path's result is left."""
+    schedule took it this cycle: one decomposition instead of two), else by J's LQ factorization where it certifies
+    κ(J) ≤ LQ_KAPPA (:func:`fdcontrol.model.jacobi.pinv_apply_lq`: no singular value truncated either, the same J⁺ y
+    to rounding at a quarter of an SVD's cost), else by its own SVD (``sv`` empty): the one the schedule would have
+    taken (:func:`fdcontrol.model.linalg.svd_jacobi`'s rotations, the same bits), LAPACK's where they fail. ``S``:
+    scratch space (2k + 3 rows of N, k = min(6, N); smaller: its own), where the Cholesky path's result is left."""
     m, n = J.shape
     k = m if n >= m else n
     if S.shape[0] < 2 * k + 3 or S.shape[1] < n:
@@ -303,6 +308,17 @@ def _pinv_apply(J, y, U, sv, Vt, S):
         ok = tr_g * tr_inv <= GRAM_KAPPA * GRAM_KAPPA
     if not ok:
         if sv.shape[0] == 0:
+            x = np.empty(n)
+            if pinv_apply_lq(J, y, x):
+                return x
+            if n >= m:  # J's SVD as fdcontrol.model.linalg.svd_jacobi takes it (the same kernel: the same bits)
+                u, s, vt = np.empty((m, m)), np.empty(m), np.empty((m, n))
+                if svd_rows_into(J, u, s, vt):
+                    return _svd_apply(u, s, vt, y)
+            else:  # (of Jᵀ, as svd_jacobi takes it for a tall J)
+                done, u, s, vt = svd_rows(J.T)
+                if done:
+                    return _svd_apply(vt.T, s, u.T, y)
             return np.linalg.pinv(np.ascontiguousarray(J), 1e-6) @ np.ascontiguousarray(y)
         return _svd_apply(U, sv, Vt, y)
     x = S[2 * k + 2]

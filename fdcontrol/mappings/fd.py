@@ -33,9 +33,6 @@ from fdcontrol.params import declare
 Schedule = Literal["conditioning", "fixed"]
 #: calls without past_band_end after it failed (gamma_at: where h_min is not h_N, it cannot succeed)
 _WAIT = 16
-#: the path speed limit's bound on κ(J) for its J⁺ by the Gram matrix (fdcontrol.limits.compiled.GRAM_KAPPA): past it
-#: that limit reads J's SVD — at the band's start the schedule takes it for it where κ(J) may pass this
-SVD_KAPPA = 1e4
 
 
 @MAPPINGS.register("fd")
@@ -133,12 +130,10 @@ class ForwardDynamics(Mapping):
                                          conf.gamma, self.gamma0, GAIN_MARGIN, REGULAR_SIGMA)  # type: ignore[union-attr]
                 if kappa2 >= 0.0:
                     # at the band's start for certain from the SVD of a J near this one (the last at_band_start
-                    # certified): the SVD's answer without the SVD (held at a singular pose, J moves little a cycle)
-                    # — taken all the same where κ(J) may pass the path speed limit's bound for its J⁺ by the SVD
-                    # (it then reads this one, shared by the Configuration, instead of decomposing J its own way)
+                    # certified): the SVD's answer without the SVD (held at a singular pose, J moves little a cycle;
+                    # the path speed limit, which reads J⁺ there, takes it by J's LQ factorization where that
+                    # certifies κ(J), else the same SVD the Configuration would take: fdcontrol.limits.compiled)
                     self._near_age += 1
-                    if kappa2 > SVD_KAPPA * SVD_KAPPA:
-                        conf.svd  # type: ignore[union-attr]  # noqa: B018
                     return self._lowest
                 if self._near_age == 0:
                     self._near_wait = _WAIT
@@ -151,11 +146,8 @@ class ForwardDynamics(Mapping):
             # was that value
             if at_band_start(self._M[1], J, s, Vt, self.virtual.link_joints, conf.gamma,  # type: ignore[index]
                              self.gamma0, GAIN_MARGIN, REGULAR_SIGMA):
-                # (this SVD, the one near_band_start reads while J stays near this one — unless κ(J) is so large
-                # already that the path speed limit reads J's SVD every cycle near this J: then it is taken anyway)
-                sn = float(s[-1])
-                self._near = (J.copy(), s, Vt) if near_band_start is not None and \
-                    len(s) * float(s.dot(s)) < (0.5 * SVD_KAPPA * sn) ** 2 else None
+                # (this SVD, the one near_band_start reads while J stays near this one)
+                self._near = (J.copy(), s, Vt) if near_band_start is not None else None
                 self._near_age = 0
                 return self._lowest
             self._wait = _WAIT

@@ -19,6 +19,9 @@ from numpy.linalg import _umath_linalg  # type: ignore[attr-defined]
 from scipy.linalg.lapack import dpotrf, dpotrs
 
 _F64 = np.dtype(np.float64)
+#: fdcontrol.model.jacobi.pinv_apply_lq answers only where ‖J‖_F ‖J⁺‖_F ≤ this (so κ(J) ≤ it): a factor 2 below the
+#: 1e6 at which the pseudo-inverse ``np.linalg.pinv(J, rcond=1e-6)`` would drop a singular value
+LQ_KAPPA = 5e5
 
 
 def _plain(a: np.ndarray) -> bool:
