@@ -71,7 +71,10 @@ CLOCK_PERIOD = 1e-3  # s: the robot's state rate is 1 kHz
 COMMAND_PORT = 1337  # the robot's TCP command port (libfranka's research interface)
 LOST = "robot connection lost"  # how every lost-connection fault begins
 MAX_POSITION_STEP = 0.1  # s: the longest robot-time step a position command integrates (a lost robot faults sooner)
+_MAX_TICKS = round(MAX_POSITION_STEP / CLOCK_PERIOD)  # the same, in robot ticks
 _ZEROS7, _EMPTY = np.zeros(7), np.zeros(0)  # (read only)
+_F64 = np.dtype(np.float64)
+_new, _set = object.__new__, object.__setattr__
 
 
 class FrankaError(RuntimeError):
@@ -462,8 +465,12 @@ class FrankaDriver(RobotDriver):
                 self._t_last = None
             self._state = state
             self._update(state)
-            q, qd = np.asarray(state.q, dtype=float), np.asarray(state.dq, dtype=float)
-            return JointState(q, qd, t)
+            # JointState(q, qd, t) without the frozen dataclass's __init__ (a field at a time through
+            # object.__setattr__): its dict given whole, as the simulated driver builds it
+            js = _new(JointState)
+            _set(js, "__dict__", {"q": np.asarray(state.q, dtype=float), "qd": np.asarray(state.dq, dtype=float),
+                                  "t": t})
+            return js
 
     def _update(self, state: Any) -> None:
         mode = state.robot_mode
@@ -545,7 +552,7 @@ class FrankaDriver(RobotDriver):
         t = float(self._state.time.to_sec()) if self._state is not None else None
         n = 1
         if t is not None and self._t_cmd is not None and t > self._t_cmd:
-            n = min(max(round((t - self._t_cmd) / CLOCK_PERIOD), 1), round(MAX_POSITION_STEP / CLOCK_PERIOD))
+            n = min(max(round((t - self._t_cmd) / CLOCK_PERIOD), 1), _MAX_TICKS)
         self._t_cmd = t
         return n
 
@@ -561,9 +568,11 @@ class FrankaDriver(RobotDriver):
         position q_d at the motion's start plus the filled and the commanded velocities integrated
         tick by tick — the same signal, so after a miss the positions go on with the robot's clock
         (as libfranka's own position generators do) without a dip and a jump back."""
-        for name, ref in (("qd_ref", qd_ref), ("q_ref", q_ref)):  # (an ndarray's own shape: np.shape's answer)
-            if ref is not None and (ref.shape if type(ref) is np.ndarray else np.shape(ref)) != (7,):
-                raise ValueError(f"{name} must have the FR3's 7 joints, got shape {np.shape(ref)}")
+        # (an ndarray's own shape: np.shape's answer; the two tests written out, not a loop over them)
+        if qd_ref is not None and (qd_ref.shape if type(qd_ref) is np.ndarray else np.shape(qd_ref)) != (7,):
+            raise ValueError(f"qd_ref must have the FR3's 7 joints, got shape {np.shape(qd_ref)}")
+        if q_ref is not None and (q_ref.shape if type(q_ref) is np.ndarray else np.shape(q_ref)) != (7,):
+            raise ValueError(f"q_ref must have the FR3's 7 joints, got shape {np.shape(q_ref)}")
         n = self._ticks()
         position = self.interface == "position"
         if _next_command is not None:  # the same, compiled: one call
