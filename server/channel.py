@@ -68,12 +68,19 @@ def _slot_write(slot: np.ndarray, vec: np.ndarray, frame: str, seq: int, t: floa
 
 
 def _slot_read(slot: np.ndarray) -> tuple[int, np.ndarray, str, int, float] | None:
-    """(version, vector, frame, seq, t) of a consistent copy, or None when the writer kept it busy."""
+    """(version, vector, frame, seq, t) of a consistent copy, or None when the writer kept it busy.
+
+    The version is read before the copy and again after it (each as a Python float: ``item``), the record's
+    scalars from one ``tolist`` of the copy — the values numpy's scalars give (tests/test_channel_read.py), with
+    plain float arithmetic: the loop reads a slot only in a cycle that takes a new input, where numpy's scalar
+    code is cold."""
+    item = slot.item
     for _ in range(100):
-        v1 = slot[0]
+        v1 = item(0)
         data = slot.copy()
-        if v1 % 2 == 0 and slot[0] == v1:
-            return (int(v1), data[1:7], "tool" if data[7] else "base", int(data[8]), float(data[9]))
+        if v1 % 2 == 0 and item(0) == v1:
+            rec = data.tolist()
+            return (int(v1), data[1:7], "tool" if rec[7] else "base", int(rec[8]), rec[9])
     return None
 
 class TornRead(RuntimeError):
@@ -251,15 +258,19 @@ class ShmIO:
             if slot is not None and slot[0] != self.version:
                 self.version = slot[0]
                 _, w, frame, seq, t = slot
-                with contextlib.suppress(ValueError):  # validated by the API already
+                try:  # validated by the API already (try: no context manager's calls in the cycle that takes it)
                     loop.set_wrench(w, frame, seq, t)
+                except ValueError:
+                    pass
         if ch.twist[0] != self.twist_version:
             tw = ch.read_twist()
             if tw is not None and tw[0] != self.twist_version:
                 self.twist_version = tw[0]
                 _, v, frame, seq, t = tw
-                with contextlib.suppress(ValueError):
+                try:
                     loop.set_twist(v, frame, seq, t)
+                except ValueError:
+                    pass
 
     def publish(self, loop: ControlLoop, state: LoopState) -> None:
         with self._publish_lock:

@@ -47,9 +47,9 @@ def check_vec6(x: np.ndarray | list[float], name: str, labels: tuple[str, str, s
     w = np.asarray(x, dtype=float)
     if w.shape != (6,):
         raise error(f"{name} must have 6 entries [{entries}], got shape {w.shape}")
-    if not finite(w):
-        raise error(f"{name} contains NaN or Inf")
     a = w.tolist()  # plain floats: math.hypot is ~10× cheaper than np.linalg.norm on 3 entries
+    if not math.isfinite(sum(a)):  # finite(w), on the same floats (a vector: finite's own test)
+        raise error(f"{name} contains NaN or Inf")
     if math.hypot(a[0], a[1], a[2]) > max_linear or math.hypot(a[3], a[4], a[5]) > max_angular:
         raise error(f"{name} out of range: {lin} ≤ {max_linear} {lin_unit}, {ang} ≤ {max_angular} {ang_unit}")
     if frame not in ("base", "tool"):
