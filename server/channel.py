@@ -25,6 +25,7 @@ import contextlib
 import os
 import threading
 import time
+from array import array
 from multiprocessing import shared_memory
 from typing import Any
 
@@ -54,17 +55,18 @@ SEQ_MAX = 2**53  # the slot holds float64: integers beyond this would not round-
 
 
 
-def _slot_write(slot: np.ndarray, vec: np.ndarray, frame: str, seq: int, t: float) -> None:
-    """Seqlock write: the record is built before the version turns odd, published when it turns even."""
-    rec = np.empty(IN_SIZE - 1)
-    rec[0:6] = vec
-    rec[6] = 1.0 if frame == "tool" else 0.0
-    rec[7] = float(seq)
-    rec[8] = t
+def _slot_write(slot: memoryview, vec: np.ndarray | list[float], frame: str, seq: int, t: float) -> None:
+    """Seqlock write through the slot's float64 memoryview: the record is built before the version turns odd,
+    published when it turns even. The bytes numpy's element and slice assignments wrote, without a numpy call:
+    the API writes one per streamed wrench, each on its own wake-up (its code and data mostly out of cache)."""
+    rec = array("d", vec.tolist() if isinstance(vec, np.ndarray) else vec)
+    rec.append(1.0 if frame == "tool" else 0.0)
+    rec.append(float(seq))
+    rec.append(t)
     v = slot[0]
-    slot[0] = v + 1
+    slot[0] = v + 1.0
     slot[1:] = rec
-    slot[0] = v + 2
+    slot[0] = v + 2.0
 
 
 def _slot_read(slot: np.ndarray) -> tuple[int, np.ndarray, str, int, float] | None:
@@ -112,6 +114,9 @@ class Channel:
         self._version = memoryview(self.out[:1])
         self._row_copy = (memoryview(self._slot_row), memoryview(self._tmp))
         self._part_copies = [(memoryview(dst), memoryview(src)) for dst, src in self._slot_parts]
+        self._inp_view, self._twist_view = memoryview(self.inp), memoryview(self.twist)  # the API's input writes
+        # the API's reads of a few slots (heartbeat_at, _read_slots): a memoryview's item is a float at once
+        self._heartbeat_view, self._out_view = memoryview(self.heartbeat), memoryview(self.out)
         if name is None:
             self.inp[:] = 0
             self.twist[:] = 0
@@ -127,14 +132,14 @@ class Channel:
     # ------------------------------------------------------------------ input slots
     # The wrench and twist slots share one layout, float64: version, vector[6], frame (1 = tool),
     # seq, t. One writer at a time (the caller's lock: LoopWorker._wrench_lock / _twist_lock).
-    def write_wrench(self, w: np.ndarray, frame: str, seq: int, t: float) -> None:
-        _slot_write(self.inp, w, frame, seq, t)
+    def write_wrench(self, w: np.ndarray | list[float], frame: str, seq: int, t: float) -> None:
+        _slot_write(self._inp_view, w, frame, seq, t)
 
     def read_wrench(self) -> tuple[int, np.ndarray, str, int, float] | None:
         return _slot_read(self.inp)
 
-    def write_twist(self, v: np.ndarray, frame: str, seq: int, t: float) -> None:
-        _slot_write(self.twist, v, frame, seq, t)
+    def write_twist(self, v: np.ndarray | list[float], frame: str, seq: int, t: float) -> None:
+        _slot_write(self._twist_view, v, frame, seq, t)
 
     def read_twist(self) -> tuple[int, np.ndarray, str, int, float] | None:
         return _slot_read(self.twist)
@@ -180,15 +185,20 @@ class Channel:
         state, extra = LAYOUT.unpack(self._copy_state(tries))
         return state, extra["last_cycle_at"]
 
+    def heartbeat_at(self) -> float:
+        """The loop process's last heartbeat (time.monotonic(); 0.0 before the first)."""
+        return self._heartbeat_view[0]
+
     def _read_slots(self, at: tuple[int, ...], tries: int = 1000) -> list[float]:
         """The packed state's slots ``at`` (indices into LAYOUT), all of one consistent version (seqlock read),
         without copying the rest: a few of its ~400 slots, so a few of the cache lines the loop process rewrites
-        every cycle cross to this CPU, not all of them (two such reads per streamed wrench)."""
-        out = self.out
+        every cycle cross to this CPU, not all of them (two such reads per streamed wrench). Read through a
+        memoryview: each slot a Python float at once, no numpy call."""
+        out = self._out_view
         for _ in range(tries):
-            v1 = out.item(0)
-            vals = [out.item(1 + i) for i in at]
-            if v1 % 2 == 0 and out.item(0) == v1:
+            v1 = out[0]
+            vals = [out[1 + i] for i in at]
+            if v1 % 2 == 0 and out[0] == v1:
                 return vals
             time.sleep(0)
         raise TornRead("the state slot stayed mid-write: the loop process is dead or stuck")
@@ -207,6 +217,7 @@ class Channel:
         # drop our numpy views first, or SharedMemory.close() refuses (exported buffers)
         del self.inp, self.out, self.twist, self.heartbeat, self.hold, self.stop
         del self._version, self._row_copy, self._part_copies  # (no write into the block after close)
+        del self._inp_view, self._twist_view, self._heartbeat_view, self._out_view
         with contextlib.suppress(Exception):
             self.shm.close()
         if unlink:

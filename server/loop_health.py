@@ -55,7 +55,7 @@ def stall_problem(channel: Channel, stale_after: float) -> str | None:
     """:func:`loop_problem`'s rules on the loop process's own record alone (its heartbeat, its last cycle): no
     system call, so cheap enough to run before every streamed wrench (LoopWorker.set_wrench)."""
     now = time.monotonic()
-    beat = float(channel.heartbeat[0])
+    beat = channel.heartbeat_at()
     if beat and now - beat > stale_after:
         return f"the loop process is not responding (heartbeat {now - beat:.3f} s old)"
     try:

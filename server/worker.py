@@ -14,6 +14,7 @@ The pieces it talks through, one file each:
 from __future__ import annotations
 
 import contextlib
+import math
 import multiprocessing as mp
 import threading
 import time
@@ -179,12 +180,28 @@ class LoopWorker:
         w = check_wrench(wrench, self.max_force, self.max_torque, frame)
         if seq is not None and not (isinstance(seq, int) and not isinstance(seq, bool) and 0 <= seq <= SEQ_MAX):
             raise InputError(f"seq must be an integer in [0, {SEQ_MAX}]")
+        return self._take_wrench(w, frame, seq)
+
+    def set_plain_wrench(self, wrench: list[float], frame: str, seq: int | None) -> int:
+        """:meth:`set_wrench` of a wrench in its plain form (fdcontrol.server.routers.ws.plain_wrench: six finite
+        Python floats, frame "base" or "tool", seq None or an int in [0, SEQ_MAX]), as a stream sends hundreds per
+        second: of check_wrench's checks only the range is left to do — the same comparisons on the same floats
+        (its math.hypot), its error when out of range — and the floats go to the slot without a numpy array."""
+        self.params  # noqa: B018 — after a reaction fired: its switch may have tightened max_force / max_torque
+        if (math.hypot(wrench[0], wrench[1], wrench[2]) > self.max_force
+                or math.hypot(wrench[3], wrench[4], wrench[5]) > self.max_torque):
+            check_wrench(wrench, self.max_force, self.max_torque, frame)  # raises InputError, saying the range
+        return self._take_wrench(wrench, frame, seq)
+
+    def _take_wrench(self, w: np.ndarray | list[float], frame: str, seq: int | None) -> int:
+        """A checked wrench into the loop's input slot (the caller checked ``w``, ``frame`` and ``seq``)."""
         self._check_not_stuck()
         with self._wrench_lock:
             self._seq = self._seq + 1 if seq is None else int(seq)
             self.channel.write_wrench(w, frame, self._seq, time.monotonic())
         self.check()  # dead, or died while it was written: no acknowledgement of a wrench nobody reads
-        self.recorder.push_command("wrench", w, frame, self._seq)
+        if self.recorder.active:  # (the recording holds the wrench as an array, as check_wrench gives it)
+            self.recorder.push_command("wrench", np.asarray(w, dtype=float), frame, self._seq)
         return self._seq
 
     def request_hold(self) -> None:

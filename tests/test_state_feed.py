@@ -545,3 +545,50 @@ def test_a_stuck_loop_takes_no_wrench_and_a_dead_one_acknowledges_none():
             w.set_wrench([4.0, 0, 0, 0, 0, 0], seq=8)
     finally:
         w.close()
+
+
+def test_a_plain_wrench_is_checked_and_written_as_set_wrench_checks_and_writes_it():
+    """LoopWorker.set_plain_wrench (the streamed wrench's plain form: its range check on plain floats, no numpy)
+    against set_wrench: the same error, word for word, or the same record in the input slot, byte for byte (all
+    but its arrival time) — in range, out of range by force or torque alone, exactly at the bounds, ±0, both
+    frames, with and without seq. And the slot's record itself against the one built independently with numpy."""
+    import math
+    import random
+
+    w = started_loop_process()
+    try:
+        fmax, tmax = w.max_force, w.max_torque
+        rng = random.Random(3)
+        wrenches = [[0.0] * 6, [-0.0] * 6, [fmax, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, -tmax],
+                    [fmax * 0.6, fmax * 0.8, 0, tmax * 0.6, 0, tmax * 0.8],  # |F| and |τ| at their bounds
+                    [fmax, 1e-9, 0, 0, 0, 0], [0, 0, 0, 0, tmax, 1e-9], [fmax * 2, 0, 0, 0, 0, 0],
+                    [0, 0, 0, tmax * 2, 0, 0], [1e300, 1e300, 0, 0, 0, 0]]
+        wrenches += [[rng.uniform(-1, 1) * fmax * rng.choice([0.3, 0.7, 1.2]) for _ in range(3)]
+                     + [rng.uniform(-1, 1) * tmax * rng.choice([0.3, 0.7, 1.2]) for _ in range(3)] for _ in range(300)]
+        slot = w.channel.inp
+        checked = refused = 0
+        for k, v in enumerate(wrenches):
+            v = [float(x) for x in v]
+            frame, seq = rng.choice(["base", "tool"]), rng.choice([None, 10_000 + k])
+            outcomes = []
+            for set_ in (w.set_wrench, w.set_plain_wrench):
+                try:
+                    got = set_(list(v), frame, seq)
+                    assert slot[8] == float(got)  # the seq it returned (None: the worker's count, +1 each time)
+                    outcomes.append(("ok", got, slot[1:8].tobytes()))
+                except ValueError as exc:
+                    outcomes.append(("refused", type(exc), str(exc)))
+            old, new = outcomes
+            if old[0] == "ok":  # seq None: the worker's own count, one more each time
+                assert new[0] == "ok" and new[2] == old[2] and new[1] == (old[1] + 1 if seq is None else seq), v
+                want = np.empty(7)
+                want[0:6], want[6] = np.asarray(v), 1.0 if frame == "tool" else 0.0
+                assert new[2] == want.tobytes(), v
+                checked += 1
+            else:
+                assert new == old and "out of range" in old[2], v
+                assert not (math.hypot(*v[:3]) <= fmax and math.hypot(*v[3:]) <= tmax), v
+                refused += 1
+        assert checked > 100 and refused > 50
+    finally:
+        w.close()

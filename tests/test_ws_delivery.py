@@ -155,3 +155,37 @@ def test_plain_wrench_messages_read_as_the_model_reads_them():
     # the plain form is taken wherever it is plain: 8 plain entries at 6 places, 3 plain frames (absent, base, tool)
     # × 5 plain seqs (absent, null, 0, 7, SEQ_MAX) × 3 wrenches of ints and floats
     assert plain == 8 * 6 + 3 * 5 * 3
+
+
+def test_received_json_reads_as_json_loads_reads_it():
+    """The WebSocket's JSON reader (server/routers/ws.py loads: orjson where it reads the same, json.loads else)
+    gives json.loads's object — of the same types, repr for repr — or json.loads's error, word for word: odd texts
+    (duplicate keys, NaN and infinities, integers beyond 64 bits, float overflow and subnormals, lone surrogates,
+    a BOM, trailing data), random integers of up to 70 bits and random floats in three spellings."""
+    import json
+    import math
+    import random
+    import struct
+
+    from fdcontrol.server.routers.ws import loads
+
+    def read(f, text):
+        try:
+            x = f(text)
+            return "ok", type(x), repr(x)
+        except Exception as exc:  # the error itself is compared: its type and its message
+            return "error", type(exc), str(exc)
+
+    texts = ['{"a": 1, "a": 2}', "1e400", "-1e400", "1E-400", "-0", "-0.0", "18446744073709551615",
+             "18446744073709551616", "-9223372036854775808", "-9223372036854775809", "9223372036854775807",
+             "123456789012345678901234567890", '{"seq": 99999999999999999999}', '"\\ud800"', "NaN", "Infinity",
+             "\ufeff{}", ' {"a": [1, 2.5e-3, "x\\u00e9"]} ', "[1,]", '{"a":1}x', "1" * 5000, "00", "-", "",
+             "1.7976931348623159e308", "4.9e-324", '"a\x01"', '{"wrench": [1.0, 0, -2, 0, 0, 3], "seq": 5}']
+    rng = random.Random(4)
+    texts += [str(rng.choice([-1, 1]) * rng.getrandbits(rng.randint(1, 70))) for _ in range(3000)]
+    for _ in range(3000):
+        x = struct.unpack("d", rng.getrandbits(64).to_bytes(8, "little"))[0]
+        if math.isfinite(x):
+            texts += [repr(x), f"{x:.17e}", f"[{x:.5g}]"]
+    for t in texts:
+        assert read(loads, t) == read(json.loads, t), t
