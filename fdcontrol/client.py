@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -31,9 +32,11 @@ except ImportError as exc:
     raise missing("server", "the fdcontrol client", exc) from exc
 
 try:  # the server extra brings orjson (~5× json.loads on a state); an older environment falls back to json
+    from orjson import dumps as _orjson_dumps
     from orjson import loads as _loads
 except ImportError:  # pragma: no cover - depends on the install
     _loads = json.loads
+    _orjson_dumps = None
 
 #: s a closing handshake may take at most (the states the caller did not read are drained meanwhile)
 CLOSE_TIMEOUT = 1.0
@@ -262,15 +265,31 @@ class Stream:
     def send(self, message: dict[str, Any]) -> None:
         self.ws.send(msgpack.packb(message) if self.binary else json.dumps(message))
 
+    def _send_vector(self, message: dict[str, Any], vector: list[float], frame: str) -> None:
+        """A wrench or twist message (``vector`` its six floats): as JSON by orjson — one C call, a quarter of
+        json.dumps's time on a stream's every message — where it reads back as the same object (finite floats,
+        a plain ``str`` frame, an int seq: compact JSON of the same values), else by :meth:`send`."""
+        if (not self.binary and _orjson_dumps is not None and type(frame) is str
+                and all(map(math.isfinite, vector))):
+            try:
+                text = _orjson_dumps(message).decode()
+            except TypeError:  # (a seq beyond 64 bits: json's text)
+                text = json.dumps(message)
+            self.ws.send(text)
+        else:  # NaN and infinities (json's NaN / Infinity, for the service to refuse as ever), or msgpack
+            self.send(message)
+
     def send_wrench(self, wrench: Sequence[float], frame: str = "base") -> int:
         self.seq += 1
-        self.send(_Routes.wrench(wrench, frame, self.seq))
+        message = _Routes.wrench(wrench, frame, self.seq)
+        self._send_vector(message, message["wrench"], frame)
         return self.seq
 
     def send_twist(self, twist: Sequence[float], frame: str = "base") -> int:
         """A commanded tip twist [v; ω] (m/s, rad/s) for teleoperation."""
         self.seq += 1
-        self.send(_Routes.twist(twist, frame, self.seq))
+        message = _Routes.twist(twist, frame, self.seq)
+        self._send_vector(message, message["twist"], frame)
         return self.seq
 
     def recv(self, timeout: float | None = 5.0) -> dict[str, Any]:
