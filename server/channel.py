@@ -166,11 +166,13 @@ class Channel:
         version[0] = v + 2.0
 
     def _copy_state(self, tries: int = 1000) -> np.ndarray:
-        """A consistent copy of the packed state (seqlock read), yielding the CPU between tries."""
+        """A consistent copy of the packed state (seqlock read), yielding the CPU between tries. The version read
+        as a Python float through the memoryview (the copy is numpy's one call): the feed reads every publish."""
+        version, row = self._out_view, self._slot_row
         for _ in range(tries):
-            v1 = self.out[0]
-            o = self.out[1:].copy()
-            if v1 % 2 == 0 and self.out[0] == v1:
+            v1 = version[0]
+            o = row.copy()
+            if v1 % 2 == 0 and version[0] == v1:
                 return o
             time.sleep(0)
         raise TornRead("the state slot stayed mid-write: the loop process is dead or stuck")

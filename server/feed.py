@@ -36,8 +36,8 @@ class Snapshot:
 
     def __init__(self, row: np.ndarray) -> None:
         self.row = row
-        self.cycle = int(row[_CYCLE])
-        self.reaction_count = int(row[_REACTIONS])
+        self.cycle = int(row.item(_CYCLE))
+        self.reaction_count = int(row.item(_REACTIONS))
         self._state: LoopState | None = None
 
     @property
