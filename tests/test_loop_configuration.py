@@ -131,3 +131,65 @@ def test_fd_locked_step_reuses_the_equation_of_its_active_set_bit_for_bit() -> N
         locked_steps += bool(afresh.constraints.active.any())
     assert locked_steps > 40, locked_steps
     assert crba["afresh"] - crba["reuse"] == locked_steps, crba  # one CRBA fewer per locked step
+
+
+@pytest.mark.parametrize("name", ["panda", "fr3"])
+def test_fd_step_skips_the_schedule_the_gamma_schedule_stage_ran_on_this_configuration(name: str) -> None:
+    """With a joint load (the posture task) the loop's gamma_schedule stage schedules γ on the cycle's Configuration
+    before the solver: the solver's step then skips its own test of J and the schedule's call (that very update's J:
+    the schedule would return at once) — bit for bit the references and γ of a twin loop whose solver is made to run
+    them, cycle after cycle, the arm pushed through the γ band, to its regularizing γ and against virtual limits
+    (inset). On an update the schedule did not see (a stale J, or none) the step schedules γ itself."""
+    robot = RobotModel.load(name)
+
+    def build() -> ControlLoop:
+        sim = SimulatedRobot(robot, dt=DT, q0=np.array(HOME[name]))
+        return ControlLoop(robot, sim, make_solver(make_mapping("fd", robot), limit_inset=0.4), rate=1 / DT,
+                           posture=PostureTask(robot, stiffness=10.0, damping=2.0))
+
+    loop, twin = build(), build()
+    assert "gamma_schedule" in [s.name for s in loop.stages]
+    m, tm = loop.solver.mapping, twin.solver.mapping
+    step, twin_step, at_limit = loop.solver.step, twin.solver.step, loop.solver._euler_limit
+    skipped, limited, gammas, poses = [0], [0], set(), []
+
+    def counted(q, qd, wrench, dt, tau=None, config=None):
+        skipped[0] += config is not None and m.scheduled_jacobian is config.jacobian
+        return step(q, qd, wrench, dt, tau, config)
+
+    def unskipped(q, qd, wrench, dt, tau=None, config=None):
+        tm.scheduled_jacobian = None  # as before the stage's schedule: the solver runs the test and the schedule
+        return twin_step(q, qd, wrench, dt, tau, config)
+
+    def limit(*args):
+        limited[0] += 1
+        return at_limit(*args)
+
+    loop.solver.step, twin.solver.step, loop.solver._euler_limit = counted, unskipped, limit  # type: ignore[method-assign]
+    for k in range(1500):
+        now = k * DT
+        w = [60.0, 30 * np.sin(k / 300), -20.0, 0.0, 0.0, 0.0]
+        loop.set_wrench(w, t=now)
+        twin.set_wrench(w, t=now)
+        got, want = loop.step(now=now), twin.step(now=now)
+        np.testing.assert_array_equal(got.qd_ref, want.qd_ref)
+        assert m.gamma == tm.gamma
+        gammas.add(m.gamma)
+        poses.append(got.q)
+    assert skipped[0] > 1000 and limited[0] > 100 and m.gamma0 in gammas and len(gammas) > 20, \
+        (skipped[0], limited[0], len(gammas))
+    # the Configuration updated at the run's poses, the schedule not run on it (or run, then at another q without it):
+    # the step schedules γ at the Configuration's q — the value of the schedule of an independent mapping there
+    oracle = make_mapping("fd", robot)
+    conf, qd = loop.config, np.zeros(robot.dof)
+    seen = set()
+    for k, q in enumerate(poses[::25]):
+        conf.update(q)
+        if k % 2:
+            m.schedule(conf.q, conf)  # the stage's, then one at another q (no Configuration)
+            m.schedule(poses[0])
+        step(conf.q, qd, np.ones(6), DT, None, conf)
+        want = oracle.gamma_at(q, conf.jacobian)
+        assert m.gamma == want, (k, m.gamma, want)
+        seen.add(want)
+    assert len(seen) > 5

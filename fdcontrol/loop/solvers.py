@@ -230,12 +230,16 @@ class ForwardDynamicsSolver(_AccelerationSolver):
                     and qd.ndim == 1 and config.virtual is m.virtual:  # type: ignore[attr-defined]
                 # the schedule's test of J (σ_min(J) > σ_reg: sigma_min_above's Cholesky test on the Configuration's
                 # J, as gamma_at runs it), c.inside(q) and whether q̇ has a non-zero entry in one compiled call
-                scheduled = m.scheduled  # type: ignore[attr-defined]
-                code = _pre(config.jacobian, _REGULAR2, scheduled, q, qd, c._lo_tol, c._up_tol)
-                if not (code & 1 and m.schedule_past()):  # type: ignore[attr-defined]
+                # — neither where the schedule ran on this very update of the Configuration already (the loop's
+                # gamma_schedule stage, before joint loads: its J is that update's own array; the schedule would
+                # return at once)
+                J = config.jacobian
+                scheduled = m.scheduled and m.scheduled_jacobian is not J  # type: ignore[attr-defined]
+                code = _pre(J, _REGULAR2, scheduled, q, qd, c._lo_tol, c._up_tol)
+                if scheduled and not (code & 1 and m.schedule_past()):  # type: ignore[attr-defined]
                     # (γ is gamma_straight there and stays: nothing to schedule; else the schedule, told the test's
                     # answer)
-                    m.schedule(q, config, bool(code & 1) if scheduled else None)  # type: ignore[attr-defined]
+                    m.schedule(q, config, bool(code & 1))  # type: ignore[attr-defined]
                 if code & 2:
                     return self._euler_inside(config, q, qd, wrench, dt, tau, bool(code & 4))
             else:

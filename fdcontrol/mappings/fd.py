@@ -69,6 +69,8 @@ class ForwardDynamics(Mapping):
         self.virtual = VirtualModel(robot, gamma)
         self.algorithm: Algorithm = algorithm
         self._scheduled_at: list[float] | None = None  # the q the loop's Configuration was last scheduled at
+        #: that Configuration's J when it was (its update's own array: ``is`` tells that very update), else None
+        self.scheduled_jacobian: np.ndarray | None = None
         #: past_band_end decides for J with N ≤ 6 columns (v_N an eigenvector of the N×N JᵀJ), compiled only
         self._certify = past_band_end is not None and scheduled_gamma_compiled is not None and robot.dof <= 6
         self._past = True  # the last γ was past the band (gamma_straight): try past_band_end
@@ -183,6 +185,7 @@ class ForwardDynamics(Mapping):
         g = self.gamma_at(q, conf.jacobian if own else None, conf if own else None,  # type: ignore[union-attr]
                           regular if own else None)
         self._scheduled_at = key
+        self.scheduled_jacobian = conf.jacobian if own else None  # type: ignore[union-attr]
         if g == self.virtual.gamma:
             return False
         self.virtual.set_gamma(g)
@@ -199,7 +202,7 @@ class ForwardDynamics(Mapping):
             return True
         if self.virtual.gamma != self.gamma_straight:
             return False
-        self._past, self._low, self._scheduled_at = True, False, None
+        self._past, self._low, self._scheduled_at, self.scheduled_jacobian = True, False, None, None
         return True
 
     def joint_space(self, q: np.ndarray) -> np.ndarray:
