@@ -589,10 +589,10 @@ def test_loop_shares_the_gamma_schedules_svd_with_the_limits():
     seen = []
     apply, twin = loop.limits.apply, copy.deepcopy(loop.limits)
 
-    def spy(q, qd, prev, J, dt, period=None, svd=None):
+    def spy(q, qd, prev, J, dt, period=None, svd=None, conf=None):
         seen.append(svd)
         assert svd is loop.config.known_svd()  # the schedule's, this cycle's, or none
-        out = apply(q, qd, prev, J, dt, period, svd=svd)
+        out = apply(q, qd, prev, J, dt, period, svd=svd, conf=conf)
         np.testing.assert_allclose(out, twin.apply(q, qd, prev, J, dt, period), rtol=1e-9, atol=1e-12)
         return out
 

@@ -490,3 +490,43 @@ def test_the_compiled_tip_load_and_hard_stop_equal_their_numpy_forms(monkeypatch
         acted += bool(np.any(want[0])) + (want[3] < 1.0)
     assert acted > 100  # the points do fall inside margins and the stop does scale
     assert not np.all(np.isfinite(ws.tip_wrench(*bad[0])))  # a NaN velocity inside a margin is no zero load
+
+
+@pytest.mark.parametrize("name", ["fr3", "ur10"])
+def test_the_stop_on_the_loops_configuration_equals_its_own_forward_kinematics(name):
+    """The limits stage hands the stop the loop's Configuration at this q (its tip position instead of the stop's
+    own forward kinematics): the same verdict and the same bits as without it, on random poses with planes,
+    spheres and keep-out boxes around the tip (approached, crossed, left); a Configuration at another q, or of
+    another robot, is not read."""
+    from fdcontrol.model.configuration import Configuration
+    from fdcontrol.model.virtual import VirtualModel
+
+    robot = RobotModel.load(name)
+    other = RobotModel.load(name)
+    rng = np.random.default_rng(7)
+    n = robot.dof
+    confs = [Configuration(robot), Configuration(robot, virtual=VirtualModel(robot, 0.05))]
+    acted = 0
+    for k in range(300):
+        q = robot.limits.lower + rng.random(n) * (robot.limits.upper - robot.limits.lower)
+        conf = confs[k % 2].update(q)
+        tip = WorkspaceStop(robot).tip(q)
+        assert conf.position.tolist() == tip.tolist()  # the same position (== counts the zeros alike)
+        near = tip + rng.normal(0.0, 0.02, 3)
+        parts = [Plane(near, rng.normal(size=3) / 1.7), Sphere(near + [0.0, 0.0, 0.05], 0.04),
+                 KeepOutBox(near - 0.03, near + 0.01)]
+        stop = WorkspaceStop(robot, parts, deceleration=float(rng.uniform(0.5, 20.0)))
+        J = conf.jacobian if k % 3 else np.asfortranarray(conf.jacobian)  # (numpy's products of the two orders differ)
+        qd = rng.normal(0.0, 0.6, n)
+        a, b, c = qd.copy(), qd.copy(), qd.copy()
+        hit = stop.scale_velocity(conf.q, J, a, 0.001, conf)
+        assert stop.scale_velocity(conf.q, J, b, 0.001) is hit
+        assert a.tobytes() == b.tobytes(), k
+        acted += hit
+        confs[(k + 1) % 2].update(q + 0.01)  # another q: not read
+        assert stop.scale_velocity(q.copy(), J, c, 0.001, confs[(k + 1) % 2]) is hit
+        assert c.tobytes() == b.tobytes(), k
+        d = qd.copy()
+        assert WorkspaceStop(other, parts, stop.deceleration).scale_velocity(conf.q, J, d, 0.001, conf) is hit
+        assert d.tobytes() == b.tobytes(), k
+    assert 30 < acted < 270  # both verdicts, many times

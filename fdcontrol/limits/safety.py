@@ -283,13 +283,15 @@ class SafetyLimits:
 
     def apply(self, q: np.ndarray, qd: np.ndarray, qd_prev: np.ndarray, J: np.ndarray,
               dt: float, period: float | None = None,
-              svd: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+              svd: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None, conf: Any = None) -> np.ndarray:
         """Return the limited joint velocity reference (see the module doc for the order). ``dt`` is
         the time since the previous reference, ``period`` the loop's nominal period (default ``dt``):
         a robot-paced loop passes the robot's time, a multiple of the period after a missed cycle.
         ``svd``: (U, σ, Vᵀ), the thin SVD of this very J when the caller has it (the loop's Configuration,
         when the γ schedule took it this cycle): the compiled path speed limit then reuses it where it needs
-        J⁺ by an SVD (κ(J) > 1e4) instead of taking its own — the same pseudo-inverse within rounding."""
+        J⁺ by an SVD (κ(J) > 1e4) instead of taking its own — the same pseudo-inverse within rounding.
+        ``conf``: the caller's :class:`~fdcontrol.model.configuration.Configuration` at this very ``q`` (the loop's):
+        the workspace stop reads the tip's position from it instead of computing it again."""
         kernels, act = self._compiled, self.active
         self.checked = None
         if kernels is None:
@@ -340,12 +342,12 @@ class SafetyLimits:
         if pa is not None:
             act["path_acceleration"] = hit_pa
         if after:
-            return self._after_acceleration(after, jerk, box, q, out, qd_prev, J, dt, period)
+            return self._after_acceleration(after, jerk, box, q, out, qd_prev, J, dt, period, conf)
         return out
 
     def _after_acceleration(self, after: tuple[Limit, ...], jerk: Callable[..., bool], box: Callable[..., None],
                             q: np.ndarray, out: np.ndarray, qd_prev: np.ndarray, J: np.ndarray, dt: float,
-                            period: float | None) -> np.ndarray:
+                            period: float | None, conf: Any = None) -> np.ndarray:
         """The limits after the acceleration limit on the compiled twin's ``out``, in order, then the hard box
         (base.run's steps): the jerk limit by its compiled twin, the workspace stop on the array, any other by its
         own ``apply`` on a Cycle that holds the twin's boxes."""
@@ -374,7 +376,7 @@ class SafetyLimits:
             if type(lim) is WorkspaceStop:  # on the array itself, the same operations as its apply
                 if lst is not None:
                     out, lst = np.array(lst), None
-                act[lim.name] = lim.scale_velocity(q, J, out, dt)
+                act[lim.name] = lim.scale_velocity(q, J, out, dt, conf)
                 continue
             if c is None:
                 c = Cycle(q, qd_prev, J, dt, period)

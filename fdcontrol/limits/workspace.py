@@ -91,8 +91,12 @@ class WorkspaceStop(Limit):
 
     def _scale(self, p: np.ndarray, v: np.ndarray, dt: float) -> float:
         """The largest scale ≤ 1 of the velocity v (m/s) of the point p within every braking curve."""
-        d, n = self._set.distances(p)
-        if _scale is not None and type(v) is np.ndarray and v.dtype == np.float64 and v.shape == (3,):
+        st = self._set
+        v_ok = type(v) is np.ndarray and v.dtype == np.float64 and v.shape == (3,)
+        if _stop is not None and v_ok and type(p) is np.ndarray and p.dtype == np.float64 and p.shape == (3,):
+            return _stop(p, st._G, st._d, st._nrm, v, self.deceleration, float(dt))  # distances and scale, one call
+        d, n = st.distances(p)
+        if _scale is not None and v_ok:
             return _scale(d, n, v, self.deceleration, float(dt))
         a = -(n @ v)
         room = np.maximum(d, 0.0)
@@ -114,14 +118,23 @@ class WorkspaceStop(Limit):
             qd[j] *= s
         return True
 
-    def scale_velocity(self, q: np.ndarray, J: np.ndarray | None, qd: np.ndarray, dt: float) -> bool:
+    def scale_velocity(self, q: np.ndarray, J: np.ndarray | None, qd: np.ndarray, dt: float,
+                       at: Any = None) -> bool:
         """:meth:`apply` on the arrays of a caller that has them (SafetyLimits' compiled path): ``qd`` scaled in
-        place by the same factor, the same float operations."""
+        place by the same factor, the same float operations. ``at``: the caller's
+        :class:`~fdcontrol.model.configuration.Configuration` of this robot at this very ``q`` (the loop's), whose
+        tip position then stands for :meth:`tip`'s forward kinematics — the same position (pinocchio's same
+        placement products; a coordinate's zero may carry the other sign, which no scale reads: the compiled scale
+        counts a distance ≤ 0 as no room, +0), taken only where the compiled scale runs."""
         if not self.parts or self.robot is None:
             return False
         if J is None:
             raise ValueError("the workspace stop needs the Jacobian J")
-        s = self._velocity_scale(q, J, qd, float(dt))
+        if at is not None and _stop is not None and at.q is q and at.robot is self.robot and not self._link_ids:
+            top = J[:3]  # ndarray.dot: numpy's same BLAS product as @ for a C-ordered J (not for an F-ordered one)
+            s = self._scale(at.pose[:3, 3], top.dot(qd) if top.flags.c_contiguous else top @ qd, float(dt))
+        else:
+            s = self._velocity_scale(q, J, qd, float(dt))
         if s >= 1.0 or not math.isfinite(s):
             return False
         qd *= s
@@ -154,15 +167,26 @@ def _scale_kernel(d: np.ndarray, nrm: np.ndarray, v: np.ndarray, deceleration: f
     return s
 
 
+def _stop_kernel(p: np.ndarray, G: np.ndarray, d: np.ndarray, nrm: np.ndarray, v: np.ndarray, deceleration: float,
+                 dt: float) -> float:  # pragma: no mutate block
+    """Parts.distances of the point p (its compiled form, into d and nrm), then :func:`_scale_kernel`: one call."""
+    _distances(p, G, d, nrm)
+    return _scale(d, nrm, v, deceleration, dt)
+
+
 try:  # compiled at import (cached on disk), never in the loop thread; without numba the numpy form
     import numba
     from numba import types as _t
 
-    _scale: Any = numba.njit(_t.float64(_t.Array(_t.float64, 1, "A"), _t.Array(_t.float64, 2, "A"),
-                                        _t.Array(_t.float64, 1, "A"), _t.float64, _t.float64),
-                             cache=True, boundscheck=True)(_scale_kernel)
+    from fdcontrol.control.workspace import _distances
+
+    _VA, _MA = _t.Array(_t.float64, 1, "A"), _t.Array(_t.float64, 2, "A")
+    _scale: Any = numba.njit(_t.float64(_VA, _MA, _VA, _t.float64, _t.float64), cache=True,
+                             boundscheck=True)(_scale_kernel)
+    _stop: Any = numba.njit(_t.float64(_VA, _MA, _VA, _MA, _VA, _t.float64, _t.float64), cache=True,
+                            boundscheck=True)(_stop_kernel)
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
-    _scale = None
+    _scale = _stop = None
 
 
 def _dump(v: Any) -> Any:

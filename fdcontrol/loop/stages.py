@@ -426,7 +426,8 @@ class Limits(Stage):
 
     def run(self, loop: ControlLoop, c: Frame) -> None:
         # the SVD of J if the γ schedule took it this cycle (the path speed limit then takes none of its own)
-        qd_ref = loop.limits.apply(c.q, c.qd_des, loop.qd_ref, c.J, c.dt, loop.period, svd=c.conf.known_svd())
+        conf = c.conf  # (its tip position for the workspace stop)
+        qd_ref = loop.limits.apply(c.q, c.qd_des, loop.qd_ref, c.J, c.dt, loop.period, svd=conf.known_svd(), conf=conf)
         if c.holding or c.resting:  # braking: never softer than the profile fixed when the stop began
             loop.braking.begin(loop.limits.max_acceleration)
             qd_ref = loop.braking.clamp(qd_ref, loop.qd_ref, c.dt)
