@@ -344,6 +344,9 @@ def test_the_projector_sweeps_running_out_take_the_lapack_path(monkeypatch):
     q = np.array([0.3, -0.5, 0.2, -2.0, 0.1, 1.6, 0.4])
     H, J = VirtualModel(robot, 1e3).inertia(q), robot.jacobian(q)
     Nt = np.empty_like(H)
+    # the Jacobi path (not the Cholesky inverse of a well-conditioned J H⁻¹ Jᵀ), in its Python form
+    monkeypatch.setattr(posture, "_cholesky_inverse", lambda A, Lam: False)
+    monkeypatch.setattr(posture, "_jacobi_inverse", posture._jacobi_inverse_kernel)
     assert posture._projector.py_func(H, J, posture.RCOND, Nt)
     np.testing.assert_allclose(Nt, posture.nullspace_transpose_lapack(H, J), rtol=0, atol=1e-9 * np.abs(Nt).max())
     monkeypatch.setattr(posture, "JACOBI_SWEEPS", 1)
@@ -373,3 +376,59 @@ def test_the_compiled_projector_at_the_straight_gamma_is_a_dynamically_consisten
         tip = J @ np.linalg.solve(H, Nt)
         ref = np.abs(J @ np.linalg.solve(H, np.eye(H.shape[0]))).max() * scale
         assert np.abs(tip).max() <= 1e-6 * ref, (k, np.abs(tip).max(), ref)
+
+
+@pytest.mark.parametrize("name", ["panda", "fr3"])
+def test_the_cholesky_inverse_of_the_projector_is_the_jacobi_one_to_rounding(name):
+    """Λ = (J H⁻¹ Jᵀ)⁻¹ by the Cholesky factor (taken where κ ≤ CHOLESKY_KAPPA is certain: most poses of the
+    virtual model) against the truncated Jacobi eigen-inverse of the same matrix: the same Λ to rounding; a singular
+    J H⁻¹ Jᵀ (two equal rows of J: an eigenvalue to cut) or an ill-conditioned one is left to the Jacobi path."""
+    pytest.importorskip("numba")
+    from fdcontrol import RobotModel, VirtualModel
+    from fdcontrol.control import posture
+
+    robot = RobotModel.load(name)
+    vm = VirtualModel(robot, 1e3)
+    rng = np.random.default_rng(3)
+    taken = 0
+    for k in range(200):
+        q = rng.uniform(robot.limits.lower, robot.limits.upper)
+        H, J = vm.inertia(q), robot.jacobian(q)
+        if k % 4 == 1:
+            J = J.copy()
+            J[5] = J[4]
+        A = J @ np.linalg.solve(H, J.T)
+        A = 0.5 * (A + A.T)
+        chol, jac = np.zeros((6, 6)), np.zeros((6, 6))
+        ok = posture._cholesky_inverse(A.copy(), chol)
+        assert posture._jacobi_inverse(A.copy(), posture.RCOND, jac)
+        w = np.linalg.eigvalsh(A)
+        if k % 4 == 1 or w[-1] > posture.CHOLESKY_KAPPA * max(w[0], 0.0):
+            assert not ok, k  # singular or beyond the bound: never the Cholesky inverse
+            assert not chol.any()
+            continue
+        if ok:
+            taken += 1
+            np.testing.assert_allclose(chol, jac, rtol=0, atol=1e-11 * np.abs(jac).max(), err_msg=str(k))
+            np.testing.assert_array_equal(chol, chol.T)
+    assert taken > 120, taken
+
+
+def test_the_posture_load_of_wrong_shapes_takes_the_two_calls():
+    """The one compiled call checks the shapes itself: a q, q̇ or J of another size than H goes to the projector and
+    the torque, which raise as before; an integer q̇ (numba's dispatch refuses it) gives the same load."""
+    from fdcontrol import RobotModel, VirtualModel
+
+    robot = RobotModel.load("panda")
+    q = np.full(7, 0.3)
+    H, J = VirtualModel(robot, 1e3).inertia(q), robot.jacobian(q)
+    task = PostureTask(robot, 10.0, 1.0, preferred=q + 0.1)
+    for bad in (np.full(6, 0.3), np.full(8, 0.3)):
+        with pytest.raises(ValueError):
+            task.load(H, J, bad, np.zeros(len(bad)))
+    with pytest.raises(ValueError):
+        task.load(H, J[:, :6], q, np.zeros(7))
+    Nt, tau = task.load(H, J, q, np.ones(7))
+    Nt2, tau2 = task.load(H, J, q, np.ones(7, dtype=int))
+    np.testing.assert_allclose(Nt2, Nt, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(tau2, tau, rtol=0, atol=1e-9 * np.abs(tau).max())

@@ -79,16 +79,20 @@ def nullspace_transpose_lapack(H: np.ndarray, J: np.ndarray) -> np.ndarray:
 _EYE: dict[int, np.ndarray] = {}  # the N×N identities of nullspace_transpose (read-only)
 _F64 = np.dtype(np.float64)
 JACOBI_SWEEPS = 30  # cyclic Jacobi sweeps at most (a 6×6 converges in 5–8)
+#: Λ = (J H⁻¹ Jᵀ)⁻¹ by its Cholesky factor while κ(J H⁻¹ Jᵀ) ≤ this is certain (error ~κ·1e-16, nothing cut by
+#: RCOND), else by the Jacobi eigen-decomposition (the virtual model's J H⁻¹ Jᵀ is near I away from singularities)
+CHOLESKY_KAPPA = 1e4
 
 
 def _projector_kernel(H: np.ndarray, J: np.ndarray, rcond: float, Nt: np.ndarray) -> bool:  # pragma: no mutate block
     """N̄ᵀ into ``Nt`` (N×N) from H (N×N, symmetric positive definite) and J (m×N, m ≤ N); False (Nt undefined)
     when H is not positive definite or a value is not finite (the caller then takes the LAPACK path).
 
-    X = H⁻¹Jᵀ by the Cholesky factor H = L Lᵀ; A = ½(J X + (J X)ᵀ); A = V diag(w) Vᵀ by cyclic Jacobi
+    X = H⁻¹Jᵀ by the Cholesky factor H = L Lᵀ; A = ½(J X + (J X)ᵀ); Λ = A⁻¹ by A's Cholesky factor where
+    κ(A) ≤ CHOLESKY_KAPPA is certain (:func:`_cholesky_inverse_kernel`), else A = V diag(w) Vᵀ by cyclic Jacobi
     rotations (Golub & Van Loan, "Matrix Computations", 4th ed., §8.5: until every off-diagonal entry is
-    negligible next to its diagonal pair); Λ = Σ_{w_i > rcond·max(w_max, 0)} v_i v_iᵀ / w_i; J̄ = X Λ;
-    N̄ᵀ = I − Jᵀ J̄ᵀ."""
+    negligible next to its diagonal pair) and Λ = Σ_{w_i > rcond·max(w_max, 0)} v_i v_iᵀ / w_i
+    (:func:`_jacobi_inverse_kernel`); J̄ = X Λ; N̄ᵀ = I − Jᵀ J̄ᵀ."""
     m, n = J.shape
     L = np.zeros((n, n))
     if not cholesky_block(H, np.arange(n), n, L):  # H = L Lᵀ from the upper triangle, as cho_solve_upper reads it
@@ -113,6 +117,64 @@ def _projector_kernel(H: np.ndarray, J: np.ndarray, rcond: float, Nt: np.ndarray
             A[i, j] = A[j, i] = s
         if not math.isfinite(A[i, i]):
             return False
+    Lam = np.zeros((m, m))
+    if not _cholesky_inverse(A, Lam):  # not certainly well conditioned: the truncated eigen-inverse
+        if not _jacobi_inverse(A, rcond, Lam):
+            return False  # the caller takes the LAPACK path
+    Jb = np.empty((n, m))  # J̄ = X Λ
+    matmul_into(X, Lam, Jb)
+    for i in range(n):  # N̄ᵀ = I − Jᵀ J̄ᵀ: (i, j) = δ_ij − Σ_k J[k, i] J̄[j, k]
+        for j in range(n):
+            s = 0.0
+            for k in range(m):
+                s += J[k, i] * Jb[j, k]
+            Nt[i, j] = (1.0 if i == j else 0.0) - s
+    return True
+
+
+def _cholesky_inverse_kernel(A: np.ndarray, Lam: np.ndarray) -> bool:  # pragma: no mutate block
+    """Λ = A⁻¹ into ``Lam`` (zeros on entry) by the Cholesky factor A = L Lᵀ, Λ = L⁻ᵀ L⁻¹, where κ(A) ≤
+    CHOLESKY_KAPPA is certain — κ(A) ≤ tr(A)·tr(A⁻¹), tr(A⁻¹) = ‖L⁻¹‖²_F — so that no eigenvalue would be cut
+    (RCOND) and the two inverses agree to rounding; False (Lam unchanged) otherwise."""
+    m = A.shape[0]
+    L = np.zeros((m, m))
+    for j in range(m):
+        s = A[j, j]
+        for c in range(j):
+            s -= L[j, c] * L[j, c]
+        if not s > 0.0:
+            return False
+        L[j, j] = math.sqrt(s)
+        for i in range(j + 1, m):
+            s = A[i, j]
+            for c in range(j):
+                s -= L[i, c] * L[j, c]
+            L[i, j] = s / L[j, j]
+    Li = np.zeros((m, m))  # L⁻¹, lower triangular: column by column, forward substitution
+    tr_a, tr_inv = 0.0, 0.0
+    for col in range(m):
+        tr_a += A[col, col]
+        for i in range(col, m):
+            s = 1.0 if i == col else 0.0
+            for c in range(col, i):
+                s -= L[i, c] * Li[c, col]
+            Li[i, col] = s / L[i, i]
+            tr_inv += Li[i, col] * Li[i, col]
+    if not tr_a * tr_inv <= CHOLESKY_KAPPA:
+        return False
+    for i in range(m):  # Λ = L⁻ᵀ L⁻¹: (i, j) = Σ_{k ≥ max(i, j)} L⁻¹[k, i] L⁻¹[k, j]
+        for j in range(i + 1):
+            s = 0.0
+            for k in range(i, m):
+                s += Li[k, i] * Li[k, j]
+            Lam[i, j] = Lam[j, i] = s
+    return True
+
+
+def _jacobi_inverse_kernel(A: np.ndarray, rcond: float, Lam: np.ndarray) -> bool:  # pragma: no mutate block
+    """Λ = Σ_{w_i > rcond·max(w_max, 0)} v_i v_iᵀ / w_i into ``Lam`` (zeros on entry), A = V diag(w) Vᵀ by cyclic
+    Jacobi rotations (A is overwritten); False when the sweeps run out first."""
+    m = A.shape[0]
     V = np.zeros((m, m))
     for i in range(m):
         V[i, i] = 1.0
@@ -156,13 +218,12 @@ def _projector_kernel(H: np.ndarray, J: np.ndarray, rcond: float, Nt: np.ndarray
                     V[k, p] = c * vkp - s * vkq
                     V[k, q] = s * vkp + c * vkq
     if not converged:
-        return False  # the caller takes the LAPACK path
+        return False
     top = 0.0
     for i in range(m):
         if A[i, i] > top:
             top = A[i, i]
     top *= rcond
-    Lam = np.zeros((m, m))
     for k in range(m):
         w = A[k, k]
         if w > top:
@@ -170,14 +231,6 @@ def _projector_kernel(H: np.ndarray, J: np.ndarray, rcond: float, Nt: np.ndarray
                 x = V[i, k] / w
                 for j in range(m):
                     Lam[i, j] += x * V[j, k]
-    Jb = np.empty((n, m))  # J̄ = X Λ
-    matmul_into(X, Lam, Jb)
-    for i in range(n):  # N̄ᵀ = I − Jᵀ J̄ᵀ: (i, j) = δ_ij − Σ_k J[k, i] J̄[j, k]
-        for j in range(n):
-            s = 0.0
-            for k in range(m):
-                s += J[k, i] * Jb[j, k]
-            Nt[i, j] = (1.0 if i == j else 0.0) - s
     return True
 
 
@@ -206,7 +259,14 @@ def _torque_kernel(Nt: np.ndarray, H: np.ndarray, K: np.ndarray, qp: np.ndarray,
 def _load_kernel(H: np.ndarray, J: np.ndarray, rcond: float, K: np.ndarray, qp: np.ndarray, q: np.ndarray,
                  D: np.ndarray, qd: np.ndarray, Nt: np.ndarray, tau: np.ndarray) -> bool:  # pragma: no mutate block
     """:func:`_projector_kernel` into ``Nt``, then :func:`_torque_kernel` into ``tau`` (PostureTask.load): one call,
-    the same operations; False (Nt, tau undefined) where the projector's kernel gives up."""
+    the same operations; False (Nt, tau undefined) where the projector's kernel gives up or the shapes do not
+    match (H N×N, J m×N with m ≥ 1, the vectors N, Nt N×N, tau N)."""
+    n = H.shape[0]
+    if H.shape[1] != n or J.shape[1] != n or J.shape[0] < 1 or Nt.shape[0] != n or Nt.shape[1] != n:
+        return False
+    if K.shape[0] != n or qp.shape[0] != n or q.shape[0] != n or D.shape[0] != n or qd.shape[0] != n \
+            or tau.shape[0] != n:
+        return False
     if not _projector(H, J, rcond, Nt):
         return False
     t = _torque(Nt, H, K, qp, q, D, qd)
@@ -220,6 +280,9 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
     from numba import types as _t
 
     _M, _V = _t.Array(_t.float64, 2, "A"), _t.Array(_t.float64, 1, "A")
+    _cholesky_inverse: Any = numba.njit(_t.boolean(_M, _M), cache=True, boundscheck=True)(_cholesky_inverse_kernel)
+    _jacobi_inverse: Any = numba.njit(_t.boolean(_M, _t.float64, _M), cache=True,
+                                      boundscheck=True)(_jacobi_inverse_kernel)
     _projector: Any = numba.njit(_t.boolean(_M, _M, _t.float64, _t.Array(_t.float64, 2, "C")), cache=True,
                                  boundscheck=True)(_projector_kernel)
     _torque: Any = numba.njit(_t.Array(_t.float64, 1, "C")(_M, _M, _V, _V, _V, _V, _V), cache=True,
@@ -228,6 +291,7 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
                                        _t.Array(_t.float64, 1, "C")), cache=True, boundscheck=True)(_load_kernel)
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
     _projector = _torque = _load = None
+    _cholesky_inverse, _jacobi_inverse = _cholesky_inverse_kernel, _jacobi_inverse_kernel
 
 
 def at_gamma0(tau: np.ndarray, Nt: np.ndarray, ratio: float) -> np.ndarray:
@@ -314,15 +378,15 @@ class PostureTask:
         """(N̄ᵀ, τ_p): ``nullspace_transpose(H, J)`` and ``torque(H, J, q, qd, N̄ᵀ)`` — one compiled call where both
         would take their compiled forms (float64 arrays of the model's size, q_p set), else those two calls;
         the same bits either way (tests/test_posture.py)."""
-        n = H.shape[0]
         qp = self.preferred
-        if _load is not None and qp is not None and type(H) is np.ndarray and type(J) is np.ndarray \
-                and type(q) is np.ndarray and type(qd) is np.ndarray and H.dtype == J.dtype == q.dtype == qd.dtype \
-                == _F64 and H.ndim == 2 == J.ndim and H.shape[1] == n == J.shape[1] and J.shape[0] > 0 \
-                and q.shape == qd.shape == qp.shape == (n,):
+        if _load is not None and qp is not None:  # the kernel checks the shapes; numba's dispatch the types
+            n = qp.shape[0]
             Nt, tau = np.empty((n, n)), np.empty(n)
-            if _load(H, J, RCOND, self.stiffness, qp, q, self.damping, qd, Nt, tau):
-                return Nt, tau
+            try:
+                if _load(H, J, RCOND, self.stiffness, qp, q, self.damping, qd, Nt, tau):
+                    return Nt, tau
+            except TypeError:  # not float64 arrays of these dimensions: the two calls below
+                pass
         Nt = nullspace_transpose(H, J)
         return Nt, self.torque(H, J, q, qd, Nt)
 
