@@ -1444,3 +1444,26 @@ def test_the_compiled_twin_names_the_reference_it_found_finite(ur10, names):
     two._compiled = None  # numba missing: the classes
     two.apply(q, np.full(6, 0.1), np.zeros(6), J, 0.002)
     assert two.checked is None
+
+
+def test_the_cartesian_twist_is_summed_from_the_left(rng):
+    """CartesianSpeed.twist, what the class and the compiled twin both sum: each row of J times q̇ summed left to
+    right from 0.0 (the same bits as that loop written out), numpy's J q̇ to rounding; lengths that do not match
+    raise as numpy's product does."""
+    for n in (2, 6, 7):
+        for _ in range(200):
+            J = rng.normal(size=(6, n)) * 10.0 ** rng.integers(-3, 3)
+            qd = (rng.normal(size=n) * 10.0 ** rng.integers(-3, 3, n)).tolist()
+            want = []
+            for row in J.tolist():
+                s = 0.0
+                for a, b in zip(row, qd, strict=True):
+                    s = s + a * b
+                want.append(s)
+            t = CartesianSpeed.twist(J, qd)
+            assert t == want and all(type(x) is float for x in t)
+            np.testing.assert_allclose(t, J @ np.array(qd), rtol=1e-12, atol=1e-12 * np.abs(J).max() * max(
+                map(abs, qd)))
+        with pytest.raises(ValueError):
+            CartesianSpeed.twist(J, qd + [1.0])
+    assert CartesianSpeed.twist(np.eye(6, dtype=int), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from fdcontrol.limits.base import Cycle, Limit, LimitSettings
 from fdcontrol.model.robot import RobotModel
@@ -38,10 +41,23 @@ class CartesianSpeed(Limit):
             if not math.isfinite(v) or v <= 0:
                 raise ValueError(f"{name} must be finite and > 0")
 
+    @staticmethod
+    def twist(J: Any, qd: list[float]) -> list[float]:
+        """The tip twist J q̇ (6 entries): each row's products summed left to right from 0.0 — the order the
+        compiled limits (fdcontrol.limits.compiled) sum in, so both give the same bits."""
+        rows = np.asarray(J, dtype=float).tolist()
+        t = []
+        for i in range(6):
+            s = 0.0
+            for a, b in zip(rows[i], qd, strict=True):
+                s += a * b
+            t.append(s)
+        return t
+
     def apply(self, c: Cycle, qd: list[float]) -> bool:
         if c.J is None:
             raise ValueError("the Cartesian speed limit needs the Jacobian J")
-        t = (c.J @ qd).tolist()
+        t = self.twist(c.J, qd)
         v = math.sqrt(t[0] * t[0] + t[1] * t[1] + t[2] * t[2])
         w = math.sqrt(t[3] * t[3] + t[4] * t[4] + t[5] * t[5])
         s = 1.0

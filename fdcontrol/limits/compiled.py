@@ -18,11 +18,14 @@ kinematics to rounding); for a robot that is no such chain the caller calls :fun
 twin for the hot path, compiled by numba once per process when first imported (cached on disk),
 never in the loop thread.
 
-Parameters arrive packed (each call argument costs ~0.03–0.06 µs of numba dispatch, so few arguments): ``P``
+Parameters arrive packed (each call argument costs ~0.03–0.1 µs of numba dispatch, so few arguments): ``P``
 holds each distinct parameter vector once as a row, ``idx`` says which row is which —
 position lower, upper, deceleration, v_max; velocity v_max; acceleration a; path_acceleration a;
-path_speed a. ``W`` (5×N, or 8 + 2N rows) is the caller's work space: q̇, the envelope lo/hi and the hard box,
-then the path speed limit's scratch space (its own where W has 5 rows).
+path_speed a; :func:`limits` takes them, the chain and the flags of the configuration in one array B
+(:func:`pack`). ``W`` (5×N, or 8 + 2N rows) is the caller's work space: q̇, the envelope lo/hi and the hard box,
+then the path speed limit's scratch space (its own where W has 5 rows). The tip twist J q̇ of the Cartesian limit
+is summed inside, row by row from the left, as :meth:`CartesianSpeed.twist
+<fdcontrol.limits.CartesianSpeed.twist>` sums it (numpy's BLAS product sums in another order).
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ QD, LO, HI, HARD_LO, HARD_HI = range(5)
 GRAM_KAPPA = 1e4
 
 _HEAD = types.Tuple((types.boolean, types.boolean, types.boolean))(
-    _VEC, _VEC, _VEC, types.float64,  # q, q̇_d, the tip twist J q̇_d (for the Cartesian limit), dt
+    _VEC, _VEC, _MAT, types.float64,  # q, q̇_d, J (the tip twist J q̇_d for the Cartesian limit), dt
     _MAT, _IDX, _MAT,  # P, idx, W
     types.float64, types.float64, types.float64, types.float64, types.boolean)  # recovery, margin, v, ω, cartesian?
 _TAIL = types.Tuple((_VEC, types.boolean, types.boolean, types.boolean))(
@@ -157,19 +160,22 @@ def _rate(q, qd, K):
 
 
 @numba.njit(cache=True, boundscheck=True)
-def _head(q, qd_in, t, dt, P, idx, W, recovery, margin, max_linear, max_angular, cartesian_on):
+def _head(q, qd_in, J, dt, P, idx, W, recovery, margin, max_linear, max_angular, cartesian_on):
     """:func:`head`'s body (shared with :func:`limits`)."""
     n = q.shape[0]
     qd, lo, hi, hard_lo, hard_hi = W[QD], W[LO], W[HI], W[HARD_LO], W[HARD_HI]
-    lower, upper, p_amax, p_vmax, vmax = P[idx[LOWER]], P[idx[UPPER]], P[idx[P_AMAX]], P[idx[P_VMAX]], P[idx[VMAX]]
+    lower, upper = P[int(idx[LOWER])], P[int(idx[UPPER])]
+    p_amax, p_vmax, vmax = P[int(idx[P_AMAX])], P[int(idx[P_VMAX])], P[int(idx[VMAX])]
     for j in range(n):
         qd[j] = qd_in[j]
         lo[j], hi[j], hard_lo[j], hard_hi[j] = -np.inf, np.inf, -np.inf, np.inf
-    # Cartesian speed: q̇ scaled by s = min(1, v_max/‖v‖, ω_max/‖ω‖), [v; ω] = t
+    # Cartesian speed: q̇ scaled by s = min(1, v_max/‖v‖, ω_max/‖ω‖), [v; ω] = J q̇ (CartesianSpeed.twist's sums)
     cartesian = False
     if cartesian_on:
-        v = math.sqrt(t[0] * t[0] + t[1] * t[1] + t[2] * t[2])
-        w = math.sqrt(t[3] * t[3] + t[4] * t[4] + t[5] * t[5])
+        t0, t1, t2, t3, t4, t5 = _row(J, 0, qd_in), _row(J, 1, qd_in), _row(J, 2, qd_in), _row(J, 3, qd_in), \
+            _row(J, 4, qd_in), _row(J, 5, qd_in)
+        v = math.sqrt(t0 * t0 + t1 * t1 + t2 * t2)
+        w = math.sqrt(t3 * t3 + t4 * t4 + t5 * t5)
         s = 1.0
         if v > max_linear:
             s = max_linear / v
@@ -231,6 +237,15 @@ def _head(q, qd_in, t, dt, P, idx, W, recovery, margin, max_linear, max_angular,
         for j in range(n):
             qd[j] /= r
     return cartesian, position, velocity
+
+
+@numba.njit(cache=True, boundscheck=True)
+def _row(J, i, x):
+    """Row i of J times x, summed left to right from 0.0 (CartesianSpeed.twist's order)."""
+    s = 0.0
+    for c in range(x.shape[0]):
+        s += J[i, c] * x[c]
+    return s
 
 
 @numba.njit(cache=True)
@@ -380,7 +395,7 @@ def _tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_
                 jdot = _rate(q, qd, K)
             x = _pinv_apply(J, jdot, U, sv, Vt, W[5:])  # J̇(q, q')q' = jdot/ṡ² (quadratic in q̇)
             inv2 = 1.0 / (speed * speed)
-            amax = P[idx[PS_AMAX]]
+            amax = P[int(idx[PS_AMAX])]
             top, cap, good = 0.0, np.inf, True
             for c in range(n):
                 need = abs(x[c] * inv2)
@@ -399,7 +414,7 @@ def _tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_
     # path acceleration (PathAcceleration.apply): q̇ = σ q̇_d, the largest σ ∈ [0, 1] within ±a dt
     path_acceleration = False
     if path_acceleration_on:
-        amax = P[idx[PA_AMAX]]
+        amax = P[int(idx[PA_AMAX])]
         inside = True
         for j in range(n):
             if not abs(qd[j] - prev[j]) <= amax[j] * dt:
@@ -429,7 +444,7 @@ def _tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_
                     qd[j] *= hi_s
                 path_acceleration = True
     # acceleration: uniform scale of Δq̇, back into the envelope within ±a·dt (JointAcceleration.apply)
-    amax = P[idx[AMAX]]
+    amax = P[int(idx[AMAX])]
     r = 0.0
     for j in range(n):
         x_ = abs(qd[j] - prev[j]) / (amax[j] * dt)
@@ -457,12 +472,11 @@ def _tail(prev, J, jdot, dt, U, sv, Vt, P, idx, W, reserve, path_speed_on, path_
 
 
 @numba.njit(_HEAD, cache=True, boundscheck=True)  # a too short vector raises, never reads past
-def head(q, qd_in, t, dt, P, idx, W, recovery, margin, max_linear, max_angular, cartesian_on):
+def head(q, qd_in, J, dt, P, idx, W, recovery, margin, max_linear, max_angular, cartesian_on):
     """Cartesian speed, position envelope, joint velocity: q̇ into W[QD], the boxes into W; which acted.
 
-    ``t`` = J q̇_d is computed by the caller with numpy, as CartesianSpeed computes it: a sum in
-    another order would differ in the last bit."""
-    return _head(q, qd_in, t, dt, P, idx, W, recovery, margin, max_linear, max_angular, cartesian_on)
+    The tip twist J q̇_d is summed row by row, left to right, as CartesianSpeed.twist sums it."""
+    return _head(q, qd_in, J, dt, P, idx, W, recovery, margin, max_linear, max_angular, cartesian_on)
 
 
 @numba.njit(_TAIL, cache=True, boundscheck=True)
@@ -482,29 +496,83 @@ def rate(q, qd, K):
     """J̇(q, q̇)q̇ of the chain ``K`` (:func:`chain`), what :func:`limits` computes for the path speed limit."""
     return _rate(q, qd, K)
 
-_LIMITS = types.UniTuple(types.boolean, 7)(
-    _VEC, _VEC, _VEC, _VEC, _MAT, types.float64,  # q, q̇_d, J q̇_d (any vector: no Cartesian limit), q̇_prev, J, dt
-    _MAT, _VEC, _MAT, _MAT, _IDX, _MAT,  # J's SVD (as tail), P, idx, W
-    _MAT,  # the chain (:func:`chain`; no rows: no path speed limit)
-    types.float64, types.float64, types.float64, types.float64, types.boolean,  # as head
-    types.float64, types.boolean, types.boolean,  # path_speed reserve, path_acceleration?, the hard box last?
+#: the header row of B (:func:`limits`): P's rows, K's rows, the flags (FLAG_*), then idx (8 entries)
+B_ROWS, B_CHAIN, B_FLAGS, B_IDX = 0, 1, 2, 3
+FLAG_CARTESIAN, FLAG_PATH_ACCELERATION, FLAG_BOX = 1, 2, 4
+#: the bits of :func:`limits`' result: which limit acted, and q̇_ref finite
+HIT_CARTESIAN, HIT_POSITION, HIT_VELOCITY, HIT_PATH_SPEED, HIT_PATH_ACCELERATION, HIT_ACCELERATION, FINITE = (
+    1, 2, 4, 8, 16, 32, 64)
+
+_LIMITS = types.int64(
+    _VEC, _VEC, _VEC, _MAT, types.float64,  # q, q̇_d, q̇_prev, J, dt
+    _MAT, _VEC, _MAT, _MAT, _MAT,  # J's SVD (as tail), B (the configuration: pack), W
+    types.float64, types.float64, types.float64, types.float64, types.float64,  # recovery, margin, v, ω, reserve
     _VEC)  # q̇_ref (written)
+_LIMITS_NO_SVD = types.int64(
+    _VEC, _VEC, _VEC, _MAT, types.float64, _MAT, _MAT,  # as limits, without J's SVD
+    types.float64, types.float64, types.float64, types.float64, types.float64, _VEC)
 
 
-@numba.njit(_LIMITS, cache=True, boundscheck=True)
-def limits(q, qd_in, t, prev, J, dt, U, sv, Vt, P, idx, W, K, recovery, margin, max_linear, max_angular,
-           cartesian_on, reserve, path_acceleration_on, box, out):
-    """:func:`head` then :func:`tail` in one call, J̇(q, q̇)q̇ for the path speed limit (on when ``K`` has rows)
-    computed between them from the chain ``K``, q̇_ref into ``out`` (the caller's new array: returning one from
-    the compiled call costs more): (cartesian, position, velocity, path speed, path acceleration, acceleration
-    acted, q̇_ref finite — the sum of its entries in order, as :func:`fdcontrol.model.spatial.finite` sums them)."""
-    c, p, v = _head(q, qd_in, t, dt, P, idx, W, recovery, margin, max_linear, max_angular, cartesian_on)
-    ps, pa, acc = _tail(prev, J, t, dt, U, sv, Vt, P, idx, W, reserve, K.shape[0] > 0, path_acceleration_on,
-                        box, K, q, out)
+def pack(P: np.ndarray, idx, K: np.ndarray, flags: int) -> np.ndarray:
+    """B, what :func:`limits` reads of a configuration in one array (few arguments: each costs numba's dispatch):
+    a header row (P's rows, K's rows, the flags, idx as floats), P's rows (their first N columns), the chain K's
+    rows (CHAIN_COLUMNS); as wide as the widest of them."""
+    r, n, k = P.shape[0], P.shape[1], K.shape[0]
+    B = np.zeros((1 + r + k, max(n, CHAIN_COLUMNS, B_IDX + 8)))
+    B[0, B_ROWS], B[0, B_CHAIN], B[0, B_FLAGS] = r, k, flags
+    B[0, B_IDX:B_IDX + 8] = idx
+    B[1:1 + r, :n] = P
+    B[1 + r:, :CHAIN_COLUMNS] = K
+    return B
+
+
+@numba.njit(cache=True, boundscheck=True)
+def _limits(q, qd_in, prev, J, dt, U, sv, Vt, B, W, recovery, margin, max_linear, max_angular, reserve, out):
+    """:func:`head` then :func:`tail` in one call, J̇(q, q̇)q̇ for the path speed limit (on when B holds a chain)
+    computed between them from the chain, q̇_ref into ``out`` (the caller's new array: returning one from the
+    compiled call costs more). ``B`` (:func:`pack`) holds P, idx, the chain and the flags (the Cartesian limit,
+    the path acceleration limit, the hard box last). The bits of the result: which limits acted (HIT_*) and
+    FINITE — q̇_ref finite, the sum of its entries in order, as :func:`fdcontrol.model.spatial.finite` sums them."""
+    n = q.shape[0]
+    r, k, flags = int(B[0, B_ROWS]), int(B[0, B_CHAIN]), int(B[0, B_FLAGS])
+    idx = B[0, B_IDX:B_IDX + 8]
+    P = B[1:1 + r, :n]
+    K = B[1 + r:1 + r + k, :CHAIN_COLUMNS]
+    c, p, v = _head(q, qd_in, J, dt, P, idx, W, recovery, margin, max_linear, max_angular,
+                    (flags & FLAG_CARTESIAN) != 0)
+    ps, pa, acc = _tail(prev, J, qd_in, dt, U, sv, Vt, P, idx, W, reserve, k > 0, (flags & FLAG_PATH_ACCELERATION) != 0,
+                        (flags & FLAG_BOX) != 0, K, q, out)
     total = 0.0
     for j in range(out.shape[0]):
         total += out[j]
-    return c, p, v, ps, pa, acc, math.isfinite(total)
+    bits = HIT_CARTESIAN if c else 0
+    if p:
+        bits |= HIT_POSITION
+    if v:
+        bits |= HIT_VELOCITY
+    if ps:
+        bits |= HIT_PATH_SPEED
+    if pa:
+        bits |= HIT_PATH_ACCELERATION
+    if acc:
+        bits |= HIT_ACCELERATION
+    if math.isfinite(total):
+        bits |= FINITE
+    return bits
+
+
+@numba.njit(_LIMITS_NO_SVD, cache=True, boundscheck=True)
+def limits_own_svd(q, qd_in, prev, J, dt, B, W, recovery, margin, max_linear, max_angular, reserve, out):
+    """:func:`limits` where the caller has no SVD of J (the path speed limit takes its own where it needs one): three
+    arguments fewer to dispatch in most cycles."""
+    return _limits(q, qd_in, prev, J, dt, np.empty((0, 0)), np.empty(0), np.empty((0, 0)), B, W, recovery, margin,
+                   max_linear, max_angular, reserve, out)
+
+
+@numba.njit(_LIMITS, cache=True, boundscheck=True)
+def limits(q, qd_in, prev, J, dt, U, sv, Vt, B, W, recovery, margin, max_linear, max_angular, reserve, out):
+    """:func:`_limits`: the default composition of the limits in one call."""
+    return _limits(q, qd_in, prev, J, dt, U, sv, Vt, B, W, recovery, margin, max_linear, max_angular, reserve, out)
 
 
 _JERK = types.boolean(_VEC, _VEC, types.float64, types.int64, types.float64, _VEC, _VEC, _MAT, types.boolean,

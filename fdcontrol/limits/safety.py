@@ -74,13 +74,13 @@ from fdcontrol.params import Param, declare
 
 
 def _compiled_kernels() -> tuple[Callable[..., Any], ...] | None:
-    """limits.compiled's (head, tail, jerk, box, limits, chain) (compiled on first import), or None where numba is
-    missing."""
+    """limits.compiled's (head, tail, jerk, box, limits, chain, pack, limits_own_svd) (compiled on first import), or
+    None where numba is missing."""
     try:
-        from fdcontrol.limits.compiled import box, chain, head, jerk, limits, tail
+        from fdcontrol.limits.compiled import box, chain, head, jerk, limits, limits_own_svd, pack, tail
     except ImportError:
         return None
-    return head, tail, jerk, box, limits, chain
+    return head, tail, jerk, box, limits, chain, pack, limits_own_svd
 
 
 #: the limit classes the compiled twin computes (fdcontrol.limits.compiled): the required three and
@@ -94,6 +94,10 @@ def _vector(a: Any, n: int) -> bool:
     return type(a) is np.ndarray and a.dtype == np.float64 and a.shape == (n,)
 
 
+# limits.compiled's flags (the module itself is loaded only with numba)
+FLAG_CARTESIAN, FLAG_PATH_ACCELERATION, FLAG_BOX = 1, 2, 4
+#: the result bits of limits.compiled.limits as the seven flags, in the bits' order
+_BITS = tuple(tuple(bool(b & (1 << k)) for k in range(7)) for b in range(128))
 _NO_JDOT = np.zeros(6)
 _NO_CHAIN = np.zeros((0, 15))  # no path speed limit: the compiled twin's one call computes no J̇q̇
 _NO_SVD = (np.zeros((0, 0)), np.zeros(0), np.zeros((0, 0)))  # no SVD of J given (tail takes its own)
@@ -233,10 +237,10 @@ class SafetyLimits:
         self._chain: np.ndarray | None = _NO_CHAIN
         self._chain_of: Any = None  # the robot _chain was made from
         if self._compiled is not None:
-            self._pack()
             if self.path_speed is not None:
                 self._chain_of = self.path_speed.robot
                 self._chain = self._compiled[5](self._chain_of)
+            self._pack()
 
     def _sources(self) -> tuple[np.ndarray, ...]:
         """The parameter vectors the compiled twin reads, in compiled.py's ``idx`` order."""
@@ -263,7 +267,12 @@ class SafetyLimits:
         n = len(self.position.lower)
         if any(np.shape(r) != (n,) for r in rows):
             raise ValueError(f"every per-joint limit must have {n} entries")
-        P = np.array(rows, dtype=float).reshape(len(rows), n)
+        flags = (FLAG_CARTESIAN if self.cartesian is not None else 0) | (FLAG_BOX if not self._after else 0) \
+            | (FLAG_PATH_ACCELERATION if self.path_acceleration is not None else 0)
+        # the configuration in one array for the compiled call (limits.compiled.pack): P's rows are views of it
+        B = self._compiled[6](np.array(rows, dtype=float).reshape(len(rows), n), idx,  # type: ignore[index]
+                              _NO_CHAIN if self._chain is None else self._chain, flags)
+        P = B[1:1 + len(rows), :n]
         one = [P[k] for k in range(len(rows))]  # one view per row: a vector shared before stays shared
         views = [one[k] for k in idx]
         p, ps, pa = self.position, self.path_speed, self.path_acceleration
@@ -273,7 +282,7 @@ class SafetyLimits:
             pa.max_acceleration = views[6]
         if ps is not None:
             ps.max_acceleration = views[7]
-        self._P, self._idx = P, np.array(idx, dtype=np.int64)
+        self._P, self._idx, self._B = P, np.array(idx, dtype=np.int64), B
         self._views = self._sources()
         self._work = np.empty((8 + 2 * n, n))  # compiled.py's rows, then the path speed limit's scratch space
 
@@ -292,41 +301,46 @@ class SafetyLimits:
         J⁺ by an SVD (κ(J) > 1e4) instead of taking its own — the same pseudo-inverse within rounding.
         ``conf``: the caller's :class:`~fdcontrol.model.configuration.Configuration` at this very ``q`` (the loop's):
         the workspace stop reads the tip's position from it instead of computing it again."""
-        kernels, act = self._compiled, self.active
+        kernels = self._compiled
         self.checked = None
         if kernels is None:
             return run(self.limits, q, qd, qd_prev, J, dt, self.active, period)
-        c, p, ps, pa, V = self.cartesian, self.position, self.path_speed, self.path_acceleration, self._views
+        p, ps, pa, V = self.position, self.path_speed, self.path_acceleration, self._views
         if J is None:
             raise ValueError("the limits need the Jacobian J")
-        if len(q) != len(p.lower):  # shorter vectors than q raise IndexError in the compiled loops
-            raise ValueError(f"q has {len(q)} entries, the limits {len(p.lower)}")
+        n = len(q)
+        if n != len(p.lower):  # shorter vectors than q raise IndexError in the compiled loops
+            raise ValueError(f"q has {n} entries, the limits {len(p.lower)}")
         if (p.lower is not V[0] or p.upper is not V[1] or p.max_acceleration is not V[2]
                 or p.max_velocity is not V[3] or self.velocity.max_velocity is not V[4]
                 or self.acceleration.max_acceleration is not V[5]
                 or (pa is not None and pa.max_acceleration is not V[6])
                 or (ps is not None and ps.max_acceleration is not V[7])):
             self._pack()  # a parameter vector was replaced (not changed in place): _sources() in order
-        head, tail, jerk, box, fused, chain = kernels
-        W, dt, K = self._work, float(dt), self._chain
         if ps is not None and ps.robot is not self._chain_of:  # the path speed limit given another robot
             self._chain_of = ps.robot
-            K = self._chain = chain(ps.robot)
-        U, sv, Vt = _NO_SVD if svd is None else svd
-        after = self._after
-        # J q̇ as CartesianSpeed computes it (J @ list): ndarray.dot gives the same bits, faster
-        t = J.dot(qd) if c is not None else qd
+            self._chain = kernels[5](ps.robot)
+            self._pack()  # its chain into B
+        c, act, after = self.cartesian, self.active, self._after
         v_lin, v_ang = (math.inf, math.inf) if c is None else (c.max_linear_speed, c.max_angular_speed)
         reserve = ps.reserve if ps is not None else 1.0
-        if K is not None:  # one call: J̇q̇ for the path speed limit computed inside (limits.compiled.limits)
-            out = np.empty(len(q))
-            hit_c, hit_p, hit_v, hit_ps, hit_pa, hit_a, fin = fused(
-                q, qd, t, qd_prev, J, dt, U, sv, Vt, self._P, self._idx, W, K, p.recovery, p.margin, v_lin, v_ang,
-                c is not None, reserve, pa is not None, not after, out)
+        dt = float(dt)
+        if self._chain is not None:  # one call: J̇q̇ for the path speed limit computed inside (limits.compiled.limits)
+            out = np.empty(n)
+            if svd is None:
+                bits = kernels[7](q, qd, qd_prev, J, dt, self._B, self._work, p.recovery, p.margin, v_lin, v_ang,
+                                  reserve, out)
+            else:
+                bits = kernels[4](q, qd, qd_prev, J, dt, svd[0], svd[1], svd[2], self._B, self._work, p.recovery,
+                                  p.margin, v_lin, v_ang, reserve, out)
+            hit_c, hit_p, hit_v, hit_ps, hit_pa, hit_a, fin = _BITS[bits]
             if fin and not after:  # the reference as returned: the loop's test of it can be skipped
                 self.checked = out
-        else:  # the path speed limit's robot is no chain (so the limit is there): its J̇q̇ between head and tail
-            hit_c, hit_p, hit_v = head(q, qd, t, dt, self._P, self._idx, W, p.recovery, p.margin, v_lin, v_ang,
+        else:
+            head, tail, W = kernels[0], kernels[1], self._work
+            # the path speed limit's robot is no chain (so the limit is there): its J̇q̇ between head and tail
+            U, sv, Vt = _NO_SVD if svd is None else svd
+            hit_c, hit_p, hit_v = head(q, qd, J, dt, self._P, self._idx, W, p.recovery, p.margin, v_lin, v_ang,
                                        c is not None)
             jdot = _NO_JDOT
             moving = W[0].tolist()
@@ -342,7 +356,7 @@ class SafetyLimits:
         if pa is not None:
             act["path_acceleration"] = hit_pa
         if after:
-            return self._after_acceleration(after, jerk, box, q, out, qd_prev, J, dt, period, conf)
+            return self._after_acceleration(after, kernels[2], kernels[3], q, out, qd_prev, J, dt, period, conf)
         return out
 
     def _after_acceleration(self, after: tuple[Limit, ...], jerk: Callable[..., bool], box: Callable[..., None],

@@ -427,11 +427,11 @@ class Limits(Stage):
     def run(self, loop: ControlLoop, c: Frame) -> None:
         # the SVD of J if the γ schedule took it this cycle (the path speed limit then takes none of its own)
         conf = c.conf  # (its tip position for the workspace stop)
-        qd_ref = loop.limits.apply(c.q, c.qd_des, loop.qd_ref, c.J, c.dt, loop.period, svd=conf.known_svd(), conf=conf)
+        qd_ref = loop.limits.apply(c.q, c.qd_des, loop.qd_ref, c.J, c.dt, loop.period, conf.known_svd(), conf)
         if c.holding or c.resting:  # braking: never softer than the profile fixed when the stop began
             loop.braking.begin(loop.limits.max_acceleration)
             qd_ref = loop.braking.clamp(qd_ref, loop.qd_ref, c.dt)
-        else:
+        elif loop.braking.deceleration is not None:  # a stop under way ends
             loop.braking.end()
         if loop.cycle == 0:  # activation: the first reference is the measured state
             qd_ref = np.zeros(loop.robot.dof)
