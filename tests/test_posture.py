@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pinocchio as pin
 import pytest
@@ -432,3 +434,28 @@ def test_the_posture_load_of_wrong_shapes_takes_the_two_calls():
     Nt2, tau2 = task.load(H, J, q, np.ones(7, dtype=int))
     np.testing.assert_allclose(Nt2, Nt, rtol=0, atol=1e-12)
     np.testing.assert_allclose(tau2, tau, rtol=0, atol=1e-9 * np.abs(tau).max())
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_posture_load_from_the_upper_triangle_is_the_load_from_h(compiled, monkeypatch):
+    """The posture stage hands the load CRBA's matrix as pinocchio leaves it (H's upper triangle; the strict lower one
+    whatever it holds, NaN here): the same N̄ᵀ and τ_p, bit for bit, as from the mirrored H — by the one compiled
+    call, and by the two calls where it is not taken."""
+    from fdcontrol import RobotModel, VirtualModel
+    from fdcontrol.control import posture
+
+    if not compiled:
+        monkeypatch.setattr(posture, "_load", None)
+    robot = RobotModel.load("fr3")
+    vm = VirtualModel(robot, 1e3)
+    rng = np.random.default_rng(5)
+    for k in range(100):
+        q = rng.uniform(robot.limits.lower, robot.limits.upper)
+        H, J = vm.inertia(q), robot.jacobian(q)
+        M = np.asfortranarray(H) if k % 2 else H.copy()  # pinocchio's data.M is column-major
+        M[np.tril_indices(7, -1)] = math.nan if k % 3 else 1e3  # never read
+        task = PostureTask(robot, rng.uniform(0.0, 20.0, 7), rng.uniform(0.0, 5.0, 7), preferred=q + 0.2)
+        qd = rng.normal(size=7)
+        Nt, tau = task.load(H, J, q, qd)
+        Nt2, tau2 = task.load(M, J, q, qd, True)
+        assert Nt.tobytes() == Nt2.tobytes() and tau.tobytes() == tau2.tobytes(), k

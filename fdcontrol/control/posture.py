@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from fdcontrol.model.linalg import cho_solve_upper, cholesky_block, eigh, matmul_into
+from fdcontrol.model.linalg import cho_solve_upper, cholesky_block, eigh, matmul_into, mirror_upper
 from fdcontrol.model.robot import RobotModel
 from fdcontrol.params import Param, declare
 
@@ -257,10 +257,13 @@ def _torque_kernel(Nt: np.ndarray, H: np.ndarray, K: np.ndarray, qp: np.ndarray,
 
 
 def _load_kernel(H: np.ndarray, J: np.ndarray, rcond: float, K: np.ndarray, qp: np.ndarray, q: np.ndarray,
-                 D: np.ndarray, qd: np.ndarray, Nt: np.ndarray, tau: np.ndarray) -> bool:  # pragma: no mutate block
+                 D: np.ndarray, qd: np.ndarray, upper: bool, Nt: np.ndarray,
+                 tau: np.ndarray) -> bool:  # pragma: no mutate block
     """:func:`_projector_kernel` into ``Nt``, then :func:`_torque_kernel` into ``tau`` (PostureTask.load): one call,
     the same operations; False (Nt, tau undefined) where the projector's kernel gives up or the shapes do not
-    match (H N×N, J m×N with m ≥ 1, the vectors N, Nt N×N, tau N)."""
+    match (H N×N, J m×N with m ≥ 1, the vectors N, Nt N×N, tau N). ``upper``: H's strict lower triangle is not
+    read (CRBA's ``data.M``, whose upper triangle H is): H a_p from the upper one, the same values and sums as the
+    torque kernel's on the mirrored H (the projector reads the upper triangle only either way)."""
     n = H.shape[0]
     if H.shape[1] != n or J.shape[1] != n or J.shape[0] < 1 or Nt.shape[0] != n or Nt.shape[1] != n:
         return False
@@ -269,9 +272,25 @@ def _load_kernel(H: np.ndarray, J: np.ndarray, rcond: float, K: np.ndarray, qp: 
         return False
     if not _projector(H, J, rcond, Nt):
         return False
-    t = _torque(Nt, H, K, qp, q, D, qd)
-    for i in range(t.shape[0]):
-        tau[i] = t[i]
+    if not upper:
+        t = _torque(Nt, H, K, qp, q, D, qd)
+        for i in range(t.shape[0]):
+            tau[i] = t[i]
+        return True
+    a = np.empty(n)
+    for j in range(n):
+        a[j] = K[j] * (qp[j] - q[j]) - D[j] * qd[j]
+    h = np.empty(n)
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += (H[i, j] if j >= i else H[j, i]) * a[j]
+        h[i] = s
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            s += Nt[i, j] * h[j]
+        tau[i] = s
     return True
 
 
@@ -287,8 +306,9 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
                                  boundscheck=True)(_projector_kernel)
     _torque: Any = numba.njit(_t.Array(_t.float64, 1, "C")(_M, _M, _V, _V, _V, _V, _V), cache=True,
                               boundscheck=True)(_torque_kernel)
-    _load: Any = numba.njit(_t.boolean(_M, _M, _t.float64, _V, _V, _V, _V, _V, _t.Array(_t.float64, 2, "C"),
-                                       _t.Array(_t.float64, 1, "C")), cache=True, boundscheck=True)(_load_kernel)
+    _load: Any = numba.njit(_t.boolean(_M, _M, _t.float64, _V, _V, _V, _V, _V, _t.boolean,
+                                       _t.Array(_t.float64, 2, "C"), _t.Array(_t.float64, 1, "C")), cache=True,
+                            boundscheck=True)(_load_kernel)
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
     _projector = _torque = _load = None
     _cholesky_inverse, _jacobi_inverse = _cholesky_inverse_kernel, _jacobi_inverse_kernel
@@ -374,19 +394,25 @@ class PostureTask:
                 pass
         return Nt @ (H @ self.acceleration(q, qd))  # a wrong length raises ValueError here
 
-    def load(self, H: np.ndarray, J: np.ndarray, q: np.ndarray, qd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def load(self, H: np.ndarray, J: np.ndarray, q: np.ndarray, qd: np.ndarray,
+             upper: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(N̄ᵀ, τ_p): ``nullspace_transpose(H, J)`` and ``torque(H, J, q, qd, N̄ᵀ)`` — one compiled call where both
         would take their compiled forms (float64 arrays of the model's size, q_p set), else those two calls;
-        the same bits either way (tests/test_posture.py)."""
+        the same bits either way (tests/test_posture.py). ``upper``: H is given by its upper triangle (with the
+        diagonal) alone, as CRBA leaves it in pinocchio's ``data.M``; its strict lower triangle is not read (the
+        two calls take H mirrored, :func:`fdcontrol.model.linalg.mirror_upper`)."""
         qp = self.preferred
         if _load is not None and qp is not None:  # the kernel checks the shapes; numba's dispatch the types
             n = qp.shape[0]
             Nt, tau = np.empty((n, n)), np.empty(n)
             try:
-                if _load(H, J, RCOND, self.stiffness, qp, q, self.damping, qd, Nt, tau):
+                if _load(H, J, RCOND, self.stiffness, qp, q, self.damping, qd, upper, Nt, tau):
                     return Nt, tau
             except TypeError:  # not float64 arrays of these dimensions: the two calls below
                 pass
+        if upper:
+            H = np.asarray(H)
+            H = mirror_upper(H, np.tril_indices(H.shape[0], -1))
         Nt = nullspace_transpose(H, J)
         return Nt, self.torque(H, J, q, qd, Nt)
 

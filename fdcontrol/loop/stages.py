@@ -322,7 +322,10 @@ class Posture(Stage):
         if c.holding or c.resting:
             return
         conf = c.conf
-        c.nt, t = loop.posture.load(conf.inertia, conf.jacobian, c.q, loop.qd_state)
+        if conf.virtual is not None:  # H as CRBA left it (its upper triangle): no mirrored copy of it for the load
+            c.nt, t = loop.posture.load(conf.data.M, conf.jacobian, c.q, loop.qd_state, True)
+        else:
+            c.nt, t = loop.posture.load(conf.inertia, conf.jacobian, c.q, loop.qd_state)
         c.tau = t if c.tau is None else c.tau + t
 
 
