@@ -502,6 +502,7 @@ FLAG_CARTESIAN, FLAG_PATH_ACCELERATION, FLAG_BOX = 1, 2, 4
 #: the bits of :func:`limits`' result: which limit acted, and q̇_ref finite
 HIT_CARTESIAN, HIT_POSITION, HIT_VELOCITY, HIT_PATH_SPEED, HIT_PATH_ACCELERATION, HIT_ACCELERATION, FINITE = (
     1, 2, 4, 8, 16, 32, 64)
+HIT_JERK = 128  # (limits_jerk)
 
 _LIMITS = types.int64(
     _VEC, _VEC, _VEC, _MAT, types.float64,  # q, q̇_d, q̇_prev, J, dt
@@ -579,12 +580,9 @@ _JERK = types.boolean(_VEC, _VEC, types.float64, types.int64, types.float64, _VE
                       _MAT, types.boolean)
 
 
-@numba.njit(_JERK, cache=True, boundscheck=True)
-def jerk(qd, prev, dt, k, h, max_jerk, max_acc, S, history, W, box):
-    """The jerk limit (JointJerk.apply) on ``qd`` in place, the same float operations in the same order; which
-    acted. ``k`` robot ticks of ``h`` since the last reference (k·h = dt); ``S`` (3×N) the limit's history —
-    q̇_prev of the cycle before, the reference it made, its last tick's acceleration — read when ``history``
-    and written in place; then, with ``box``, the hard box of W (the last step of :func:`fdcontrol.limits.base.run`)."""
+@numba.njit(cache=True, boundscheck=True)
+def _jerk(qd, prev, dt, k, h, max_jerk, max_acc, S, history, W, box):
+    """:func:`jerk`'s body (shared with :func:`limits_jerk`)."""
     n = qd.shape[0]
     restart = not history
     moving = False
@@ -642,6 +640,33 @@ def jerk(qd, prev, dt, k, h, max_jerk, max_acc, S, history, W, box):
             elif x < W[HARD_LO, j]:
                 qd[j] = W[HARD_LO, j]
     return hit
+
+
+@numba.njit(_JERK, cache=True, boundscheck=True)
+def jerk(qd, prev, dt, k, h, max_jerk, max_acc, S, history, W, box):
+    """The jerk limit (JointJerk.apply) on ``qd`` in place, the same float operations in the same order; which
+    acted. ``k`` robot ticks of ``h`` since the last reference (k·h = dt); ``S`` (3×N) the limit's history —
+    q̇_prev of the cycle before, the reference it made, its last tick's acceleration — read when ``history``
+    and written in place; then, with ``box``, the hard box of W (the last step of :func:`fdcontrol.limits.base.run`)."""
+    return _jerk(qd, prev, dt, k, h, max_jerk, max_acc, S, history, W, box)
+
+
+_LIMITS_JERK = types.int64(
+    _VEC, _VEC, _VEC, _MAT, types.float64, _MAT, _MAT,  # as limits_own_svd
+    types.float64, types.float64, types.float64, types.float64, types.float64, _VEC,
+    types.int64, types.float64, _VEC, _VEC, _MAT, types.boolean, types.boolean)  # then the jerk limit's, as jerk
+
+
+@numba.njit(_LIMITS_JERK, cache=True, boundscheck=True)
+def limits_jerk(q, qd_in, prev, J, dt, B, W, recovery, margin, max_linear, max_angular, reserve, out, k, h, max_jerk,
+                max_acc, S, history, box):
+    """:func:`limits_own_svd`, then the jerk limit right after the acceleration limit (:func:`jerk` on ``out``) in
+    the same call: its verdict in the bit HIT_JERK."""
+    bits = _limits(q, qd_in, prev, J, dt, np.empty((0, 0)), np.empty(0), np.empty((0, 0)), B, W, recovery, margin,
+                   max_linear, max_angular, reserve, out)
+    if _jerk(out, prev, dt, k, h, max_jerk, max_acc, S, history, W, box):
+        bits |= HIT_JERK
+    return bits
 
 
 @numba.njit(types.none(_VEC, _MAT), cache=True, boundscheck=True)

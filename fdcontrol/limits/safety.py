@@ -74,13 +74,13 @@ from fdcontrol.params import Param, declare
 
 
 def _compiled_kernels() -> tuple[Callable[..., Any], ...] | None:
-    """limits.compiled's (head, tail, jerk, box, limits, chain, pack, limits_own_svd) (compiled on first import), or
-    None where numba is missing."""
+    """limits.compiled's (head, tail, jerk, box, limits, chain, pack, limits_own_svd, limits_jerk) (compiled on first
+    import), or None where numba is missing."""
     try:
-        from fdcontrol.limits.compiled import box, chain, head, jerk, limits, limits_own_svd, pack, tail
+        from fdcontrol.limits.compiled import box, chain, head, jerk, limits, limits_jerk, limits_own_svd, pack, tail
     except ImportError:
         return None
-    return head, tail, jerk, box, limits, chain, pack, limits_own_svd
+    return head, tail, jerk, box, limits, chain, pack, limits_own_svd, limits_jerk
 
 
 #: the limit classes the compiled twin computes (fdcontrol.limits.compiled): the required three and
@@ -94,8 +94,9 @@ def _vector(a: Any, n: int) -> bool:
     return type(a) is np.ndarray and a.dtype == np.float64 and a.shape == (n,)
 
 
-# limits.compiled's flags (the module itself is loaded only with numba)
+# limits.compiled's flags and its jerk limit's bit (the module itself is loaded only with numba)
 FLAG_CARTESIAN, FLAG_PATH_ACCELERATION, FLAG_BOX = 1, 2, 4
+HIT_JERK, FINITE = 128, 64
 #: the result bits of limits.compiled.limits as the seven flags, in the bits' order
 _BITS = tuple(tuple(bool(b & (1 << k)) for k in range(7)) for b in range(128))
 _NO_JDOT = np.zeros(6)
@@ -230,6 +231,8 @@ class SafetyLimits:
         # jerk limit: compiled too; the workspace stop, collision avoidance, ...) run on its result, then the box
         k = self.limits.index(self.acceleration)
         self._after = self.limits[k + 1:]
+        #: the jerk limit when it comes right after the acceleration limit: the compiled twin's call runs it too
+        self._jerk: JointJerk | None = self._after[0] if self._after and type(self._after[0]) is JointJerk else None
         twin = all(type(lim) is _COMPILED.get(lim.name) for lim in self.limits[:k + 1])
         self._compiled = _compiled_kernels() if twin else None
         #: the path speed limit's robot as a chain for the compiled J̇q̇ (limits.compiled.chain): no rows without
@@ -327,7 +330,22 @@ class SafetyLimits:
         dt = float(dt)
         if self._chain is not None:  # one call: J̇q̇ for the path speed limit computed inside (limits.compiled.limits)
             out = np.empty(n)
-            if svd is None:
+            jk = self._jerk
+            if svd is None and jk is not None and _vector(jk.max_jerk, n) and _vector(jk.max_acceleration, n):
+                # the jerk limit right after the acceleration limit, in the same call (as _after_acceleration's)
+                st = jk._state
+                history = st is not None and st.shape == (3, n)
+                if not history:
+                    st = jk._state = np.empty((3, n))
+                h_period = dt if period is None else float(period)
+                k = round(dt / h_period) if dt > 1.5 * h_period else 1  # as JointJerk.apply
+                bits = kernels[8](q, qd, qd_prev, J, dt, self._B, self._work, p.recovery, p.margin, v_lin, v_ang,
+                                  reserve, out, k, dt / k, jk.max_jerk, jk.max_acceleration, st, history,
+                                  len(after) == 1)
+                act[jk.name] = bits >= HIT_JERK
+                after = after[1:]
+                bits &= HIT_JERK - 1 - FINITE  # (the sum the call tested was the reference before the jerk limit)
+            elif svd is None:
                 bits = kernels[7](q, qd, qd_prev, J, dt, self._B, self._work, p.recovery, p.margin, v_lin, v_ang,
                                   reserve, out)
             else:

@@ -130,9 +130,12 @@ class WorkspaceStop(Limit):
             return False
         if J is None:
             raise ValueError("the workspace stop needs the Jacobian J")
-        if at is not None and _stop is not None and at.q is q and at.robot is self.robot and not self._link_ids:
+        if at is not None and _stop is not None and at.q is q and at.robot is self.robot and not self._link_ids \
+                and type(J) is np.ndarray and J.dtype == _F64:
             top = J[:3]  # ndarray.dot: numpy's same BLAS product as @ for a C-ordered J (not for an F-ordered one)
-            s = self._scale(at.pose[:3, 3], top.dot(qd) if top.flags.c_contiguous else top @ qd, float(dt))
+            st = self._set  # the tip's distances and the scale, one compiled call (what _scale calls for these)
+            s = _stop(at.pose[:3, 3], st._G, st._d, st._nrm, top.dot(qd) if top.flags.c_contiguous else top @ qd,
+                      self.deceleration, float(dt))
         else:
             s = self._velocity_scale(q, J, qd, float(dt))
         if s >= 1.0 or not math.isfinite(s):
@@ -165,6 +168,9 @@ def _scale_kernel(d: np.ndarray, nrm: np.ndarray, v: np.ndarray, deceleration: f
             if r < s:
                 s = r
     return s
+
+
+_F64 = np.dtype(np.float64)
 
 
 def _stop_kernel(p: np.ndarray, G: np.ndarray, d: np.ndarray, nrm: np.ndarray, v: np.ndarray, deceleration: float,
