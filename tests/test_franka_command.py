@@ -97,3 +97,41 @@ def test_a_reference_without_seven_joints_is_refused_and_nothing_changes(fr3, mo
     finally:
         for d in drivers:
             d.close()
+
+
+
+@pytest.mark.parametrize("interface", ["velocity", "position"])
+def test_the_command_takes_any_float_vector_as_its_float64_copy(fr3, interface):
+    """The compiled command reads the loop's float64 vector as it is: a strided or a read-only one, float64 of the
+    other byte order, a list, float32 give the command a plain contiguous float64 copy of the same values gives —
+    in both interfaces, after missed ticks too."""
+    rng = np.random.default_rng(11)
+    a, b = rng.uniform(-0.5, 0.5, size=7), rng.uniform(-0.5, 0.5, size=7)
+    variants = {
+        "plain": lambda v: np.array(v, dtype=float),
+        "strided": lambda v: np.repeat(np.array(v, dtype=float), 2)[::2],
+        "read-only": lambda v: np.frombuffer(np.array(v, dtype=float).tobytes()),
+        "big-endian": lambda v: np.array(v, dtype=">f8"),
+        "list": lambda v: np.array(v, dtype=float).tolist(),
+        "float32": lambda v: np.array(v, dtype=np.float32),
+        "plain of float32": lambda v: np.array(v, dtype=np.float32).astype(float),
+    }
+    drivers = {name: StandInFranka(fr3, interface=interface, rate_limit=True) for name in variants}
+    try:
+        for d in drivers.values():
+            d._sent, d._t_cmd, d._q_c = ([0.0] * 7, [0.0] * 7), None, None
+        for k in range(40):
+            t = 1e-3 * (k + (3 if k > 20 else 0))  # three missed ticks at k = 21
+            qd = a * math.cos(0.1 * k) + b * math.sin(0.1 * k)
+            state = SimpleNamespace(time=SimpleNamespace(to_sec=lambda t=t: t), q_d=[0.1] * 7)
+            out = {}
+            for name, d in drivers.items():
+                d._state = state
+                cmd = d._command(None, variants[name](qd))
+                out[name] = repr(cmd.q if interface == "position" else cmd.dq)
+            for name in ("strided", "read-only", "big-endian", "list"):
+                assert out[name] == out["plain"], (k, name)
+            assert out["float32"] == out["plain of float32"], k
+    finally:
+        for d in drivers.values():
+            d.close()

@@ -602,14 +602,19 @@ class FrankaDriver(RobotDriver):
     def _command_compiled(self, n: int, position: bool, q_ref: np.ndarray | None, qd_ref: np.ndarray | None,
                           finished: bool) -> Any:
         """:meth:`_command` through :func:`fdcontrol.drivers.franka_compiled.next_command` (the same bits)."""
-        des = _ZEROS7 if qd_ref is None else np.ascontiguousarray(qd_ref, dtype=float)
+        # the loop's own float64 vector as it is (numpy's conversion call costs more than the kernel's own work per
+        # joint); anything else as a contiguous float64 copy
+        des = _ZEROS7 if qd_ref is None else qd_ref if type(qd_ref) is np.ndarray and qd_ref.dtype is _F64 \
+            else np.ascontiguousarray(qd_ref, dtype=float)
         q = self._q_c
         if position:  # the positions commanded, advanced in place (a copy of its own: the state's q_d, q_ref)
             q = np.array(self._state.q_d if q_ref is None else q_ref, dtype=float) if q is None \
                 else np.array(q, dtype=float)
         new = np.empty((2, 7))
-        _next_command(des, np.asarray(self._sent, dtype=float), n, q if position else _EMPTY, self.rate_limit,
-                      self._limits_rows, new)
+        sent = self._sent  # the last command's rows (an array after the first compiled command; lists before)
+        if type(sent) is not np.ndarray or sent.dtype is not _F64:
+            sent = np.asarray(sent, dtype=float)
+        _next_command(des, sent, n, q if position else _EMPTY, self.rate_limit, self._limits_rows, new)
         self._sent = new  # rows: the velocity the robot filled up to, the velocity commanded
         if position:
             self._q_c = q
@@ -630,7 +635,8 @@ class FrankaDriver(RobotDriver):
                 # the first reference from zero, so it is sent as it is
                 self._start()
             try:
-                self._control.writeOnce(self._command(q_ref, None if qd_ref is None else np.asarray(qd_ref)))
+                self._control.writeOnce(self._command(
+                    q_ref, qd_ref if qd_ref is None or type(qd_ref) is np.ndarray else np.asarray(qd_ref)))
             except Exception as exc:
                 self._aborted(exc)
                 raise FrankaError(self.error) from None

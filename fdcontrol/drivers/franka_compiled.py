@@ -26,7 +26,8 @@ H = 1e-3  # s: the robot's tick (fdcontrol.drivers.franka.CLOCK_PERIOD)
 
 _VEC = types.Array(types.float64, 1, "C")
 _MAT = types.Array(types.float64, 2, "C")
-_SIG = types.void(_VEC, _MAT, types.int64, _VEC, types.boolean, _MAT, _MAT)
+_ANY = types.Array(types.float64, 1, "A", readonly=True)  # the velocities as they come (any layout, read only)
+_SIG = types.void(_ANY, _MAT, types.int64, _VEC, types.boolean, _MAT, _MAT)
 
 
 @numba.njit(_SIG, cache=True, boundscheck=True)  # a too short vector raises, never reads past
