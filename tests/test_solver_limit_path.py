@@ -14,6 +14,7 @@ from fdcontrol import RobotModel, make_mapping
 from fdcontrol.loop.solvers import _AccelerationSolver, make_solver
 from fdcontrol.model.configuration import Configuration
 from fdcontrol.model.robot import URDF_DIR
+from fdcontrol.model.spatial import finite
 
 DT = 1e-3
 
@@ -171,7 +172,8 @@ def test_the_configurations_H_and_J_are_the_virtual_models_bit_for_bit(name: str
 def test_the_fused_euler_step_and_projection_is_the_two_calls_bit_for_bit() -> None:
     """_euler_project (the FD step at a limit's last call) against what it fuses: the Euler step (_euler) then
     JointLimitConstraints.project with the step's active set engaged — on steps that end a hair past, at, or a
-    hair inside either limit, with locked joints, zeros of either sign, a NaN and an infinite q̈."""
+    hair inside either limit, with locked joints, zeros of either sign, a NaN and an infinite q̈ — and the solver
+    stage's test of the q̇ it returns (finite())."""
     from fdcontrol.loop import solvers
 
     robot = RobotModel.load("fr3")
@@ -179,7 +181,7 @@ def test_the_fused_euler_step_and_projection_is_the_two_calls_bit_for_bit() -> N
     lo, up = c.lower, c.upper
     rng = np.random.default_rng(23)
     n, dt, decay = robot.dof, 1e-3, 10.0
-    clipped = 0
+    clipped = infinite = 0
     for k in range(3000):
         q = rng.uniform(lo, up)
         qd, x = rng.normal(size=n), rng.normal(scale=50.0, size=n)
@@ -198,10 +200,12 @@ def test_the_fused_euler_step_and_projection_is_the_two_calls_bit_for_bit() -> N
         q1, qd1 = solvers._euler(q, qd, x, decay, dt)
         want_q, want_qd = c.project(q1, qd1)
         got_q, got_qd = np.empty(n), np.empty(n)
-        solvers._euler_project(q, qd, x, decay, dt, lo, up, c._lo_tol, c._up_tol, locked, got_q, got_qd)
+        fin = solvers._euler_project(q, qd, x, decay, dt, lo, up, c._lo_tol, c._up_tol, locked, got_q, got_qd)
         assert got_q.tobytes() == want_q.tobytes() and got_qd.tobytes() == want_qd.tobytes(), k
+        assert fin == finite(want_qd), k  # the solver stage's test of q̇, on the same floats
         clipped += bool((q1 < lo).any() or (q1 > up).any())
-    assert clipped > 500, clipped
+        infinite += not fin
+    assert clipped > 500 and infinite > 5, (clipped, infinite)
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
@@ -228,3 +232,29 @@ def test_a_q_that_is_not_finite_raises_at_a_limit_as_on_the_general_path(bad: fl
             else:
                 with pytest.raises(ModelError, match="NaN or Inf"):
                     step(conf.q, np.zeros(robot.dof), np.ones(6), DT, config=conf)
+
+
+def test_the_step_at_a_limit_tells_the_stage_which_velocity_it_found_finite() -> None:
+    """At a virtual limit with a joint locked, ``checked`` is the returned q̇ where the step found it finite (finite()'s
+    test, in its last call: the kernel's test above covers the rest); where no joint ends locked (the free dynamics
+    and the projection), None: the solver stage tests the q̇ itself."""
+    robot = RobotModel.load("fr3")
+    solver = make_solver(make_mapping("fd", robot, gamma=1e3))
+    c = solver.constraints
+    conf = Configuration(robot, virtual=solver.virtual)
+    rng = np.random.default_rng(4)
+    engaged = free = 0
+    for k in range(200):
+        q = rng.uniform(c.lower, c.upper)
+        j = k % robot.dof
+        q[j] = (c.lower, c.upper)[k % 2][j] + (-1e-3, 1e-3)[k % 2]  # past a limit
+        conf.update(q)
+        _, qd1 = solver.step(conf.q, rng.normal(scale=0.3, size=robot.dof), rng.normal(scale=20.0, size=6), 2e-3,
+                             config=conf)
+        if c.engaged:
+            engaged += 1
+            assert solver.checked is qd1 and finite(qd1), k
+        else:
+            free += 1
+            assert solver.checked is None, k
+    assert engaged > 20 and free > 20, (engaged, free)

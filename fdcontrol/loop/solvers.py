@@ -264,7 +264,7 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         float operations in the same order: the same bits, tests/test_loop_configuration.py,
         tests/test_solver_limit_path.py)."""
         c = self.constraints
-        self._equation, self._load, self.last_converged = None, None, True
+        self._equation, self._load, self.last_converged, self.checked = None, None, True, None
         q = _clip(q, c.lower, c.upper)  # np.clip's values (a NaN stays NaN, a bound's zero sign as np.clip)
         t = self.joint_load(q, qd, tau)
         H, jtf, data = self._limit_equation(q, np.asarray(wrench, dtype=float), conf)
@@ -296,9 +296,11 @@ class ForwardDynamicsSolver(_AccelerationSolver):
             x = last[1]  # decide's last trial solved this very equation: b = Jᵀf + t, the same active set
         else:
             x = _solve_locked(H, b, locked)
-        # the Euler step and c.project (engaged: a joint is locked) in one call
+        # the Euler step and c.project (engaged: a joint is locked) in one call, which also runs the solver stage's
+        # test of q̇ (``checked``)
         q1, qd1 = np.empty(n), np.empty(n)
-        _euler_project(q, qz, x, self.decay, float(dt), c.lower, c.upper, c._lo_tol, c._up_tol, locked, q1, qd1)
+        fin = _euler_project(q, qz, x, self.decay, float(dt), c.lower, c.upper, c._lo_tol, c._up_tol, locked, q1, qd1)
+        self.checked = qd1 if fin else None
         return q1, qd1
 
     def _limit_equation(self, q: np.ndarray, f: np.ndarray, conf: Configuration | None
@@ -604,10 +606,12 @@ def _fd_inside_kernel(U: np.ndarray, D: np.ndarray, nvt: np.ndarray, jtf: np.nda
 
 def _euler_project_kernel(q: np.ndarray, qd: np.ndarray, x: np.ndarray, decay: float, dt: float, lower: np.ndarray,
                           upper: np.ndarray, lo_tol: np.ndarray, up_tol: np.ndarray, active: np.ndarray,
-                          q_out: np.ndarray, qd_out: np.ndarray) -> None:  # pragma: no mutate block
+                          q_out: np.ndarray, qd_out: np.ndarray) -> bool:  # pragma: no mutate block
     """:func:`_euler_step`, then JointLimitConstraints.project of its (q⁺, q̇⁺) into q_out, qd_out (its compiled
     form, ``_project_kernel``: q⁺ clipped to the limits, q̇⁺ zeroed where the clipped q⁺ is at a limit and q̇⁺
-    points out, or the joint is locked) — the same float operations and comparisons in the same order."""
+    points out, or the joint is locked) — the same float operations and comparisons in the same order. Returns
+    whether the sum of qd_out's entries in order is finite (fdcontrol.model.spatial.finite's test)."""
+    total = 0.0
     for i in range(q.shape[0]):
         v = qd[i] + dt * (x[i] - decay * qd[i])
         y = q[i] + dt * v
@@ -620,6 +624,8 @@ def _euler_project_kernel(q: np.ndarray, qd: np.ndarray, x: np.ndarray, decay: f
             qd_out[i] = 0.0
         else:
             qd_out[i] = v
+        total += qd_out[i]
+    return math.isfinite(total)
 
 
 def _clip_kernel(q: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:  # pragma: no mutate block
@@ -655,7 +661,7 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
     _clip: Any = numba.njit(_t.Array(_t.float64, 1, "C")(_V, _V, _V), cache=True, boundscheck=True)(_clip_kernel)
     _zero_locked: Any = numba.njit(_t.boolean(_V, _t.Array(_t.boolean, 1, "A"), _V), cache=True,
                                    boundscheck=True)(_zero_locked_kernel)
-    _euler_project: Any = numba.njit(_t.none(_V, _V, _V, _t.float64, _t.float64, _V, _V, _V, _V,
+    _euler_project: Any = numba.njit(_t.boolean(_V, _V, _V, _t.float64, _t.float64, _V, _V, _V, _V,
                                              _t.Array(_t.boolean, 1, "A"), _V, _V), cache=True,
                                      boundscheck=True)(_euler_project_kernel)
     from fdcontrol.model.conditioning import _shifted_cholesky
