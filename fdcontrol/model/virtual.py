@@ -429,9 +429,10 @@ class VirtualModel:
         self.tip_id, self.tip_joint = robot.tip_id, last
         self._zero = np.zeros(model.nv)
         self._fext = [pin.Force.Zero() for _ in range(model.njoints)]
-        self._zero3, self._eye3 = np.zeros(3), np.eye(3)  # set_gamma's lever and unit inertia (read-only)
-        self._zero3.flags.writeable = self._eye3.flags.writeable = False
         self._rot = np.zeros((3, 3))  # set_gamma's rotational inertia (its diagonal rewritten, the rest stays 0)
+        #: set_gamma's light-link inertia, its mass and rotational inertia set in place (its lever stays 0): a fifth of
+        #: a new pin.Inertia's cost
+        self._light = pin.Inertia(1.0, np.zeros(3), np.eye(3))
         self._light_joints = [j for j in range(1, model.njoints) if j != last]
         #: the γ schedule's A, refilled each time (:meth:`link_jacobians` with ``shared``): one 6-row view per light
         #: link, so a link's Jacobian is one copy into its rows
@@ -458,9 +459,10 @@ class VirtualModel:
         # moves), without its calls
         self.gamma = gamma if type(gamma) is float and _GAMMA_LO <= gamma <= _GAMMA_HI else check_gamma(gamma)
         # the same values as ip_e/γ · I₃ (d·1.0 = d, d·0.0 = +0.0): its diagonal set in a matrix of zeros made once
-        d, rot = self._ip_e / self.gamma, self._rot
+        d, rot, light = self._ip_e / self.gamma, self._rot, self._light
         rot[0, 0] = rot[1, 1] = rot[2, 2] = d
-        light = pin.Inertia(self._m_e / self.gamma, self._zero3, rot)
+        light.mass = self._m_e / self.gamma  # pin.Inertia(m_e/γ, 0, rot)'s values
+        light.inertia = rot
         inertias = self.model.inertias
         for j in self._light_joints:
             inertias[j] = light
