@@ -72,6 +72,7 @@ class RobotDriver(ABC):
     ``speed_scaling`` and ``safety_mode`` (the robot controller's, published in the loop state);
     :meth:`read_wrench` (no sensor: None); :meth:`zero_sensor` (a sensor that zeroes itself);
     :meth:`exchange` (the driver's own inputs and outputs, once per cycle after publishing);
+    :meth:`between_cycles` (work the next read would otherwise do, run while the loop waits for its next cycle);
     ``owns_clock`` (``read()`` blocks until the robot's next state: the robot paces the loop,
     fdcontrol.loop.paced) with ``clock_period`` (s), ``read_at`` (time.perf_counter() of the newest
     state's arrival), ``clock_step`` (s, the robot's time from the state before to the newest, as
@@ -145,6 +146,14 @@ class RobotDriver(ABC):
         (e.g. ROS 2 topics); by default nothing. The loop calls it only where overridden."""
         return None
 
+    def between_cycles(self) -> None:
+        """In a loop thread that keeps its own clock, once per cycle after the cycle has ended (its state
+        published) and before the wait for the next one: work the driver would otherwise do in the next
+        :meth:`read` — a simulator's physics of the period just sent, which a real arm runs on its own. By default
+        nothing; the loop calls it only where overridden (:attr:`has_between_cycles`), never from
+        ``ControlLoop.step`` (an in-process caller stepping the loop sees the driver as before)."""
+        return None
+
     def close(self) -> None:
         """Release the hardware, leaving the robot stopped."""
         return None
@@ -153,6 +162,11 @@ class RobotDriver(ABC):
     def has_exchange(self) -> bool:
         """:meth:`exchange` is overridden (the loop skips the call otherwise)."""
         return type(self).exchange is not RobotDriver.exchange
+
+    @property
+    def has_between_cycles(self) -> bool:
+        """:meth:`between_cycles` is overridden (the loop skips the call otherwise)."""
+        return type(self).between_cycles is not RobotDriver.between_cycles
 
 
 @runtime_checkable

@@ -33,7 +33,10 @@ machine precision) and completed with ``mujoco.MjSpec``:
 
 ``send`` advances the physics by one control period in fixed sub-steps of ``timestep``
 (deterministic; the service paces it in real time); the steps run when the period's end is
-first observed (``read``, the sensor, the next ``send``), so the loop's cycle ends before them.
+first observed (``read``, the sensor, the next ``send``), so the loop's cycle ends before them — or, in a
+loop thread that keeps its own clock (the service's), right after the cycle, while it waits for the next one
+(``between_cycles``): the next cycle's read then finds the period done, and a published state is not held up by
+the physics of the period before.
 """
 
 from __future__ import annotations
@@ -400,6 +403,13 @@ class MujocoRobot(RobotDriver):
                 d.ctrl[1::2] = np.clip((q_ref - prev) / self.dt, -v, v)
             self._due = (prev, q_ref)
             self.sent += 1
+
+    def between_cycles(self) -> None:
+        """The period's physics now, while the loop waits for its next cycle, instead of in the next cycle's
+        read: the same sequence of states (a push acts from the period after it was set, either way), and the cycle that
+        publishes the state no longer carries the physics before it."""
+        with self._lock:
+            self._advance()
 
     def _advance(self) -> None:
         """The physics of the period sent last, if it has not run yet (caller holds the lock)."""

@@ -725,6 +725,9 @@ class ControlLoop:
 
     def _run_fixed(self) -> None:
         period, clock = self.period, time.perf_counter
+        # the driver's work between cycles (a simulator's physics), after the cycle and before the wait: not in the
+        # cycle's compute time, but in this thread's, so a late next cycle still shows in the period error
+        idle = self.driver.between_cycles if self.driver.has_between_cycles else None
         next_t = clock()
         while self._running.is_set():
             start = clock()
@@ -740,6 +743,14 @@ class ControlLoop:
             if self._stop_request and not self.qd_ref.any():  # braked to standstill: stop
                 self._running.clear()
                 break
+            if idle is not None:
+                try:
+                    idle()
+                except Exception as exc:  # as a failing step: hold, say why
+                    try:
+                        self._on_exception(exc)
+                    except Exception as inner:
+                        _report(f"fault handling failed: {type(inner).__name__}: {inner}")
             end = clock()
             next_t += period
             if end > next_t + period:  # more than one period late: re-anchor, count it

@@ -1,0 +1,123 @@
+"""The driver's work between cycles (RobotDriver.between_cycles): the MuJoCo arm's physics of the period just sent
+runs while the loop thread waits for its next cycle instead of in the next cycle's read — the same states, once
+per cycle, only in the thread that keeps the loop's own clock, never from ``ControlLoop.step``."""
+
+from __future__ import annotations
+
+import time
+
+import mujoco
+import numpy as np
+
+from fdcontrol import make_mapping
+from fdcontrol.drivers import SimulatedRobot
+from fdcontrol.drivers.base import RobotDriver
+from fdcontrol.drivers.mujoco import MujocoRobot
+from fdcontrol.loop.cycle import ControlLoop
+from fdcontrol.loop.solvers import make_solver
+
+from .test_loop import DT, Q0, make_loop
+from .waits import until
+
+
+def _mujoco_loop(robot):
+    drv = MujocoRobot(robot, dt=DT, q0=Q0)
+    return ControlLoop(robot, drv, make_solver(make_mapping("fd", robot)), rate=1 / DT), drv
+
+
+def test_only_drivers_that_override_it_are_called(ur10):
+    assert not SimulatedRobot(ur10, dt=DT, q0=Q0).has_between_cycles
+    assert MujocoRobot(ur10, dt=DT, q0=Q0).has_between_cycles
+    assert RobotDriver.between_cycles(SimulatedRobot(ur10, dt=DT, q0=Q0)) is None
+
+
+def test_physics_between_cycles_gives_the_same_states_and_leaves_the_read_none(ur10, monkeypatch):
+    """Two MuJoCo loops on the same pushes: one steps only (the physics at each read), the other also runs
+    between_cycles after each step (as the loop thread does). The same published states bit for bit; after
+    between_cycles the next cycle's read runs no physics (MuJoCo's step counted)."""
+    (a, da), (b, db) = _mujoco_loop(ur10), _mujoco_loop(ur10)
+    steps = [0]
+    real = mujoco.mj_step
+
+    def counted(m, d):
+        steps[0] += 1
+        real(m, d)
+
+    monkeypatch.setattr(mujoco, "mj_step", counted)
+    for i in range(150):
+        w = [8.0 * np.sin(0.05 * i), 4.0, 0.0, 0.0, 0.3, 0.0]
+        a.set_wrench(w)
+        b.set_wrench(w)
+        if i == 60:  # the simulated hand pushes between two cycles: the same period sees it in both (set_push
+            # runs a pending period first: a push acts from the next period sent)
+            da.set_push([0.0, 0.0, 5.0, 0.0, 0.0, 0.0])
+            db.set_push([0.0, 0.0, 5.0, 0.0, 0.0, 0.0])
+        sa = a.step(now=i * DT)
+        before = steps[0]
+        sb = b.step(now=i * DT)
+        if i:  # b's read found the period's physics done already
+            assert steps[0] == before, i
+        assert db._due is not None, i  # the period sent, its physics not run yet
+        db.between_cycles()
+        assert db._due is None and steps[0] == before + db.nsub, i
+        for f in ("q", "qd", "q_ref", "qd_ref", "tip_pose", "wrench"):
+            np.testing.assert_array_equal(getattr(sa, f), getattr(sb, f), err_msg=f"{f} at cycle {i}")
+    assert np.abs(sa.q - Q0).max() > 1e-3  # it moved
+
+
+class _Counting(SimulatedRobot):
+    """Records the loop's cycle count at each call, and raises at ``fail_at``."""
+
+    def __init__(self, *a, fail_at: int | None = None, **kw) -> None:
+        super().__init__(*a, **kw)
+        self.calls: list[int] = []
+        self.fail_at = fail_at
+        self.loop: ControlLoop | None = None
+
+    def between_cycles(self) -> None:
+        assert self.loop is not None
+        self.calls.append(self.loop.cycle)
+        if self.fail_at is not None and len(self.calls) == self.fail_at:
+            raise RuntimeError("physics diverged")
+
+
+def _threaded(ur10, **kw):
+    loop, _ = make_loop(ur10)
+    drv = _Counting(ur10, dt=DT, q0=Q0, **kw)
+    loop = ControlLoop(ur10, drv, loop.solver, rate=1 / DT)
+    drv.loop = loop
+    return loop, drv
+
+
+def test_the_loop_thread_calls_it_once_after_each_cycle(ur10):
+    loop, drv = _threaded(ur10)
+    loop.start()
+    try:
+        until(lambda: len(drv.calls), lambda n: n >= 50, what="50 calls")
+    finally:
+        loop.stop()
+    calls = drv.calls
+    # after each cycle: the cycle count it sees is the one that cycle ended at, one more each time
+    assert calls[0] == 1 and np.all(np.diff(calls[:50]) == 1), calls[:60]
+    assert loop.state.fault is None
+
+
+def test_step_never_calls_it(ur10):
+    loop, drv = _threaded(ur10)
+    for i in range(20):
+        loop.step(now=i * DT)
+    assert drv.calls == []
+
+
+def test_a_failure_between_cycles_holds_with_its_reason_and_the_thread_goes_on(ur10):
+    loop, drv = _threaded(ur10, fail_at=10)
+    loop.start()
+    try:
+        until(lambda: len(drv.calls), lambda n: n >= 40, what="40 calls")
+        assert loop._thread is not None and loop._thread.is_alive()
+        deadline = time.monotonic() + 30
+        while "physics diverged" not in (loop.state.fault or "") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert "physics diverged" in (loop.state.fault or "") and loop.state.holding
+    finally:
+        loop.stop()
