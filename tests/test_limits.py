@@ -1467,3 +1467,38 @@ def test_the_cartesian_twist_is_summed_from_the_left(rng):
         with pytest.raises(ValueError):
             CartesianSpeed.twist(J, qd + [1.0])
     assert CartesianSpeed.twist(np.eye(6, dtype=int), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]) == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+
+
+@pytest.mark.parametrize("names", [(*BASIC_LIMITS, "jerk"), (*BASIC_LIMITS, "jerk", "workspace"),
+                                   ("position", "velocity", "acceleration", "jerk")])
+def test_the_jerk_limit_in_the_one_call_is_the_jerk_limit_after_it(names):
+    """The jerk limit right after the acceleration limit runs inside the compiled call (limits_jerk) — but not where
+    the caller hands over J's SVD: then the call before it and the jerk limit after it, as any limit after the
+    acceleration limit. Without the path speed limit nothing reads the SVD, so the two twins must agree bit for bit,
+    cycle after cycle: the references, which limits acted, the jerk limit's history — through missed robot ticks
+    (dt a multiple of the period), stops to rest and NaN in the desired velocity."""
+    pytest.importorskip("numba")
+    robot = ROBOTS["panda"]
+    n = robot.dof
+    one, two = (SafetyLimits.from_robot(robot, max_acceleration=3.0, limits=names) for _ in range(2))
+    assert one._jerk is not None and one._compiled is not None
+    rng = np.random.default_rng(12)
+    q = 0.5 * (robot.limits.lower + robot.limits.upper)
+    J = robot.jacobian(q)
+    svd = np.linalg.svd(J, full_matrices=False)
+    prev_a = prev_b = np.zeros(n)
+    period, acted, nan = 1e-3, 0, 0
+    for k in range(1500):
+        qd = rng.normal(size=n) * rng.choice([0.0, 0.05, 0.5, 3.0])
+        if k % 97 == 5:
+            qd[k % n] = math.nan
+            nan += 1
+        dt = period * (1 + (k % 13 == 0) + 2 * (k % 29 == 0))  # a missed tick now and then
+        a = one.apply(q, qd, prev_a, J, dt, period)
+        b = two.apply(q, qd, prev_b, J, dt, period, svd)
+        assert a.tobytes() == b.tobytes(), k
+        assert one.active == two.active, k
+        assert one._jerk._state.tobytes() == two._jerk._state.tobytes(), k
+        acted += one.active["jerk"]
+        prev_a, prev_b = (np.zeros(n), np.zeros(n)) if k % 200 == 199 else (a, b)  # a stop to rest
+    assert acted > 100 and nan > 10
