@@ -103,6 +103,7 @@ class Channel:
         self.stop = np.ndarray((1,), dtype=np.float64, buffer=buf, offset=STOP_OFFSET)
         self._tmp = LAYOUT.empty()  # the packed state, built before the seqlock write (and copied by the ring)
         self._packer = LAYOUT.packer(self._tmp)  # the only writer of _tmp
+        self._extra = {"last_cycle_at": 0.0}  # write_state's extra slot, rewritten by each write
         # the seqlock write's copies: the whole row, or all but the texts (most of the row's cache lines) while
         # the slot holds the texts the packer wrote last (_texts_in_slot: its token for them when they were copied)
         self._slot_row = self.out[1:]
@@ -117,6 +118,7 @@ class Channel:
         self._inp_view, self._twist_view = memoryview(self.inp), memoryview(self.twist)  # the API's input writes
         # the API's reads of a few slots (heartbeat_at, _read_slots): a memoryview's item is a float at once
         self._heartbeat_view, self._out_view = memoryview(self.heartbeat), memoryview(self.out)
+        self._stop_view, self._hold_view = memoryview(self.stop), memoryview(self.hold)  # the loop's reads (ShmIO.poll)
         if name is None:
             self.inp[:] = 0
             self.twist[:] = 0
@@ -150,8 +152,9 @@ class Channel:
         (a fault, the robot's mode: ~2.6 kB of the row's 3.7) only when the packer wrote them since they were
         last copied into the slot — the slot ends byte for byte as the packed vector either way. This Channel
         is the slot's one writer (a new one copies the whole row first)."""
-        packer = self._packer
-        packer.pack(s, last_cycle_at=last_cycle_at)
+        packer, extra = self._packer, self._extra
+        extra["last_cycle_at"] = last_cycle_at  # (the packer's extra slots, one dict kept: no keywords' dict a write)
+        packer.pack_extra(s, extra)
         texts = packer.texts_written
         version = self._version
         v = version[0]
@@ -219,7 +222,7 @@ class Channel:
         # drop our numpy views first, or SharedMemory.close() refuses (exported buffers)
         del self.inp, self.out, self.twist, self.heartbeat, self.hold, self.stop
         del self._version, self._row_copy, self._part_copies  # (no write into the block after close)
-        del self._inp_view, self._twist_view, self._heartbeat_view, self._out_view
+        del self._inp_view, self._twist_view, self._heartbeat_view, self._out_view, self._stop_view, self._hold_view
         with contextlib.suppress(Exception):
             self.shm.close()
         if unlink:
@@ -250,12 +253,14 @@ class ShmIO:
 
     def poll(self, loop: ControlLoop) -> None:
         """At the cycle's start: the stop and hold requests."""
+        # (the counters through the Channel's memoryviews: each a Python float at once, float()'s value of the
+        # element, no numpy scalar a cycle)
         ch = self.ch
-        stops = float(ch.stop[0])
+        stops = ch._stop_view[0]
         if stops != self.stops_seen:  # a stop request: this cycle brakes, the loop thread ends at rest
             self.stops_seen = stops
             loop.request_stop()
-        holds = float(ch.hold[0])
+        holds = ch._hold_view[0]
         if holds != self.holds_seen:  # a hold request: before this cycle's inputs
             self.holds_seen = holds
             loop.hold(True)
@@ -266,7 +271,8 @@ class ShmIO:
         those still counts in it, and the state that acknowledges it leaves that much sooner after it is taken."""
         ch = self.ch
         # a slot whose version is the one taken last has nothing new: its seqlock read only when it changed
-        if ch.inp[0] != self.version:
+        # (the versions read as Python floats through the Channel's memoryviews, as the counters in poll)
+        if ch._inp_view[0] != self.version:
             slot = ch.read_wrench()
             if slot is not None and slot[0] != self.version:
                 self.version = slot[0]
@@ -275,7 +281,7 @@ class ShmIO:
                     loop.set_wrench(w, frame, seq, t)
                 except ValueError:
                     pass
-        if ch.twist[0] != self.twist_version:
+        if ch._twist_view[0] != self.twist_version:
             tw = ch.read_twist()
             if tw is not None and tw[0] != self.twist_version:
                 self.twist_version = tw[0]

@@ -71,3 +71,39 @@ def test_a_rejected_wrench_in_the_slot_is_ignored_and_the_next_one_taken():
         assert loop._command is not None and loop._command.seq == 4
     finally:
         ch.close(unlink=True)
+
+
+def test_the_loop_takes_each_hold_and_stop_request_once_and_the_block_still_closes():
+    """ShmIO.poll reads the request counters (the worker's stores into the block) each cycle: a new count is one
+    request, taken once; a twist and a wrench taken by version. Channel.close then releases the block (no view of
+    it left behind: SharedMemory.close() would refuse with exported buffers)."""
+    from fdcontrol.drivers import SimulatedRobot
+    from fdcontrol.loop import build_loop
+    from fdcontrol.model.robot import HOME, RobotModel
+
+    robot = RobotModel.load("ur10")
+    loop = build_loop(driver=SimulatedRobot(robot, dt=0.002, q0=np.array(HOME["ur10"])), robot=robot, rate=500.0)
+    ch = Channel()
+    io = loop.io = ShmIO(ch)
+    holds, stops = [], []
+    loop.hold = lambda on=True: holds.append(on)  # type: ignore[method-assign]
+    loop.request_stop = lambda: stops.append(1)  # type: ignore[method-assign]
+    try:
+        io.poll(loop)
+        assert holds == [] and stops == []
+        ch.hold[0] = ch.hold[0] + 1.0  # LoopWorker.request_hold's store
+        io.poll(loop)
+        io.poll(loop)
+        assert holds == [True] and stops == []
+        ch.stop[0] = ch.stop[0] + 1.0
+        ch.hold[0] = ch.hold[0] + 1.0
+        io.poll(loop)
+        io.poll(loop)
+        assert holds == [True, True] and stops == [1]
+        assert type(io.holds_seen) is float and io.holds_seen == 2.0 and io.stops_seen == 1.0
+        ch.write_twist(np.array([0.01, 0, 0, 0, 0, 0]), "base", 5, 0.0)
+        io.inputs(loop)
+        assert loop._twist is not None and loop._twist.seq == 5 and io.twist_version == ch.twist[0]
+    finally:
+        ch.close(unlink=True)
+    assert ch.shm.buf is None  # closed: every view of the block was dropped first

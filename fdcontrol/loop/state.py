@@ -405,6 +405,11 @@ class Packer:
         """Write ``s`` (and the ``extra`` slots) into the buffer: by the compiled packing where it takes the
         state (fdcontrol.loop.state_compiled), else — or where numba is missing — by :meth:`SharedLayout.pack`'s
         numpy calls; the same bytes either way (tests/test_state.py)."""
+        self.pack_extra(s, extra)
+
+    def pack_extra(self, s: LoopState, extra: dict[str, float]) -> None:
+        """:meth:`pack` with the extra slots' values in a dict (the state slot's writer keeps one: no keywords'
+        dict per write); the dict is read, never kept."""
         try:
             fast = self._fast
             if fast is None or not fast(s, self.out, extra, self._last):
