@@ -1409,9 +1409,9 @@ def test_compiled_jdot_of_a_chain_with_unaligned_and_other_axes(rng):
 def test_the_compiled_twin_names_the_reference_it_found_finite(ur10, names):
     """SafetyLimits.checked is the array apply returned when the one compiled call found it finite (the sum of its
     entries, as fdcontrol.model.spatial.finite sums them), else None: on random references with NaN and ±inf in
-    the desired or the previous q̇ or in q it is that array exactly where finite() is true; with a limit after the
-    acceleration limit (the jerk limit: the array is changed after the call), without numba and for a robot that
-    is no chain, None; the limits stage skips its own test only for that very array."""
+    the desired or the previous q̇ or in q it is that array exactly where finite() is true — with the jerk limit in
+    the call too (its sum taken after the jerk limit and the hard box); without numba and for a robot that is no
+    chain, None; the limits stage skips its own test only for that very array."""
     pytest.importorskip("numba")
     from fdcontrol.model.spatial import finite
 
@@ -1428,13 +1428,10 @@ def test_the_compiled_twin_names_the_reference_it_found_finite(ur10, names):
             (qd, prev, q)[k % 3 - 1 if k % 7 else 2][k % 6] = (math.nan, math.inf, -math.inf)[k % 5 % 3]
         with np.errstate(invalid="ignore"):
             out = lim.apply(q, qd, prev, J, 0.002)
-        if "jerk" in names:
-            assert lim.checked is None
-            continue
         ok = finite(out)
         seen[ok] += 1
         assert (lim.checked is out) if ok else (lim.checked is None), (k, out)
-    assert "jerk" in names or (seen[True] > 100 and seen[False] > 100)
+    assert seen[True] > 100 and (seen[False] > 100 or "jerk" in names)  # (the jerk limit brakes a NaN to 0)
     two = SafetyLimits.from_robot(ur10, limits=names)
     two.path_speed = None if "path_speed" not in names else two.path_speed
     if two.path_speed is not None:
@@ -1502,3 +1499,84 @@ def test_the_jerk_limit_in_the_one_call_is_the_jerk_limit_after_it(names):
         acted += one.active["jerk"]
         prev_a, prev_b = (np.zeros(n), np.zeros(n)) if k % 200 == 199 else (a, b)  # a stop to rest
     assert acted > 100 and nan > 10
+
+
+#: each parameter the compiled call reads from its packed array, set at run time: (holder, attribute, new value
+#: from the old, how) — holder None: SafetyLimits' own field
+_SET_AT_RUN_TIME = (("cartesian", "max_linear_speed", lambda v: 0.05, "set"),
+                    ("cartesian", "max_angular_speed", lambda v: 0.05, "set"),
+                    (None, "max_linear_speed", lambda v: 0.02, "set"),
+                    ("position", "recovery", lambda v: 0.9, "set"),
+                    ("position", "margin", lambda v: 0.02, "set"),
+                    ("jerk", "max_jerk", lambda v: 0.01 * v, "set"),
+                    ("jerk", "max_jerk", lambda v: 0.01 * v, "in place"),
+                    ("jerk", "max_acceleration", lambda v: 0.05 * v, "set"),
+                    ("jerk", "max_acceleration", lambda v: 0.05 * v, "in place"),
+                    ("jerk", "reset", None, "call"))
+
+
+@pytest.mark.parametrize(("holder", "attr", "new", "how"), _SET_AT_RUN_TIME,
+                         ids=[f"{h}.{a}-{w}" for h, a, _, w in _SET_AT_RUN_TIME])
+def test_a_parameter_set_at_run_time_reaches_the_next_compiled_cycle(ur10, holder, attr, new, how):
+    """The compiled call reads its scalar parameters, the jerk limit's vectors and history from one packed array:
+    a parameter set between two cycles (a new value, a vector written in place, the jerk limit reset) is the one
+    the very next cycle reads — the compiled set gives, cycle by cycle, what the classes' float loops give with the
+    same change (bit for bit: no path speed limit), the same limits acted, the same jerk history; and the change
+    matters (a set without it differs)."""
+    pytest.importorskip("numba")
+    names = ("cartesian", "position", "velocity", "acceleration", "path_acceleration", "jerk")
+    twin, loops, old = (SafetyLimits.from_robot(ur10, 0.8, 6.0, limits=names, max_joint_jerk=500.0) for _ in range(3))
+    assert twin._fast is not None and twin._S is not None  # the jerk limit inside the one call
+    loops._compiled = None
+    lo, hi, dt = ur10.limits.lower, ur10.limits.upper, 0.002
+    rng = np.random.default_rng(5)
+    prev = {id(x): np.zeros(6) for x in (twin, loops, old)}
+    changed = 0
+    for k in range(80):
+        if k == 30:
+            assert old._jerk._state[2].any()  # type: ignore[union-attr]  # (the history a reset forgets)
+            for x in (twin, loops):
+                lim = x if holder is None else dict(zip(x.names, x.limits, strict=True))[holder]
+                if how == "call":
+                    getattr(lim, attr)()
+                elif how == "set":
+                    setattr(lim, attr, new(np.array(getattr(lim, attr))))
+                else:
+                    getattr(lim, attr)[:] = new(getattr(lim, attr).copy())
+        q = lo + rng.uniform(-0.03, 1.03, 6) * (hi - lo) if k % 2 else 0.5 * (lo + hi)
+        J = ur10.jacobian(q)
+        qd = rng.normal(size=6) * rng.choice([0.05, 0.5, 5.0])
+        if k % 17 == 3:
+            prev = {i: np.zeros(6) for i in prev}  # a stop to rest
+        out = {id(x): x.apply(q, qd, prev[id(x)], J, dt, dt) for x in (twin, loops, old)}
+        assert out[id(twin)].tobytes() == out[id(loops)].tobytes(), k
+        assert twin.active == loops.active, k
+        jt, jl = twin._jerk, dict(zip(loops.names, loops.limits, strict=True))["jerk"]
+        assert jt._state.tobytes() == jl._state.tobytes(), k  # type: ignore[union-attr]
+        changed += k >= 30 and out[id(twin)].tobytes() != out[id(old)].tobytes()
+        prev = out
+    assert changed >= 3
+
+
+def test_the_path_speed_reserve_set_at_run_time_reaches_the_next_compiled_cycle(ur10):
+    """The path speed limit's reserve, set between two cycles, is the one the next one-call cycle reads: what the
+    two-call path (a robot that is no chain: it reads the reserve where it calls) gives, to rounding, cycle by
+    cycle; and the change matters."""
+    pytest.importorskip("numba")
+    one, two, old = (SafetyLimits.from_robot(ur10, max_acceleration=0.2) for _ in range(3))
+    two.path_speed.robot = _CountingRobot(ur10)  # type: ignore[union-attr,assignment]
+    rng = np.random.default_rng(8)
+    lo, hi = ur10.limits.lower, ur10.limits.upper
+    changed = 0
+    for k in range(60):
+        if k == 20:
+            one.path_speed.reserve = two.path_speed.reserve = 0.01  # type: ignore[union-attr]
+        q = lo + rng.uniform(0.1, 0.9, 6) * (hi - lo)
+        J = ur10.jacobian(q)
+        qd = rng.normal(size=6) * rng.choice([0.3, 3.0])
+        prev = qd * rng.uniform(0.0, 1.2)
+        a, b, c = (x.apply(q, qd, prev, J, 0.002) for x in (one, two, old))
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+        assert one.active == two.active, k
+        changed += k >= 20 and not np.allclose(a, c, rtol=1e-6, atol=1e-9)
+    assert changed >= 3 and one._fast is not None and two._chain is None  # (the robot noticed at the first cycle)

@@ -15,6 +15,7 @@ times faster than a chain of small numpy calls (benchmarks/bench_cycle.py prints
 
 from __future__ import annotations
 
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar, Protocol
@@ -73,6 +74,24 @@ class Limit(ABC):
     name: ClassVar[str]
     order: ClassVar[float] = 35.0
     required: ClassVar[str] = ""
+    #: the compositions that packed this limit's parameters for their compiled call (SafetyLimits.watch)
+    _watchers: ClassVar[weakref.WeakSet | None] = None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        """Set the attribute; a public one (a parameter) marks every composition that packed this limit's parameters
+        stale, so each packs them again before its next cycle (the change is never missed)."""
+        object.__setattr__(self, name, value)
+        watchers = self._watchers
+        if watchers and name[0] != "_":
+            for owner in list(watchers):
+                owner._stale = True
+
+    def watch(self, owner: object) -> None:
+        """``owner`` (a :class:`~fdcontrol.limits.safety.SafetyLimits`, weakly held) is told of each parameter set
+        from now on: its ``_stale`` made true."""
+        if self._watchers is None:
+            object.__setattr__(self, "_watchers", weakref.WeakSet())
+        self._watchers.add(owner)  # type: ignore[union-attr]
 
     @classmethod
     def from_settings(cls, robot: RobotModel, params: LimitSettings) -> Limit:

@@ -18,12 +18,14 @@ kinematics to rounding); for a robot that is no such chain the caller calls :fun
 twin for the hot path, compiled by numba once per process when first imported (cached on disk),
 never in the loop thread.
 
-Parameters arrive packed (each call argument costs ~0.03–0.1 µs of numba dispatch, so few arguments): ``P``
+Parameters arrive packed (each call argument costs ~0.05–0.1 µs of numba dispatch, so few arguments): ``P``
 holds each distinct parameter vector once as a row, ``idx`` says which row is which —
 position lower, upper, deceleration, v_max; velocity v_max; acceleration a; path_acceleration a;
-path_speed a; :func:`limits` takes them, the chain and the flags of the configuration in one array B
-(:func:`pack`). ``W`` (5×N, or 8 + 2N rows) is the caller's work space: q̇, the envelope lo/hi and the hard box,
-then the path speed limit's scratch space (its own where W has 5 rows). The tip twist J q̇ of the Cartesian limit
+path_speed a; :func:`limits` takes them, the chain, the flags of the configuration, the scalar parameters
+(recovery, margin, v, ω, reserve), the work space and — in :func:`limits_jerk` — the jerk limit's vectors and
+history in one array B (:func:`pack`; the caller writes a scalar set at run time into it before its next call).
+``W`` (5×N, or 8 + 2N rows) is the work space: q̇, the envelope lo/hi and the hard box, then the path speed limit's
+scratch space (its own where W has 5 rows). The tip twist J q̇ of the Cartesian limit
 is summed inside, row by row from the left, as :meth:`CartesianSpeed.twist
 <fdcontrol.limits.CartesianSpeed.twist>` sums it (numpy's BLAS product sums in another order).
 """
@@ -496,9 +498,14 @@ def rate(q, qd, K):
     """J̇(q, q̇)q̇ of the chain ``K`` (:func:`chain`), what :func:`limits` computes for the path speed limit."""
     return _rate(q, qd, K)
 
-#: the header row of B (:func:`limits`): P's rows, K's rows, the flags (FLAG_*), then idx (8 entries)
+#: the header row of B (:func:`pack`): P's rows, K's rows, the flags (FLAG_*), idx (8 entries), the scalar
+#: parameters, the jerk limit's history flag (1: S holds its last cycle), W's rows, the jerk limit's rows in P
 B_ROWS, B_CHAIN, B_FLAGS, B_IDX = 0, 1, 2, 3
+B_RECOVERY, B_MARGIN, B_LINEAR, B_ANGULAR, B_RESERVE, B_HISTORY, B_WORK, B_JERK, B_JERK_ACC = range(11, 20)
+B_HEADER = 20
 FLAG_CARTESIAN, FLAG_PATH_ACCELERATION, FLAG_BOX = 1, 2, 4
+#: B holds the jerk limit (its two rows in P, its history S after W); with FLAG_JERK_BOX the hard box follows it
+FLAG_JERK, FLAG_JERK_BOX = 8, 16
 #: the bits of :func:`limits`' result: which limit acted, and q̇_ref finite
 HIT_CARTESIAN, HIT_POSITION, HIT_VELOCITY, HIT_PATH_SPEED, HIT_PATH_ACCELERATION, HIT_ACCELERATION, FINITE = (
     1, 2, 4, 8, 16, 32, 64)
@@ -506,25 +513,39 @@ HIT_JERK = 128  # (limits_jerk)
 
 _LIMITS = types.int64(
     _VEC, _VEC, _VEC, _MAT, types.float64,  # q, q̇_d, q̇_prev, J, dt
-    _MAT, _VEC, _MAT, _MAT, _MAT,  # J's SVD (as tail), B (the configuration: pack), W
-    types.float64, types.float64, types.float64, types.float64, types.float64,  # recovery, margin, v, ω, reserve
+    _MAT, _VEC, _MAT, _MAT,  # J's SVD (as tail), B (the configuration and the work space: pack)
     _VEC)  # q̇_ref (written)
-_LIMITS_NO_SVD = types.int64(
-    _VEC, _VEC, _VEC, _MAT, types.float64, _MAT, _MAT,  # as limits, without J's SVD
-    types.float64, types.float64, types.float64, types.float64, types.float64, _VEC)
+_LIMITS_NO_SVD = types.int64(_VEC, _VEC, _VEC, _MAT, types.float64, _MAT, _VEC)  # as limits, without J's SVD
+_LIMITS_JERK = types.int64(_VEC, _VEC, _VEC, _MAT, types.float64, types.float64, _MAT, _VEC)  # and the period
 
 
-def pack(P: np.ndarray, idx, K: np.ndarray, flags: int) -> np.ndarray:
+def pack(P: np.ndarray, idx, K: np.ndarray, flags: int, scalars=(0.1, 0.5, math.inf, math.inf, 1.0),
+         work: int = 5, jerk: tuple[int, int] | None = None) -> np.ndarray:
     """B, what :func:`limits` reads of a configuration in one array (few arguments: each costs numba's dispatch):
-    a header row (P's rows, K's rows, the flags, idx as floats), P's rows (their first N columns), the chain K's
-    rows (CHAIN_COLUMNS); as wide as the widest of them."""
+    a header row (P's rows, K's rows, the flags, idx as floats, the scalars — recovery, margin, v, ω, reserve —,
+    the jerk limit's history flag, W's rows, the jerk limit's rows of P), P's rows (their first N columns), the
+    chain K's rows (CHAIN_COLUMNS), the work space W (``work`` rows of N: see the module doc), with ``jerk`` (the
+    rows of P holding its j_max and a_max: FLAG_JERK is set) its history S (3 rows of N, see :func:`jerk`); as
+    wide as the widest of them. W and S are the caller's views of B's rows (:func:`views`)."""
     r, n, k = P.shape[0], P.shape[1], K.shape[0]
-    B = np.zeros((1 + r + k, max(n, CHAIN_COLUMNS, B_IDX + 8)))
-    B[0, B_ROWS], B[0, B_CHAIN], B[0, B_FLAGS] = r, k, flags
+    B = np.zeros((1 + r + k + work + (3 if jerk is not None else 0), max(n, CHAIN_COLUMNS, B_HEADER)))
+    B[0, B_ROWS], B[0, B_CHAIN], B[0, B_FLAGS] = r, k, flags | (FLAG_JERK if jerk is not None else 0)
     B[0, B_IDX:B_IDX + 8] = idx
+    B[0, B_RECOVERY:B_RESERVE + 1] = scalars
+    B[0, B_WORK] = work
+    if jerk is not None:
+        B[0, B_JERK], B[0, B_JERK_ACC] = jerk
     B[1:1 + r, :n] = P
-    B[1 + r:, :CHAIN_COLUMNS] = K
+    B[1 + r:1 + r + k, :CHAIN_COLUMNS] = K
     return B
+
+
+def views(B: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """B's (P, W, S) as views: the parameter rows, the work space and the jerk limit's history (None without it)."""
+    r, k, w = int(B[0, B_ROWS]), int(B[0, B_CHAIN]), int(B[0, B_WORK])
+    P, W = B[1:1 + r, :n], B[1 + r + k:1 + r + k + w, :n]
+    S = B[1 + r + k + w:4 + r + k + w, :n] if int(B[0, B_FLAGS]) & FLAG_JERK else None
+    return P, W, S
 
 
 @numba.njit(cache=True, boundscheck=True)
@@ -562,18 +583,28 @@ def _limits(q, qd_in, prev, J, dt, U, sv, Vt, B, W, recovery, margin, max_linear
     return bits
 
 
+@numba.njit(cache=True, boundscheck=True)
+def _from_b(q, qd_in, prev, J, dt, U, sv, Vt, B, out):
+    """:func:`_limits` with its configuration, scalars and work space read from B (:func:`pack`)."""
+    n = q.shape[0]
+    r, k, w = int(B[0, B_ROWS]), int(B[0, B_CHAIN]), int(B[0, B_WORK])
+    W = B[1 + r + k:1 + r + k + w, :n]
+    return _limits(q, qd_in, prev, J, dt, U, sv, Vt, B, W, B[0, B_RECOVERY], B[0, B_MARGIN], B[0, B_LINEAR],
+                   B[0, B_ANGULAR], B[0, B_RESERVE], out)
+
+
 @numba.njit(_LIMITS_NO_SVD, cache=True, boundscheck=True)
-def limits_own_svd(q, qd_in, prev, J, dt, B, W, recovery, margin, max_linear, max_angular, reserve, out):
+def limits_own_svd(q, qd_in, prev, J, dt, B, out):
     """:func:`limits` where the caller has no SVD of J (the path speed limit takes its own where it needs one): three
     arguments fewer to dispatch in most cycles."""
-    return _limits(q, qd_in, prev, J, dt, np.empty((0, 0)), np.empty(0), np.empty((0, 0)), B, W, recovery, margin,
-                   max_linear, max_angular, reserve, out)
+    return _from_b(q, qd_in, prev, J, dt, np.empty((0, 0)), np.empty(0), np.empty((0, 0)), B, out)
 
 
 @numba.njit(_LIMITS, cache=True, boundscheck=True)
-def limits(q, qd_in, prev, J, dt, U, sv, Vt, B, W, recovery, margin, max_linear, max_angular, reserve, out):
-    """:func:`_limits`: the default composition of the limits in one call."""
-    return _limits(q, qd_in, prev, J, dt, U, sv, Vt, B, W, recovery, margin, max_linear, max_angular, reserve, out)
+def limits(q, qd_in, prev, J, dt, U, sv, Vt, B, out):
+    """:func:`_limits`: the default composition of the limits in one call, B (:func:`pack`) holding its
+    configuration, its scalar parameters and its work space."""
+    return _from_b(q, qd_in, prev, J, dt, U, sv, Vt, B, out)
 
 
 _JERK = types.boolean(_VEC, _VEC, types.float64, types.int64, types.float64, _VEC, _VEC, _MAT, types.boolean,
@@ -651,21 +682,38 @@ def jerk(qd, prev, dt, k, h, max_jerk, max_acc, S, history, W, box):
     return _jerk(qd, prev, dt, k, h, max_jerk, max_acc, S, history, W, box)
 
 
-_LIMITS_JERK = types.int64(
-    _VEC, _VEC, _VEC, _MAT, types.float64, _MAT, _MAT,  # as limits_own_svd
-    types.float64, types.float64, types.float64, types.float64, types.float64, _VEC,
-    types.int64, types.float64, _VEC, _VEC, _MAT, types.boolean, types.boolean)  # then the jerk limit's, as jerk
-
-
 @numba.njit(_LIMITS_JERK, cache=True, boundscheck=True)
-def limits_jerk(q, qd_in, prev, J, dt, B, W, recovery, margin, max_linear, max_angular, reserve, out, k, h, max_jerk,
-                max_acc, S, history, box):
-    """:func:`limits_own_svd`, then the jerk limit right after the acceleration limit (:func:`jerk` on ``out``) in
-    the same call: its verdict in the bit HIT_JERK."""
-    bits = _limits(q, qd_in, prev, J, dt, np.empty((0, 0)), np.empty(0), np.empty((0, 0)), B, W, recovery, margin,
-                   max_linear, max_angular, reserve, out)
-    if _jerk(out, prev, dt, k, h, max_jerk, max_acc, S, history, W, box):
+def limits_jerk(q, qd_in, prev, J, dt, period, B, out):
+    """:func:`limits_own_svd`, then the jerk limit right after the acceleration limit (:func:`jerk` on ``out``, its
+    parameters and history S in B: FLAG_JERK) in the same call, ``k`` = round(dt/period) robot ticks of h = dt/k
+    when dt > 1.5·period (else one: JointJerk.apply's rule); its verdict in the bit HIT_JERK, FINITE for the
+    reference after it. B's history flag is set once S holds a cycle. −1, nothing computed or written, where
+    round(dt/period) would be no exact integer (dt/period ≥ 2⁵², inf or NaN: the caller's Python does it)."""
+    k = 1
+    if dt > 1.5 * period:
+        x = dt / period
+        if not x < 4503599627370496.0:
+            return -1
+        k = round(x)
+    h = dt / k
+    n = q.shape[0]
+    r, c, w = int(B[0, B_ROWS]), int(B[0, B_CHAIN]), int(B[0, B_WORK])
+    W = B[1 + r + c:1 + r + c + w, :n]
+    S = B[1 + r + c + w:4 + r + c + w, :n]
+    bits = _limits(q, qd_in, prev, J, dt, np.empty((0, 0)), np.empty(0), np.empty((0, 0)), B, W, B[0, B_RECOVERY],
+                   B[0, B_MARGIN], B[0, B_LINEAR], B[0, B_ANGULAR], B[0, B_RESERVE], out)
+    flags = int(B[0, B_FLAGS])
+    if _jerk(out, prev, dt, k, h, B[1 + int(B[0, B_JERK]), :n], B[1 + int(B[0, B_JERK_ACC]), :n], S,
+             B[0, B_HISTORY] != 0.0, W, (flags & FLAG_JERK_BOX) != 0):
         bits |= HIT_JERK
+    B[0, B_HISTORY] = 1.0
+    total = 0.0
+    for j in range(out.shape[0]):
+        total += out[j]
+    if math.isfinite(total):
+        bits |= FINITE
+    else:
+        bits &= ~FINITE
     return bits
 
 

@@ -74,13 +74,13 @@ from fdcontrol.params import Param, declare
 
 
 def _compiled_kernels() -> tuple[Callable[..., Any], ...] | None:
-    """limits.compiled's (head, tail, jerk, box, limits, chain, pack, limits_own_svd, limits_jerk) (compiled on first
-    import), or None where numba is missing."""
+    """limits.compiled's (head, tail, jerk, box, limits, chain, pack, limits_own_svd, limits_jerk, views) (compiled on
+    first import), or None where numba is missing."""
     try:
-        from fdcontrol.limits.compiled import box, chain, head, jerk, limits, limits_jerk, limits_own_svd, pack, tail
+        from fdcontrol.limits import compiled as k
     except ImportError:
         return None
-    return head, tail, jerk, box, limits, chain, pack, limits_own_svd, limits_jerk
+    return k.head, k.tail, k.jerk, k.box, k.limits, k.chain, k.pack, k.limits_own_svd, k.limits_jerk, k.views
 
 
 #: the limit classes the compiled twin computes (fdcontrol.limits.compiled): the required three and
@@ -94,9 +94,12 @@ def _vector(a: Any, n: int) -> bool:
     return type(a) is np.ndarray and a.dtype == np.float64 and a.shape == (n,)
 
 
-# limits.compiled's flags and its jerk limit's bit (the module itself is loaded only with numba)
-FLAG_CARTESIAN, FLAG_PATH_ACCELERATION, FLAG_BOX = 1, 2, 4
-HIT_JERK, FINITE = 128, 64
+# limits.compiled's flags, its jerk limit's bit, B's header (the module itself is loaded only with numba)
+FLAG_CARTESIAN, FLAG_PATH_ACCELERATION, FLAG_BOX, FLAG_JERK_BOX = 1, 2, 4, 16
+HIT_CARTESIAN, HIT_POSITION, HIT_VELOCITY, HIT_PATH_SPEED, HIT_PATH_ACCELERATION, HIT_ACCELERATION, FINITE = (
+    1, 2, 4, 8, 16, 32, 64)
+HIT_JERK = 128
+B_RECOVERY, B_RESERVE, B_HISTORY = 11, 15, 16
 #: the result bits of limits.compiled.limits as the seven flags, in the bits' order
 _BITS = tuple(tuple(bool(b & (1 << k)) for k in range(7)) for b in range(128))
 _NO_JDOT = np.zeros(6)
@@ -239,24 +242,50 @@ class SafetyLimits:
         #: the limit, None where the robot is no such chain (its jacobian_rate then runs between head and tail)
         self._chain: np.ndarray | None = _NO_CHAIN
         self._chain_of: Any = None  # the robot _chain was made from
+        #: the compiled call of most cycles (None: apply's general path), set by _pack; a parameter set on a packed
+        #: limit makes _stale true (Limit.__setattr__): the next apply packs it before it computes
+        self._fast: Callable[..., int] | None = None
+        self._stale = False
+        self._S: np.ndarray | None = None  # the jerk limit's history in B (the jerk limit in the compiled call)
         if self._compiled is not None:
             if self.path_speed is not None:
                 self._chain_of = self.path_speed.robot
                 self._chain = self._compiled[5](self._chain_of)
+            for lim in (*self.limits[:k + 1], *(() if self._jerk is None else (self._jerk,))):
+                lim.watch(self)
             self._pack()
 
-    def _sources(self) -> tuple[np.ndarray, ...]:
-        """The parameter vectors the compiled twin reads, in compiled.py's ``idx`` order."""
-        p, ps, pa = self.position, self.path_speed, self.path_acceleration
+    def _sources(self) -> tuple[Any, ...]:
+        """The parameter vectors the compiled twin reads, in compiled.py's ``idx`` order, then the jerk limit's
+        (j_max, a_max) when it runs in the compiled call."""
+        p, ps, pa, jk = self.position, self.path_speed, self.path_acceleration, self._jerk
         a = self.acceleration.max_acceleration
-        return (p.lower, p.upper, p.max_acceleration, p.max_velocity, self.velocity.max_velocity, a,
-                a if pa is None else pa.max_acceleration, a if ps is None else ps.max_acceleration)
+        out = (p.lower, p.upper, p.max_acceleration, p.max_velocity, self.velocity.max_velocity, a,
+               a if pa is None else pa.max_acceleration, a if ps is None else ps.max_acceleration)
+        return out if jk is None else (*out, jk.max_jerk, jk.max_acceleration)
+
+    def _scalars(self) -> tuple[float, ...]:
+        """The scalar parameters the compiled call reads from B: recovery, margin, v, ω, reserve."""
+        c, p, ps = self.cartesian, self.position, self.path_speed
+        return (p.recovery, p.margin, math.inf if c is None else c.max_linear_speed,
+                math.inf if c is None else c.max_angular_speed, 1.0 if ps is None else ps.reserve)
 
     def _pack(self) -> None:
         """Each distinct parameter vector once as a row of ``_P``, and the limits' own attributes made views
         of those rows: a change in place (``lim.max_velocity[2] = 0.01``) reaches the compiled twin at once;
-        an attribute given a new array is noticed by identity (:meth:`apply`) and packed again."""
+        an attribute given a new value marks the limits stale (:meth:`Limit.__setattr__
+        <fdcontrol.limits.base.Limit.__setattr__>`), and the next :meth:`apply` packs them again (:meth:`_refresh`).
+        B (limits.compiled.pack) also holds the scalar parameters, the work space ``_work`` and, with the jerk limit
+        in the call, its history (its ``_state`` is then a view of B's rows)."""
+        kernels = self._compiled
+        n = len(self.position.lower)
+        jk = self._jerk
+        if jk is not None and self._S is not None and jk._state is self._S and not self._B[0, B_HISTORY]:
+            jk._state = None  # B's rows held no history yet
         src = self._sources()
+        in_call = jk is not None and _vector(src[8], n) and _vector(src[9], n)  # else the jerk limit's own loop
+        if not in_call:
+            src = src[:8]
         rows: list[np.ndarray] = []
         idx = []
         for arr in src:
@@ -267,15 +296,17 @@ class SafetyLimits:
             else:
                 idx.append(len(rows))
                 rows.append(arr)
-        n = len(self.position.lower)
         if any(np.shape(r) != (n,) for r in rows):
             raise ValueError(f"every per-joint limit must have {n} entries")
-        flags = (FLAG_CARTESIAN if self.cartesian is not None else 0) | (FLAG_BOX if not self._after else 0) \
-            | (FLAG_PATH_ACCELERATION if self.path_acceleration is not None else 0)
+        after = self._after
+        flags = (FLAG_CARTESIAN if self.cartesian is not None else 0) | (FLAG_BOX if not after else 0) \
+            | (FLAG_PATH_ACCELERATION if self.path_acceleration is not None else 0) \
+            | (FLAG_JERK_BOX if in_call and len(after) == 1 else 0)
         # the configuration in one array for the compiled call (limits.compiled.pack): P's rows are views of it
-        B = self._compiled[6](np.array(rows, dtype=float).reshape(len(rows), n), idx,  # type: ignore[index]
-                              _NO_CHAIN if self._chain is None else self._chain, flags)
-        P = B[1:1 + len(rows), :n]
+        B = kernels[6](np.array(rows, dtype=float).reshape(len(rows), n), idx[:8],  # type: ignore[index]
+                       _NO_CHAIN if self._chain is None else self._chain, flags, self._scalars(), 8 + 2 * n,
+                       (idx[8], idx[9]) if in_call else None)
+        P, W, S = kernels[9](B, n)  # type: ignore[index]
         one = [P[k] for k in range(len(rows))]  # one view per row: a vector shared before stays shared
         views = [one[k] for k in idx]
         p, ps, pa = self.position, self.path_speed, self.path_acceleration
@@ -285,9 +316,54 @@ class SafetyLimits:
             pa.max_acceleration = views[6]
         if ps is not None:
             ps.max_acceleration = views[7]
-        self._P, self._idx, self._B = P, np.array(idx, dtype=np.int64), B
+        if in_call:
+            jk.max_jerk, jk.max_acceleration = views[8], views[9]  # type: ignore[union-attr]
+        self._P, self._idx, self._B, self._work, self._S = P, np.array(idx[:8], dtype=np.int64), B, W, S
+        self._n = n
         self._views = self._sources()
-        self._work = np.empty((8 + 2 * n, n))  # compiled.py's rows, then the path speed limit's scratch space
+        if S is not None:
+            self._adopt(jk)  # type: ignore[arg-type]
+        # the call of most cycles: one compiled call, the limits after it (past the jerk limit) on its result
+        self._fast = None if self._chain is None else kernels[8] if in_call else kernels[7]  # type: ignore[index]
+        self._rest = after[1:] if in_call else after
+        names = [(HIT_CARTESIAN, "cartesian"), (HIT_POSITION, "position"), (HIT_VELOCITY, "velocity"),
+                 (HIT_ACCELERATION, "acceleration")]
+        names = [x for x in names if x[1] in self.names]
+        names += [(bit, name) for bit, name, lim in ((HIT_PATH_SPEED, "path_speed", ps),
+                                                     (HIT_PATH_ACCELERATION, "path_acceleration", pa)) if lim]
+        if in_call:
+            names.append((HIT_JERK, jk.name))  # type: ignore[union-attr]
+        #: what apply records in ``active`` for each result of the fast call
+        self._acted = tuple({name: bool(bits & bit) for bit, name in names} for bits in range(256))
+        self._stale = False  # (the views given above marked the limits stale)
+
+    def _adopt(self, jk: JointJerk) -> None:
+        """The jerk limit's history into B's rows S, its ``_state`` made a view of them: the history it held (a
+        (3, N) array: the compiled call goes on from it), or none (None after ``reset``: it starts afresh)."""
+        S, n = self._S, len(self.position.lower)
+        st = jk._state
+        history = type(st) is np.ndarray and st.shape == (3, n)
+        if history and st is not S:
+            S[:] = st  # type: ignore[index]
+        self._B[0, B_HISTORY] = 1.0 if history else 0.0
+        jk._state = S
+
+    def _refresh(self) -> None:
+        """A packed limit's parameter was set since the last cycle: a new vector packed again (with its chain when
+        the path speed limit was given another robot), the scalars written into B."""
+        if self._compiled is None:  # (no compiled twin, or it was taken away: the classes read their attributes)
+            return
+        self._stale = False
+        ps = self.path_speed
+        if ps is not None and ps.robot is not self._chain_of:  # the path speed limit given another robot
+            self._chain_of = ps.robot
+            self._chain = self._compiled[5](ps.robot)  # type: ignore[index]
+            self._pack()  # its chain into B
+            return
+        if any(a is not b for a, b in zip(self._sources(), self._views, strict=True)):
+            self._pack()  # a parameter vector was replaced (not changed in place)
+        else:
+            self._B[0, B_RECOVERY:B_RESERVE + 1] = self._scalars()
 
     def validate(self) -> None:
         for lim in self.limits:
@@ -304,67 +380,74 @@ class SafetyLimits:
         J⁺ by an SVD (κ(J) > 1e4) instead of taking its own — the same pseudo-inverse within rounding.
         ``conf``: the caller's :class:`~fdcontrol.model.configuration.Configuration` at this very ``q`` (the loop's):
         the workspace stop reads the tip's position from it instead of computing it again."""
+        self.checked = None
+        if self._stale:
+            self._refresh()
+        fast = self._fast
+        # most cycles: one compiled call with the configuration, scalars, work space (and the jerk limit's history)
+        # in B — without the path speed limit nothing reads the SVD, so a given one changes nothing
+        if (fast is not None and self._compiled is not None and J is not None and len(q) == self._n
+                and (svd is None or self.path_speed is None)):
+            out = np.empty(self._n)
+            dt = float(dt)
+            S = self._S
+            if S is not None:
+                jk = self._jerk
+                if jk._state is not S:  # type: ignore[union-attr]  # reset, or the class's loop ran
+                    self._adopt(jk)  # type: ignore[arg-type]
+                bits = fast(q, qd, qd_prev, J, dt, dt if period is None else float(period), self._B, out)
+                if bits < 0:  # round(dt/period) no exact integer: the general path
+                    return self._apply(q, qd, qd_prev, J, dt, period, svd, conf)
+            else:
+                bits = fast(q, qd, qd_prev, J, dt, self._B, out)
+            self.active.update(self._acted[bits])
+            rest = self._rest
+            if rest:
+                kernels = self._compiled
+                return self._after_acceleration(rest, kernels[2], kernels[3], q, out, qd_prev, J, dt, period, conf)
+            if bits & FINITE:  # the reference as returned: the loop's test of it can be skipped
+                self.checked = out
+            return out
+        return self._apply(q, qd, qd_prev, J, dt, period, svd, conf)
+
+    def _apply(self, q: np.ndarray, qd: np.ndarray, qd_prev: np.ndarray, J: np.ndarray, dt: float,
+               period: float | None, svd: tuple[np.ndarray, np.ndarray, np.ndarray] | None, conf: Any) -> np.ndarray:
+        """:meth:`apply` where its one compiled call does not apply: the classes' loops (numba missing), J's SVD
+        handed over to the path speed limit, a robot that is no chain, the errors."""
         kernels = self._compiled
         self.checked = None
         if kernels is None:
             return run(self.limits, q, qd, qd_prev, J, dt, self.active, period)
-        p, ps, pa, V = self.position, self.path_speed, self.path_acceleration, self._views
+        p, ps, pa = self.position, self.path_speed, self.path_acceleration
         if J is None:
             raise ValueError("the limits need the Jacobian J")
         n = len(q)
         if n != len(p.lower):  # shorter vectors than q raise IndexError in the compiled loops
             raise ValueError(f"q has {n} entries, the limits {len(p.lower)}")
-        if (p.lower is not V[0] or p.upper is not V[1] or p.max_acceleration is not V[2]
-                or p.max_velocity is not V[3] or self.velocity.max_velocity is not V[4]
-                or self.acceleration.max_acceleration is not V[5]
-                or (pa is not None and pa.max_acceleration is not V[6])
-                or (ps is not None and ps.max_acceleration is not V[7])):
-            self._pack()  # a parameter vector was replaced (not changed in place): _sources() in order
-        if ps is not None and ps.robot is not self._chain_of:  # the path speed limit given another robot
-            self._chain_of = ps.robot
-            self._chain = kernels[5](ps.robot)
-            self._pack()  # its chain into B
         c, act, after = self.cartesian, self.active, self._after
-        v_lin, v_ang = (math.inf, math.inf) if c is None else (c.max_linear_speed, c.max_angular_speed)
-        reserve = ps.reserve if ps is not None else 1.0
         dt = float(dt)
         if self._chain is not None:  # one call: J̇q̇ for the path speed limit computed inside (limits.compiled.limits)
             out = np.empty(n)
-            jk = self._jerk
-            if svd is None and jk is not None and _vector(jk.max_jerk, n) and _vector(jk.max_acceleration, n):
-                # the jerk limit right after the acceleration limit, in the same call (as _after_acceleration's)
-                st = jk._state
-                history = st is not None and st.shape == (3, n)
-                if not history:
-                    st = jk._state = np.empty((3, n))
-                h_period = dt if period is None else float(period)
-                k = round(dt / h_period) if dt > 1.5 * h_period else 1  # as JointJerk.apply
-                bits = kernels[8](q, qd, qd_prev, J, dt, self._B, self._work, p.recovery, p.margin, v_lin, v_ang,
-                                  reserve, out, k, dt / k, jk.max_jerk, jk.max_acceleration, st, history,
-                                  len(after) == 1)
-                act[jk.name] = bits >= HIT_JERK
-                after = after[1:]
-                bits &= HIT_JERK - 1 - FINITE  # (the sum the call tested was the reference before the jerk limit)
-            elif svd is None:
-                bits = kernels[7](q, qd, qd_prev, J, dt, self._B, self._work, p.recovery, p.margin, v_lin, v_ang,
-                                  reserve, out)
+            if svd is None:
+                bits = kernels[7](q, qd, qd_prev, J, dt, self._B, out)
             else:
-                bits = kernels[4](q, qd, qd_prev, J, dt, svd[0], svd[1], svd[2], self._B, self._work, p.recovery,
-                                  p.margin, v_lin, v_ang, reserve, out)
-            hit_c, hit_p, hit_v, hit_ps, hit_pa, hit_a, fin = _BITS[bits]
+                bits = kernels[4](q, qd, qd_prev, J, dt, svd[0], svd[1], svd[2], self._B, out)
+            hit_c, hit_p, hit_v, hit_ps, hit_pa, hit_a, fin = _BITS[bits & (HIT_JERK - 1)]
             if fin and not after:  # the reference as returned: the loop's test of it can be skipped
                 self.checked = out
         else:
             head, tail, W = kernels[0], kernels[1], self._work
             # the path speed limit's robot is no chain (so the limit is there): its J̇q̇ between head and tail
             U, sv, Vt = _NO_SVD if svd is None else svd
+            v_lin, v_ang = (math.inf, math.inf) if c is None else (c.max_linear_speed, c.max_angular_speed)
             hit_c, hit_p, hit_v = head(q, qd, J, dt, self._P, self._idx, W, p.recovery, p.margin, v_lin, v_ang,
                                        c is not None)
             jdot = _NO_JDOT
             moving = W[0].tolist()
             if any(moving) and math.isfinite(sum(moving)):  # J̇(q, q̇)q̇ at the q̇ the limits before it left
                 jdot = ps.robot.jacobian_rate(q, W[0])  # type: ignore[union-attr]
-            out, hit_ps, hit_pa, hit_a = tail(qd_prev, J, jdot, dt, U, sv, Vt, self._P, self._idx, W, reserve,
+            out, hit_ps, hit_pa, hit_a = tail(qd_prev, J, jdot, dt, U, sv, Vt, self._P, self._idx, W,
+                                              ps.reserve,  # type: ignore[union-attr]
                                               True, pa is not None, not after)
         if c is not None:
             act["cartesian"] = hit_c
@@ -395,11 +478,17 @@ class SafetyLimits:
                     out, lst = np.array(lst), None
                 if c is not None:  # the boxes as the limits before left them
                     W[3], W[4] = c.hard_lo, c.hard_hi
-                st = lim._state
-                history = st is not None and st.shape == (3, n)
-                if not history:
-                    st = lim._state = np.empty((3, n))
                 k = round(dt / h_period) if dt > 1.5 * h_period else 1  # as JointJerk.apply
+                if lim is self._jerk and self._S is not None:  # its history in B's rows (the fast call's)
+                    if lim._state is not self._S:
+                        self._adopt(lim)
+                    st, history = self._S, bool(self._B[0, B_HISTORY])
+                    self._B[0, B_HISTORY] = 1.0
+                else:
+                    st = lim._state
+                    history = st is not None and st.shape == (3, n)
+                    if not history:
+                        st = lim._state = np.empty((3, n))
                 act[lim.name] = jerk(out, qd_prev, dt, k, dt / k, lim.max_jerk, lim.max_acceleration, st,
                                      history, W, i == last)
                 if i == last:
