@@ -1,9 +1,11 @@
 """The driver's work between cycles (RobotDriver.between_cycles): the MuJoCo arm's physics of the period just sent
 runs while the loop thread waits for its next cycle instead of in the next cycle's read — the same states, once
-per cycle, only in the thread that keeps the loop's own clock, never from ``ControlLoop.step``."""
+per cycle, only in the thread that keeps the loop's own clock, never from ``ControlLoop.step``; later in that wait,
+not right after the publish (whoever the state woke gets the CPU first)."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import mujoco
@@ -121,3 +123,84 @@ def test_a_failure_between_cycles_holds_with_its_reason_and_the_thread_goes_on(u
         assert "physics diverged" in (loop.state.fault or "") and loop.state.holding
     finally:
         loop.stop()
+
+
+class _Recorded:
+    """The time module as the loop thread sees it, its ``sleep`` calls from ``thread`` recorded in ``events``."""
+
+    def __init__(self, events: list) -> None:
+        self.events, self.thread = events, None
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+    def sleep(self, s: float) -> None:
+        if threading.get_ident() == self.thread:
+            self.events.append(("sleep", s))
+        time.sleep(s)
+
+
+class _Events(SimulatedRobot):  # a simulated arm that records its sends and its work between cycles
+    def __init__(self, *a, events: list, busy: float = 0.0, clock=None, **kw) -> None:
+        super().__init__(*a, **kw)
+        self.events, self.busy, self.clock = events, busy, clock
+
+    def between_cycles(self) -> None:
+        self.events.append(("idle", None))
+        end = time.perf_counter() + self.busy
+        while time.perf_counter() < end:  # busy, without a sleep of its own
+            pass
+
+    def send(self, q_ref, qd_ref=None) -> None:
+        self.clock.thread = threading.get_ident()
+        self.events.append(("send", None))
+        super().send(q_ref, qd_ref)
+
+
+def _run_events(ur10, monkeypatch, rate: float, busy: float, cycles: int) -> list:
+    import fdcontrol.loop.cycle as cycle
+
+    events: list = []
+    clock = _Recorded(events)
+    monkeypatch.setattr(cycle, "time", clock)
+    loop, _ = make_loop(ur10)
+    drv = _Events(ur10, dt=1 / rate, q0=Q0, events=events, busy=busy, clock=clock)
+    loop = ControlLoop(ur10, drv, loop.solver, rate=rate)
+    loop.start()
+    try:
+        until(lambda: sum(e[0] == "idle" for e in events), lambda n: n >= cycles, what=f"{cycles} calls")
+    finally:
+        loop.stop()
+    return list(events)
+
+
+def _before_idle(events: list) -> list:
+    """Per call of between_cycles after the first: what the loop thread did since the cycle's send before it."""
+    out, since = [], None
+    for kind, arg in events:
+        if kind == "send":
+            since = []
+        elif kind == "idle":
+            if since is not None:
+                out.append(since)
+            since = None
+        elif since is not None:
+            since.append(arg)
+    return out[2:]
+
+
+def test_it_runs_later_in_the_wait_not_right_after_the_publish(ur10, monkeypatch):
+    """A period of 20 ms (its half: 10 ms, far more than a cycle takes): after each cycle the loop thread first
+    sleeps — about what is left of the first half of the period — and only then runs the driver's work."""
+    period = 0.02
+    waits = _before_idle(_run_events(ur10, monkeypatch, 1 / period, 0.0, 12))
+    assert len(waits) >= 8
+    late = [w for w in waits if len(w) != 1 or not 0 < w[0] <= 0.5 * period + 1e-9]
+    assert len(late) <= 1, waits  # (one cycle of a stalled machine may take half a period)
+
+
+def test_it_runs_at_once_when_it_takes_more_than_a_sixth_of_a_period(ur10, monkeypatch):
+    """Its lead before the next cycle is 3× its recent longest run when that is more than half a period: a driver
+    whose work takes 2 ms of a 5 ms period (lead 6 ms) gets it at once after the cycle, no sleep before it."""
+    waits = _before_idle(_run_events(ur10, monkeypatch, 200.0, 0.002, 10))
+    assert len(waits) >= 6 and all(w == [] for w in waits), waits

@@ -725,9 +725,10 @@ class ControlLoop:
 
     def _run_fixed(self) -> None:
         period, clock = self.period, time.perf_counter
-        # the driver's work between cycles (a simulator's physics), after the cycle and before the wait: not in the
-        # cycle's compute time, but in this thread's, so a late next cycle still shows in the period error
+        # the driver's work between cycles (a simulator's physics), after the cycle and before the next one: not in
+        # the cycle's compute time, but in this thread's, so a late next cycle still shows in the period error
         idle = self.driver.between_cycles if self.driver.has_between_cycles else None
+        idle_took = 0.0  # s: the longest recent run of `idle`, decaying by IDLE_DECAY per cycle (its lead, below)
         next_t = clock()
         while self._running.is_set():
             start = clock()
@@ -744,6 +745,14 @@ class ControlLoop:
                 self._running.clear()
                 break
             if idle is not None:
+                # not right after the publish: this thread is real-time, and the process the publish woke (the
+                # service's API, which hands the state on) may be waiting for this CPU; physics run now would hold
+                # the state's hand-over up by their whole run. Later in the wait, leaving the next cycle half a period,
+                # or 3× their recent longest run if more (at once when the cycle left less than that).
+                wait = next_t + period - max(0.5 * period, 3.0 * idle_took) - clock()
+                if wait > 0:
+                    time.sleep(wait)
+                began = clock()
                 try:
                     idle()
                 except Exception as exc:  # as a failing step: hold, say why
@@ -751,6 +760,8 @@ class ControlLoop:
                         self._on_exception(exc)
                     except Exception as inner:
                         _report(f"fault handling failed: {type(inner).__name__}: {inner}")
+                took = clock() - began
+                idle_took = took if took > idle_took else idle_took * IDLE_DECAY
             end = clock()
             next_t += period
             if end > next_t + period:  # more than one period late: re-anchor, count it
@@ -761,6 +772,10 @@ class ControlLoop:
             while clock() < next_t:  # busy-wait the last `spin` seconds: on time, CPU warm
                 pass
 
+
+#: per cycle, the factor by which the loop thread's memory of the driver's longest recent work between cycles
+#: fades (ControlLoop._run_fixed: how long before the next cycle it starts that work): ~0.7 s to halve at 1 kHz
+IDLE_DECAY = 0.999
 
 #: the task-space fields of the state without a TaskSpace (fdcontrol.control.task.TaskSpace.telemetry)
 _NO_TASK = (math.nan, "idle", math.nan, 0, None)
