@@ -200,7 +200,7 @@ def test_it_runs_later_in_the_wait_not_right_after_the_publish(ur10, monkeypatch
 
 
 def test_it_runs_at_once_when_it_takes_more_than_a_sixth_of_a_period(ur10, monkeypatch):
-    """Its lead before the next cycle is 3× its recent longest run when that is more than half a period: a driver
+    """Its lead before the next cycle is 3× its recent mean run when that is more than half a period: a driver
     whose work takes 2 ms of a 5 ms period (lead 6 ms) gets it at once after the cycle, no sleep before it."""
     waits = _before_idle(_run_events(ur10, monkeypatch, 200.0, 0.002, 10))
     assert len(waits) >= 6 and all(w == [] for w in waits), waits

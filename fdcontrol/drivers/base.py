@@ -149,11 +149,11 @@ class RobotDriver(ABC):
     def between_cycles(self) -> None:
         """In a loop thread that keeps its own clock, once per cycle after the cycle has ended (its state
         published) and before the next one starts — in the wait between them, half a period before the next
-        cycle (sooner when this work lately took over a sixth of a period, or the cycle ran long), so that
-        whoever the published state woke is not kept waiting for a CPU by it: work the driver would otherwise do in
-        the next :meth:`read` — a simulator's physics of the period just sent, which a real arm runs on its own.
-        By default nothing; the loop calls it only where overridden (:attr:`has_between_cycles`), never from
-        ``ControlLoop.step`` (an in-process caller stepping the loop sees the driver as before)."""
+        cycle (sooner when this work lately took over a sixth of a period or the cycle ran long; at once the first
+        time), so that whoever the published state woke is not kept waiting for a CPU by it: work the driver would
+        otherwise do in the next :meth:`read` — a simulator's physics of the period just sent, which a real arm
+        runs on its own. By default nothing; the loop calls it only where overridden (:attr:`has_between_cycles`),
+        never from ``ControlLoop.step`` (an in-process caller stepping the loop sees the driver as before)."""
         return None
 
     def close(self) -> None:

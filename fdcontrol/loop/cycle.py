@@ -728,7 +728,7 @@ class ControlLoop:
         # the driver's work between cycles (a simulator's physics), after the cycle and before the next one: not in
         # the cycle's compute time, but in this thread's, so a late next cycle still shows in the period error
         idle = self.driver.between_cycles if self.driver.has_between_cycles else None
-        idle_took = 0.0  # s: the longest recent run of `idle`, decaying by IDLE_DECAY per cycle (its lead, below)
+        idle_took = math.inf  # s: the recent runs of `idle`, averaged with the weight IDLE_WEIGHT (its lead, below)
         next_t = clock()
         while self._running.is_set():
             start = clock()
@@ -748,7 +748,7 @@ class ControlLoop:
                 # not right after the publish: this thread is real-time, and the process the publish woke (the
                 # service's API, which hands the state on) may be waiting for this CPU; physics run now would hold
                 # the state's hand-over up by their whole run. Later in the wait, leaving the next cycle half a period,
-                # or 3× their recent longest run if more (at once when the cycle left less than that).
+                # or 3× their recent mean run if more (at once when the cycle left less than that, and the first time)
                 wait = next_t + period - max(0.5 * period, 3.0 * idle_took) - clock()
                 if wait > 0:
                     time.sleep(wait)
@@ -761,7 +761,7 @@ class ControlLoop:
                     except Exception as inner:
                         _report(f"fault handling failed: {type(inner).__name__}: {inner}")
                 took = clock() - began
-                idle_took = took if took > idle_took else idle_took * IDLE_DECAY
+                idle_took = took if idle_took == math.inf else idle_took + IDLE_WEIGHT * (took - idle_took)
             end = clock()
             next_t += period
             if end > next_t + period:  # more than one period late: re-anchor, count it
@@ -773,9 +773,9 @@ class ControlLoop:
                 pass
 
 
-#: per cycle, the factor by which the loop thread's memory of the driver's longest recent work between cycles
-#: fades (ControlLoop._run_fixed: how long before the next cycle it starts that work): ~0.7 s to halve at 1 kHz
-IDLE_DECAY = 0.999
+#: the weight of the newest run in the loop thread's mean of the driver's work between cycles (ControlLoop._run_fixed:
+#: how long before the next cycle it starts that work): a lasting change counts within ~20 cycles, one slow run little
+IDLE_WEIGHT = 0.05
 
 #: the task-space fields of the state without a TaskSpace (fdcontrol.control.task.TaskSpace.telemetry)
 _NO_TASK = (math.nan, "idle", math.nan, 0, None)
