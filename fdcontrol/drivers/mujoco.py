@@ -34,9 +34,9 @@ machine precision) and completed with ``mujoco.MjSpec``:
 ``send`` advances the physics by one control period in fixed sub-steps of ``timestep``
 (deterministic; the service paces it in real time); the steps run when the period's end is
 first observed (``read``, the sensor, the next ``send``), so the loop's cycle ends before them — or, in a
-loop thread that keeps its own clock (the service's), right after the cycle, while it waits for the next one
-(``between_cycles``): the next cycle's read then finds the period done, and a published state is not held up by
-the physics of the period before.
+loop thread that keeps its own clock (the service's), while it waits for the next cycle, half a period before it
+(``between_cycles``): the next cycle's read then finds the period done, a published state is not held up by the
+physics of the period before, nor the API process that the publish woke by the physics after it.
 """
 
 from __future__ import annotations
