@@ -457,9 +457,9 @@ class FrankaDriver(RobotDriver):
             self._t_read = t
             if control is not None:
                 if self._t_last is not None:
-                    gap = round((t - self._t_last) / CLOCK_PERIOD) - 1
-                    if gap > 0:
-                        self.missed_cycles += gap
+                    ticks = (t - self._t_last) / CLOCK_PERIOD
+                    if not ticks < 1.5:  # round(ticks) ≥ 2: states passed without a command (else none: no round call)
+                        self.missed_cycles += round(ticks) - 1
                 self._t_last = t
             else:
                 self._t_last = None
@@ -552,7 +552,9 @@ class FrankaDriver(RobotDriver):
         t = float(self._state.time.to_sec()) if self._state is not None else None
         n = 1
         if t is not None and self._t_cmd is not None and t > self._t_cmd:
-            n = min(max(round((t - self._t_cmd) / CLOCK_PERIOD), 1), _MAX_TICKS)
+            ticks = (t - self._t_cmd) / CLOCK_PERIOD
+            if ticks >= 1.5:  # round(ticks) ≥ 2 (else one tick, the usual cycle: no round, max and min calls)
+                n = min(round(ticks), _MAX_TICKS)
         self._t_cmd = t
         return n
 

@@ -46,7 +46,10 @@ def robot_step(loop: ControlLoop, t: float) -> float:
         step = t - prev
     if not step > 0.5 * period:
         return period
-    return min(round(step / period), MAX_STEP_PERIODS) * period
+    n = step / period  # (> 0.5: step > 0.5 period, a power of two's scaling, leaves the rounded quotient above it)
+    if n < 1.5:  # one period (round(n) is 1): the usual cycle, without round's and min's calls
+        return period
+    return min(round(n), MAX_STEP_PERIODS) * period
 
 
 def run_paced(loop: ControlLoop, report: object) -> None:

@@ -495,7 +495,13 @@ class Publish(Stage):
     name, order = "publish", PUBLISH
 
     def run(self, loop: ControlLoop, c: Frame) -> None:
-        s, kh = loop._telemetry(c.conf)
+        n, k = loop.telemetry_decimation, loop.cycle - 1
+        r = k % n
+        if k and r and r != n // 2:  # most cycles: neither decomposition, the last state's values (_telemetry's
+            prev = loop.state  # first test, here without its call)
+            s, kh = prev.sigma_min_j, prev.kappa_h
+        else:
+            s, kh = loop._telemetry(c.conf)
         cmd, tw = c.cmd, c.tw
         last = tw if cmd is None or (tw is not None and tw.t > cmd.t) else cmd
         js = c.js
