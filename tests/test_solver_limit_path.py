@@ -258,3 +258,91 @@ def test_the_step_at_a_limit_tells_the_stage_which_velocity_it_found_finite() ->
             free += 1
             assert solver.checked is None, k
     assert engaged > 20 and free > 20, (engaged, free)
+
+
+@pytest.mark.parametrize("name", ["ur10", "fr3"])
+def test_the_compiled_step_at_a_limit_is_its_python_form_bit_for_bit(name: str, monkeypatch) -> None:
+    """_euler_limit's one compiled call (_limit_kernel: H, b, the active set, the zeroed q̇, eq. 7, the Euler step
+    and the projection; _limit_zeroed_kernel where the locked q̇ was not +0.0) against its Python form (the kernels
+    switched off: decide, _solve_locked, _euler_project as separate calls) on states past, at and inside the
+    limits, with joint loads, several joints at limits, q̇ of either sign or ±0, and now and then a NaN or an
+    infinity in q̇ or τ: the same q, q̇, active set, ``checked`` and ``engaged`` to the bit, or the same error."""
+    from fdcontrol.loop import solvers
+
+    robot = RobotModel.load(name)
+    kernel = solvers._limit
+    if kernel is None:
+        pytest.skip("numba not installed: the Python form is the only one")
+    compiled, plain = (make_solver(make_mapping("fd", robot)) for _ in range(2))
+    lo, up = compiled.constraints.lower, compiled.constraints.upper
+    rng = np.random.default_rng(29)
+    n = robot.dof
+    codes = {"locked": 0, "zeroed": 0, "free": 0, "error": 0}
+    for k in range(1500):
+        q = rng.uniform(lo, up)
+        for j in rng.choice(n, size=int(rng.integers(1, 4)), replace=False):
+            q[j] = (up[j] + 1e-3, lo[j] - 1e-3, up[j], lo[j], up[j] - 5e-10)[int(rng.integers(0, 5))]
+        qd, f = rng.normal(scale=0.5, size=n), rng.normal(scale=30.0, size=6)
+        for j in range(n):
+            if rng.random() < 0.3:
+                qd[j] = (0.0, -0.0, 1e-300)[int(rng.integers(0, 3))]
+        tau = rng.normal(scale=5.0, size=n) if k % 3 else None
+        if k % 53 == 0:
+            (qd if k % 2 else tau if tau is not None else qd)[k % n] = (np.nan, np.inf, -np.inf)[k % 3]
+        results = []
+        for sol, on in ((compiled, True), (plain, False)):
+            monkeypatch.setattr(solvers, "_limit", kernel if on else None)
+            try:
+                q1, qd1 = sol._euler_limit(q.copy(), qd.copy(), f, DT, None if tau is None else tau.copy())
+                results.append((q1.tobytes(), qd1.tobytes(), sol.constraints.active.tobytes(), sol.constraints.engaged,
+                                sol.checked is qd1, sol._locked.tobytes()))
+            except Exception as exc:
+                results.append((type(exc), str(exc)))
+        assert results[0] == results[1], k
+        if len(results[0]) == 2:
+            codes["error"] += 1
+        elif not compiled.constraints.engaged:
+            codes["free"] += 1
+        elif np.where(compiled._locked, 0.0, qd).tobytes() == qd.tobytes():
+            codes["locked"] += 1
+        else:
+            codes["zeroed"] += 1
+    assert min(codes["locked"], codes["zeroed"], codes["free"]) > 50 and codes["error"] > 5, codes
+
+
+def test_the_active_set_at_a_limit_meets_the_kkt_conditions() -> None:
+    """Independently of decide's own arithmetic: at the active set the FD step at a limit settles on, λ = H q̈ − b
+    (numpy's product, the free block solved by LAPACK) holds each locked joint on its limit (λ ≤ 0 at an upper limit,
+    ≥ 0 at a lower one, to 1e-9 of the load's scale), locked joints have q̈ = 0, and no free joint at a limit that is
+    not moving inward accelerates outward (x − c q̇, to the same tolerance)."""
+    from fdcontrol.model.constraints import locked_acceleration_lapack
+    from fdcontrol.model.linalg import symmetric_upper
+
+    robot = RobotModel.load("fr3")
+    solver = make_solver(make_mapping("fd", robot, gamma=1e3))
+    c, vm = solver.constraints, solver.virtual
+    rng = np.random.default_rng(31)
+    n, checked = robot.dof, 0
+    for k in range(600):
+        q = rng.uniform(c.lower, c.upper)
+        for j in rng.choice(n, size=int(rng.integers(1, 4)), replace=False):
+            q[j] = (c.upper[j], c.lower[j])[int(rng.integers(0, 2))]
+        qd, f = rng.normal(scale=0.5, size=n), rng.normal(scale=30.0, size=6)
+        qd[rng.random(n) < 0.3] = 0.0
+        solver._euler_limit(q, qd, f, DT, None)
+        locked = c.active.copy()
+        qz = np.where(locked, 0.0, qd)
+        t = solver.joint_load(q, qz, None)
+        J = vm._crba_and_jacobian(q)
+        H = symmetric_upper(vm.data.M)
+        b = J.T @ f + t
+        x = locked_acceleration_lapack(H, b, locked)
+        lam = H @ x - b
+        tol = 1e-9 * (1.0 + np.abs(H).max() * np.abs(x).max() + np.abs(b).max())
+        up, lo = c.at_limit(q)
+        assert np.all(x[locked] == 0.0), k
+        assert np.all(lam[locked & up] <= tol) and np.all(lam[locked & lo] >= -tol), (k, lam, locked)
+        acc = x - solver.decay * qz
+        assert np.all(acc[~locked & up & (qd >= 0)] <= tol) and np.all(acc[~locked & lo & (qd <= 0)] >= -tol), k
+        checked += bool(locked.any())
+    assert checked > 300, checked

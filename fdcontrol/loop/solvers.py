@@ -208,6 +208,8 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         self._fast = self.algorithm == "cholesky" and not vm.gravity
         #: (data, U, D, its subtree sizes): views of the Cholesky factor in a Configuration's pinocchio data
         self._factor: tuple[pin.Data, np.ndarray, np.ndarray, np.ndarray] | None = None
+        #: (constraints, bounds, work, qc, qz) of _euler_limit_compiled (_limit_arrays)
+        self._limit_work: tuple[JointLimitConstraints, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def build(cls, mapping: Mapping, integrator: Integrator | None = None, *, decay: float = DEFAULT_DECAY,
@@ -265,9 +267,16 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         tests/test_solver_limit_path.py)."""
         c = self.constraints
         self._equation, self._load, self.last_converged, self.checked = None, None, True, None
+        if _limit is not None and qd.shape == q.shape:
+            done = self._euler_limit_compiled(q, qd, wrench, dt, tau, conf)
+            if done is not None:
+                return done
+        # the Python form (without numba; and where eq. 7's compiled solve declines: LAPACK's)
         q = _clip(q, c.lower, c.upper)  # np.clip's values (a NaN stays NaN, a bound's zero sign as np.clip)
         t = self.joint_load(q, qd, tau)
-        H, jtf, data = self._limit_equation(q, np.asarray(wrench, dtype=float), conf)
+        M, jtf, data = self._limit_equation(q, np.asarray(wrench, dtype=float), conf)
+        H = np.empty(M.shape)  # symmetric_upper(M) for pinocchio's square float64 M: its compiled call
+        _symmetric(M, H)
         b = jtf + t  # the equation's b = Jᵀf + τ − D q̇ − C q̇ (equation_and_jacobian's)
         n = qd.shape[0]
         last: list[Any] = [None, None]  # the last trial's (active set, x)
@@ -281,14 +290,8 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         locked = c._decide_compiled(q, qd, solve, H, b, self.decay) if qd.shape == q.shape \
             else c.decide(q, qd, solve, H, b, self.decay)
         self._locked = locked
-        if not c.engaged:  # at a limit, moving inward: the free dynamics at the clipped q, as accel runs them
-            # (vm.acceleration: CRBA at this q, rhs = τ + Jᵀf, Cholesky, solve) by the factor of the H just formed
-            # (`data`'s CRBA at this q and γ; t + Jᵀf and Jᵀf + t are the same bits)
-            m = self.virtual.model
-            if data is not (conf.data if conf is not None else None):
-                pin.cholesky.decompose(m, data)
-            qd1 = qd + dt * (pin.cholesky.solve(m, data, b) - self.decay * qd)
-            return c.project(q + dt * qd1, qd1)
+        if not c.engaged:
+            return self._limit_free(q, qd, b, dt, data, conf)
         qz = np.empty(n)
         if _zero_locked(qd, locked, qz):  # np.where(locked, 0.0, qd); a locked q̇ not +0.0: the load at qz
             x = _solve_locked(H, jtf + self.joint_load(q, qz, tau), locked)
@@ -303,17 +306,92 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         self.checked = qd1 if fin else None
         return q1, qd1
 
-    def _limit_equation(self, q: np.ndarray, f: np.ndarray, conf: Configuration | None
+    def _euler_limit_compiled(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
+                              tau: np.ndarray | None, conf: Configuration | None
+                              ) -> tuple[np.ndarray, np.ndarray] | None:
+        """_euler_limit's form below in two compiled calls around pinocchio's: the clip with the q test
+        (_clip_sum_kernel), the load (RNEA), CRBA and Jᵀf (:meth:`_limit_equation`), then H, b, decide, the locked
+        q̇ zeroed, eq. 7, the Euler step and the projection in one call (_limit_kernel; where a locked q̇ was not
+        +0.0, the load at the zeroed q̇ and _limit_zeroed_kernel) — the form's calls in its order, the same bits
+        (tests/test_solver_limit_path.py). None where eq. 7's compiled solve declined (the caller runs the form)."""
+        c, vm = self.constraints, self.virtual
+        bounds, work, qc, qz = self._limit_arrays(c)
+        fin = _clip_sum(q, bounds, qc)  # np.clip's values into qc; whether the sum of its entries is finite
+        parts = self._load_parts(qc, qd, tau)
+        if parts is None:
+            return None
+        a, s, sub = parts
+        if not fin:  # a NaN or an infinity in the clipped q: check_q's error (a finite q whose sum overflows:
+            vm.robot.check_q(qc)  # check_q decides, as for equation_and_jacobian)
+        M, jtf, data = self._limit_equation(qc, np.asarray(wrench, dtype=float), conf, True)
+        n = q.shape[0]
+        locked, q1, qd1 = np.empty(n, np.bool_), np.empty(n), np.empty(n)
+        code = _limit(M, jtf, a, s, sub, qc, qd, self.decay, float(dt), bounds, work, locked, q1, qd1)
+        if code == 4:  # a locked q̇ not +0.0: the load at the zeroed q̇
+            parts = self._load_parts(qc, qz, tau)
+            if parts is None:
+                return None
+            a, s, sub = parts
+            code = _limit_zeroed(work, jtf, a, s, sub, locked, qc, self.decay, float(dt), bounds, q1, qd1)
+        if code & 1:  # a joint locked: decide's set_active, and the solver stage's test of q̇ (``checked``)
+            c.active, c.engaged, self._locked = locked, True, locked
+            self.checked = qd1 if code & 2 else None
+            return q1, qd1
+        if code == 0:  # no joint locked (none at a limit, or every one moving inward): decide's set_active
+            c.set_active(locked)
+            self._locked = locked
+            return self._limit_free(qc, qd, jtf + (a - s if sub else a), dt, data, conf)
+        return None
+
+    def _load_parts(self, q: np.ndarray, qd: np.ndarray, tau: np.ndarray | None
+                    ) -> tuple[np.ndarray, np.ndarray, bool] | None:
+        """(a, s, sub): :meth:`joint_load` as a − s (``sub``) or a — its τ and C(q, q̇)q̇ apart where it would
+        subtract them (a float64 τ, no joint damping, q̇ not zero): the kernels form τ − C q̇ themselves. None where
+        the load is not a float64 vector of q's length (the Python form takes it as it is)."""
+        if tau is not None and self.coriolis and not self._damped and type(tau) is np.ndarray \
+                and tau.dtype == _F64 and tau.shape == q.shape and any(qd.tolist()):
+            vm = self.virtual
+            return tau, pin.rnea(vm.model, vm.data, q, qd, self._zero), True
+        t = self.joint_load(q, qd, tau)
+        if type(t) is not np.ndarray or t.dtype != _F64 or t.shape != q.shape:
+            return None
+        return t, t, False
+
+    def _limit_arrays(self, c: JointLimitConstraints) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(bounds, work, qc, qz) of :meth:`_euler_limit_compiled`: the limits' rows (lower, upper, lower + tol,
+        upper − tol) and its work rows (H, x, the zeroed q̇, the clipped q: read within its call only, never
+        handed out), qz and qc views of the last two; made once per constraints object."""
+        arr = self._limit_work
+        if arr is None or arr[0] is not c:
+            n = c.lower.shape[0]
+            bounds = np.array([c.lower, c.upper, c._lo_tol, c._up_tol])
+            work = np.zeros((n + 3, n))
+            arr = self._limit_work = (c, bounds, work, work[n + 2], work[n + 1])
+        return arr[1], arr[2], arr[3], arr[4]
+
+    def _limit_free(self, q: np.ndarray, qd: np.ndarray, b: np.ndarray, dt: float, data: pin.Data,
+                    conf: Configuration | None) -> tuple[np.ndarray, np.ndarray]:
+        """_euler_limit where no joint is locked (at a limit, moving inward): the free dynamics at the clipped q, as
+        accel runs them (vm.acceleration: CRBA at this q, rhs = τ + Jᵀf, Cholesky, solve) by the factor of the H
+        just formed (`data`'s CRBA at this q and γ; t + Jᵀf and Jᵀf + t are the same bits), then c.project."""
+        m = self.virtual.model
+        if data is not (conf.data if conf is not None else None):
+            pin.cholesky.decompose(m, data)
+        qd1 = qd + dt * (pin.cholesky.solve(m, data, b) - self.decay * qd)
+        return self.constraints.project(q + dt * qd1, qd1)
+
+    def _limit_equation(self, q: np.ndarray, f: np.ndarray, conf: Configuration | None, checked: bool = False
                         ) -> tuple[np.ndarray, np.ndarray, pin.Data]:
-        """H and Jᵀf of ``virtual.equation_and_jacobian(q, f, None, t)`` (no gravity, no Coriolis term: its b is
-        Jᵀf + t, the same operations) and the pinocchio data whose CRBA gave H. At the cycle's Configuration's
+        """CRBA's M (its upper triangle: H = symmetric_upper(M)) and Jᵀf of ``virtual.equation_and_jacobian(q, f,
+        None, t)`` (no gravity, no Coriolis term: its b is Jᵀf + t, the same operations) and the pinocchio data
+        whose CRBA gave M. At the cycle's Configuration's
         very q bits and γ, on a base that is the world (both forms take pinocchio's J as it is), H and J are the
         Configuration's (one on this very virtual model): its CRBA ran on the same model with the same q and γ (the
         same bits; tests/test_solver_limit_path.py) — no second CRBA. Else CRBA here, on the virtual model's data;
-        a q that is not finite raises as check_q does."""
+        a q that is not finite raises as check_q does (``checked``: the caller tested it)."""
         vm = self.virtual
-        if not math.isfinite(q.dot(q)):  # a NaN or an infinity in q: check_q's error (a finite q whose q·q
-            q = vm.robot.check_q(q)        # overflows: check_q decides, as it does for equation_and_jacobian)
+        if not checked and not math.isfinite(q.dot(q)):  # a NaN or an infinity in q: check_q's error (a finite
+            q = vm.robot.check_q(q)  # q whose q·q overflows: check_q decides, as it does for equation_and_jacobian)
         if conf is not None and conf.virtual is vm and conf.gamma == vm.gamma and conf._Rt is None \
                 and vm.robot._world_is_base and conf.q.tobytes() == q.tobytes():
             data = conf.data
@@ -321,10 +399,7 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         else:
             data = vm.data
             J = vm._crba_and_jacobian(q)
-        M = data.M  # symmetric_upper(M) for pinocchio's square float64 M: its compiled call, without its checks
-        H = np.empty(M.shape)
-        _symmetric(M, H)
-        return H, J.T @ f, data
+        return data.M, J.T @ f, data
 
     def _euler_inside(self, conf: Configuration, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
                       tau: np.ndarray | None, moving: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -651,6 +726,84 @@ def _zero_locked_kernel(qd: np.ndarray, locked: np.ndarray, out: np.ndarray) -> 
     return changed
 
 
+def _clip_sum_kernel(q: np.ndarray, bounds: np.ndarray, out: np.ndarray) -> bool:  # pragma: no mutate block
+    """np.clip(q, lower, upper) into ``out`` (bounds' rows 0 and 1, lower ≤ upper: a value equal to a bound kept as
+    it is, a NaN kept, as _clip_kernel); whether the sum of out's entries in order is finite (a NaN or an infinity
+    in the clipped q fails it, as does an overflow)."""
+    clip_into(q, bounds[0], bounds[1], out)
+    total = 0.0
+    for j in range(out.shape[0]):
+        total += out[j]
+    return math.isfinite(total)
+
+
+def _limit_kernel(M: np.ndarray, jtf: np.ndarray, a: np.ndarray, s: np.ndarray, sub: bool, q: np.ndarray,
+                  qd: np.ndarray, decay: float, dt: float, bounds: np.ndarray, work: np.ndarray, locked: np.ndarray,
+                  q_out: np.ndarray, qd_out: np.ndarray) -> int:  # pragma: no mutate block
+    """ForwardDynamicsSolver._euler_limit's numbers from CRBA's ``M`` at the clipped q, Jᵀf and the joint load
+    t = a − s (``sub``: τ − C q̇ as joint_load subtracts it) or a, in one call: H = symmetric_upper(M) into work's
+    first rows, b = Jᵀf + t, the active set as JointLimitConstraints.decide decides it (_start_kernel, then per trial
+    eq. 7 by _locked_kernel into work's row n and _verdict_kernel: its trials, its order) into ``locked``, q̇ with the
+    locked entries zeroed into work's row n + 1 (_zero_locked_kernel), and where that left q̇'s bits as they were the
+    last trial's x (or a solve on the final set) through _euler_project_kernel into q_out, qd_out — the calls of the
+    Python form, in its order: the same bits. ``bounds``: the rows lower, upper, lower + tol, upper − tol. Returns
+    0: no joint locked (the caller runs the free dynamics); 1 | 2·finite: the step is in q_out, qd_out (finite: the
+    sum of qd_out's entries); 4: a locked q̇ was not +0.0 (the caller takes the load at the zeroed q̇ and runs
+    :func:`_limit_zeroed_kernel`); 8: eq. 7's compiled solve declined (not positive definite or not finite: the
+    caller runs the Python form, whose solve falls back to LAPACK's)."""
+    n = q.shape[0]
+    H, x, qz = work[:n], work[n], work[n + 1]
+    lower, upper, lo_tol, up_tol = bounds[0], bounds[1], bounds[2], bounds[3]
+    _symmetric(M, H)
+    b = np.empty(n)
+    for i in range(n):
+        b[i] = jtf[i] + (a[i] - s[i] if sub else a[i])
+    up, lo = np.empty(n, np.bool_), np.empty(n, np.bool_)
+    if not _start(q, qd, lo_tol, up_tol, up, lo, locked):
+        return 0
+    solved = False
+    for _ in range(2 * n + 1):
+        if not _locked(H, b, locked, x):
+            return 8
+        j_rel, p_rel, j_add, p_add = _verdict(H, x, b, locked, qd, up, lo, decay)
+        if p_rel > 0:
+            locked[j_rel] = False
+        elif p_add > 0:
+            locked[j_add] = True
+        else:
+            solved = True
+            break
+    engaged = False
+    for j in range(n):
+        if locked[j]:
+            engaged = True
+    if not engaged:
+        return 0
+    if _zero_locked(qd, locked, qz):
+        return 4
+    if not solved and not _locked(H, b, locked, x):
+        return 8
+    return 1 | (2 if _euler_project(q, qz, x, decay, dt, lower, upper, lo_tol, up_tol, locked, q_out, qd_out) else 0)
+
+
+def _limit_zeroed_kernel(work: np.ndarray, jtf: np.ndarray, a: np.ndarray, s: np.ndarray, sub: bool,
+                         locked: np.ndarray, q: np.ndarray, decay: float, dt: float, bounds: np.ndarray,
+                         q_out: np.ndarray, qd_out: np.ndarray) -> int:  # pragma: no mutate block
+    """_limit_kernel's step where zeroing the locked q̇ changed it (work's rows as it left them: H, x, the zeroed
+    q̇): eq. 7 on b = Jᵀf + t (t = a − s or a: the load at the zeroed q̇) by _locked_kernel, then
+    _euler_project_kernel — the same bits as the Python form. Returns 1 | 2·finite, or 8 where the compiled solve
+    declined (as _limit_kernel)."""
+    n = q.shape[0]
+    H, x, qz = work[:n], work[n], work[n + 1]
+    b = np.empty(n)
+    for i in range(n):
+        b[i] = jtf[i] + (a[i] - s[i] if sub else a[i])
+    if not _locked(H, b, locked, x):
+        return 8
+    return 1 | (2 if _euler_project(q, qz, x, decay, dt, bounds[0], bounds[1], bounds[2], bounds[3], locked, q_out,
+                                    qd_out) else 0)
+
+
 try:  # compiled at import (cached on disk), never in the loop thread; without numba the numpy form
     import numba
     from numba import types as _t
@@ -671,5 +824,13 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
                            boundscheck=True)(_step_test_kernel)
     _fd_in: Any = numba.njit(_t.int64(_M, _V, _t.Array(_t.int64, 1, "A"), _V, _V, _t.boolean, _V, _V, _t.float64,
                                         _t.float64, _V, _V, _V, _V), cache=True, boundscheck=True)(_fd_inside_kernel)
+    from fdcontrol.model.constraints import _start, _verdict
+
+    _BV, _W = _t.Array(_t.boolean, 1, "C"), _t.Array(_t.float64, 2, "C")
+    _clip_sum: Any = numba.njit(_t.boolean(_V, _W, _V), cache=True, boundscheck=True)(_clip_sum_kernel)
+    _limit: Any = numba.njit(_t.int64(_M, _V, _V, _V, _t.boolean, _V, _V, _t.float64, _t.float64, _W, _W, _BV, _V,
+                                      _V), cache=True, boundscheck=True)(_limit_kernel)
+    _limit_zeroed: Any = numba.njit(_t.int64(_W, _V, _V, _V, _t.boolean, _BV, _V, _t.float64, _t.float64, _W, _V,
+                                             _V), cache=True, boundscheck=True)(_limit_zeroed_kernel)
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
-    _euler = _clip = _zero_locked = _euler_project = _pre = _fd_in = None
+    _euler = _clip = _zero_locked = _euler_project = _pre = _fd_in = _clip_sum = _limit = _limit_zeroed = None

@@ -292,17 +292,20 @@ class JointLimitConstraints:
             self.set_active(locked)
             return locked
         # per joint in plain floats (N ≈ 6–7: a few µs instead of a dozen numpy calls per trial), the same
-        # operations as the array form: λ = (H x − b) where locked, the pull onto a limit, the outward q̈
+        # operations as the array form: λ = (H x − b) where locked (each row's dot product summed in order:
+        # _residual, as the compiled verdict sums it), the pull onto a limit, the outward q̈
         ups, los, qds = up.tolist(), lo.tolist(), qd.tolist()
         push_up = [u and v >= 0 for u, v in zip(ups, qds, strict=True)]
         push_lo = [w and v <= 0 for w, v in zip(los, qds, strict=True)]
+        rows, bs = H.tolist(), b.tolist()
         for _ in range(2 * len(q) + 1):
             x = solve(locked)
-            r = (H @ x - b).tolist()
+            xs = x.tolist()
             lk = locked.tolist()
             pull, out = [], []
-            for k, rk, xk, vk, u, w, pu, pl in zip(lk, r, x.tolist(), qds, ups, los, push_up, push_lo, strict=True):
-                lam = rk if k else 0.0
+            for k, row, bk, xk, vk, u, w, pu, pl in zip(lk, rows, bs, xs, qds, ups, los, push_up, push_lo,
+                                                        strict=True):
+                lam = _residual(row, xs, bk) if k else 0.0
                 pull.append((lam if u else 0.0) - (lam if w else 0.0))  # > 0: would pull onto the limit
                 acc = 0.0 if k else xk - decay * vk
                 out.append((acc if pu else 0.0) - (acc if pl else 0.0))  # > 0: outward
@@ -316,7 +319,8 @@ class JointLimitConstraints:
     def _decide_compiled(self, q: np.ndarray, qd: np.ndarray, solve: Callable[[np.ndarray], np.ndarray],
                          H: np.ndarray, b: np.ndarray, decay: float) -> np.ndarray:
         """:meth:`decide` with its per-joint rules compiled (:func:`_start_kernel`, :func:`_verdict_kernel`: the
-        same comparisons and float operations, argmax as numpy's); ``solve`` and λ's H x − b as there."""
+        same comparisons and float operations, argmax as numpy's, λ = H x − b summed as :func:`_residual` sums it);
+        ``solve`` as there."""
         n = q.shape[0]
         up, lo, locked = np.empty(n, np.bool_), np.empty(n, np.bool_), np.empty(n, np.bool_)
         if not _start(q, qd, self._lo_tol, self._up_tol, up, lo, locked):
@@ -324,7 +328,7 @@ class JointLimitConstraints:
             return locked
         for _ in range(2 * n + 1):
             x = solve(locked)
-            nxt = _next_trial(locked, *_verdict(H @ x - b, x, locked, qd, up, lo, decay))
+            nxt = _next_trial(locked, *_verdict(H, x, b, locked, qd, up, lo, decay))
             if nxt is None:
                 break
             locked = nxt
@@ -362,14 +366,31 @@ def _start_kernel(q: np.ndarray, qd: np.ndarray, lo_tol: np.ndarray, up_tol: np.
     return anyone
 
 
-def _verdict_kernel(r: np.ndarray, x: np.ndarray, locked: np.ndarray, qd: np.ndarray, up: np.ndarray,
-                    lo: np.ndarray, decay: float) -> tuple[int, float, int, float]:  # pragma: no mutate block
-    """One trial of decide: λ = r = H x − b where locked, the pull onto a limit and the outward q̈ per joint,
-    each's first largest entry (np.argmax: the first NaN before any number)."""
+def _residual(row: list[float], x: list[float], b: float) -> float:
+    """λ_j = (H x − b)_j of one row of H: the row's dot product with x summed in order from 0.0, then − b_j
+    (decide's plain-float form; :func:`_verdict_kernel` sums it the same way: the same bits)."""
+    s = 0.0
+    for h, v in zip(row, x, strict=True):
+        s += h * v
+    return s - b
+
+
+def _verdict_kernel(H: np.ndarray, x: np.ndarray, b: np.ndarray, locked: np.ndarray, qd: np.ndarray,
+                    up: np.ndarray, lo: np.ndarray, decay: float
+                    ) -> tuple[int, float, int, float]:  # pragma: no mutate block
+    """One trial of decide: λ = H x − b where locked (each row's dot product summed in order from 0.0, then − b_j:
+    :func:`_residual`), the pull onto a limit and the outward q̈ per joint, each's first largest entry (np.argmax:
+    the first NaN before any number)."""
     j_rel, p_rel, j_add, p_add = 0, 0.0, 0, 0.0
-    for j in range(r.shape[0]):
+    n = x.shape[0]
+    for j in range(n):
         k, u, w, v = locked[j], up[j], lo[j], qd[j]
-        lam = r[j] if k else 0.0
+        lam = 0.0
+        if k:
+            s = 0.0
+            for i in range(n):
+                s += H[j, i] * x[i]
+            lam = s - b[j]
         pull = (lam if u else 0.0) - (lam if w else 0.0)  # > 0: would pull onto the limit
         acc = 0.0 if k else x[j] - decay * v
         out = (acc if (u and v >= 0) else 0.0) - (acc if (w and v <= 0) else 0.0)  # > 0: outward
@@ -403,7 +424,8 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
     _FV = _t.Array(_t.float64, 1, "A")
     _start: Any = numba.njit(_t.boolean(_FV, _FV, _FV, _FV, _B, _B, _B), cache=True,
                              boundscheck=True)(_start_kernel)
-    _verdict: Any = numba.njit(_t.Tuple((_t.int64, _t.float64, _t.int64, _t.float64))(_FV, _FV, _B, _FV, _B, _B,
+    _verdict: Any = numba.njit(_t.Tuple((_t.int64, _t.float64, _t.int64, _t.float64))(_t.Array(_t.float64, 2, "A"),
+                                                                                     _FV, _FV, _B, _FV, _B, _B,
                                                                                      _t.float64),
                                cache=True, boundscheck=True)(_verdict_kernel)
     _project: Any = numba.njit(_t.boolean(_FV, _FV, _FV, _FV, _FV, _FV, _B, _FV, _FV), cache=True,
