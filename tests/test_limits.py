@@ -1580,3 +1580,58 @@ def test_the_path_speed_reserve_set_at_run_time_reaches_the_next_compiled_cycle(
         assert one.active == two.active, k
         changed += k >= 20 and not np.allclose(a, c, rtol=1e-6, atol=1e-9)
     assert changed >= 3 and one._fast is not None and two._chain is None  # (the robot noticed at the first cycle)
+
+
+@pytest.mark.parametrize("how", ["pickle", "deepcopy", "copy"])
+def test_a_copy_of_the_limits_packs_its_own_parameters_and_hears_of_their_changes(ur10, how):
+    """A SafetyLimits pickled or deep-copied (its own limits) gives what the original gives, bit for bit, jerk
+    history included; a parameter then set on the copy's limits (a scalar, a vector in
+    place) reaches the copy's next cycle — and with its own limits not the original's; a shallow copy (the same
+    limits) too."""
+    import copy
+    import pickle
+
+    pytest.importorskip("numba")
+    names = (*BASIC_LIMITS, "jerk")
+    one, ref = (SafetyLimits.from_robot(ur10, limits=names, max_joint_jerk=500.0) for _ in range(2))
+    q = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2])
+    J = ur10.jacobian(q)
+    prev = np.zeros(6)
+    for _ in range(5):
+        prev = one.apply(q, np.full(6, 2.0), prev, J, 0.002)
+    two = {"pickle": lambda x: pickle.loads(pickle.dumps(x)), "deepcopy": copy.deepcopy, "copy": copy.copy}[how](one)
+    a, b = one.apply(q, np.full(6, -2.0), prev, J, 0.002), two.apply(q, np.full(6, -2.0), prev, J, 0.002)
+    if how != "copy":  # (a shallow copy shares the jerk limit: its history is the cycle the original just made)
+        assert a.tobytes() == b.tobytes() and one.active == two.active  # the same history before this cycle
+    two.cartesian.max_linear_speed = 1e-3  # type: ignore[union-attr]
+    two.max_velocity[:] = 0.01
+    fresh = SafetyLimits.from_robot(ur10, limits=names, max_joint_jerk=500.0)
+    fresh.cartesian.max_linear_speed, fresh.max_velocity = 1e-3, np.full(6, 0.01)  # type: ignore[union-attr]
+    fresh._jerk.reset()  # type: ignore[union-attr]
+    two._jerk.reset()  # type: ignore[union-attr]
+    want = fresh.apply(q, np.full(6, 2.0), np.zeros(6), J, 0.002)
+    assert two.apply(q, np.full(6, 2.0), np.zeros(6), J, 0.002).tobytes() == want.tobytes()
+    if how != "copy":  # its own limits: the original's parameters as they were
+        one._jerk.reset()  # type: ignore[union-attr]
+        ref._jerk.reset()  # type: ignore[union-attr]
+        assert one.apply(q, np.full(6, 2.0), np.zeros(6), J, 0.002).tobytes() == \
+            ref.apply(q, np.full(6, 2.0), np.zeros(6), J, 0.002).tobytes() != want.tobytes()
+
+
+@pytest.mark.parametrize(("dt", "period"), [(math.inf, 1e-3), (1e-3, 0.0)])
+def test_a_robot_time_the_jerk_limit_cannot_count_in_ticks_raises_as_the_classes_do(ur10, dt, period):
+    """dt/period no count of robot ticks (inf, a zero period): the one compiled call computes nothing and the
+    limits raise what the classes' loops raise (JointJerk.apply's round), with its message."""
+    pytest.importorskip("numba")
+    names = (*BASIC_LIMITS, "jerk")
+    twin, loops = (SafetyLimits.from_robot(ur10, limits=names) for _ in range(2))
+    loops._compiled = None
+    q = np.full(6, 0.3)
+    J = ur10.jacobian(q)
+    errors = []
+    for x in (twin, loops):
+        x.apply(q, np.full(6, 0.3), np.zeros(6), J, 0.002, 0.002)
+        with pytest.raises((OverflowError, ZeroDivisionError)) as e:
+            x.apply(q, np.full(6, 0.3), np.full(6, 0.1), J, dt, period)
+        errors.append((e.type, str(e.value)))
+    assert errors[0] == errors[1]

@@ -86,6 +86,13 @@ class Limit(ABC):
             for owner in list(watchers):
                 owner._stale = True
 
+    def __getstate__(self) -> object:
+        """The attributes without the compositions watching this limit (a copy is watched by none of them)."""
+        state = object.__getstate__(self)
+        if isinstance(state, dict) and "_watchers" in state:
+            state = {k: v for k, v in state.items() if k != "_watchers"}
+        return state
+
     def watch(self, owner: object) -> None:
         """``owner`` (a :class:`~fdcontrol.limits.safety.SafetyLimits`, weakly held) is told of each parameter set
         from now on: its ``_stale`` made true."""

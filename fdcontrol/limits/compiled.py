@@ -688,9 +688,12 @@ def limits_jerk(q, qd_in, prev, J, dt, period, B, out):
     parameters and history S in B: FLAG_JERK) in the same call, ``k`` = round(dt/period) robot ticks of h = dt/k
     when dt > 1.5·period (else one: JointJerk.apply's rule); its verdict in the bit HIT_JERK, FINITE for the
     reference after it. B's history flag is set once S holds a cycle. −1, nothing computed or written, where
-    round(dt/period) would be no exact integer (dt/period ≥ 2⁵², inf or NaN: the caller's Python does it)."""
+    round(dt/period) would be no exact integer (dt/period ≥ 2⁵² or inf, a zero period: the caller's Python does
+    it, raising as JointJerk.apply raises)."""
     k = 1
     if dt > 1.5 * period:
+        if period == 0.0:
+            return -1
         x = dt / period
         if not x < 4503599627370496.0:
             return -1

@@ -251,8 +251,21 @@ class SafetyLimits:
             if self.path_speed is not None:
                 self._chain_of = self.path_speed.robot
                 self._chain = self._compiled[5](self._chain_of)
-            for lim in (*self.limits[:k + 1], *(() if self._jerk is None else (self._jerk,))):
-                lim.watch(self)
+            self._watch()
+            self._pack()
+
+    def _watch(self) -> None:
+        """The limits whose parameters B packs tell this composition when one is set (Limit.__setattr__)."""
+        k = self.limits.index(self.acceleration)
+        for lim in (*self.limits[:k + 1], *(() if self._jerk is None else (self._jerk,))):
+            lim.watch(self)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A copy (copy, deepcopy, pickle): its limits watched by it too, their parameters packed into its own B
+        (a shallow copy shares the limits: each of the two packs them again when the other did)."""
+        self.__dict__.update(state)
+        if self._compiled is not None:
+            self._watch()
             self._pack()
 
     def _sources(self) -> tuple[Any, ...]:
@@ -396,7 +409,8 @@ class SafetyLimits:
                 if jk._state is not S:  # type: ignore[union-attr]  # reset, or the class's loop ran
                     self._adopt(jk)  # type: ignore[arg-type]
                 bits = fast(q, qd, qd_prev, J, dt, dt if period is None else float(period), self._B, out)
-                if bits < 0:  # round(dt/period) no exact integer: the general path
+                if bits < 0:  # round(dt/period) no exact integer: the general path (nothing computed yet)
+                    round(dt / period)  # type: ignore[operator]  # raising as JointJerk.apply's (dt/period = inf)
                     return self._apply(q, qd, qd_prev, J, dt, period, svd, conf)
             else:
                 bits = fast(q, qd, qd_prev, J, dt, self._B, out)
