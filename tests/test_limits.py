@@ -1635,3 +1635,28 @@ def test_a_robot_time_the_jerk_limit_cannot_count_in_ticks_raises_as_the_classes
             x.apply(q, np.full(6, 0.3), np.full(6, 0.1), J, dt, period)
         errors.append((e.type, str(e.value)))
     assert errors[0] == errors[1]
+
+
+@pytest.mark.parametrize("set_before", [False, True])
+def test_a_jerk_limit_starts_without_history_and_keeps_it_when_packed_again(ur10, set_before):
+    """A jerk limit composed (and with ``set_before`` its parameters set before the first cycle, so packed again
+    while its rows in B hold no history yet) starts afresh in the first cycle — in the compiled call and in the
+    classes' loops (numba taken away after the composition: its history is no array the compiled call made) —
+    from a previous reference that is not at rest, bit for bit; and a repack after cycles keeps the history."""
+    pytest.importorskip("numba")
+    names = (*BASIC_LIMITS, "jerk")
+    twin, loops = (SafetyLimits.from_robot(ur10, limits=names, max_joint_jerk=500.0) for _ in range(2))
+    loops._compiled = None
+    q = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2])
+    J = ur10.jacobian(q)
+    prev = np.full(6, 0.05)
+    for x in (twin, loops) if set_before else ():
+        jk = dict(zip(x.names, x.limits, strict=True))["jerk"]
+        jk.max_jerk = 0.5 * jk.max_jerk
+    for k in range(4):
+        if k == 2:  # packed again after cycles: the history goes on
+            for x in (twin, loops):
+                x.max_velocity = 0.9 * x.max_velocity
+        a, b = twin.apply(q, np.full(6, 1.0), prev, J, 0.002), loops.apply(q, np.full(6, 1.0), prev, J, 0.002)
+        assert a.tobytes() == b.tobytes() and twin.active == loops.active, k
+        prev = a

@@ -293,8 +293,6 @@ class SafetyLimits:
         kernels = self._compiled
         n = len(self.position.lower)
         jk = self._jerk
-        if jk is not None and self._S is not None and jk._state is self._S and not self._B[0, B_HISTORY]:
-            jk._state = None  # B's rows held no history yet
         src = self._sources()
         in_call = jk is not None and _vector(src[8], n) and _vector(src[9], n)  # else the jerk limit's own loop
         if not in_call:
@@ -351,15 +349,15 @@ class SafetyLimits:
         self._stale = False  # (the views given above marked the limits stale)
 
     def _adopt(self, jk: JointJerk) -> None:
-        """The jerk limit's history into B's rows S, its ``_state`` made a view of them: the history it held (a
-        (3, N) array: the compiled call goes on from it), or none (None after ``reset``: it starts afresh)."""
+        """The jerk limit's history into B's rows S: the history it holds (a (3, N) array: the compiled call goes on
+        from it), or none (None: fresh, or after ``reset``: it starts afresh). Its ``_state`` is made S once a
+        compiled call wrote a cycle there (never before: the class's own loop would read S as a history)."""
         S, n = self._S, len(self.position.lower)
         st = jk._state
         history = type(st) is np.ndarray and st.shape == (3, n)
         if history and st is not S:
             S[:] = st  # type: ignore[index]
         self._B[0, B_HISTORY] = 1.0 if history else 0.0
-        jk._state = S
 
     def _refresh(self) -> None:
         """A packed limit's parameter was set since the last cycle: a new vector packed again (with its chain when
@@ -406,12 +404,15 @@ class SafetyLimits:
             S = self._S
             if S is not None:
                 jk = self._jerk
-                if jk._state is not S:  # type: ignore[union-attr]  # reset, or the class's loop ran
+                adopted = jk._state is not S  # type: ignore[union-attr]  # (fresh, reset, or the class's loop ran)
+                if adopted:
                     self._adopt(jk)  # type: ignore[arg-type]
                 bits = fast(q, qd, qd_prev, J, dt, dt if period is None else float(period), self._B, out)
                 if bits < 0:  # round(dt/period) no exact integer: the general path (nothing computed yet)
                     round(dt / period)  # type: ignore[operator]  # raising as JointJerk.apply's (dt/period = inf)
                     return self._apply(q, qd, qd_prev, J, dt, period, svd, conf)
+                if adopted:
+                    jk._state = S  # type: ignore[union-attr]  # the history it made, in place from now on
             else:
                 bits = fast(q, qd, qd_prev, J, dt, self._B, out)
             self.active.update(self._acted[bits])
@@ -498,6 +499,7 @@ class SafetyLimits:
                         self._adopt(lim)
                     st, history = self._S, bool(self._B[0, B_HISTORY])
                     self._B[0, B_HISTORY] = 1.0
+                    lim._state = st  # (written below)
                 else:
                     st = lim._state
                     history = st is not None and st.shape == (3, n)
