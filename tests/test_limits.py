@@ -1660,3 +1660,44 @@ def test_a_jerk_limit_starts_without_history_and_keeps_it_when_packed_again(ur10
         a, b = twin.apply(q, np.full(6, 1.0), prev, J, 0.002), loops.apply(q, np.full(6, 1.0), prev, J, 0.002)
         assert a.tobytes() == b.tobytes() and twin.active == loops.active, k
         prev = a
+
+
+@pytest.mark.parametrize("names", [DEFAULT_LIMITS, BASIC_LIMITS, (*BASIC_LIMITS, "jerk"), (*DEFAULT_LIMITS, "jerk"),
+                                   ("position", "velocity", "acceleration", "path_acceleration", "jerk")])
+def test_the_general_path_of_apply_is_its_one_call_bit_for_bit(names):
+    """SafetyLimits._apply — where apply's one call does not serve: J's SVD handed to the path speed limit, a robot
+    that is no chain, a tick count the call leaves to Python — run on every cycle gives what apply's one call gives
+    (without an SVD both make the same calls: the limits up to the acceleration limit, then the jerk limit by its
+    own compiled call): the same bits, the same limits acted, the same reference found finite (without the jerk
+    limit), the same jerk history, cycle after cycle through missed ticks, stops to rest, NaN and ±inf, states
+    beyond the limits."""
+    pytest.importorskip("numba")
+    robot = ROBOTS["panda"]
+    n = robot.dof
+    one, two = (SafetyLimits.from_robot(robot, max_acceleration=3.0, limits=names, max_joint_jerk=800.0)
+                for _ in range(2))
+    assert one._fast is not None
+    rng = np.random.default_rng(21)
+    lo, hi, period = robot.limits.lower, robot.limits.upper, 1e-3
+    prev_a = prev_b = np.zeros(n)
+    acted: dict[str, int] = {}
+    for k in range(1200):
+        q = lo + rng.uniform(-0.05, 1.05, n) * (hi - lo) if k % 3 else 0.5 * (lo + hi)
+        J = robot.jacobian(q)
+        qd = rng.normal(size=n) * rng.choice([0.0, 0.05, 0.5, 3.0])
+        if k % 37 == 5:
+            qd[k % n] = (math.nan, math.inf, -math.inf)[k % 3]
+        dt = period * (1 + (k % 13 == 0) + 2 * (k % 29 == 0))
+        with np.errstate(invalid="ignore"):
+            a = one.apply(q, qd, prev_a, J, dt, period)
+            b = two._apply(q, qd, prev_b, J, dt, period, None, None)
+        assert a.tobytes() == b.tobytes(), k
+        assert one.active == two.active, k
+        # (with the jerk limit the one call tests the reference after it too; the general path leaves it to the loop)
+        assert (one.checked is a) == (two.checked is b) or ("jerk" in names and two.checked is None), k
+        if "jerk" in names:
+            assert one._jerk._state.tobytes() == two._jerk._state.tobytes(), k  # type: ignore[union-attr]
+        for name, hit in one.active.items():
+            acted[name] = acted.get(name, 0) + hit
+        prev_a, prev_b = (np.zeros(n), np.zeros(n)) if k % 200 == 199 else (a, b)
+    assert all(acted[name] > 0 for name in names if name != "cartesian"), acted
