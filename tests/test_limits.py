@@ -1701,3 +1701,20 @@ def test_the_general_path_of_apply_is_its_one_call_bit_for_bit(names):
             acted[name] = acted.get(name, 0) + hit
         prev_a, prev_b = (np.zeros(n), np.zeros(n)) if k % 200 == 199 else (a, b)
     assert all(acted[name] > 0 for name in names if name != "cartesian"), acted
+
+
+def test_a_tick_count_past_the_one_calls_reach_gives_what_the_classes_give(ur10):
+    """dt/period ≥ 2⁵² robot ticks (finite: an exact integer in Python, past what the one call rounds exactly): the
+    one call leaves the cycle to the general path, which counts the ticks in Python — the same reference as the
+    classes' loops, bit for bit, and the same limits acted."""
+    pytest.importorskip("numba")
+    names = (*BASIC_LIMITS, "jerk")
+    twin, loops = (SafetyLimits.from_robot(ur10, limits=names, max_joint_jerk=500.0) for _ in range(2))
+    loops._compiled = None
+    q = np.full(6, 0.3)
+    J = ur10.jacobian(q)
+    prev = {id(twin): np.zeros(6), id(loops): np.zeros(6)}
+    for dt, period in ((0.002, 0.002), (0.002, 0.002), (1.0, 1e-16), (0.002, 0.002)):
+        out = {id(x): x.apply(q, np.full(6, 0.5), prev[id(x)], J, dt, period) for x in (twin, loops)}
+        assert out[id(twin)].tobytes() == out[id(loops)].tobytes() and twin.active == loops.active, (dt, period)
+        prev = out
