@@ -1718,3 +1718,42 @@ def test_a_tick_count_past_the_one_calls_reach_gives_what_the_classes_give(ur10)
         out = {id(x): x.apply(q, np.full(6, 0.5), prev[id(x)], J, dt, period) for x in (twin, loops)}
         assert out[id(twin)].tobytes() == out[id(loops)].tobytes() and twin.active == loops.active, (dt, period)
         prev = out
+
+
+@pytest.mark.parametrize("names", [(*BASIC_LIMITS, "jerk"), ("position", "velocity", "acceleration", "jerk")])
+def test_a_velocity_limit_lowered_while_moving_with_the_jerk_limit_never_turns_the_arm_back(ur10, names):
+    """The arm moves fast, then its velocity limit is lowered to a fifth of that speed (``velocity_scale`` may be
+    tightened at any time): the hard box clips the reference in one cycle — the documented step beyond a·dt — and
+    from there the jerk limit counts that step as at most a_max, so the reference stays on its side of zero, within
+    the new box, and changes by at most a_max·dt a cycle (uncapped, the step was continued at −240 rad/s² to the
+    other side of the box). The compiled call with the jerk limit inside it gives, cycle by cycle, what the classes'
+    float loops give: the references, which limits acted, the jerk history, bit for bit."""
+    pytest.importorskip("numba")
+    dt, a_max = 0.002, 6.0
+    twin, loops = (SafetyLimits.from_robot(ur10, 0.8, a_max, limits=names, max_joint_jerk=500.0) for _ in range(2))
+    assert twin._fast is not None and twin._S is not None  # the jerk limit inside the one call
+    loops._compiled = None
+    q = 0.5 * (ur10.limits.lower + ur10.limits.upper)
+    J = ur10.jacobian(q)
+    want = np.array([1.0, -0.8, 0.9, 1.2, -1.1, 0.7])
+    box = 0.2 * np.abs(want)
+    prev = {id(x): np.zeros(6) for x in (twin, loops)}
+    for k in range(300):
+        if k == 150:  # moving at more than a third of `want`: lowered to a fifth of it
+            assert np.all(np.abs(prev[id(twin)]) > 0.3 * np.abs(want))
+            for x in (twin, loops):
+                x.velocity.max_velocity = box.copy()
+        out = {id(x): x.apply(q, want, prev[id(x)], J, dt, dt) for x in (twin, loops)}
+        assert out[id(twin)].tobytes() == out[id(loops)].tobytes(), k
+        assert twin.active == loops.active, k
+        jt, jl = twin._jerk, dict(zip(loops.names, loops.limits, strict=True))["jerk"]
+        assert jt._state.tobytes() == jl._state.tobytes(), k  # type: ignore[union-attr]
+        qd, before = out[id(twin)], prev[id(twin)]
+        if k == 150:
+            assert twin.active["velocity"] and np.array_equal(np.abs(qd), box)  # clipped in one cycle
+        elif k > 150:
+            assert np.all(qd * want > 0), (k, qd)  # never turned back
+            assert np.all(np.abs(qd) <= box), (k, qd)
+            assert np.all(np.abs(qd - before) <= a_max * dt * (1 + 1e-12)), (k, qd - before)
+        prev = out
+    np.testing.assert_allclose(prev[id(twin)], np.sign(want) * box, rtol=1e-12)  # back at the new limit

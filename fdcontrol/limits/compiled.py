@@ -642,6 +642,9 @@ def _jerk(qd, prev, dt, k, h, max_jerk, max_acc, S, history, W, box):
             a_prev = (v - S[0, j]) / dt
         if k > 1 and moving:
             v = v + (k - 1) * a_prev * h
+        if not (restart or own):  # a step made outside: at most ±a_max (JointJerk)
+            a_prev = a_prev if a_prev <= A else A
+            a_prev = a_prev if a_prev >= -A else -A
         target = qd[j] if math.isfinite(qd[j]) else 0.0
         e = target - v
         r = abs(e)

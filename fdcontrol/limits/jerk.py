@@ -31,7 +31,11 @@ class JointJerk(Limit):
        the target acceleration is sign(e)·min(|e|/dt, a*),
     2. clipped to ±a_max, then to a_prev ± j_max dt: the jerk box is applied last, so where
        both cannot hold (a_prev outside ±a_max after the limit was lowered) the acceleration
-       ramps back into its box at the jerk limit.
+       ramps back into its box at the jerk limit. A previous reference changed outside this
+       limit (the hard box after a velocity limit lowered while moving, a lagging robot) counts
+       with its own step as a_prev, capped at ±a_max: that step is not an acceleration to go on
+       with (uncapped, a velocity clipped from 0.68 to 0.2 rad/s in one 2 ms cycle would be
+       continued at −240 rad/s², through zero to the other side of the box).
 
     The velocity reference then never passes a desired velocity it approaches (so it stays
     within the velocity limit the limits before enforce) and brakes to zero (stop, hold,
@@ -118,6 +122,10 @@ class JointJerk(Limit):
                 a_prev = (v - p2[j]) / dt  # type: ignore[index]
             if k > 1 and moving:
                 v = v + (k - 1) * a_prev * h  # where the robot's constant-acceleration fill took it
+            if not (restart or own):  # a step made outside (the hard box after a lowered velocity limit, a
+                # lagging robot) is no acceleration to go on with: at most ±a_max, from where the jerk box ramps
+                a_prev = a_prev if a_prev <= A else A
+                a_prev = a_prev if a_prev >= -A else -A
             target = qd[j] if math.isfinite(qd[j]) else 0.0
             e = target - v
             r = abs(e)
