@@ -145,7 +145,7 @@ def render_cycle(entry: dict) -> list[str]:
     all_met = all(cycle_met(r["items"]) for r in robots.values())
     out += ["", f"Goal full cycle p50 ≤ {CYCLE_RATIO_GOAL:g}× lean core p50: **{met(all_met)}** ({verdicts})."]
     if not all_met:
-        name, r = next(iter(robots.items()))
+        name, r = next((n, r) for n, r in robots.items() if not cycle_met(r["items"]))  # the first not met
         it, v = r["items"], stages[name]
         out[-1] += (f" The goal is {CYCLE_RATIO_GOAL * it['core']['p50_us']:.1f} µs for the {robot_name(name)}; "
                     f"its cycle takes {it['loop']['p50_us']:.1f} µs")
