@@ -125,10 +125,14 @@ def test_stopping_is_not_configurable_away_by_a_tiny_acceleration_or_jerk_limit(
     s = state(http)
     assert http.get("/config").json()["max_joint_acceleration"] == 4.0
     # the stream ends: the watchdog brakes within the startup limit, the tip stops within its braking distance
-    p0, v0, t0 = tip(s), speed(s), s["stamp"]
+    p0, v0 = tip(s), speed(s)
+    tripped = wait(http, lambda s: s["watchdog"] == "tripped")  # braking (seen at or after the trip)
     s = wait(http, lambda s: s["watchdog"] == "tripped" and not any(s["qd_ref"]))
-    tb = v0 / 4.0  # braking time at the startup acceleration limit (s)
-    assert s["stamp"] - t0 < 0.1 + tb + 0.1  # command_timeout + braking + margin, on the loop's clock
+    tb = v0 / 4.0  # the tip's braking time at the startup acceleration limit (s)
+    # from the braking reference seen, a ramp at the startup limit (4 rad/s²) to rest, + margin, on the loop's
+    # clock (when the stream's last wrench reached the loop is the client's and the machine's business)
+    rest = float(np.abs(tripped["qd_ref"]).max()) / 4.0
+    assert s["stamp"] - tripped["stamp"] < rest + 0.1, (s["stamp"] - tripped["stamp"], rest)
     assert np.linalg.norm(tip(s) - p0) < 0.5 * 0.5 * (0.1 + tb) + 0.05  # ≤ v_tip (timeout + braking) + margin
     # at rest, held: the change is allowed, and the next stop still brakes at the startup limit
     assert http.post("/control/hold", json={"hold": True}).status_code == 200
