@@ -17,8 +17,8 @@ whole path against franky-sim with /ws/state readers.
    cycle minus the phases, so the split adds up to the cycle; then each stage by name; each as
    mean, p50, p99 and the mean over the run's slowest 1 % of cycles. The wrappers add ~0.2 µs
    each. Last, the same FR3 loop on the stand-in and on the kinematic simulator in process, cycle
-   by cycle in this thread, interleaved: what the robot-paced path adds to the cycle (the
-   difference of their p50).
+   by cycle in this thread, interleaved, under the loop thread's scheduling (SCHED_FIFO where
+   permitted): what the robot-paced path adds to the cycle (the difference of their p50).
 2. ``sim`` (``--seconds`` > 0): franky-sim (a simulator of the libfranka network protocol, MuJoCo
    physics) in its own process on a loopback address, then ``fdcontrol serve --robot fr3 --driver
    franka`` (real uvicorn on 127.0.0.1); starts the loop, connects ``--watchers`` /ws/state readers
@@ -47,7 +47,7 @@ import resource
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -232,34 +232,62 @@ def instrument(loop: Any) -> Timed:
     return t
 
 
+@contextlib.contextmanager
+def loop_scheduling(realtime: bool) -> Iterator[None]:
+    """This thread under the loop thread's scheduling while inside: SCHED_FIFO where permitted, as the loop
+    thread takes it (``realtime``, the service's default: fdcontrol.loop.cycle._try_realtime) — else a run in
+    this thread at the default policy shares the CPUs with every other busy process of the machine (its cycles
+    preempted for milliseconds, and its caches refilled after each turn of theirs), which the loop's own
+    thread does not; the thread's policy restored after."""
+    get = getattr(os, "sched_getscheduler", None)
+    before = get(0) if realtime and get is not None else None
+    param = os.sched_getparam(0) if before is not None else None  # type: ignore[attr-defined]
+    if before is not None:
+        from fdcontrol.loop.cycle import _try_realtime
+
+        _try_realtime()
+    try:
+        yield
+    finally:
+        if before is not None:
+            with contextlib.suppress(OSError):
+                os.sched_setscheduler(0, before, param)  # type: ignore[attr-defined]
+
+
 def paced_vs_inprocess(cycles: int, rounds: int) -> dict[str, Any]:
     """The same FR3 loop (same settings, publishing to shared memory) on the stand-in robot and on the
     kinematic simulator, called in this thread one cycle of each in turn, so that machine load hits both
-    alike. Stand-in: from the state's arrival (``read_at``) to the end of the cycle, as the loop
-    counts it; simulator: the whole cycle (its read and send included). Their difference is what the
-    robot-paced path adds to the cycle (µs)."""
+    alike — under the loop thread's scheduling (:func:`loop_scheduling`), with a pause between rounds (a
+    real-time thread that never waits would run into the kernel's real-time throttling). Stand-in: from
+    the state's arrival (``read_at``) to the end of the cycle, as the loop counts it; simulator: the
+    whole cycle (its read and send included). Their difference is what the robot-paced path adds to the
+    cycle (µs). Each cycle runs after one of the other loop, whose work has taken over part of the CPU's
+    caches: both are slower than a loop running alone (the threaded run)."""
     variants = {"paced": standin_loop(), "in-process": standin_loop("simulated")}
     times: dict[str, list[float]] = {k: [] for k in variants}
     clock = time.perf_counter
+    realtime = variants["paced"][0].realtime
     try:
-        for loop, _, _ in variants.values():
-            loop._running.set()  # the cycles run as the loop thread would run them (not stopped)
-            loop.set_wrench([2.0, 1.0, 0, 0, 0, 0])
-            for _ in range(200):  # warm-up: the motion starts, the caches fill
-                loop._cycle(None)
-        for r in range(rounds):
-            for i in range(cycles):
-                for name, (loop, (drain, _), _) in variants.items():  # one cycle of each in turn
-                    if i % 20 == 0:  # a streamed wrench, turning
-                        el = 0.02 * (r * cycles + i) / 20
-                        loop.set_wrench([2.0 * math.cos(0.5 * el), 2.0 * math.sin(0.5 * el), 0, 0, 0, 0])
-                    t0 = clock()
+        with loop_scheduling(realtime):
+            for loop, _, _ in variants.values():
+                loop._running.set()  # the cycles run as the loop thread would run them (not stopped)
+                loop.set_wrench([2.0, 1.0, 0, 0, 0, 0])
+                for _ in range(200):  # warm-up: the motion starts, the caches fill
                     loop._cycle(None)
-                    end = clock()
-                    times[name].append(end - (loop.driver.read_at if name == "paced" else t0))
-                    if i % 50 == 0:
-                        with contextlib.suppress(BlockingIOError):
-                            os.read(drain, 1 << 16)  # the API's feed reads the publish pipe
+            for r in range(rounds):
+                for i in range(cycles):
+                    for name, (loop, (drain, _), _) in variants.items():  # one cycle of each in turn
+                        if i % 20 == 0:  # a streamed wrench, turning
+                            el = 0.02 * (r * cycles + i) / 20
+                            loop.set_wrench([2.0 * math.cos(0.5 * el), 2.0 * math.sin(0.5 * el), 0, 0, 0, 0])
+                        t0 = clock()
+                        loop._cycle(None)
+                        end = clock()
+                        times[name].append(end - (loop.driver.read_at if name == "paced" else t0))
+                        if i % 50 == 0:
+                            with contextlib.suppress(BlockingIOError):
+                                os.read(drain, 1 << 16)  # the API's feed reads the publish pipe
+                time.sleep(0.05)  # between rounds: the CPU to the rest of the machine (no real-time throttling)
     finally:
         for loop, _, close in variants.values():
             loop._running.clear()
