@@ -37,9 +37,10 @@ ENV PATH=/opt/venv/bin:$PATH PYTHONUNBUFFERED=1 FDCONTROL_HOST=0.0.0.0 FDCONTROL
 RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libgomp1 \
     && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
 COPY --from=build /opt/venv /opt/venv
-# the compiled safety limits are compiled here, once, into the installed package's numba cache;
+# the loop's numba kernels (the compiled limits, solvers, …) are compiled here, once, into the installed
+# package's numba cache (the service's first start would otherwise compile them: a minute or more);
 # /var/lib/fdcontrol is the working directory (recordings/ goes there: mount a volume to keep them)
-RUN python -c "import fdcontrol.limits.compiled" \
+RUN python -m fdcontrol.kernels \
     && useradd --create-home --uid 10001 fdcontrol \
     && install -d -o fdcontrol -g fdcontrol /var/lib/fdcontrol
 

@@ -29,11 +29,15 @@ install-test: $(VENV)/.installed-test
 $(VENV)/.installed: pyproject.toml | $(BIN)/python  # what the service needs: server, simulated arm, compiled limits
 	@echo "installing fdcontrol[server,mujoco,fast] into $(VENV) (the first time takes a few minutes) …"
 	$(BIN)/pip install -q -e '.[server,mujoco,fast]'
+	@echo "compiling the loop's numba kernels into their cache (once: about a minute) …"
+	$(BIN)/python -m fdcontrol.kernels
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	@echo "installing fdcontrol with every extra and the test tools into $(VENV) (the first time takes about 5 minutes) …"
 	$(BIN)/pip install -q -e '.[all,test]'
+	@echo "compiling the loop's numba kernels into their cache (once: about a minute) …"
+	$(BIN)/python -m fdcontrol.kernels
 	touch $@ $(VENV)/.installed
 
 # the dashboard's browser tests need Debian's chromium: installed where this runs as root with apt-get,

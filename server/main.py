@@ -166,7 +166,10 @@ def run(args: argparse.Namespace) -> int:
         return fail(port_problem(settings.host, settings.port, exc))
     raise_priority(settings.api_nice)  # before the loop process starts: it (and any restart of it) inherits it
     try:
-        worker = LoopWorker(settings)
+        worker = LoopWorker(settings, on_slow_start=lambda: print(
+            "fdcontrol serve: the control loop is still starting: a first start compiles the numba kernels "
+            "(a minute or more; `python -m fdcontrol.kernels` does it ahead, as `make install` does) …",
+            file=sys.stderr, flush=True))
     except WorkerError as exc:
         sock.close()
         return fail(f"the control loop did not start: {exc.detail}")

@@ -18,7 +18,7 @@ import math
 import multiprocessing as mp
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,12 @@ from fdcontrol.server.feed import WATCHERS_AFTER, Snapshot, StateFeed
 from fdcontrol.server.loop_health import Exiting, loop_problem, stall_problem
 from fdcontrol.server.loop_process import main as _loop_main
 from fdcontrol.server.recording_link import RecordingLink
+
+#: how long a start may take (s): the loop process's first start compiles the numba kernels not yet in the
+#: cache (over 2 minutes beside other jobs on a 2-core machine; `python -m fdcontrol.kernels` does it ahead)
+START_TIMEOUT = 300.0
+#: after this long (s) a start counts as slow: ``LoopWorker``'s ``on_slow_start`` is called once
+SLOW_START = 5.0
 
 
 class WorkerError(RuntimeError):
@@ -46,14 +52,15 @@ class LoopWorker:
     loop runs, its last cycle — is older than this (one watchdog period by default).
     """
 
-    def __init__(self, settings: Any, stale_after: float | None = None) -> None:
+    def __init__(self, settings: Any, stale_after: float | None = None, start_timeout: float = START_TIMEOUT,
+                 on_slow_start: Callable[[], None] | None = None, target: Callable[..., None] = _loop_main) -> None:
         self.channel = Channel()
         self.recording = RecordingLink(self.channel.name + "r", cycle=lambda: self.state()[0].cycle)
         self.recorder = self.recording.recorder
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self._published, notify = ctx.Pipe(duplex=False)  # one byte per published state
-        self.proc = ctx.Process(target=_loop_main, name="fdcontrol-loop",
+        self.proc = ctx.Process(target=target, name="fdcontrol-loop",
                                 args=(settings.model_dump_json(), self.channel.name, child, notify), daemon=True)
         self.feed: StateFeed | None = None
         self._closed = False
@@ -63,8 +70,7 @@ class LoopWorker:
         try:
             self.proc.start()
             notify.close()  # the loop process holds the only write end: its exit is EOF for the feed
-            if not self.conn.poll(60):
-                raise WorkerError("dead", "the loop process did not start in 60 s")
+            self._wait_started(start_timeout, on_slow_start)
             kind, payload = self.conn.recv()
             if kind != "ok":
                 raise WorkerError("startup", payload)
@@ -85,6 +91,23 @@ class LoopWorker:
         # the loop acknowledged a stop after its last start: a restart brings it back stopped even when
         # the process died before the supervisor's next look saw it stopped (server/supervisor.py)
         self.stop_acknowledged = False
+
+    def _wait_started(self, timeout: float, on_slow: Callable[[], None] | None) -> None:
+        """Wait for the loop process's first answer for as long as it lives, at most `timeout` s: a first start
+        compiles the numba kernels not yet in the cache (fdcontrol.kernels; a minute or more on a loaded machine).
+        ``on_slow()`` once after :data:`SLOW_START` s of waiting."""
+        t0 = time.monotonic()
+        told = on_slow is None
+        while not self.conn.poll(0.25):
+            if not self.proc.is_alive():
+                self.proc.join(1.0)
+                raise WorkerError("dead", f"the loop process exited while starting (exit code {self.proc.exitcode})")
+            waited = time.monotonic() - t0
+            if waited > timeout:
+                raise WorkerError("dead", f"the loop process did not start in {timeout:g} s")
+            if not told and waited > SLOW_START:
+                told = True
+                on_slow()  # type: ignore[misc]
 
     @property
     def params(self) -> dict[str, Any]:
