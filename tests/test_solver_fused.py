@@ -34,7 +34,8 @@ def test_the_fused_inside_step_is_the_solve_and_euler_step_bit_for_bit(name: str
     robot = RobotModel.load(name)
     rng = np.random.default_rng(7)
     c = make_solver(make_mapping("fd", robot)).constraints
-    lo, up = c._lo_tol, c._up_tol
+    bounds = c._tol_bounds  # rows: c._lo_tol, c._up_tol (views of them)
+    assert np.shares_memory(bounds, c._lo_tol) and (bounds[0] == c._lo_tol).all() and (bounds[1] == c._up_tol).all()
     outside = checked = 0
     for gamma in (1e3, 3.7e4, 1e6, 1e9):
         vm = VirtualModel(robot, gamma)
@@ -55,7 +56,7 @@ def test_the_fused_inside_step_is_the_solve_and_euler_step_bit_for_bit(name: str
             q1, qd1 = solvers._euler(q, qd, x, decay, dt)
             inside = c.inside(q1)
             got_q, got_qd = np.empty(n), np.empty(n)
-            got = solvers._fd_in(U, D, nvt, jtf, load, sub, q, qd, decay, dt, lo, up, got_q, got_qd)
+            got = solvers._fd_in(U, D, nvt, jtf, load, sub, q, qd, decay, dt, bounds, got_q, got_qd)
             assert got_q.tobytes() == q1.tobytes() and got_qd.tobytes() == qd1.tobytes(), (gamma, k)
             assert bool(got & 1) == inside, (gamma, k)
             assert bool(got & 2) == finite(qd1), (gamma, k)
@@ -88,7 +89,7 @@ def test_the_fused_tests_are_the_schedules_the_limits_and_any() -> None:
         for test in (True, False):
             want = (1 if not test or sigma_min_above(J, REGULAR_SIGMA) else 0) | (2 if c.inside(q) else 0) \
                 | (4 if any(qd.tolist()) else 0)
-            got = solvers._pre(J, solvers._REGULAR2, test, q, qd, c._lo_tol, c._up_tol)
+            got = solvers._pre(J, solvers._REGULAR2, test, q, qd, c._tol_bounds)
             assert got == want, (k, test)
             seen.add(got)
     assert seen == set(range(8)), seen

@@ -237,7 +237,7 @@ class ForwardDynamicsSolver(_AccelerationSolver):
                 # return at once)
                 J = config.jacobian
                 scheduled = m.scheduled and m.scheduled_jacobian is not J  # type: ignore[attr-defined]
-                code = _pre(J, _REGULAR2, scheduled, q, qd, c._lo_tol, c._up_tol)
+                code = _pre(J, _REGULAR2, scheduled, q, qd, c._tol_bounds)
                 if scheduled and not (code & 1 and m.schedule_past()):  # type: ignore[attr-defined]
                     # (γ is gamma_straight there and stays: nothing to schedule; else the schedule, told the test's
                     # answer)
@@ -435,8 +435,7 @@ class ForwardDynamicsSolver(_AccelerationSolver):
             fac = self._factor = (d, d.U, d.D, np.array(d.nvSubtree_fromRow, dtype=np.int64))
         n = q.shape[0]
         q1, qd1 = np.empty(n), np.empty(n)
-        code = _fd_in(fac[1], fac[2], fac[3], jtf, load, sub, q, qd, self.decay, float(dt), c._lo_tol, c._up_tol, q1,
-                      qd1)
+        code = _fd_in(fac[1], fac[2], fac[3], jtf, load, sub, q, qd, self.decay, float(dt), c._tol_bounds, q1, qd1)
         if code & 1 and not c.engaged:
             self.checked = qd1 if code & 2 else None
             return q1, qd1
@@ -616,13 +615,15 @@ def _euler_step(q: np.ndarray, qd: np.ndarray, x: np.ndarray, decay: float, dt: 
     return q1, qd1
 
 
-def _step_test_kernel(J: np.ndarray, s2: float, test: bool, q: np.ndarray, qd: np.ndarray, lo: np.ndarray,
-                      up: np.ndarray) -> int:  # pragma: no mutate block
+def _step_test_kernel(J: np.ndarray, s2: float, test: bool, q: np.ndarray, qd: np.ndarray,
+                      bounds: np.ndarray) -> int:  # pragma: no mutate block
     """ForwardDynamicsSolver.step's tests in one call, as bits: 1 — σ_min(J) > √s2 (sigma_min_above's Cholesky test;
-    always set when not ``test``), 2 — every joint of q strictly between ``lo`` and ``up`` (JointLimitConstraints.inside
-    on its bounds; not for NaN), 4 — a q̇ entry that is not zero (``any(qd.tolist())``: NaN counts)."""
+    always set when not ``test``), 2 — every joint of q strictly between ``bounds[0]`` and ``bounds[1]``
+    (JointLimitConstraints.inside on its bounds ``_tol_bounds``; not for NaN), 4 — a q̇ entry that is not zero
+    (``any(qd.tolist())``: NaN counts)."""
     code = 1 if not test or _shifted_cholesky(J, s2) else 0
     inside = True
+    lo, up = bounds[0], bounds[1]
     for i in range(q.shape[0]):
         x = q[i]
         if not (lo[i] < x and x < up[i]):
@@ -638,17 +639,19 @@ def _step_test_kernel(J: np.ndarray, s2: float, test: bool, q: np.ndarray, qd: n
 
 
 def _fd_inside_kernel(U: np.ndarray, D: np.ndarray, nvt: np.ndarray, jtf: np.ndarray, load: np.ndarray, sub: bool,
-                      q: np.ndarray, qd: np.ndarray, decay: float, dt: float, lo: np.ndarray, up: np.ndarray,
+                      q: np.ndarray, qd: np.ndarray, decay: float, dt: float, bounds: np.ndarray,
                       q_out: np.ndarray, qd_out: np.ndarray) -> int:  # pragma: no mutate block
     """ForwardDynamicsSolver._euler_inside's numbers: rhs = Jᵀf − load (``sub``) or Jᵀf + load, x = H⁻¹ rhs as
     ``pinocchio.cholesky.solve`` computes it from the factor H = U D Uᵀ in a pinocchio data (``U``, ``D``,
     ``nvSubtree_fromRow``: x ← U⁻¹x by rows from the last, each row's dot product summed in order; x ← x · D⁻¹
     elementwise, D⁻¹ = 1/D as pinocchio forms it; x ← U⁻ᵀx by columns from the first), then :func:`_euler_step`
-    into q_out, qd_out — the same float operations in the same order, so the same bits. Returns bits: 1 — every joint
-    of q_out strictly between ``lo`` and ``up`` (JointLimitConstraints.inside on its bounds; not for NaN), 2 — the sum
-    of qd_out's entries in order finite (fdcontrol.model.spatial.finite's test: a NaN or ±∞ entry, or an overflow,
-    fails it)."""
+    into q_out, qd_out — the same float operations in the same order, so the same bits.
+    Returns bits: 1 — every joint of q_out strictly between ``bounds[0]`` and ``bounds[1]``
+    (JointLimitConstraints.inside on its bounds ``_tol_bounds``; not for NaN), 2 — the sum of qd_out's entries in
+    order finite (fdcontrol.model.spatial.finite's test: a NaN or ±∞ entry, or an overflow, fails it). (Few arguments:
+    each costs ~0.1 µs of numba's dispatch.)"""
     n = q.shape[0]
+    lo, up = bounds[0], bounds[1]
     x = np.empty(n)
     for i in range(n):
         x[i] = jtf[i] - load[i] if sub else jtf[i] + load[i]
@@ -820,10 +823,10 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
     from fdcontrol.model.conditioning import _shifted_cholesky
 
     _M = _t.Array(_t.float64, 2, "A")
-    _pre: Any = numba.njit(_t.int64(_M, _t.float64, _t.boolean, _V, _V, _V, _V), cache=True,
+    _pre: Any = numba.njit(_t.int64(_M, _t.float64, _t.boolean, _V, _V, _M), cache=True,
                            boundscheck=True)(_step_test_kernel)
     _fd_in: Any = numba.njit(_t.int64(_M, _V, _t.Array(_t.int64, 1, "A"), _V, _V, _t.boolean, _V, _V, _t.float64,
-                                        _t.float64, _V, _V, _V, _V), cache=True, boundscheck=True)(_fd_inside_kernel)
+                                        _t.float64, _M, _V, _V), cache=True, boundscheck=True)(_fd_inside_kernel)
     from fdcontrol.model.constraints import _start, _verdict
 
     _BV, _W = _t.Array(_t.boolean, 1, "C"), _t.Array(_t.float64, 2, "C")

@@ -250,7 +250,10 @@ class JointLimitConstraints:
         # plain floats: for N ≈ 6–7 joints a loop of comparisons is several times cheaper than
         # numpy's comparisons and reductions, and this runs twice per virtual sub-step
         self._inner = list(zip((self.lower + self.tol).tolist(), (self.upper - self.tol).tolist(), strict=True))
-        self._lo_tol, self._up_tol = self.lower + self.tol, self.upper - self.tol  # at_limit's bounds, once
+        #: at_limit's bounds, once: rows lower + tol and upper − tol of one array (the solver's compiled calls take
+        #: both as one argument), ``_lo_tol`` and ``_up_tol`` views of its rows
+        self._tol_bounds = np.array([self.lower + self.tol, self.upper - self.tol])
+        self._lo_tol, self._up_tol = self._tol_bounds[0], self._tol_bounds[1]
 
     def set_active(self, locked: np.ndarray) -> None:
         """The locked set of the current step; ``engaged`` says whether any joint is in it."""
