@@ -149,3 +149,57 @@ def test_the_step_tells_the_stage_which_velocity_it_found_finite() -> None:
         qd[2] = bad if bad == 1e308 else 0.1  # two of 1e308: each finite, their sum not
         _, qd1 = solver.step(conf.q, qd, f, 2e-3, config=conf)
         assert solver.checked is not qd1 and not finite(qd1), bad
+
+
+def test_the_kernels_called_without_numbas_dispatch_are_the_kernels() -> None:
+    """_pre_call, _fd_in_call (and the send stage's _advance_call) are the compiled functions of the kernels' one
+    signature, entered without numba's dispatch: not the dispatchers, and bit for bit their results on the same
+    float64 arguments (zeros of either sign, NaN and ±∞ among them)."""
+    from fdcontrol.loop import stages
+
+    pairs = ((solvers._pre, solvers._pre_call), (solvers._fd_in, solvers._fd_in_call),
+             (stages._advance, stages._advance_call))
+    for kernel, call in pairs:
+        assert call is not kernel and call is not None and callable(call)
+    robot = RobotModel.load("ur10")
+    c = make_solver(make_mapping("fd", robot)).constraints
+    vm = VirtualModel(robot, 1e4)
+    m, d = vm.model, vm.model.createData()
+    U, D, nvt = d.U, d.D, np.array(d.nvSubtree_fromRow, dtype=np.int64)
+    rng = np.random.default_rng(3)
+    for k in range(300):
+        q = rng.uniform(robot.limits.lower, robot.limits.upper)
+        pin.crba(m, d, q, pin.Convention.WORLD)
+        pin.cholesky.decompose(m, d)
+        J = pin.getFrameJacobian(m, d, robot.tip_id, pin.LOCAL_WORLD_ALIGNED)
+        qd = _special(rng, rng.normal(size=6), k)
+        jtf, load = _special(rng, rng.normal(size=6), k + 1), rng.normal(size=6)
+        for test in (True, False):
+            assert solvers._pre_call(J, solvers._REGULAR2, test, q, qd, c._tol_bounds) \
+                == solvers._pre(J, solvers._REGULAR2, test, q, qd, c._tol_bounds), k
+        a, b = [np.empty(6) for _ in range(2)], [np.empty(6) for _ in range(2)]
+        args = (U, D, nvt, jtf, load, bool(k % 2), q, qd, 10.0, 2e-3, c._tol_bounds)
+        assert solvers._fd_in_call(*args, *a) == solvers._fd_in(*args, *b), k
+        assert all(x.tobytes() == y.tobytes() for x, y in zip(a, b, strict=True)), k
+        a, b = [np.empty(6) for _ in range(2)], [np.empty(6) for _ in range(2)]
+        assert stages._advance_call(q, 2e-3, qd, *a) and stages._advance(q, 2e-3, qd, *b)
+        assert all(x.tobytes() == y.tobytes() for x, y in zip(a, b, strict=True)), k
+
+
+def test_the_step_leaves_arguments_of_uncertain_type_to_the_dispatcher() -> None:
+    """The step enters the kernels without numba's dispatch only where every argument's type is certain: a wrench
+    whose Jᵀf is no float64 vector (an object array, a 6×1 matrix) still raises the dispatcher's TypeError, never
+    reads its memory as floats; an integer wrench is the float one."""
+    from fdcontrol.model.configuration import Configuration
+
+    robot = RobotModel.load("ur10")
+    solver = make_solver(make_mapping("fd", robot))
+    conf = Configuration(robot, virtual=solver.virtual)
+    conf.update(np.array([0.0, -1.2, 1.4, -1.8, -1.5, 0.3]))
+    qd = np.full(6, 0.1)
+    for bad in (np.array([1.0, 2.0, 3.0, 0.0, 0.0, 0.0], dtype=object), np.ones((6, 1))):
+        with pytest.raises(TypeError):
+            solver.step(conf.q, qd, bad, 2e-3, config=conf)
+    got = solver.step(conf.q, qd, np.array([1, 2, 3, 0, 0, 0]), 2e-3, config=conf)
+    want = solver.step(conf.q, qd, np.array([1.0, 2.0, 3.0, 0.0, 0.0, 0.0]), 2e-3, config=conf)
+    assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()

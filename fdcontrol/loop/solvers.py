@@ -229,15 +229,17 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         if (self._fast and config is not None and config.q is q and self.substeps == 1
                 and type(self.integrator) is SemiImplicitEuler and self.joint_limits == "constraints"):
             if _pre is not None and _fd_in is not None and type(qd) is np.ndarray and qd.dtype == _F64 \
-                    and qd.ndim == 1 and config.virtual is m.virtual:  # type: ignore[attr-defined]
+                    and qd.ndim == 1 and config.virtual is m.virtual \
+                    and type(q) is np.ndarray and q.dtype is _F64 and q.ndim == 1 \
+                    and config.jacobian.dtype is _F64 and config.jacobian.ndim == 2:
                 # the schedule's test of J (σ_min(J) > σ_reg: sigma_min_above's Cholesky test on the Configuration's
                 # J, as gamma_at runs it), c.inside(q) and whether q̇ has a non-zero entry in one compiled call
                 # — neither where the schedule ran on this very update of the Configuration already (the loop's
                 # gamma_schedule stage, before joint loads: its J is that update's own array; the schedule would
-                # return at once)
+                # return at once); called without numba's dispatch (_pre_call): every argument's type is certain here
                 J = config.jacobian
                 scheduled = m.scheduled and m.scheduled_jacobian is not J  # type: ignore[attr-defined]
-                code = _pre(J, _REGULAR2, scheduled, q, qd, c._tol_bounds)
+                code = _pre_call(J, _REGULAR2, bool(scheduled), q, qd, c._tol_bounds)
                 if scheduled and not (code & 1 and m.schedule_past()):  # type: ignore[attr-defined]
                     # (γ is gamma_straight there and stays: nothing to schedule; else the schedule, told the test's
                     # answer)
@@ -421,6 +423,10 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         # SemiImplicitEuler, the same bits (tests/test_loop_configuration.py, tests/test_solver_fused.py)
         jtf = conf.jacobian.T.dot(wrench)
         sub = False
+        # the kernel without numba's dispatch (_fd_in_call) where every argument's type is certain: q, q̇ and J float64
+        # arrays of their dimensions (`moving` given: step checked them), Jᵀf one float64 vector, the load pinocchio's
+        # (or the zero vector) — else by the dispatcher, which checks them
+        sure = moving is not None and jtf.dtype is _F64 and jtf.ndim == 1
         if tau is None and not self._damped:  # t = −C(q, q̇)q̇ alone: Jᵀf + (−C q̇) is Jᵀf − C q̇ (IEEE: the same bits)
             if self.coriolis and (any(qd.tolist()) if moving is None else moving):
                 vm = self.virtual
@@ -429,13 +435,15 @@ class ForwardDynamicsSolver(_AccelerationSolver):
                 load = self._zero  # as joint_load's zero load (a −0.0 of Jᵀf becomes +0.0)
         else:
             load = self.joint_load(q, qd, tau)
+            sure = False
         fac = self._factor
         d = conf.data
         if fac is None or fac[0] is not d:  # views of the factor pinocchio keeps in the Configuration's data
             fac = self._factor = (d, d.U, d.D, np.array(d.nvSubtree_fromRow, dtype=np.int64))
         n = q.shape[0]
         q1, qd1 = np.empty(n), np.empty(n)
-        code = _fd_in(fac[1], fac[2], fac[3], jtf, load, sub, q, qd, self.decay, float(dt), c._tol_bounds, q1, qd1)
+        code = (_fd_in_call if sure else _fd_in)(fac[1], fac[2], fac[3], jtf, load, sub, q, qd, self.decay, float(dt),
+                                                 c._tol_bounds, q1, qd1)
         if code & 1 and not c.engaged:
             self.checked = qd1 if code & 2 else None
             return q1, qd1
@@ -837,3 +845,23 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
                                              _V), cache=True, boundscheck=True)(_limit_zeroed_kernel)
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
     _euler = _clip = _zero_locked = _euler_project = _pre = _fd_in = _clip_sum = _limit = _limit_zeroed = None
+
+
+def _entry(kernel: Any) -> Any:
+    """The compiled function of `kernel`'s one signature, called without numba's dispatch — its typing of every
+    argument and choice of an overload, ~0.05–0.1 µs an argument: two thirds of a call of _fd_in's 13 arguments
+    (1.9 → 1.2 µs) — the same machine code, so the same results; the kernel itself where numba is missing or the
+    entry is not there. Only for calls whose arguments' types are certain: the entry converts what it is given as
+    the signature says, and numba checks an array's item size there, not its dtype or dimensions."""
+    if kernel is None:
+        return None
+    try:
+        (sig,) = kernel.signatures
+        entry = kernel.overloads[sig].entry_point
+    except (AttributeError, KeyError, TypeError, ValueError):  # pragma: no cover - another numba
+        return kernel
+    return entry if callable(entry) else kernel
+
+
+#: _pre and _fd_in without numba's dispatch (:func:`_entry`), where ForwardDynamicsSolver.step has checked the types
+_pre_call, _fd_in_call = _entry(_pre), _entry(_fd_in)

@@ -28,6 +28,7 @@ from fdcontrol.control.law import ControlInput
 from fdcontrol.control.posture import at_gamma0, nullspace_transpose
 from fdcontrol.control.sensing import carry_bias
 from fdcontrol.loop.paced import robot_step
+from fdcontrol.loop.solvers import _entry
 from fdcontrol.model.spatial import finite
 
 if TYPE_CHECKING:
@@ -457,8 +458,12 @@ class SendVelocity(Stage):
         try:
             n = len(qd_ref)
             q_ref, qd_state = _empty(n), _empty(n)
-            done = _advance is not None and _advance(q, dt, qd_ref, q_ref, qd_state)
-        except TypeError:  # not float64 vectors
+            if qd_ref is loop.limits.checked and _advance is not None and q.dtype is _F64 and q.ndim == 1:
+                # float64 vectors for certain (the limits' own new array, a float64 q): without numba's dispatch
+                done = _advance_call(q, dt, qd_ref, q_ref, qd_state)
+            else:
+                done = _advance is not None and _advance(q, dt, qd_ref, q_ref, qd_state)
+        except (TypeError, AttributeError):  # not float64 vectors
             done = False
         if not done:
             q_ref, qd_state = q + dt * qd_ref, qd_ref.copy()
@@ -585,4 +590,8 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
     _advance: Any = numba.njit(_t.boolean(_VEC, _t.float64, _VEC, _VEC, _VEC), cache=True)(_advance_py)
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
     _advance = None
+_F64 = np.dtype(np.float64)
+#: _advance without numba's dispatch (fdcontrol.loop.solvers._entry), where its arguments are float64 vectors for
+#: certain
+_advance_call = _entry(_advance)
 
