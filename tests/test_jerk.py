@@ -252,15 +252,18 @@ def test_a_missed_cycle_counts_from_more_than_one_and_a_half_periods():
 
 def test_a_restart_from_rest_is_a_previous_reference_beyond_one_step_of_the_acceleration_limit():
     """j_max = 1, a_max = 10, dt = 1: a reference of exactly a·dt = 10, then rest, is a step the acceleration
-    limit allows: it counts with its own step (a_prev = −10, so a ∈ [−11, −9]: q̇ = −9 for a target 0). Just
-    beyond a·dt it is a restart from rest (a_prev = 0): the target 0 is kept."""
+    limit allows: it counts with its own step a_prev = −10, toward the target −20 and so kept up to
+    a* = 2·20/(√(1 + 2·20) + 1) (the most from which −20 is still reached without passing it): q̇ = −a*.
+    Just beyond a·dt it is a restart from rest (a_prev = 0, a ∈ [−1, 1]): q̇ = −1. Toward the target 0 instead,
+    the step is not continued at all (it would pass 0): q̇ stays 0 either way."""
     from fdcontrol.limits import Cycle
 
-    for last, expected in ((10.0, -9.0), (10.5, 0.0)):
+    a_star = 2 * 20 / (math.sqrt(1 + 2 * 20) + 1)
+    for last, target, expected in ((10.0, -20.0, -a_star), (10.5, -20.0, -1.0), (10.0, 0.0, 0.0), (10.5, 0.0, 0.0)):
         lim = JointJerk(np.array([1.0]), np.array([10.0]))
         qd = [last]
         lim.apply(Cycle(np.zeros(1), np.array([last]), None, 1.0), qd)
         assert qd == [last]  # held where it was: the reference is exactly the previous one
-        qd = [0.0]
+        qd = [target]
         lim.apply(Cycle(np.zeros(1), np.zeros(1), None, 1.0), qd)
-        assert qd[0] == pytest.approx(expected, abs=1e-12), last
+        assert qd[0] == pytest.approx(expected, abs=1e-12), (last, target)

@@ -6,6 +6,7 @@ uniform scaling, a·dt per cycle), not taken from the code under test.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -1720,8 +1721,9 @@ def test_a_tick_count_past_the_one_calls_reach_gives_what_the_classes_give(ur10)
         prev = out
 
 
+@pytest.mark.parametrize("fraction", [0.2, 0.02, 0.001])
 @pytest.mark.parametrize("names", [(*BASIC_LIMITS, "jerk"), ("position", "velocity", "acceleration", "jerk")])
-def test_a_velocity_limit_lowered_while_moving_with_the_jerk_limit_never_turns_the_arm_back(ur10, names):
+def test_a_velocity_limit_lowered_while_moving_with_the_jerk_limit_never_turns_the_arm_back(ur10, names, fraction):
     """The arm moves fast, then its velocity limit is lowered to a fifth of that speed (``velocity_scale`` may be
     tightened at any time): the hard box clips the reference in one cycle — the documented step beyond a·dt — and
     from there the jerk limit counts that step as at most a_max, so the reference stays on its side of zero, within
@@ -1736,7 +1738,7 @@ def test_a_velocity_limit_lowered_while_moving_with_the_jerk_limit_never_turns_t
     q = 0.5 * (ur10.limits.lower + ur10.limits.upper)
     J = ur10.jacobian(q)
     want = np.array([1.0, -0.8, 0.9, 1.2, -1.1, 0.7])
-    box = 0.2 * np.abs(want)
+    box = fraction * np.abs(want)  # a fifth, also below a_max²/(2 j_max) = 0.036 rad/s: a dip at −a_max crosses zero
     prev = {id(x): np.zeros(6) for x in (twin, loops)}
     for k in range(300):
         if k == 150:  # moving at more than a third of `want`: lowered to a fifth of it
@@ -1757,3 +1759,61 @@ def test_a_velocity_limit_lowered_while_moving_with_the_jerk_limit_never_turns_t
             assert np.all(np.abs(qd - before) <= a_max * dt * (1 + 1e-12)), (k, qd - before)
         prev = out
     np.testing.assert_allclose(prev[id(twin)], np.sign(want) * box, rtol=1e-12)  # back at the new limit
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_nan_previous_reference_is_not_read_as_an_acceleration_by_the_jerk_limit(ur10, compiled):
+    """A NaN in the previous reference (a caller's own loop: the control loop's limits stage makes a non-finite
+    reference zeros) is no step of a_max: one cycle later, from a finite reference again, the braking joint brakes —
+    its reference falls from the first cycle on and never rises (a NaN read as +a_max accelerated it while braking)."""
+    if compiled:
+        pytest.importorskip("numba")
+    dt = 0.001
+    lim = SafetyLimits.from_robot(ur10, 1.0, 10.0, limits=(*BASIC_LIMITS, "jerk"), max_joint_jerk=5000.0)
+    if not compiled:
+        lim._compiled = None
+    q = 0.5 * (ur10.limits.lower + ur10.limits.upper)
+    J = ur10.jacobian(q)
+    prev = np.zeros(6)
+    for _ in range(1000):  # joint 0 up to 0.5 rad/s or the Cartesian speed limit's share, steady
+        before, prev = prev, lim.apply(q, np.array([0.5, 0, 0, 0, 0, 0]), prev, J, dt, dt)
+    v0 = float(prev[0])
+    assert v0 > 0.1 and prev[0] == before[0]
+    before = prev.copy()
+    bad = prev.copy()
+    bad[0] = np.nan
+    lim.apply(q, np.zeros(6), bad, J, dt, dt)  # its history now holds the NaN
+    prev = lim.apply(q, np.zeros(6), before, J, dt, dt)  # the caller goes on from a finite reference
+    seen = [float(prev[0])]
+    for _ in range(100):
+        prev = lim.apply(q, np.zeros(6), prev, J, dt, dt)
+        seen.append(float(prev[0]))
+    finite = [x for x in seen if math.isfinite(x)]
+    assert finite and all(b <= a + 1e-12 for a, b in itertools.pairwise(finite)), finite[:10]
+    assert all(x <= v0 + 1e-12 for x in finite), finite[:10]
+    assert finite[-1] < v0 - 0.1  # braking
+
+
+@pytest.mark.parametrize("bad", ["vector", "scalar"])
+def test_a_parameter_that_cannot_be_packed_raises_every_cycle_not_once(ur10, bad):
+    """A limit's parameter set to what the compiled call cannot take (a vector of the wrong length, a scalar that is
+    no number) raises in every cycle until it is set right — as the classes' loops do — and never falls back to the
+    parameters packed before after the first failure."""
+    pytest.importorskip("numba")
+    lim = SafetyLimits.from_robot(ur10, limits=BASIC_LIMITS)
+    assert lim._compiled is not None
+    q = 0.5 * (ur10.limits.lower + ur10.limits.upper)
+    J = ur10.jacobian(q)
+    qd = np.full(6, 0.1)
+    good = lim.apply(q, qd, qd, J, 0.002)
+    if bad == "vector":
+        lim.velocity.max_velocity = np.full(5, 0.01)
+    else:
+        lim.cartesian.max_linear_speed = "fast"  # type: ignore[assignment]
+    for _ in range(3):
+        with pytest.raises((ValueError, TypeError, IndexError)):
+            lim.apply(q, qd, qd, J, 0.002)
+    if bad == "vector":
+        lim.velocity.max_velocity = np.full(6, 0.01)
+        out = lim.apply(q, qd, qd, J, 0.002)
+        assert np.all(np.abs(out) <= 0.01 + 1e-12) and not np.array_equal(out, good)

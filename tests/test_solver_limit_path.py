@@ -208,8 +208,9 @@ def test_the_fused_euler_step_and_projection_is_the_two_calls_bit_for_bit() -> N
     assert clipped > 500 and infinite > 5, (clipped, infinite)
 
 
+@pytest.mark.parametrize("at_limit", [True, False])
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
-def test_a_q_that_is_not_finite_raises_at_a_limit_as_on_the_general_path(bad: float) -> None:
+def test_a_q_that_is_not_finite_raises_at_a_limit_as_on_the_general_path(bad: float, at_limit: bool) -> None:
     """A Configuration updated without its check at a q with a NaN or an infinity (the clip keeps a NaN, moves an
     infinity onto a limit): the step at a limit raises check_q's ModelError, as the general path's
     equation_and_jacobian does — also where the Configuration's H and J would be taken."""
@@ -221,7 +222,8 @@ def test_a_q_that_is_not_finite_raises_at_a_limit_as_on_the_general_path(bad: fl
     lo, up = fast.constraints.lower, fast.constraints.upper
     for j in range(robot.dof):
         q = 0.5 * (lo + up)
-        q[j] = up[j]  # at a limit (the fast path's case)
+        if at_limit:
+            q[j] = up[j]  # at a limit (the fast path's case); else only the bad entry sends it there
         q[(j + 1) % robot.dof] = bad
         for sol, step in ((fast, fast.step), (general, lambda *a, **k: _AccelerationSolver.step(general, *a, **k))):
             conf = Configuration(robot, virtual=sol.virtual)

@@ -642,13 +642,21 @@ def _jerk(qd, prev, dt, k, h, max_jerk, max_acc, S, history, W, box):
             a_prev = (v - S[0, j]) / dt
         if k > 1 and moving:
             v = v + (k - 1) * a_prev * h
-        if not (restart or own):  # a step made outside: at most ±a_max (JointJerk)
-            a_prev = a_prev if a_prev <= A else A
-            a_prev = a_prev if a_prev >= -A else -A
         target = qd[j] if math.isfinite(qd[j]) else 0.0
         e = target - v
         r = abs(e)
         a_star = 2.0 * r / (math.sqrt(h * h + 2.0 * r / J) + h)
+        if not (restart or own):  # a step made outside: none away from the target, else ≤ a*, ±a_max (JointJerk)
+            if a_prev * e < 0.0:
+                a_prev = 0.0
+            elif a_prev > a_star:
+                a_prev = a_star
+            elif a_prev < -a_star:
+                a_prev = -a_star
+            if a_prev > A:
+                a_prev = A
+            elif a_prev < -A:
+                a_prev = -A
         a_t = r / h if r / h <= a_star else a_star
         a_t = a_t if e >= 0 else -a_t
         a = a_t if a_t <= A else A

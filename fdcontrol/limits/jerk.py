@@ -33,9 +33,12 @@ class JointJerk(Limit):
        both cannot hold (a_prev outside ±a_max after the limit was lowered) the acceleration
        ramps back into its box at the jerk limit. A previous reference changed outside this
        limit (the hard box after a velocity limit lowered while moving, a lagging robot) counts
-       with its own step as a_prev, capped at ±a_max: that step is not an acceleration to go on
-       with (uncapped, a velocity clipped from 0.68 to 0.2 rad/s in one 2 ms cycle would be
-       continued at −240 rad/s², through zero to the other side of the box).
+       with its own step as a_prev only as far as this limit would have gone on with it: none
+       when it points away from the desired velocity, toward it at most a* (no overshoot) and
+       ±a_max (continued, a velocity clipped from 0.68 to 0.2 rad/s in one 2 ms cycle would go on
+       at −240 rad/s², through zero to the other side of the box; even at −a_max it would dip
+       a_max²/(2 j_max) further, through zero when the new box is smaller than that). Over
+       missed robot ticks the robot's own fill continues that step as it was (below).
 
     The velocity reference then never passes a desired velocity it approaches (so it stays
     within the velocity limit the limits before enforce) and brakes to zero (stop, hold,
@@ -122,14 +125,23 @@ class JointJerk(Limit):
                 a_prev = (v - p2[j]) / dt  # type: ignore[index]
             if k > 1 and moving:
                 v = v + (k - 1) * a_prev * h  # where the robot's constant-acceleration fill took it
-            if not (restart or own):  # a step made outside (the hard box after a lowered velocity limit, a
-                # lagging robot) is no acceleration to go on with: at most ±a_max, from where the jerk box ramps
-                a_prev = a_prev if a_prev <= A else A
-                a_prev = a_prev if a_prev >= -A else -A
             target = qd[j] if math.isfinite(qd[j]) else 0.0
             e = target - v
             r = abs(e)
             a_star = 2.0 * r / (math.sqrt(h * h + 2.0 * r / J) + h)  # = j(√(h² + 2r/j) − h), no cancellation
+            if not (restart or own):  # a step made outside (the hard box after a lowered velocity limit, a
+                # lagging robot) is no acceleration this limit chose to go on with: none away from the target,
+                # toward it at most a* (no overshoot) and ±a_max; a NaN passes through as it came
+                if a_prev * e < 0.0:
+                    a_prev = 0.0
+                elif a_prev > a_star:
+                    a_prev = a_star
+                elif a_prev < -a_star:
+                    a_prev = -a_star
+                if a_prev > A:
+                    a_prev = A
+                elif a_prev < -A:
+                    a_prev = -A
             a_t = r / h if r / h <= a_star else a_star
             a_t = a_t if e >= 0 else -a_t
             a = a_t if a_t <= A else A

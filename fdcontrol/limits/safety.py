@@ -364,7 +364,8 @@ class SafetyLimits:
         the path speed limit was given another robot), the scalars written into B."""
         if self._compiled is None:  # (no compiled twin, or it was taken away: the classes read their attributes)
             return
-        self._stale = False
+        # stale until packed: a parameter that cannot be packed (a wrong length, a non-number) raises every
+        # cycle, as the classes' loops do, never only once before the old parameters go on silently
         ps = self.path_speed
         if ps is not None and ps.robot is not self._chain_of:  # the path speed limit given another robot
             self._chain_of = ps.robot
@@ -375,6 +376,7 @@ class SafetyLimits:
             self._pack()  # a parameter vector was replaced (not changed in place)
         else:
             self._B[0, B_RECOVERY:B_RESERVE + 1] = self._scalars()
+        self._stale = False
 
     def validate(self) -> None:
         for lim in self.limits:
