@@ -50,7 +50,7 @@ from fdcontrol.model.constraints import (
     locked_acceleration,
     locked_acceleration_lapack,
 )
-from fdcontrol.model.linalg import _symmetric, clip_into
+from fdcontrol.model.linalg import _symmetric, clip_into, compiled_entry
 from fdcontrol.model.virtual import REGULAR_SIGMA, VirtualModel
 from fdcontrol.params import Param, declare
 from fdcontrol.registry import Registry
@@ -847,21 +847,6 @@ except ImportError:  # pragma: no cover - the fast extra is installed with the t
     _euler = _clip = _zero_locked = _euler_project = _pre = _fd_in = _clip_sum = _limit = _limit_zeroed = None
 
 
-def _entry(kernel: Any) -> Any:
-    """The compiled function of `kernel`'s one signature, called without numba's dispatch — its typing of every
-    argument and choice of an overload, ~0.05–0.1 µs an argument: two thirds of a call of _fd_in's 13 arguments
-    (1.9 → 1.2 µs) — the same machine code, so the same results; the kernel itself where numba is missing or the
-    entry is not there. Only for calls whose arguments' types are certain: the entry converts what it is given as
-    the signature says, and numba checks an array's item size there, not its dtype or dimensions."""
-    if kernel is None:
-        return None
-    try:
-        (sig,) = kernel.signatures
-        entry = kernel.overloads[sig].entry_point
-    except (AttributeError, KeyError, TypeError, ValueError):  # pragma: no cover - another numba
-        return kernel
-    return entry if callable(entry) else kernel
-
-
-#: _pre and _fd_in without numba's dispatch (:func:`_entry`), where ForwardDynamicsSolver.step has checked the types
-_pre_call, _fd_in_call = _entry(_pre), _entry(_fd_in)
+#: _pre and _fd_in without numba's dispatch (:func:`fdcontrol.model.linalg.compiled_entry`), where
+#: ForwardDynamicsSolver.step has checked the types
+_pre_call, _fd_in_call = compiled_entry(_pre), compiled_entry(_fd_in)

@@ -28,7 +28,7 @@ from fdcontrol.control.law import ControlInput
 from fdcontrol.control.posture import at_gamma0, nullspace_transpose
 from fdcontrol.control.sensing import carry_bias
 from fdcontrol.loop.paced import robot_step
-from fdcontrol.loop.solvers import _entry
+from fdcontrol.model.linalg import compiled_entry
 from fdcontrol.model.spatial import finite
 
 if TYPE_CHECKING:
@@ -591,7 +591,7 @@ try:  # compiled at import (cached on disk), never in the loop thread; without n
 except ImportError:  # pragma: no cover - the fast extra is installed with the tests
     _advance = None
 _F64 = np.dtype(np.float64)
-#: _advance without numba's dispatch (fdcontrol.loop.solvers._entry), where its arguments are float64 vectors for
-#: certain
-_advance_call = _entry(_advance)
+#: _advance without numba's dispatch (fdcontrol.model.linalg.compiled_entry), where its arguments are float64
+#: vectors for certain
+_advance_call = compiled_entry(_advance)
 
