@@ -11,9 +11,12 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import math
+import selectors
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -27,7 +30,12 @@ try:
     import msgpack
     from websockets.asyncio.client import ClientConnection as AsyncConnection
     from websockets.asyncio.client import connect as aconnect
+    from websockets.client import ClientProtocol
+    from websockets.exceptions import ConnectionClosed
+    from websockets.frames import CloseCode, Frame, Opcode
+    from websockets.protocol import CLOSED, CONNECTING, OPEN
     from websockets.sync.client import ClientConnection, connect
+    from websockets.uri import parse_uri
 except ImportError as exc:
     raise missing("server", "the fdcontrol client", exc) from exc
 
@@ -37,6 +45,11 @@ try:  # the server extra brings orjson (~5× json.loads on a state); an older en
 except ImportError:  # pragma: no cover - depends on the install
     _loads = json.loads
     _orjson_dumps = None
+
+try:
+    from websockets.http11 import USER_AGENT
+except ImportError:  # pragma: no cover - depends on the websockets version
+    USER_AGENT = "Python/websockets"
 
 #: s a closing handshake may take at most (the states the caller did not read are drained meanwhile)
 CLOSE_TIMEOUT = 1.0
@@ -71,6 +84,211 @@ async def _aclose(ws: AsyncConnection) -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+
+
+def _proxy(uri: Any) -> str | None:
+    """The proxy websockets' connect would take for ``uri`` (websockets ≥ 15 reads the environment's; earlier
+    ones take none)."""
+    try:
+        from websockets.proxy import get_proxy
+    except ImportError:  # pragma: no cover - websockets < 15: no proxy support
+        return None
+    return get_proxy(uri)
+
+
+class _Connection:
+    """A ``ws://`` WebSocket client connection read in the caller's thread: websockets' own protocol (sans-I/O:
+    the handshake, framing, pings answered, the closing handshake) on a TCP socket, without the reader thread of
+    websockets' sync connection. A state reaches :meth:`Stream.recv` on the caller's one wake-up, not through
+    a reader thread's wake-up and a hand-over to the caller (~0.07 ms a state, and a second thread to be
+    scheduled on a busy machine: the tail of a stream's latency).
+
+    The part of websockets' sync ``ClientConnection`` the streams use, with its semantics: :meth:`send` (str:
+    a text frame, bytes: binary), :meth:`recv` (``timeout`` None: wait; 0: only what has arrived; TimeoutError
+    when nothing came; ConnectionClosed once closed), :attr:`subprotocol`, :meth:`close`. The socket is read
+    only inside :meth:`recv` (and :meth:`close`): a caller that stops reading stops answering the server's pings
+    too, as websockets' connection does once its queue of 16 messages is full."""
+
+    recv_bufsize = 65536
+
+    def __init__(self, url: str, subprotocols: Sequence[str] | None = None, max_size: int = 2**20,
+                 close_timeout: float = CLOSE_TIMEOUT, open_timeout: float = 10.0) -> None:
+        uri = parse_uri(url)
+        self.close_timeout = close_timeout
+        self.protocol = ClientProtocol(uri, subprotocols=subprotocols, max_size=max_size)  # type: ignore[arg-type]
+        self.socket = socket.create_connection((uri.host, uri.port), timeout=open_timeout)
+        self._selector = selectors.DefaultSelector()
+        self._messages: collections.deque[str | bytes] = collections.deque()
+        self._fragments: list[bytes] = []  # a fragmented message's frames so far
+        self._text = False  # whether that message is text
+        self._lock = threading.Lock()  # the protocol's one user at a time: a send from another thread than recv's
+        self._reading = threading.Lock()  # one reader of the socket at a time
+        try:
+            self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
+            self._selector.register(self.socket, selectors.EVENT_READ)
+            deadline = time.monotonic() + open_timeout
+            request = self.protocol.connect()
+            request.headers.setdefault("User-Agent", USER_AGENT)
+            with self._lock:
+                self.protocol.send_request(request)
+                self._flush()
+            while self.protocol.handshake_exc is None and self.protocol.state is CONNECTING:
+                if not self._wait(max(0.0, deadline - time.monotonic())):
+                    raise TimeoutError("timed out while waiting for handshake response")
+                self._read()
+            if self.protocol.handshake_exc is not None:
+                raise self.protocol.handshake_exc
+        except BaseException:
+            self._shut()
+            self._selector.close()
+            raise
+        self.socket.settimeout(None)
+
+    def __enter__(self) -> _Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def subprotocol(self) -> str | None:
+        return self.protocol.subprotocol
+
+    def _flush(self) -> None:
+        """What the protocol has to send (the caller holds ``_lock``); b"": the end of our side's stream."""
+        for data in self.protocol.data_to_send():
+            if data:
+                self.socket.sendall(data)
+            else:
+                with contextlib.suppress(OSError):
+                    self.socket.shutdown(socket.SHUT_WR)
+
+    def _read(self) -> None:
+        """One read of the socket (readable, or this blocks) into the protocol; whole messages to ``_messages``."""
+        try:
+            data = self.socket.recv(self.recv_bufsize)
+        except OSError:  # reset, or closed under us: the end of the stream
+            data = b""
+        with self._lock:
+            if data:
+                self.protocol.receive_data(data)
+            else:
+                self.protocol.receive_eof()
+            events = self.protocol.events_received()
+            with contextlib.suppress(OSError):  # (a lost peer shows as the end of the stream on the next read)
+                self._flush()  # pongs, the closing handshake's reply
+        if not data:
+            self._shut()
+        for frame in events:
+            if not isinstance(frame, Frame):  # the handshake's response
+                continue
+            opcode = frame.opcode
+            if opcode is Opcode.TEXT or opcode is Opcode.BINARY:
+                self._text, self._fragments = opcode is Opcode.TEXT, [frame.data]
+            elif opcode is Opcode.CONT:
+                self._fragments.append(frame.data)
+            else:  # ping, pong, close: the protocol answered them
+                continue
+            if frame.fin:
+                payload = b"".join(self._fragments)
+                self._fragments = []
+                if self._text:
+                    try:
+                        self._messages.append(payload.decode())
+                    except UnicodeDecodeError as exc:  # as websockets does: fail the connection with 1007
+                        with self._lock:
+                            with contextlib.suppress(Exception):
+                                self.protocol.fail(CloseCode.INVALID_DATA, f"{exc.reason} at position {exc.start}")
+                            with contextlib.suppress(OSError):
+                                self._flush()
+                else:
+                    self._messages.append(payload)
+
+    def _wait(self, timeout: float | None) -> bool:
+        """Whether the socket is readable within ``timeout`` s (None: no limit); True too once it was closed
+        (by :meth:`close` in another thread): the next read finds the end of the stream."""
+        try:
+            return bool(self._selector.select(timeout))
+        except (OSError, ValueError):  # the selector or the socket closed meanwhile
+            return True
+
+    def _shut(self) -> None:
+        """The socket closed: the protocol at its end of stream (CLOSED), no more reads (a reader waiting in
+        another thread wakes to the end of the stream)."""
+        with self._lock:
+            self.protocol.receive_eof()
+        with contextlib.suppress(OSError):
+            self.socket.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            self.socket.close()
+
+    def _closed(self) -> ConnectionClosed:
+        """The connection's ConnectionClosed, once its end was reached or ``close_timeout`` s ran out."""
+        deadline = time.monotonic() + self.close_timeout
+        while self.protocol.state is not CLOSED:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._wait(left):
+                self._shut()
+                break
+            self._read()
+        return self.protocol.close_exc
+
+    def _closed_by_any_reader(self) -> ConnectionClosed:
+        """:meth:`_closed` as the socket's reader; a reader in another thread (that may wait without a limit)
+        is woken to the end of the stream instead."""
+        if self._reading.acquire(timeout=self.close_timeout):
+            try:
+                self._messages.clear()
+                return self._closed()
+            finally:
+                self._reading.release()
+        self._shut()
+        return self.protocol.close_exc
+
+    def recv(self, timeout: float | None = None) -> str | bytes:
+        """The next message (str for text, bytes for binary); ``timeout`` s at most (None: no limit; 0: only a
+        message that has arrived), else TimeoutError; ConnectionClosed once the connection is closed."""
+        with self._reading:
+            if self._messages:
+                return self._messages.popleft()
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while self.protocol.state is OPEN:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if self._wait(left):
+                    self._read()
+                    if self._messages:
+                        return self._messages.popleft()
+                elif deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError("no message within the timeout")
+            raise self._closed()  # closing (the server's close frame, a protocol error) or closed
+
+    def send(self, message: str | bytes) -> None:
+        """One message: a text frame for str, binary for bytes; ConnectionClosed when the connection is closed."""
+        data = message.encode() if isinstance(message, str) else message
+        with self._lock:
+            if self.protocol.state is OPEN:
+                if isinstance(message, str):
+                    self.protocol.send_text(data)
+                else:
+                    self.protocol.send_binary(data)
+                try:
+                    self._flush()
+                    return
+                except OSError:  # the peer is gone
+                    pass
+        raise self._closed_by_any_reader()
+
+    def close(self) -> None:
+        """The closing handshake (code 1000), ``close_timeout`` s at most; messages not read meanwhile are
+        dropped (a caller that never read them does not delay it)."""
+        with self._lock:
+            if self.protocol.state is OPEN:
+                self.protocol.send_close(CloseCode.NORMAL_CLOSURE)
+                with contextlib.suppress(OSError):
+                    self._flush()
+        self._closed_by_any_reader()
+        with contextlib.suppress(Exception):
+            self._selector.close()
 
 
 class ServiceError(RuntimeError):
@@ -233,8 +451,11 @@ class Client:
                     break
                 s.send_twist(v, frame)
                 sent += 1
-                while on_state is not None and (msg := s.poll()) is not None:
-                    on_state(msg)
+                # the states are read even when nobody looks at them: a stream's socket is read only by its reader
+                # (Stream.recv, poll), and unread it answers no ping — the service ends it after its ping timeout
+                while (msg := s.poll()) is not None:
+                    if on_state is not None:
+                        on_state(msg)
                 time.sleep(max(0.0, t0 + sent * period - time.monotonic()))
         return sent
 
@@ -245,7 +466,13 @@ class Client:
         url = self.base_url.replace("http", "ws", 1) + path
         if decimation is not None:
             url += f"?decimation={decimation}"
-        with connect(url, subprotocols=["msgpack"] if msgpack_encoding else None,  # type: ignore[list-item]
+        subprotocols = ["msgpack"] if msgpack_encoding else None
+        if url.startswith("ws://") and _proxy(parse_uri(url)) is None:  # read in the caller's thread
+            with _Connection(url, subprotocols, max_size=2**20, close_timeout=CLOSE_TIMEOUT) as conn:
+                yield Stream(conn, msgpack_encoding)  # (closed promptly, also when the caller never read the states)
+            return
+        # wss:// or through a proxy: websockets' connection (TLS, proxies), read by its own thread
+        with connect(url, subprotocols=subprotocols,  # type: ignore[arg-type]
                      max_size=2**20, close_timeout=CLOSE_TIMEOUT) as ws:
             try:
                 yield Stream(ws, msgpack_encoding)
@@ -257,9 +484,12 @@ class Client:
 
 
 class Stream:
-    """One WebSocket session (JSON text or MessagePack binary frames)."""
+    """One WebSocket session (JSON text or MessagePack binary frames). ``ws``: its connection — for a ``ws://``
+    service one read in the caller's thread (:meth:`recv` and :meth:`poll` read the socket themselves: no reader
+    thread between a state's arrival and the caller), else websockets' ``ClientConnection`` (``wss://``, a
+    proxy); either has ``send``, ``recv(timeout)``, ``subprotocol`` and ``close``."""
 
-    def __init__(self, ws: ClientConnection, binary: bool) -> None:
+    def __init__(self, ws: ClientConnection | _Connection, binary: bool) -> None:
         self.ws, self.binary, self.seq = ws, binary, 0
 
     def send(self, message: dict[str, Any]) -> None:
