@@ -670,6 +670,9 @@ def test_near_band_start_is_never_wrong_at_the_bands_start(name):
 
     if near_band_start is None:
         pytest.skip("numba is not installed")
+    from fdcontrol.mappings import fd as fd_module
+
+    assert fd_module._NEAR is near_band_start and fd_module._near_call is not near_band_start
     robot = RobotModel.load(name)
     fd = make_mapping("fd", robot)
     vm = fd.virtual
@@ -698,6 +701,9 @@ def test_near_band_start_is_never_wrong_at_the_bands_start(name):
         want = scheduled_gamma_compiled(AV, s, g0, g0 * 1e3, GAIN_MARGIN, REGULAR_SIGMA)
         kappa2 = near_band_start(conf.data.M, J, J0, s0, Vt0, vm.link_joints, conf.gamma, g0, GAIN_MARGIN,
                                  REGULAR_SIGMA)
+        # the schedule's call, without numba's dispatch: the same compiled function, the same value
+        assert fd_module._near_call(conf.data.M, J, J0, s0, Vt0, vm.link_joints, conf.gamma, g0, GAIN_MARGIN,
+                                    REGULAR_SIGMA) == kappa2, i
         got = kappa2 >= 0.0
         if got:  # its bound above κ(J)²: ‖J‖²_F k / σ_N² ≥ tr(G) tr(G⁻¹)
             assert kappa2 >= (s[0] / s[-1]) ** 2 * (1 - 1e-9), (i, kappa2, s)
