@@ -10,6 +10,7 @@ import time
 
 import mujoco
 import numpy as np
+import pytest
 
 from fdcontrol import make_mapping
 from fdcontrol.drivers import SimulatedRobot
@@ -157,14 +158,28 @@ class _Events(SimulatedRobot):  # a simulated arm that records its sends and its
         super().send(q_ref, qd_ref)
 
 
-def _run_events(ur10, monkeypatch, rate: float, busy: float, cycles: int) -> list:
+
+
+class _Sleeping(_Events):  # its work sleeps `busy` (a run as long on a loaded machine as on an idle one)
+    def between_cycles(self) -> None:
+        self.events.append(("idle", None))
+        time.sleep(self.busy)  # (the test module's time: not recorded as the loop thread's sleep)
+
+
+class _FirstSlow(_Sleeping):  # its first run sleeps `busy`, every later one nothing
+    def between_cycles(self) -> None:
+        super().between_cycles()
+        self.busy = 0.0
+
+
+def _run_events(ur10, monkeypatch, rate: float, busy: float, cycles: int, cls: type = _Events) -> list:
     import fdcontrol.loop.cycle as cycle
 
     events: list = []
     clock = _Recorded(events)
     monkeypatch.setattr(cycle, "time", clock)
     loop, _ = make_loop(ur10)
-    drv = _Events(ur10, dt=1 / rate, q0=Q0, events=events, busy=busy, clock=clock)
+    drv = cls(ur10, dt=1 / rate, q0=Q0, events=events, busy=busy, clock=clock)
     loop = ControlLoop(ur10, drv, loop.solver, rate=rate)
     loop.start()
     try:
@@ -204,3 +219,32 @@ def test_it_runs_at_once_when_it_takes_more_than_a_sixth_of_a_period(ur10, monke
     whose work takes 2 ms of a 5 ms period (lead 6 ms) gets it at once after the cycle, no sleep before it."""
     waits = _before_idle(_run_events(ur10, monkeypatch, 200.0, 0.002, 10))
     assert len(waits) >= 6 and all(w == [] for w in waits), waits
+
+
+def test_its_lead_follows_the_mean_run_so_one_slow_run_is_forgotten(ur10, monkeypatch):
+    """The lead is 3× the recent *mean* run, not the longest: a first run of 20 ms at a 50 ms period (a lead of 60 ms:
+    at once after the cycle) is forgotten within about twenty cycles of short runs (the mean's weight 0.05:
+    20 ms · 0.95ⁿ below a sixth of the period after 18), and the thread sleeps before it again (the longest run's
+    lead would never let it: 60 ms > the period)."""
+    period = 0.05
+    waits = _before_idle(_run_events(ur10, monkeypatch, 1 / period, 0.02, 40, cls=_FirstSlow))
+    assert len(waits) >= 30
+    assert [] in waits[:5], waits[:5]  # right after the slow run: at once
+    late = waits[25:]
+    slept = [w for w in late if len(w) == 1 and 0 < w[0] <= 0.5 * period + 1e-9]
+    assert len(slept) >= len(late) // 3, late  # (a loaded machine's late cycles leave no time to sleep)
+
+
+@pytest.mark.parametrize("busy", [0.003, 0.012])
+def test_its_lead_is_half_a_period_up_to_a_run_of_a_sixth_and_3x_the_run_beyond(ur10, monkeypatch, busy):
+    """At a 50 ms period: a run of 3 ms (below a sixth of the period) leaves the next cycle half a period (25 ms), so
+    the loop thread sleeps what is left of the first half — at most 25 ms, most often more than 15; a run of 12 ms
+    leaves 3× 12 = 36 ms, so it sleeps at most 14 ms."""
+    period = 0.05
+    waits = _before_idle(_run_events(ur10, monkeypatch, 1 / period, busy, 16, cls=_Sleeping))
+    sleeps = sorted(w[0] for w in waits if len(w) == 1)
+    assert len(sleeps) >= 3, waits
+    if busy < period / 6:
+        assert sleeps[-1] <= 0.5 * period + 1e-9 and sleeps[len(sleeps) // 2] > 0.015, sleeps
+    else:
+        assert sleeps[-1] <= period - 3 * busy + 1e-9, sleeps
