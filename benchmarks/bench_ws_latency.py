@@ -107,8 +107,8 @@ def skip_arrived(s: Stream) -> None:
 @contextlib.contextmanager
 def realtime(on: bool) -> Iterator[bool]:
     """SCHED_FIFO (priority 1, the service's event loop's) for this thread and the threads it starts meanwhile
-    (the WebSocket client's reader), then back to the normal policy; yields whether it was granted. Processes
-    started before it (the service, the watchers, the CPU hogs) keep theirs."""
+    (none for a ws:// service: the client reads its socket in this thread), then back to the normal policy; yields
+    whether it was granted. Processes started before it (the service, the watchers, the CPU hogs) keep theirs."""
     if not on:
         yield False
         return
@@ -223,8 +223,9 @@ def main() -> None:
     ap.add_argument("--watch-decimation", type=int, default=10, help="the watchers' decimation (service default 10)")
     ap.add_argument("--watchers-nice", type=int, default=0, help="niceness of the watchers' process (0–19)")
     ap.add_argument("--client-realtime", action="store_true",
-                    help="the measuring client (this process's sampling thread and its WebSocket reader) at SCHED_FIFO "
-                         "where permitted: beside CPU hogs its own wait for a CPU otherwise dominates the tail")
+                    help="the measuring client (this process's sampling thread, which also reads its WebSocket) at "
+                         "SCHED_FIFO where permitted: beside CPU hogs its own wait for a CPU otherwise dominates the "
+                         "tail")
     ap.add_argument("--budget", type=float, default=math.inf,
                     help="seconds of sampling per run (watcher count × hog count): no wrench is sent past it, so the "
                          "benchmark ends in bounded time on a loaded machine; the number sent is printed")
