@@ -127,3 +127,48 @@ def test_the_simulator_takes_any_vector_as_its_reference(ur10):
         lim = ur10.limits
         assert not simulated._lag_step(q, qd, np.ones(5), lim.velocity, lim.lower, lim.upper, 0.5, 0.01)
         assert np.array_equal(q, Q0) and not qd.any()
+
+
+def test_the_simulators_compiled_entry_steps_as_the_dispatched_kernel(ur10):
+    """send enters the compiled step without numba's dispatch (float64 vectors for certain): the same q and q̇, bit
+    for bit, as the dispatched kernel over random references, states and bounds — NaN, ±Inf, ±0, joints at and
+    beyond their limits; bounds that are not float64 vectors (set through the attributes) take the dispatched
+    kernel's conversion: the same step again."""
+    from fdcontrol.drivers import simulated
+
+    if simulated._lag_step is None:
+        pytest.skip("numba missing")
+    assert simulated._lag_entry is not simulated._lag_step  # the entry, not the dispatcher
+    rng = np.random.default_rng(5)
+    lim = ur10.limits
+    specials = np.array([math.nan, math.inf, -math.inf, 0.0, -0.0, 1e300, -1e-300])
+    for i in range(3000):
+        q = rng.uniform(lim.lower - 0.1, lim.upper + 0.1)
+        if i % 5 == 0:
+            q[rng.integers(6)] = lim.upper[rng.integers(6)]
+        qd = rng.normal(scale=3.0, size=6)
+        ref = rng.normal(scale=4.0, size=6)
+        for v in (q, qd, ref):
+            if rng.random() < 0.3:
+                v[rng.integers(6)] = specials[rng.integers(len(specials))]
+        lag, dt = float(rng.choice([0.0, 0.5, rng.random()])), float(rng.choice([0.002, 0.01, rng.random()]))
+        bounds = (lim.velocity, lim.lower, lim.upper)
+        a = (q.copy(), qd.copy())
+        b = (q.copy(), qd.copy())
+        assert simulated._lag_entry(*a, ref, *bounds, lag, dt) and simulated._lag_step(*b, ref, *bounds, lag, dt)
+        np.testing.assert_array_equal(a[0], b[0], strict=True)
+        np.testing.assert_array_equal(a[1], b[1], strict=True)
+        assert np.array_equal(np.signbit(a[0]), np.signbit(b[0])) and np.array_equal(np.signbit(a[1]), np.signbit(b[1]))
+    # the simulator's own path: float64 bounds take the entry, others (an int vmax) the dispatcher's conversion
+    sim, twin = SimulatedRobot(ur10, dt=0.01, tau=0.02, q0=Q0), SimulatedRobot(ur10, dt=0.01, tau=0.02, q0=Q0)
+    assert sim._bounds_f64
+    twin.vmax = np.full(6, 2, dtype=np.int64)
+    assert not twin._bounds_f64 and twin.vmax.dtype == np.int64
+    sim.vmax = np.full(6, 2.0)
+    assert sim._bounds_f64
+    for _ in range(50):
+        ref = rng.normal(scale=4.0, size=6)
+        sim.send(None, ref)
+        twin.send(None, ref)
+        assert np.array_equal(sim.q, twin.q) and np.array_equal(sim.qd, twin.qd)
+    assert np.abs(sim.qd).max() == 2.0  # the bound set acted
