@@ -64,10 +64,9 @@ def test_a_loop_process_that_dies_while_starting_is_said_with_its_exit_code_at_o
     pytest.importorskip("fastapi")
     from fdcontrol.server.settings import Settings
     from fdcontrol.server.worker import LoopWorker, WorkerError
-    t0 = time.monotonic()
+    # (a wait that ignored the death would end in "did not start in 120 s" instead: no clock needed here)
     with pytest.raises(WorkerError, match=r"exited while starting \(exit code 3\)"):
         LoopWorker(Settings(realtime=False), start_timeout=120.0, target=exits_at_once)
-    assert time.monotonic() - t0 < 60  # not the start timeout
 
 
 def test_a_slow_start_is_waited_for_and_said_once_and_a_start_past_the_timeout_fails(quick_slow_start: None) -> None:
