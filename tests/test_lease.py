@@ -150,27 +150,37 @@ def test_two_streaming_clients_the_second_gets_409_and_the_wrench_never_flips(se
     errors: list[dict] = []
 
     def run() -> None:
-        with connect(ws_url(service, "decimation=5000&client=first"), open_timeout=10) as a, \
-                connect(ws_url(service, "decimation=5000&client=second"), open_timeout=10) as b:
-            t0 = time.monotonic()
-            for k in range(75):  # 1.5 s at 50 Hz each, interleaved
-                a.send(json.dumps({"wrench": [10.0, 0, 0, 0, 0, 0]}))
-                b.send(json.dumps({"wrench": [-10.0, 0, 0, 0, 0, 0]}))
-                while time.monotonic() < t0 + 0.02 * (k + 1):
-                    try:
-                        m = json.loads(b.recv(timeout=0.005))
-                        if "error" in m:
-                            errors.append(m)
-                    except TimeoutError:
-                        pass
-            deadline = time.monotonic() + 5  # the answers to the last frames
-            while len(errors) < 75 and time.monotonic() < deadline:
+        with connect(ws_url(service, "decimation=5000&client=first"), open_timeout=10) as a:
+            # "first" takes the lease before "second" sends anything: two frames sent back to back on
+            # two sockets reach the service's event loop in either order
+            a.send(json.dumps({"wrench": [10.0, 0, 0, 0, 0, 0]}))
+            deadline = time.monotonic() + 10
+            while "first" not in str(httpx.get(service.url + "/state", timeout=10).json()["lease"]["holder"]):
+                assert time.monotonic() < deadline, "the first stream's frame did not take the lease in 10 s"
+                time.sleep(0.01)
+            with connect(ws_url(service, "decimation=5000&client=second"), open_timeout=10) as b:
+                interleave(a, b)
+
+    def interleave(a, b) -> None:
+        t0 = time.monotonic()
+        for k in range(75):  # 1.5 s at 50 Hz each, interleaved
+            a.send(json.dumps({"wrench": [10.0, 0, 0, 0, 0, 0]}))
+            b.send(json.dumps({"wrench": [-10.0, 0, 0, 0, 0, 0]}))
+            while time.monotonic() < t0 + 0.02 * (k + 1):
                 try:
-                    m = json.loads(b.recv(timeout=0.5))
+                    m = json.loads(b.recv(timeout=0.005))
                     if "error" in m:
                         errors.append(m)
                 except TimeoutError:
                     pass
+        deadline = time.monotonic() + 5  # the answers to the last frames
+        while len(errors) < 75 and time.monotonic() < deadline:
+            try:
+                m = json.loads(b.recv(timeout=0.5))
+                if "error" in m:
+                    errors.append(m)
+            except TimeoutError:
+                pass
 
     states = recorded(service, "two-streams.mcap", run)
     fx = np.array([s["wrench"][0] for s in states])
