@@ -270,8 +270,11 @@ def render_franka(entry: dict) -> list[str]:
                          rows) + [""]
         cmp = stand.get("against_inprocess")
         if cmp:
+            sched = {True: ", under SCHED_FIFO as the loop thread runs",
+                     False: ", at the default scheduling (SCHED_FIFO not granted here)"}.get(cmp.get("sched_fifo"), "")
             out += [f"The same FR3 cycle called in one thread, one cycle of each in turn ({cmp['rounds']} × "
-                    f"{cmp['cycles']} each): robot-paced on the stand-in p50 {num(cmp['paced']['p50_us'], 1)} µs, p99 "
+                    f"{cmp['cycles']} each{sched}): robot-paced on the stand-in p50 "
+                    f"{num(cmp['paced']['p50_us'], 1)} µs, p99 "
                     f"{num(cmp['paced']['p99_us'], 1)} µs; in process on the kinematic simulator p50 "
                     f"{num(cmp['in-process']['p50_us'], 1)} µs, p99 {num(cmp['in-process']['p99_us'], 1)} µs: the "
                     f"robot-paced path adds {num(cmp['added_p50_us'], 1)} µs at p50.", ""]

@@ -162,6 +162,9 @@ def check_franka(text: str, entry: dict) -> None:
         cmp = stand.get("against_inprocess")
         if cmp:
             assert (f"the robot-paced path adds {cmp['added_p50_us']:.1f} µs at p50") in flat(text)
+            if "sched_fifo" in cmp:  # the scheduling the in-turn run had, as the benchmark saw it
+                said = "under SCHED_FIFO" if cmp["sched_fifo"] else "SCHED_FIFO not granted"
+                assert said in flat(text)
         (split,) = [t for t in tables(text) if t["__head__"][0] == "stage"]
         for name, v in stand["split_us"].items():
             close(split[name][1], v[0])
@@ -253,7 +256,8 @@ def test_render_shows_the_loaded_runs_and_the_robot_paced_split(tmp_path: Path) 
                                                    "p99.9_us": 410.0, "max_us": 900.0},
              "kinds": {"neither": {"p50_us": 118.0, "p99_us": 211.0, "share": 0.47, "share_of_slowest": 0.135},
                        "both": {"p50_us": 192.0, "p99_us": 337.0, "share": 0.08, "share_of_slowest": 0.25}},
-             "against_inprocess": {"cycles": 500, "rounds": 6, "paced": {"p50_us": 130.0, "p99_us": 260.0},
+             "against_inprocess": {"cycles": 500, "rounds": 6, "sched_fifo": True,
+                                   "paced": {"p50_us": 130.0, "p99_us": 260.0},
                                    "in-process": {"p50_us": 128.0, "p99_us": 255.0}, "added_p50_us": 2.0}}
     sim = fr["results"].get("sim") if "standin" in fr["results"] or "sim" in fr["results"] else fr["results"]
     fr["results"] = {"standin": stand, "sim": sim}
