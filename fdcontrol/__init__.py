@@ -1,6 +1,10 @@
 """fdcontrol: Cartesian admittance control for velocity-actuated arms with virtual forward dynamics."""
 
-from fdcontrol.mappings import (
+from fdcontrol import kernel_cache as _kernel_cache
+
+_kernel_cache.guard()  # before any numba kernel loads (fdcontrol.model.virtual's, below): a broken cache is said
+
+from fdcontrol.mappings import (  # noqa: E402
     Analysis,
     DampedLeastSquares,
     ForwardDynamics,
@@ -11,8 +15,8 @@ from fdcontrol.mappings import (
     analyze,
     make_mapping,
 )
-from fdcontrol.model.robot import ModelError, RobotModel
-from fdcontrol.model.virtual import VirtualModel
+from fdcontrol.model.robot import ModelError, RobotModel  # noqa: E402
+from fdcontrol.model.virtual import VirtualModel  # noqa: E402
 
 __all__ = [
     "Analysis",

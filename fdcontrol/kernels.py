@@ -7,7 +7,10 @@ the container image run ``python -m fdcontrol.kernels`` once, so the service's f
 cache; ``fdcontrol serve`` otherwise waits for the compilation (``LoopWorker``'s ``start_timeout``).
 
 Without numba (the ``fast`` extra not installed) there is nothing to compile: the loop runs the Python
-forms of the same computations.
+forms of the same computations. Numba installed but failing to import, or a kernel whose cache cannot be read
+(cut short, or written by another numba or Python), is not taken for that: it is reported, and such a kernel is
+compiled afresh (:mod:`fdcontrol.kernel_cache`; ``fdcontrol serve`` says it at startup, ``/health`` as
+``kernels``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import importlib.util
 import sys
 import time
 from collections.abc import Callable
+
+from fdcontrol import kernel_cache
 
 #: every module that defines numba kernels (tests/test_kernels.py checks the list against the sources):
 #: importing one compiles its kernels, or loads them from the cache
@@ -67,6 +72,8 @@ def main() -> int:
         print("fdcontrol.kernels: numba is not installed (the `fast` extra): nothing to compile")
     else:
         print(f"fdcontrol.kernels: {len(done)} modules' kernels compiled or loaded in {time.perf_counter() - t0:.0f} s")
+    if done and not kernel_cache.ok():  # a kernel whose cache could not be read, compiled afresh
+        print(f"fdcontrol.kernels: {kernel_cache.summary()}")
     return 0
 
 

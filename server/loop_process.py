@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from fdcontrol import kernel_cache
 from fdcontrol.loop import ControlLoop
 from fdcontrol.loop.cycle import SensorLoaded
 from fdcontrol.params import error_message
@@ -89,7 +90,8 @@ def main(settings_json: str, shm_name: str, conn: Connection, notify: Connection
     # them now, and startup parts that a later update replaces while in a reference cycle, are kept (once, bounded;
     # whatever is freed by its reference count is freed as ever).
     gc.freeze()
-    conn.send(("ok", runtime.params.model_dump()))
+    # the configuration, and what became of the numba kernels here (compiled, or why not: fdcontrol.kernel_cache)
+    conn.send(("ok", runtime.params.model_dump(), kernel_cache.status()))
     handlers = {
         "start": lambda: start(),
         "stop": lambda: runtime.loop.stop(),

@@ -173,6 +173,11 @@ def run(args: argparse.Namespace) -> int:
     except WorkerError as exc:
         sock.close()
         return fail(f"the control loop did not start: {exc.detail}")
+    from fdcontrol import kernel_cache
+
+    kernels = (kernel_cache.status(), worker.kernels)  # this process's and the loop process's
+    if not kernel_cache.ok(*kernels):  # numba missing or broken, or a cache compiled afresh: said once, here
+        print(f"fdcontrol serve: the numba kernels: {kernel_cache.summary(*kernels)}", file=sys.stderr, flush=True)
     try:
         config = uvicorn.Config(create_app(settings, worker), host=settings.host, port=settings.port,
                                 log_level="warning", ws_max_queue=4,

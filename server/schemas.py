@@ -35,6 +35,10 @@ class Health(BaseModel):
                             "has differed from the reference by more than 0.5 rad/s for 0.25 s); not a fault by itself")
     following_joint: int | None = Field(None, description="the joint (0-based) that does not follow; null if none")
     following_error: float | None = Field(None, description="|measured − reference| velocity of that joint (rad/s)")
+    kernels: str = Field("unknown", description="the numba kernels of the loop process and the API's: "
+                         "\"compiled (numba …)\", or what is not and why (numba not installed or failing to "
+                         "import: the slower Python forms run; a kernel whose cache could not be read, compiled "
+                         "afresh); not a fault by itself")
 
 
 class Joint(BaseModel):

@@ -71,7 +71,7 @@ class LoopWorker:
             self.proc.start()
             notify.close()  # the loop process holds the only write end: its exit is EOF for the feed
             self._wait_started(start_timeout, on_slow_start)
-            kind, payload = self.conn.recv()
+            kind, payload, *more = self.conn.recv()
             if kind != "ok":
                 raise WorkerError("startup", payload)
             self._exiting = Exiting(self.proc.pid)
@@ -81,6 +81,8 @@ class LoopWorker:
         # the watchers' states half a period after the control clients' (server/feed.py)
         self.feed = StateFeed(self.channel, self._published, later_delay=WATCHERS_AFTER / float(payload["rate"]))
         self.params: dict[str, Any] = payload
+        #: the loop process's numba kernels (fdcontrol.kernel_cache.status; None: not told)
+        self.kernels: dict[str, Any] | None = more[0] if more else None
         self.max_force, self.max_torque = payload["max_force"], payload["max_torque"]
         self.stale_after = stale_after or max(float(payload["command_timeout"]), 0.05)
         self._seq = 0

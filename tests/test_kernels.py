@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+import pickle
 import re
 import subprocess
 import sys
 import time
+import warnings
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+import numpy as np
 import pytest
 
 from fdcontrol.kernels import KERNEL_MODULES
@@ -81,5 +88,151 @@ def test_a_slow_start_is_waited_for_and_said_once_and_a_start_past_the_timeout_f
     try:
         assert len(told) == 1  # said once, while it waited
         assert w.problem() is None and w.proc.is_alive()
+        if importlib.util.find_spec("numba") is not None:  # what became of the loop process's kernels, told
+            assert w.kernels is not None and w.kernels["numba"] and w.kernels["error"] is None
+            from fdcontrol.server import schemas
+            from fdcontrol.server.routers.health import health
+            request: Any = SimpleNamespace(app=SimpleNamespace(state=SimpleNamespace(worker=w, supervisor=None)))
+            body = health(request)
+            assert body["kernels"] == f"compiled (numba {w.kernels['numba']})" and schemas.Health(**body)
+            w.kernels = {**w.kernels, "recompiled": [["fdcontrol.loop.stages", "_advance", "EOFError: Ran out"]]}
+            assert health(request)["kernels"] == (f"compiled (numba {w.kernels['numba']}); compiled afresh, their "
+                                                  "numba cache unreadable: fdcontrol.loop.stages._advance (EOFError: "
+                                                  "Ran out)")
     finally:
         w.close()
+
+
+# ---- a kernel whose cache cannot be read, and numba missing or broken (fdcontrol.kernel_cache) ----
+CONF = "fdcontrol.model.configuration"  # one small kernel (_q_ok), compiled in about a second
+
+
+@pytest.fixture
+def fresh_configuration(monkeypatch: pytest.MonkeyPatch) -> Callable[[], Any]:
+    """Import fdcontrol.model.configuration anew (its kernels compiled or loaded again) as often as asked; the
+    module the other tests use is put back afterwards, and so is what kernel_cache recorded."""
+    import fdcontrol.model
+    from fdcontrol import kernel_cache
+
+    original = importlib.import_module(CONF)
+    monkeypatch.setattr(fdcontrol.model, "configuration", original)  # (each import rebinds it: restored)
+    monkeypatch.setattr(kernel_cache, "_RECOMPILED", [])
+
+    def fresh() -> Any:
+        monkeypatch.delitem(sys.modules, CONF, raising=False)
+        return importlib.import_module(CONF)
+
+    return fresh
+
+
+def _index(cache: Path) -> Path:
+    (index,) = cache.rglob("configuration._q_ok_py-*.nbi")
+    return index
+
+
+def _damage(index: Path, how: str) -> None:
+    """An index (or the data it names) as another numba or Python would have left it, or cut short."""
+    if how == "foreign":  # numba's version first, then a pickle that names a module this Python lacks
+        with index.open("rb") as f:
+            pickle.load(f)
+            head = index.read_bytes()[: f.tell()]
+        index.write_bytes(head + b"cfdcontrol_numba_from_elsewhere\nIndex\n(tR.")
+    elif how == "truncated index":
+        index.write_bytes(index.read_bytes()[: index.stat().st_size // 2])
+    else:  # "truncated data"
+        (data,) = index.parent.glob("configuration._q_ok_py-*.nbc")
+        data.write_bytes(data.read_bytes()[:40])
+
+
+@pytest.mark.parametrize("how", ["foreign", "truncated index", "truncated data"])
+def test_a_kernel_whose_cache_cannot_be_read_is_said_compiled_afresh_and_its_cache_written_again(
+        how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_configuration: Callable[[], Any]) -> None:
+    numba = pytest.importorskip("numba")
+    from fdcontrol import kernel_cache
+
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))  # (read as each kernel is made)
+    first = fresh_configuration()
+    assert first._q_ok is not first._q_ok_plain  # compiled, and cached in tmp_path
+    _damage(_index(tmp_path), how)
+
+    # before: a "foreign" cache (ModuleNotFoundError, an ImportError) was taken for a missing numba and the
+    # Python form ran without a word; a cut-short one made the import fail
+    with pytest.warns(RuntimeWarning, match=r"the numba cache of fdcontrol\.model\.configuration\._q_ok_py could "
+                                            r"not be read \((ModuleNotFoundError|UnpicklingError|EOFError)"):
+        second = fresh_configuration()
+    assert second._q_ok is not second._q_ok_plain and isinstance(second._q_ok, numba.core.dispatcher.Dispatcher)
+    stats = second._q_ok.stats
+    assert sum(stats.cache_hits.values()) == 0 and sum(stats.cache_misses.values()) == 1  # compiled afresh
+    assert second._q_ok(np.array([1.0, 2.0]), 2) is True and second._q_ok(np.array([1.0, np.nan]), 2) is False
+    (recompiled,) = kernel_cache.status()["recompiled"]
+    assert recompiled[:2] == [CONF, "_q_ok_py"]
+    line = kernel_cache.summary()
+    assert line.startswith("compiled (numba ") and "fdcontrol.model.configuration._q_ok_py (" in line
+    assert not kernel_cache.ok()
+
+    with warnings.catch_warnings():  # the cache written again: the next import loads it, and says nothing
+        warnings.simplefilter("error")
+        third = fresh_configuration()
+    assert sum(third._q_ok.stats.cache_hits.values()) == 1
+
+
+def test_other_libraries_kernels_keep_numbas_own_handling_of_their_cache(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    numba = pytest.importorskip("numba")
+    from fdcontrol import kernel_cache
+
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(kernel_cache, "_RECOMPILED", [])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "elsewhere_kernel.py").write_text(
+        "import numba\n\n\n@numba.njit('float64(float64)', cache=True)\ndef twice(x):\n    return 2.0 * x\n")
+    importlib.invalidate_caches()
+    monkeypatch.delitem(sys.modules, "elsewhere_kernel", raising=False)
+    assert importlib.import_module("elsewhere_kernel").twice(1.5) == 3.0
+    (index,) = tmp_path.rglob("elsewhere_kernel.twice-*.nbi")
+    index.write_bytes(index.read_bytes()[: index.stat().st_size // 2])
+    del sys.modules["elsewhere_kernel"]
+    with pytest.raises(Exception) as err:  # numba's own behaviour: the error, not fdcontrol's report
+        importlib.import_module("elsewhere_kernel")
+    assert not isinstance(err.value, AssertionError)
+    assert kernel_cache.status()["recompiled"] == []
+
+
+def test_without_numba_the_python_forms_run_and_nothing_is_reported(
+        monkeypatch: pytest.MonkeyPatch, fresh_configuration: Callable[[], Any]) -> None:
+    from fdcontrol import kernel_cache
+
+    monkeypatch.setitem(sys.modules, "numba", None)  # ``import numba`` raises ModuleNotFoundError: not installed
+    monkeypatch.setattr(kernel_cache, "_STATE", {"guarded": False, "numba": None, "error": None})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the documented fallback says nothing
+        kernel_cache.guard()
+        conf = fresh_configuration()
+    assert conf._q_ok is conf._q_ok_plain
+    assert kernel_cache.status() == {"numba": None, "error": None, "recompiled": []}
+    assert kernel_cache.summary() == ("not compiled: numba is not installed (the fast extra); the Python forms run, "
+                                      "slower")
+    assert not kernel_cache.ok()
+
+
+def test_numba_installed_but_failing_to_import_is_said_with_its_error(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from fdcontrol import kernel_cache
+
+    broken = tmp_path / "numba"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("raise ImportError('Numba needs NumPy 0.1 or less')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "numba", raising=False)
+    importlib.invalidate_caches()
+    monkeypatch.setattr(kernel_cache, "_STATE", {"guarded": False, "numba": None, "error": None})
+    with pytest.warns(RuntimeWarning, match=r"numba is installed but failed to import \(ImportError: Numba needs "
+                                            r"NumPy 0\.1 or less\)"):
+        kernel_cache.guard()
+    assert kernel_cache.status()["error"] == "ImportError: Numba needs NumPy 0.1 or less"
+    assert kernel_cache.summary().startswith("not compiled: numba is installed but failed to import (ImportError: ")
+    # two processes' statuses in one line (the service: the API's and the loop process's)
+    loop = {"numba": "0.68.1", "error": None, "recompiled": [["fdcontrol.x", "f", "EOFError: "]]}
+    assert kernel_cache.summary({"numba": "0.68.1", "error": None, "recompiled": []}, loop) == (
+        "compiled (numba 0.68.1); compiled afresh, their numba cache unreadable: fdcontrol.x.f (EOFError: )")
+    assert kernel_cache.ok({"numba": "0.68.1", "error": None, "recompiled": []})

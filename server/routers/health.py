@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from fdcontrol import kernel_cache
 from fdcontrol.server import schemas
 from fdcontrol.server.routers.deps import worker
 from fdcontrol.server.worker import WorkerError
@@ -36,5 +37,6 @@ def health(request: Request) -> Any:
     # does the arm do what the loop asks? (the loop's Following check; a report next to the status, not a fault)
     lags = s is not None and not problem and not s.following
     body.update(following=not lags, following_joint=s.follow_joint if lags else None,
-                following_error=s.follow_error if lags else None)
+                following_error=s.follow_error if lags else None,
+                kernels=kernel_cache.summary(kernel_cache.status(), getattr(w, "kernels", None)))
     return JSONResponse(status_code=503, content=body) if problem else body
