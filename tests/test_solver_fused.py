@@ -203,3 +203,73 @@ def test_the_step_leaves_arguments_of_uncertain_type_to_the_dispatcher() -> None
     got = solver.step(conf.q, qd, np.array([1, 2, 3, 0, 0, 0]), 2e-3, config=conf)
     want = solver.step(conf.q, qd, np.array([1.0, 2.0, 3.0, 0.0, 0.0, 0.0]), 2e-3, config=conf)
     assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
+
+
+def test_the_step_vouches_for_the_wrench_only_where_its_finite_velocity_shows_it_finite() -> None:
+    """``checked_wrench`` is the given wrench exactly where the fused step's q̇ is ``checked`` (finite): over random
+    poses, velocities and wrenches with a NaN or ±∞ in one or more entries (and zeros of either sign), a wrench that
+    is not finite is never vouched for — its NaN or ∞ reaches every entry of Jᵀf and so q̇ — and every finite one
+    whose q̇ is finite is; a step that does not take the fused path (a joint at its virtual limit) vouches for none."""
+    from fdcontrol.model.configuration import Configuration
+
+    robot = RobotModel.load("ur10")
+    solver = make_solver(make_mapping("fd", robot))
+    conf = Configuration(robot, virtual=solver.virtual)
+    lim = robot.limits
+    rng = np.random.default_rng(11)
+    vouched = refused = 0
+    for k in range(3000):
+        q = rng.uniform(lim.lower + 0.2, lim.upper - 0.2)
+        conf.update(q)
+        qd = rng.normal(scale=0.5, size=6) if k % 3 else np.zeros(6)
+        f = rng.normal(scale=20.0, size=6)
+        for j in rng.choice(6, size=k % 4, replace=False):  # none, or one to three entries not finite (or ±0)
+            f[j] = (np.nan, np.inf, -np.inf, 0.0, -0.0)[(k + int(j)) % 5]
+        _, qd1 = solver.step(conf.q, qd, f, 2e-3, config=conf)
+        if not np.all(np.isfinite(f)):
+            assert solver.checked is not qd1 and solver.checked_wrench is not f, (k, f)
+            refused += 1
+        elif solver.checked is qd1:
+            assert solver.checked_wrench is f and finite(qd1) and finite(f), k
+            vouched += 1
+        else:
+            assert solver.checked_wrench is not f, k
+    assert vouched > 1000 and refused > 1000, (vouched, refused)
+    # every joint at its limit and moving out: all locked, q̇ = 0 whatever f — checked, yet it tells nothing of f
+    conf.update(lim.upper.copy())
+    for f in (np.ones(6), np.full(6, np.nan)):
+        _, qd1 = solver.step(conf.q, np.full(6, 0.1), f, 2e-3, config=conf)
+        assert solver.checked is qd1 and solver.checked_wrench is None
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_law_whose_wrench_is_not_finite_still_faults_the_loop(bad: float) -> None:
+    """A control law that returns a NaN or ±∞ in f_c, the arm moving inside its limits (the fused step): the solver
+    stage holds the arm with its fault, the same message as ever, and no reference sent is ever non-finite."""
+    from fdcontrol.control.law import ControlLaw
+    from fdcontrol.drivers import SimulatedRobot
+    from fdcontrol.loop import build_loop
+    from fdcontrol.model.robot import HOME
+
+    class Broken(ControlLaw):
+        def __call__(self, x):  # type: ignore[no-untyped-def]
+            f = super().__call__(x)
+            f[3] = bad
+            return f
+
+    robot = RobotModel.load("ur10")
+    sim = SimulatedRobot(robot, dt=2e-3, q0=np.array(HOME["ur10"]))
+    loop = build_loop(driver=sim, robot=robot, rate=500.0)
+    loop.set_wrench([5.0, -3.0, 2.0, 0.1, 0.0, 0.2], t=1e12)
+    for _ in range(20):
+        loop.step(now=0.0)
+    assert loop.fault is None and np.any(loop.qd_ref)
+    sent = []
+    send = sim.send
+    sim.send = lambda q, qd: (sent.append((q.copy(), qd.copy())), send(q, qd))  # type: ignore[method-assign]
+    loop.law = Broken()
+    s = loop.step(now=0.0)
+    assert s.fault == "non-finite value in the model at cycle 20; holding" and s.holding
+    for _ in range(5):
+        s = loop.step(now=0.0)
+    assert s.holding and all(np.all(np.isfinite(q)) and np.all(np.isfinite(v)) for q, v in sent)

@@ -82,7 +82,10 @@ class Solver(ABC):
     * ``constraints`` — the virtual joint limits (published as ``virtual_joint_limit``),
     * ``last_converged`` — every virtual sub-step of the last step met its integrator's tolerance,
     * ``checked`` — the q̇ the last step returned when the step itself found it finite (the sum of its entries
-      finite: :func:`fdcontrol.model.spatial.finite`'s test), else None: the loop's solver stage then skips that test.
+      finite: :func:`fdcontrol.model.spatial.finite`'s test), else None: the loop's solver stage then skips that test;
+      ``checked_wrench`` — the wrench that step was given when that q̇ being finite shows the wrench finite too (a
+      NaN or an infinity in f makes every entry of Jᵀf, and so of that q̇, not finite), else None: the solver stage
+      then skips its test of the wrench as well.
 
     ``build`` makes a solver from the loop's common options (:func:`make_solver`); each solver
     takes the options it uses.
@@ -93,6 +96,7 @@ class Solver(ABC):
     constraints: JointLimitConstraints | None = None
     last_converged: bool = True
     checked: np.ndarray | None = None
+    checked_wrench: np.ndarray | None = None
 
     @abstractmethod
     def step(self, q: np.ndarray, qd: np.ndarray, wrench: np.ndarray, dt: float,
@@ -269,6 +273,7 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         tests/test_solver_limit_path.py)."""
         c = self.constraints
         self._equation, self._load, self.last_converged, self.checked = None, None, True, None
+        self.checked_wrench = None
         if _limit is not None and qd.shape == q.shape:
             done = self._euler_limit_compiled(q, qd, wrench, dt, tau, conf)
             if done is not None:
@@ -445,7 +450,13 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         code = (_fd_in_call if sure else _fd_in)(fac[1], fac[2], fac[3], jtf, load, sub, q, qd, self.decay, float(dt),
                                                  c._tol_bounds, q1, qd1)
         if code & 1 and not c.engaged:
-            self.checked = qd1 if code & 2 else None
+            # q̇ finite (the sum of its entries, in order): then so is every entry of f — a NaN or an infinity in f
+            # makes every entry of Jᵀf not finite (NaN·0 = ∞·0 = NaN), and the kernel's every operation on an entry
+            # that is not finite (±, ×, ÷ by D, the Euler step) keeps it so: the solver stage need not test f again
+            if code & 2:
+                self.checked, self.checked_wrench = qd1, wrench
+            else:
+                self.checked = self.checked_wrench = None
             return q1, qd1
         return c.project(q1, qd1)
 

@@ -395,7 +395,9 @@ class Solve(Stage):
         _, qd_des = solver.step(c.q, loop.qd_state, c.fc, c.dt, c.tau, config=c.conf)
         if not solver.last_converged:
             loop.stats.integrator_nonconverged += 1
-        if not ((qd_des is solver.checked or finite(qd_des)) and finite(c.fc)):  # (checked: the step tested it)
+        # (checked: the step tested q̇ — and with it f_c where checked_wrench is f_c: a NaN or ∞ in f_c reaches q̇)
+        if not (qd_des is solver.checked and c.fc is solver.checked_wrench) \
+                and not ((qd_des is solver.checked or finite(qd_des)) and finite(c.fc)):
             loop._record_fault(f"non-finite value in the model at cycle {loop.cycle}; holding", c.now)
             c.holding, qd_des = True, loop._zero_dof
         c.qd_des = qd_des
