@@ -1152,7 +1152,9 @@ def test_compiled_twin_hands_the_limits_after_the_workspace_stop_the_cycle_the_c
     classes' float loops on a second set (base.run), for cycles of one period, a missed robot tick (dt 2 and
     1.5 periods: at 1.5 exactly still one tick, as the jerk limit's own apply counts them) and a cycle shorter
     than half a period: the same bits out, the same limits acted, and every plugin handed the same cycle — the
-    same q, previous reference, J, dt and period, and the boxes as the limits before it left them."""
+    same q, previous reference, J, dt and period, and the boxes as the limits before it left them. The general path
+    (``_apply``: where the one call does not serve) on a third set, every cycle, gives the same again; a jerk limit
+    reset midway (a stop) starts afresh in all three."""
     pytest.importorskip("numba")
     from fdcontrol.control.workspace import WorkspaceBox
     from fdcontrol.limits import WorkspaceStop, run
@@ -1175,7 +1177,7 @@ def test_compiled_twin_hands_the_limits_after_the_workspace_stop_the_cycle_the_c
             extra.append(_LastWord())
         return SafetyLimits.compose([*made.limits, *extra]) if extra else made
 
-    twin, loops = build(), build()
+    twin, loops, general = build(), build(), build()
     assert twin._compiled is not None and twin.names == loops.names
     loops._compiled = None
     prev = np.zeros(n)
@@ -1183,20 +1185,27 @@ def test_compiled_twin_hands_the_limits_after_the_workspace_stop_the_cycle_the_c
     for k, m in enumerate((1, 1, 2, 1.5, 0.4, 1, 1.5, 2, 0.4, 1)):
         dt = m * period
         qd = rng.uniform(-1, 1, size=n) * (0.05 if k % 3 else 2.0)
+        if k == 7 and "jerk" in names:  # a stop: the jerk limit forgets its history, in every set
+            for x in (twin, loops, general):
+                dict(zip(x.names, x.limits, strict=True))["jerk"].reset()
         want_active: dict[str, bool] = {}
         want = run(loops.limits, q, qd, prev, J, dt, want_active, period)
         got = twin.apply(q, qd, prev, J, dt, period)
         np.testing.assert_array_equal(got, want, err_msg=f"cycle {k}, dt {m} periods")
         assert twin.active == want_active
+        got = general._apply(q, qd, prev, J, dt, period, None, None)
+        np.testing.assert_array_equal(got, want, err_msg=f"the general path: cycle {k}, dt {m} periods")
+        assert general.active == want_active
         ticks += bool(want_active.get("workspace")) + bool(want_active.get("jerk"))
         if "last_word" in names:
-            a, b = (dict(zip(x.names, x.limits, strict=True))["last_word"].seen for x in (twin, loops))
-            assert len(a) == len(b) == k + 1
-            for x, y in zip(a[-1], b[-1], strict=True):
+            a, b, c = (dict(zip(x.names, x.limits, strict=True))["last_word"].seen for x in (twin, loops, general))
+            assert len(a) == len(b) == len(c) == k + 1
+            for x, y, z in zip(a[-1], b[-1], c[-1], strict=True):
                 if isinstance(x, np.ndarray):
                     np.testing.assert_array_equal(x, y)
+                    np.testing.assert_array_equal(z, y)
                 else:
-                    assert x == y
+                    assert x == y == z
             assert a[-1][3] == dt and a[-1][4] == period
             np.testing.assert_array_equal(a[-1][2], J)
         prev = want
