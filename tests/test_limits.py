@@ -1316,11 +1316,13 @@ def test_compiled_jdot_is_the_robots_to_rounding(name, rng):
     assert not rate(q, np.zeros(robot.dof), K).any()
 
 
-def test_a_robot_that_is_no_plain_chain_keeps_its_own_jdot(ur10):
+@pytest.mark.parametrize("names", [DEFAULT_LIMITS, tuple(x for x in DEFAULT_LIMITS if x != "cartesian")])
+def test_a_robot_that_is_no_plain_chain_keeps_its_own_jdot(ur10, names):
     """A robot the compiled J̇q̇ does not take (a stand-in with its own jacobian_rate, a base not aligned with the
     world) gives no chain; the compiled twin then calls the robot's jacobian_rate between its two calls, once per
     moving cycle, and gives what the one-call path gives with the robot's chain, to rounding, the same limits
-    acted; the path speed limit given another robot at run time is noticed."""
+    acted — with the Cartesian speed limit and without it; the path speed limit given another robot at run time is
+    noticed."""
     import copy
 
     pytest.importorskip("numba")
@@ -1330,7 +1332,7 @@ def test_a_robot_that_is_no_plain_chain_keeps_its_own_jdot(ur10):
     turned = copy.copy(ur10)
     turned._world_is_base = False
     assert chain(turned) is None
-    one, two = SafetyLimits.from_robot(ur10), SafetyLimits.from_robot(ur10)
+    one, two = SafetyLimits.from_robot(ur10, limits=names), SafetyLimits.from_robot(ur10, limits=names)
     assert one._chain_of is ur10 and one._chain is not None  # made with the limits, not in their first cycle
     counting = _CountingRobot(ur10)
     two.path_speed.robot = counting  # type: ignore[union-attr,assignment]
@@ -1346,7 +1348,11 @@ def test_a_robot_that_is_no_plain_chain_keeps_its_own_jdot(ur10):
         with np.errstate(invalid="ignore"):
             a, b = one.apply(q, qd, prev, J, 0.002), two.apply(q, qd, prev, J, 0.002)
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
-        assert one.active == two.active
+        if one.active.get("path_acceleration"):  # Δq̇ scaled onto a·dt: the acceleration limit's ratio is 1 to
+            # rounding, and J̇q̇ computed another way may tip its flag either way while the references agree
+            assert {**one.active, "acceleration": None} == {**two.active, "acceleration": None}
+        else:
+            assert one.active == two.active
         d = two._work[0]
         moving += bool(d.any() and np.isfinite(d).all())
         assert counting.calls == moving, k
