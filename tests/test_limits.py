@@ -1263,16 +1263,18 @@ def test_a_plugins_limit_before_the_acceleration_limit_is_run_in_its_place(ur10,
         LIMITS._entries.pop(_Before.name)
 
 
-def test_a_jerk_limit_given_whole_numbers_after_it_was_built_limits_as_with_floats(ur10):
+@pytest.mark.parametrize("names", [(*BASIC_LIMITS, "jerk"), (*BASIC_LIMITS, "narrow_after", "jerk")])
+def test_a_jerk_limit_given_whole_numbers_after_it_was_built_limits_as_with_floats(ur10, narrow_after, names):
     """The jerk limit's max_jerk and max_acceleration replaced after it was built by integer arrays (whole
     numbers, as a caller may write them): the set limits exactly as with the same values as floats, and as the
     classes' float loops do, cycle after cycle (the compiled jerk takes float64 vectors only; the class takes
-    the rest)."""
+    the rest) — right after the acceleration limit (in the one call) and after a plugin's limit (run on the
+    one call's result)."""
     pytest.importorskip("numba")
     from fdcontrol.limits import run
 
     def build(jerk, acc) -> SafetyLimits:
-        lim = SafetyLimits.from_robot(ur10, limits=(*BASIC_LIMITS, "jerk"))
+        lim = SafetyLimits.from_robot(ur10, limits=names)
         j = dict(zip(lim.names, lim.limits, strict=True))["jerk"]
         j.max_jerk, j.max_acceleration = jerk, acc
         return lim
