@@ -1636,6 +1636,22 @@ def test_a_copy_of_the_limits_packs_its_own_parameters_and_hears_of_their_change
             ref.apply(q, np.full(6, 2.0), np.zeros(6), J, 0.002).tobytes() != want.tobytes()
 
 
+@pytest.mark.parametrize("how", ["pickle", "deepcopy", "copy"])
+def test_a_plugins_limit_with_no_attributes_of_its_own_is_copied_with_the_limits(ur10, narrow_after, how):
+    """A plugin's limit whose parameters are all class constants (no attribute of its own: nothing for a copy to
+    carry) in a composition: the set pickles and copies, and the copy limits as the original, bit for bit."""
+    import copy
+    import pickle
+
+    one = SafetyLimits.from_robot(ur10, limits=(*BASIC_LIMITS, "narrow_after"))
+    assert not vars(dict(zip(one.names, one.limits, strict=True))["narrow_after"])
+    two = {"pickle": lambda x: pickle.loads(pickle.dumps(x)), "deepcopy": copy.deepcopy, "copy": copy.copy}[how](one)
+    q = np.array([0.3, -1.2, 1.6, -1.9, -1.4, 0.2])
+    J = ur10.jacobian(q)
+    a, b = one.apply(q, np.full(6, 0.2), np.zeros(6), J, 0.002), two.apply(q, np.full(6, 0.2), np.zeros(6), J, 0.002)
+    assert a.tobytes() == b.tobytes() and one.active == two.active and one.active["narrow_after"]
+
+
 @pytest.mark.parametrize(("dt", "period"), [(math.inf, 1e-3), (1e-3, 0.0)])
 def test_a_robot_time_the_jerk_limit_cannot_count_in_ticks_raises_as_the_classes_do(ur10, dt, period):
     """dt/period no count of robot ticks (inf, a zero period): the one compiled call computes nothing and the
