@@ -267,3 +267,59 @@ def test_a_restart_from_rest_is_a_previous_reference_beyond_one_step_of_the_acce
         qd = [target]
         lim.apply(Cycle(np.zeros(1), np.zeros(1), None, 1.0), qd)
         assert qd[0] == pytest.approx(expected, abs=1e-12), (last, target)
+
+
+def _after_outside_change(j: float, a: float, dt: float, made: float, changed: float, target: float) -> float:
+    """One joint: the limit makes the reference `made` (held there: its own step zero), the reference is then
+    changed outside it to `changed` (the hard box, a lagging robot), and the next cycle asks for `target`."""
+    from fdcontrol.limits import Cycle
+
+    lim = JointJerk(np.array([j]), np.array([a]))
+    qd = [made]
+    lim.apply(Cycle(np.zeros(1), np.array([made]), None, dt), qd)
+    assert qd == [made]
+    qd = [target]
+    lim.apply(Cycle(np.zeros(1), np.array([changed]), None, dt), qd)
+    return qd[0]
+
+
+def _a_star(r: float, j: float, h: float) -> float:
+    """The most acceleration from which a velocity r away is still reached without passing it (the class doc)."""
+    return 2.0 * r / (math.sqrt(h * h + 2.0 * r / j) + h)
+
+
+def test_a_step_made_outside_is_continued_only_as_far_as_the_limit_would_itself():
+    """Closed forms, dt = 1 s (a step of a rad/s is an acceleration of a rad/s²). The step the reference was given
+    outside the limit counts as its previous acceleration only as far as the limit would have gone on with it:
+    (1) away from the target not at all — from 5 changed to 3 (−2) with the target 10 and j = 1, the next
+    acceleration is 0 + j·dt = 1, not −2 + 1: q̇ = 4; (2) toward the target at most a*, so it does not pass it —
+    from 1 to 4 (+3) with the target 5: a* = 2/(√3 + 1), q̇ = 4 + a* < 5 (went on at 3 − 1 = 2 it would pass 5 at
+    6), and mirrored; (3) toward it within a*, kept as it was — a small step (+0.3, j = 0.1) is continued: q̇ =
+    1.3 + min(a*, 0.3 + 0.1), not restarted from 0 (1.3 + 0.1); (4) at most a_max — from ±1 to ±31 (±30) toward
+    ±1000 with a_max = 10, j = 1: the next acceleration is ±10 (the jerk box around ±10), q̇ = ±41, not ±(31 + 29)."""
+    assert _after_outside_change(1.0, 10.0, 1.0, 5.0, 3.0, 10.0) == 4.0
+    for sign in (1.0, -1.0):
+        got = _after_outside_change(1.0, 10.0, 1.0, sign * 1.0, sign * 4.0, sign * 5.0)
+        assert got == pytest.approx(sign * (4.0 + _a_star(1.0, 1.0, 1.0)), rel=1e-12) and abs(got) < 5.0, sign
+        assert _after_outside_change(1.0, 10.0, 1.0, sign * 1.0, sign * 31.0, sign * 1000.0) == sign * 41.0
+    small = _after_outside_change(0.1, 10.0, 1.0, 1.0, 1.3, 2.3)
+    r = 2.3 - 1.3
+    assert _a_star(r, 0.1, 1.0) < (1.3 - 1.0) + 0.1  # the jerk box does not bind: a* does
+    assert small == pytest.approx(1.3 + _a_star(r, 0.1, 1.0), rel=1e-12)
+
+
+def test_a_restart_from_rest_is_counted_in_steps_of_a_max_times_dt():
+    """The restart from rest at another dt than 1 s (j = 1, a_max = 10, dt = 0.5 s: one step is a·dt = 5 rad/s):
+    a reference of exactly 5, then rest, is a step the acceleration limit allows — continued toward −20 at most
+    a* (h = 0.5): q̇ = −a*·h; just beyond it (5.5) the limit starts afresh from a_prev = 0 within the jerk box
+    ±j·h: q̇ = −j·h·h = −0.25."""
+    from fdcontrol.limits import Cycle
+
+    for last, expected in ((5.0, -_a_star(20.0, 1.0, 0.5) * 0.5), (5.5, -0.25)):
+        lim = JointJerk(np.array([1.0]), np.array([10.0]))
+        qd = [last]
+        lim.apply(Cycle(np.zeros(1), np.array([last]), None, 0.5), qd)
+        assert qd == [last]
+        qd = [-20.0]
+        lim.apply(Cycle(np.zeros(1), np.zeros(1), None, 0.5), qd)
+        assert qd[0] == pytest.approx(expected, rel=1e-12), last
