@@ -273,3 +273,45 @@ def test_a_law_whose_wrench_is_not_finite_still_faults_the_loop(bad: float) -> N
     for _ in range(5):
         s = loop.step(now=0.0)
     assert s.holding and all(np.all(np.isfinite(q)) and np.all(np.isfinite(v)) for q, v in sent)
+
+
+def test_the_schedule_at_a_singular_pose_by_its_short_path_is_the_schedules() -> None:
+    """The default loop pushed into the stretched singular pose and held there (γ at its lowest, near_band_start's
+    certificate every cycle): the step's short path of the schedule (``schedule_irregular``) gives, cycle by cycle,
+    the same references, the same γ and the same schedule state as ``schedule`` itself — and takes its short path
+    on most of those cycles."""
+    from fdcontrol.drivers import SimulatedRobot
+    from fdcontrol.loop import build_loop
+    from fdcontrol.model.robot import HOME
+
+    robot = RobotModel.load("ur10")
+    loops = []
+    for _ in range(2):
+        sim = SimulatedRobot(robot, dt=2e-3, q0=np.array(HOME["ur10"]))
+        loop = build_loop(driver=sim, robot=robot, rate=500.0)
+        loop.set_wrench([5.0, -3.0, 2.0, 0.1, 0.0, 0.2], t=1e12)
+        loops.append(loop)
+    short, plain = loops
+    assert short.solver._irregular
+    plain.solver._irregular = False
+    fd = short.solver.mapping
+    calls = [0]
+    schedule = fd.schedule
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        return schedule(*args)
+
+    fd.schedule = counted  # type: ignore[method-assign]
+    low = 0
+    for k in range(3000):
+        a, b = short.step(now=0.0), plain.step(now=0.0)
+        assert a.q_ref.tobytes() == b.q_ref.tobytes() and a.qd_ref.tobytes() == b.qd_ref.tobytes(), k
+        f, g = short.solver.mapping, plain.solver.mapping
+        assert f.gamma == g.gamma, k
+        assert (f._scheduled_at, f._near_age, f._near_wait, f._wait, f._past, f._low) == \
+            (g._scheduled_at, g._near_age, g._near_wait, g._wait, g._past, g._low), k
+        assert (f.scheduled_jacobian is None) == (g.scheduled_jacobian is None), k
+        low += f.gamma == f.gamma0
+    assert a.fault is None and low > 1000, low
+    assert calls[0] < 3000 - 1000, calls[0]

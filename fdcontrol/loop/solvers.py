@@ -210,6 +210,9 @@ class ForwardDynamicsSolver(_AccelerationSolver):
         # a shared Configuration holds the Cholesky H⁻¹ of a gravity-free model: usable as is
         # when that is what the mapping's algorithm computes (ABA and QR keep their own path)
         self._fast = self.algorithm == "cholesky" and not vm.gravity
+        #: the mapping's schedule and gamma_at are ForwardDynamics' own: step may enter schedule_irregular
+        self._irregular = type(mapping).schedule is ForwardDynamics.schedule \
+            and type(mapping).gamma_at is ForwardDynamics.gamma_at
         #: (data, U, D, its subtree sizes): views of the Cholesky factor in a Configuration's pinocchio data
         self._factor: tuple[pin.Data, np.ndarray, np.ndarray, np.ndarray] | None = None
         #: (constraints, bounds, work, qc, qz) of _euler_limit_compiled (_limit_arrays)
@@ -246,8 +249,12 @@ class ForwardDynamicsSolver(_AccelerationSolver):
                 code = _pre_call(J, _REGULAR2, bool(scheduled), q, qd, c._tol_bounds)
                 if scheduled and not (code & 1 and m.schedule_past()):  # type: ignore[attr-defined]
                     # (γ is gamma_straight there and stays: nothing to schedule; else the schedule, told the test's
-                    # answer)
-                    m.schedule(q, config, bool(code & 1))  # type: ignore[attr-defined]
+                    # answer — where J is not past every band by its path for that answer when the mapping's
+                    # schedule is ForwardDynamics' own: schedule_irregular, the same γ and state)
+                    if code & 1 or not self._irregular:
+                        m.schedule(q, config, bool(code & 1))  # type: ignore[attr-defined]
+                    else:
+                        m.schedule_irregular(q, config)  # type: ignore[attr-defined]
                 if code & 2:
                     return self._euler_inside(config, q, qd, wrench, dt, tau, bool(code & 4))
             else:

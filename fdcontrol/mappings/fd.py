@@ -199,6 +199,32 @@ class ForwardDynamics(Mapping):
             conf.refactor()  # type: ignore[union-attr]  # γ moves H, never J: pose, J and its SVD stay
         return True
 
+    def schedule_irregular(self, q: np.ndarray, conf: Configuration) -> None:
+        """:meth:`schedule` at a Configuration's q (updated at this very `q` on this virtual model, the schedule on)
+        where the caller found its J not past every band (``sigma_min_above(conf.jacobian, REGULAR_SIGMA)`` False):
+        where :meth:`gamma_at` would go straight to near_band_start's certificate (held at a singular pose: the last
+        γ the lowest, no test waiting, a reference SVD, the compiled function as imported) and it certifies, its
+        answer without the Python around it — the same call with the same arguments, the same state set, the same
+        γ; everywhere else :meth:`schedule` itself (a certificate that fails is taken again there, where its failure
+        is handled: the same call, the same value)."""
+        key = q.tolist()
+        if key == self._scheduled_at:  # scheduled already at this q (schedule's own test)
+            return
+        near, M = self._near, self._M
+        if near is not None and M is not None and self._low and not self._wait and not self._near_wait \
+                and not (self._certify and self._past) and self._start_test and M[0] is conf.data \
+                and near_band_start is _NEAR:
+            J = conf.jacobian
+            if _near_call(M[1], J, near[0], near[1], near[2], self.virtual.link_joints, conf.gamma, self.gamma0,
+                          GAIN_MARGIN, REGULAR_SIGMA) >= 0.0:
+                self._near_age += 1
+                self._scheduled_at, self.scheduled_jacobian = key, J
+                if self._lowest != self.virtual.gamma:
+                    self.virtual.set_gamma(self._lowest)
+                    conf.refactor()
+                return
+        self.schedule(q, conf, False)
+
     def schedule_past(self) -> bool:
         """:meth:`schedule` at a Configuration's q (on this virtual model) where the caller found its J past every
         band (``sigma_min_above(conf.jacobian, REGULAR_SIGMA)``: γ is ``gamma_straight`` there): True when γ is that
