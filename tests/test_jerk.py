@@ -323,3 +323,30 @@ def test_a_restart_from_rest_is_counted_in_steps_of_a_max_times_dt():
         qd = [-20.0]
         lim.apply(Cycle(np.zeros(1), np.zeros(1), None, 0.5), qd)
         assert qd[0] == pytest.approx(expected, rel=1e-12), last
+
+
+def test_a_reset_limit_starts_afresh_like_a_new_one():
+    """After cycles that ramped up, ``reset()`` (a stop, a restart) forgets them: from a moving previous reference
+    the next reference is the one a new limit makes from it (a_prev = 0, not the ramp's acceleration)."""
+    from fdcontrol.limits import Cycle
+
+    used, new = (JointJerk(np.array([5000.0, 800.0]), np.array([10.0, 4.0])) for _ in range(2))
+    prev = np.zeros(2)
+    for _ in range(5):
+        qd = [2.0, -1.0]
+        used.apply(Cycle(np.zeros(2), prev, None, 1e-3), qd)
+        prev = np.array(qd)
+    used.reset()
+    a, b = [2.0, -1.0], [2.0, -1.0]
+    used.apply(Cycle(np.zeros(2), prev, None, 1e-3), a)
+    new.apply(Cycle(np.zeros(2), prev, None, 1e-3), b)
+    assert a == b
+    c = [2.0, -1.0]  # (without the reset the ramp goes on: another reference)
+    kept = JointJerk(np.array([5000.0, 800.0]), np.array([10.0, 4.0]))
+    p = np.zeros(2)
+    for _ in range(5):
+        qd = [2.0, -1.0]
+        kept.apply(Cycle(np.zeros(2), p, None, 1e-3), qd)
+        p = np.array(qd)
+    kept.apply(Cycle(np.zeros(2), p, None, 1e-3), c)
+    assert c != a
