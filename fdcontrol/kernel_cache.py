@@ -65,7 +65,10 @@ def guard() -> None:
                       stacklevel=2)
         return
     _STATE["numba"] = str(getattr(numba, "__version__", "?"))
-    load, save = caching.Cache.load_overload, caching.Cache.save_overload
+    cache = getattr(caching, "Cache", None)
+    load, save = getattr(cache, "load_overload", None), getattr(cache, "save_overload", None)
+    if load is None or save is None:  # another numba's cache: its own handling (the guard is not installed)
+        return
 
     def load_overload(self: Any, sig: Any, target_context: Any) -> Any:
         try:
@@ -89,8 +92,8 @@ def guard() -> None:
 
     load_overload.__wrapped__ = load  # type: ignore[attr-defined]
     save_overload.__wrapped__ = save  # type: ignore[attr-defined]
-    caching.Cache.load_overload = load_overload  # type: ignore[method-assign]
-    caching.Cache.save_overload = save_overload  # type: ignore[method-assign]
+    cache.load_overload = load_overload
+    cache.save_overload = save_overload
 
 
 def _unreadable(cache: Any, kernel: tuple[str, str], exc: Exception) -> None:

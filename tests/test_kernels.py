@@ -236,3 +236,17 @@ def test_numba_installed_but_failing_to_import_is_said_with_its_error(tmp_path: 
     assert kernel_cache.summary({"numba": "0.68.1", "error": None, "recompiled": []}, loop) == (
         "compiled (numba 0.68.1); compiled afresh, their numba cache unreadable: fdcontrol.x.f (EOFError: )")
     assert kernel_cache.ok({"numba": "0.68.1", "error": None, "recompiled": []})
+
+
+def test_a_numba_whose_cache_is_laid_out_otherwise_keeps_its_own_handling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guard wraps numba's cache class; a numba without it (another layout) imports fdcontrol all the same and
+    is left alone."""
+    pytest.importorskip("numba")
+    from numba.core import caching
+
+    from fdcontrol import kernel_cache
+
+    monkeypatch.delattr(caching, "Cache")
+    monkeypatch.setattr(kernel_cache, "_STATE", {"guarded": False, "numba": None, "error": None})
+    kernel_cache.guard()
+    assert kernel_cache.status()["numba"] and kernel_cache.status()["error"] is None
