@@ -4,7 +4,10 @@ The loop's compiled twins (limits, solvers, the state's packing, …) are numba 
 (``cache=True``, next to each module in ``__pycache__``). The first process that imports them compiles
 them: on a 2-core machine about 40 s when idle and over 2 minutes beside other jobs. ``make install`` and
 the container image run ``python -m fdcontrol.kernels`` once, so the service's first start only loads the
-cache; ``fdcontrol serve`` otherwise waits for the compilation (``LoopWorker``'s ``start_timeout``).
+cache; ``fdcontrol serve`` otherwise waits for the compilation (``LoopWorker``'s ``start_timeout``). The link
+geometry's kernels compile at their first call, not at import: they are compiled by running a loop with a
+keep-out volume (:func:`warm_first_calls`), so that a loop given a volume at run time loads them instead of
+compiling them inside its cycle.
 
 Without numba (the ``fast`` extra not installed) there is nothing to compile: the loop runs the Python
 forms of the same computations. Numba installed but failing to import, or a kernel whose cache cannot be read
@@ -50,8 +53,9 @@ __all__ = ["KERNEL_MODULES", "compile_kernels"]
 
 
 def compile_kernels(report: Callable[[str, float], None] | None = None) -> list[str]:
-    """Import every module of :data:`KERNEL_MODULES` (compiling its kernels into the cache, or loading them);
-    ``report(module, seconds)`` after each. Returns the modules imported: none without numba."""
+    """Import every module of :data:`KERNEL_MODULES` (compiling its kernels into the cache, or loading them),
+    then run the kernels compiled at their first call (:func:`warm_first_calls`); ``report(what, seconds)``
+    after each. Returns the modules imported: none without numba."""
     if importlib.util.find_spec("numba") is None:
         return []
     done = []
@@ -61,7 +65,44 @@ def compile_kernels(report: Callable[[str, float], None] | None = None) -> list[
         done.append(name)
         if report is not None:
             report(name, time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    warm_first_calls()
+    if report is not None:
+        report(FIRST_CALLS, time.perf_counter() - t0)
     return done
+
+
+#: what :func:`warm_first_calls` is reported as
+FIRST_CALLS = "the link geometry's kernels (at their first call)"
+
+
+def warm_first_calls() -> None:
+    """Compile (or load) the kernels that importing does not: the link geometry's distances, the velocity damper
+    and its promotion of left-out pairs (fdcontrol.model.collision, compiled at their first call), by running
+    the loop the service builds with a keep-out box ahead of the UR10's forearm and self-collision, a wrench
+    driving the forearm towards the box. Without this the first loop that gets a volume compiles them inside
+    its cycle — tens of seconds on a loaded 2-core machine, past the service's stall limit (the loop process
+    is restarted into hold)."""
+    import numpy as np
+
+    from fdcontrol.drivers import SimulatedRobot
+    from fdcontrol.loop.build import build_loop, build_parts, loop_params
+    from fdcontrol.model.collision import Clearance
+    from fdcontrol.model.robot import HOME, RobotModel
+
+    robot = RobotModel.load("ur10")
+    q0 = np.asarray(HOME["ur10"], dtype=float)
+    cl = Clearance(robot, robot.geometry, [])
+    cl.compute(q0)
+    i = [c.link for c in robot.geometry.capsules].index("forearm_link")
+    h = 0.05
+    c = (cl.A[i] + cl.B[i]) / 2 + np.array([0.0, 0.0, float(cl.cr[i]) + h + 0.02])  # about 2 cm above it
+    box = {"name": "warm-up", "box": {"min": (c - h).tolist(), "max": (c + h).tolist()}, "margin": 0.0}
+    loop = build_loop(driver=SimulatedRobot(robot, dt=0.002, q0=q0), robot=robot)
+    loop.reconfigure(**build_parts(robot, loop_params(keep_out=[box], self_collision=True), loop=loop))
+    for k in range(300):
+        loop.set_wrench(np.array([0.0, 0.0, 15.0, 0.0, 0.0, 0.0]), t=k * 0.002)
+        loop.step(now=k * 0.002)
 
 
 def main() -> int:

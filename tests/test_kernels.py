@@ -50,6 +50,23 @@ def test_python_m_fdcontrol_kernels_imports_each_and_leaves_its_cache() -> None:
     assert f"{len(KERNEL_MODULES)} modules' kernels compiled or loaded" in out
 
 
+def test_the_link_geometrys_kernels_are_ready_after_compile_kernels_not_at_a_loops_first_call() -> None:
+    """The link geometry's kernels (fdcontrol.model.collision) compile at their first call, not at import: without
+    the warm-up of compile_kernels the first loop given a volume compiled them inside its cycle (tens of seconds
+    on a loaded machine: the service restarted the stalled loop process into hold). In a fresh process, after
+    compile_kernels, the distances and the velocity damper have their compiled form (loaded from the cache)."""
+    pytest.importorskip("numba")
+    code = ("from fdcontrol.kernels import compile_kernels\n"
+            "from fdcontrol.model import collision\n"
+            "assert not collision.clearances_flat.signatures and not collision.damp.signatures  # lazy\n"
+            "compile_kernels()\n"
+            "print(len(collision.clearances_flat.signatures), len(collision.damp.signatures))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True).stdout
+    flat, damp = map(int, out.split())
+    assert flat >= 1 and damp >= 1, out
+
+
 # targets of the loop process for the start tests (spawned: module-level functions)
 def exits_at_once(*_: object) -> None:
     os._exit(3)
