@@ -20,6 +20,12 @@ from tests.service import Service
 
 @pytest.fixture(scope="module")
 def svc():
+    from fdcontrol.kernels import warm_first_calls
+
+    # the link geometry's kernels into numba's cache first, as `make install` does (fdcontrol.kernels): from a cold
+    # cache the service's loop compiled them inside its cycle when a volume came, past the 2 s stall limit on a
+    # loaded machine, and was restarted into hold (the arm then never moved towards the volume)
+    warm_first_calls()
     s = Service()
     try:
         yield s
