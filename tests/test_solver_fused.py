@@ -315,3 +315,32 @@ def test_the_schedule_at_a_singular_pose_by_its_short_path_is_the_schedules() ->
         low += f.gamma == f.gamma0
     assert a.fault is None and low > 1000, low
     assert calls[0] < 3000 - 1000, calls[0]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_law_whose_wrench_is_not_finite_faults_the_loop_with_every_joint_locked(bad: float) -> None:
+    """Every joint at its virtual upper limit and moving outward: the step locks them all, its q̇ is zero whatever
+    f_c is — finite, so it shows nothing of f_c. The solver stage still tests f_c: a law returning a NaN or ∞ faults
+    the loop into hold with its message (the stage's own test, not the step's, is what catches it here)."""
+    from fdcontrol.control.law import ControlLaw
+    from fdcontrol.drivers import SimulatedRobot
+    from fdcontrol.loop import build_loop
+
+    class Broken(ControlLaw):
+        def __call__(self, x):  # type: ignore[no-untyped-def]
+            f = super().__call__(x)
+            f[3] = bad
+            return f
+
+    robot = RobotModel.load("ur10")
+    sim = SimulatedRobot(robot, dt=2e-3, q0=np.zeros(6))
+    loop = build_loop(driver=sim, robot=robot, rate=500.0)
+    upper = np.array(loop.solver.constraints.upper, dtype=float)
+    sim = SimulatedRobot(robot, dt=2e-3, q0=upper)
+    loop = build_loop(driver=sim, robot=robot, rate=500.0)
+    loop.set_wrench([5.0, -3.0, 2.0, 0.1, 0.0, 0.2], t=1e12)
+    loop.law = Broken()
+    loop.qd_state = np.full(6, 0.1)
+    s = loop.step(now=0.0)
+    assert loop.solver.checked_wrench is None  # the step vouched for nothing: the stage's test decided
+    assert s.fault == "non-finite value in the model at cycle 0; holding" and s.holding, (s.fault, s.holding)
