@@ -55,8 +55,10 @@ __all__ = ["KERNEL_MODULES", "compile_kernels"]
 def compile_kernels(report: Callable[[str, float], None] | None = None) -> list[str]:
     """Import every module of :data:`KERNEL_MODULES` (compiling its kernels into the cache, or loading them),
     then run the kernels compiled at their first call (:func:`warm_first_calls`); ``report(what, seconds)``
-    after each. Returns the modules imported: none without numba."""
-    if importlib.util.find_spec("numba") is None:
+    after each. Returns the modules imported: none without numba, or with a numba that fails to import
+    (:mod:`fdcontrol.kernel_cache` says why)."""
+    kernel_cache.guard()
+    if importlib.util.find_spec("numba") is None or kernel_cache.status()["error"]:
         return []
     done = []
     for name in KERNEL_MODULES:
@@ -109,6 +111,9 @@ def main() -> int:
     """``python -m fdcontrol.kernels``: compile (or load) every kernel, one line per module."""
     t0 = time.perf_counter()
     done = compile_kernels(lambda name, s: print(f"  {name}: {s:.1f} s", flush=True))
+    if kernel_cache.status()["error"]:  # numba installed but broken: the Python forms would run, slower — say so
+        print(f"fdcontrol.kernels: {kernel_cache.summary()}", file=sys.stderr)
+        return 1
     if not done:
         print("fdcontrol.kernels: numba is not installed (the `fast` extra): nothing to compile")
     else:

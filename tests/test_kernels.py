@@ -255,6 +255,20 @@ def test_numba_installed_but_failing_to_import_is_said_with_its_error(tmp_path: 
     assert kernel_cache.ok({"numba": "0.68.1", "error": None, "recompiled": []})
 
 
+def test_python_m_fdcontrol_kernels_says_a_broken_numba_and_fails(tmp_path: Path) -> None:
+    """``python -m fdcontrol.kernels`` (run by make install and the image build) with a numba that fails to import:
+    it says so with numba's error and exits 1 — not "numba is not installed", and not a crash in a kernel module."""
+    broken = tmp_path / "numba"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("raise ImportError('Numba needs NumPy 0.1 or less')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    r = subprocess.run([sys.executable, "-W", "ignore::RuntimeWarning", "-m", "fdcontrol.kernels"], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert "numba is installed but failed to import (ImportError: Numba needs NumPy 0.1 or less)" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and "not installed" not in r.stdout + r.stderr
+
+
 def test_a_numba_whose_cache_is_laid_out_otherwise_keeps_its_own_handling(monkeypatch: pytest.MonkeyPatch) -> None:
     """The guard wraps numba's cache class; a numba without it (another layout) imports fdcontrol all the same and
     is left alone."""
