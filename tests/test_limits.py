@@ -1356,8 +1356,10 @@ def test_a_robot_that_is_no_plain_chain_keeps_its_own_jdot(ur10, names):
         with np.errstate(invalid="ignore"):
             a, b = one.apply(q, qd, prev, J, 0.002), two.apply(q, qd, prev, J, 0.002)
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
-        if one.active.get("path_acceleration"):  # Δq̇ scaled onto a·dt: the acceleration limit's ratio is 1 to
-            # rounding, and J̇q̇ computed another way may tip its flag either way while the references agree
+        if one.active.get("path_acceleration") and "cartesian" not in names:  # Δq̇ scaled onto a·dt: the
+            # acceleration limit's ratio is 1 to rounding, and J̇q̇ computed another way may tip its flag either way
+            # while the references agree (without the Cartesian speed limit; with the default limits the flags
+            # agree exactly, and are asserted so)
             assert {**one.active, "acceleration": None} == {**two.active, "acceleration": None}
         else:
             assert one.active == two.active
