@@ -1858,3 +1858,44 @@ def test_a_parameter_that_cannot_be_packed_raises_every_cycle_not_once(ur10, bad
         lim.velocity.max_velocity = np.full(6, 0.01)
         out = lim.apply(q, qd, qd, J, 0.002)
         assert np.all(np.abs(out) <= 0.01 + 1e-12) and not np.array_equal(out, good)
+
+
+@pytest.mark.parametrize("names", [DEFAULT_LIMITS, (*DEFAULT_LIMITS, "jerk")])
+def test_the_active_record_is_what_every_call_wrote_though_the_fast_call_skips_an_unchanged_one(ur10, names):
+    """The compiled call writes ``active`` only when its verdicts differ from the last it wrote into that very dict:
+    cycle by cycle over random references (the limits acting or not, the general path between — J's SVD given —,
+    the record replaced, a shallow copy sharing it) the record is the one a composition given its own dict holds,
+    which writes it every call."""
+    import copy
+
+    rng = np.random.default_rng(7)
+    lim = SafetyLimits.from_robot(ur10, limits=names)
+    ref = SafetyLimits.compose(copy.deepcopy(lim.limits), active={})  # a caller's dict: written every call
+    assert lim._shown is not None and ref._shown is None
+    skipped, general = 0, 0
+    prev = np.zeros(ur10.dof)
+    last = None
+    for k in range(600):
+        q = rng.uniform(ur10.limits.lower, ur10.limits.upper)
+        J = ur10.jacobian(q)
+        qd = rng.normal(scale=[0.01, 0.3, 2.0][k % 3], size=ur10.dof)
+        svd = None
+        if k % 11 == 5:  # the general path writes the record itself
+            svd, general = np.linalg.svd(J, full_matrices=False), general + 1
+        if k % 97 == 50 and last is not None:  # a new record: written whole at the next call, the same verdicts too
+            lim.active = {}
+            lim.apply(*last)
+            assert lim.active == ref.active, k
+        target = lim
+        if k % 41 == 20:  # a shallow copy writes the shared record; the original then writes it again
+            target = copy.copy(lim)
+            assert target.active is lim.active and target._shown is lim._shown
+        before = target._shown[0] if target._shown is not None else None
+        out = target.apply(q, qd, prev, J, 2e-3, svd=svd)
+        want = ref.apply(q, qd, prev, J, 2e-3, svd=svd)
+        np.testing.assert_array_equal(out, want)
+        assert target.active == ref.active and lim.active == ref.active, k
+        last = (q, qd, prev, J, 2e-3, None, svd)
+        skipped += svd is None and before is not None and target._shown[0] is before
+        prev = want
+    assert skipped > 50 and general > 40  # both paths taken
