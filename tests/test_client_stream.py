@@ -6,6 +6,7 @@ codes, refused handshakes and oversized messages — against a websockets server
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -267,3 +268,164 @@ def test_teleoperate_reads_the_states_without_on_state(monkeypatch):
         fake.sent = 0
         c.teleoperate(lambda t: [0.0] * 6 if t < 0.2 else None, rate=50, on_state=seen.append)
         assert fake.waiting == 0 and len(seen) == 2 * fake.sent
+
+
+class _Chunks:
+    """A stand-in for the connection's socket after its handshake: ``recv`` returns the given chunks in turn, then
+    the end of the stream; what the connection sends is kept."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks, self.sent = list(chunks), bytearray()
+
+    def recv(self, n: int) -> bytes:
+        return self.chunks.pop(0) if self.chunks else b""
+
+    def sendall(self, data: bytes) -> None:
+        self.sent += data
+
+    def shutdown(self, how: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+_NOT_UTF8 = b"\x81\x04ok\xff\xfe"  # a text frame whose payload is not UTF-8
+
+
+def _frame(rng: Any, max_size: int) -> list[bytes]:
+    """One or a few frames as a server sends them, some of them wrong: a state-like text or binary message (a length
+    at each header form's edges), a ping or pong, a fragmented message with a ping inside, invalid UTF-8, a masked
+    frame, an RSV bit, a reserved opcode, an oversized message, a close."""
+    from websockets.frames import Close, Frame, Opcode
+
+    def ser(op: Opcode, data: bytes, fin: bool = True) -> bytes:
+        return Frame(op, data, fin).serialize(mask=False, extensions=[])
+
+    kind = rng.choice(["text", "binary", "ping", "pong", "fragmented", "not_utf8", "masked", "rsv", "opcode",
+                       "oversized", "close"],
+                      p=[0.5, 0.1, 0.07, 0.05, 0.08, 0.04, 0.03, 0.03, 0.03, 0.03, 0.04])
+    size = int(rng.choice([0, 1, 125, 126, 127, 200, 2074, 65535, 65536, 70000]))
+    size = min(size, max_size) if kind != "oversized" else max_size + 1 + int(rng.integers(0, 3))
+    text = "".join(rng.choice(list("aé€z{}\":,0.5"), size)).encode()[:size]
+    text = text.decode(errors="ignore").encode()  # (cut mid-character: whole characters only)
+    if kind in ("text", "oversized"):
+        return [ser(Opcode.TEXT, text)]
+    if kind == "binary":
+        return [ser(Opcode.BINARY, rng.bytes(size))]
+    if kind in ("ping", "pong"):
+        # (a payload that reads as a frame's start: the protocol's, not a message, when it arrives after the header)
+        payload = (b"\x82\x01b" if rng.uniform() < 0.5 else b"") + rng.bytes(int(rng.integers(0, 120)))
+        return [ser(Opcode.PING if kind == "ping" else Opcode.PONG, payload)]
+    if kind == "fragmented":
+        parts = [text[:3], text[3:9], text[9:]]
+        return [ser(Opcode.TEXT, parts[0], fin=False), ser(Opcode.PING, b"mid"), ser(Opcode.CONT, parts[1], fin=False),
+                ser(Opcode.CONT, parts[2])]
+    if kind == "not_utf8":
+        return [_NOT_UTF8]
+    if kind == "masked":
+        return [Frame(Opcode.TEXT, b"masked").serialize(mask=True, extensions=[])]
+    if kind == "rsv":
+        return [bytes([0xC1, 3]) + b"rsv"]  # FIN, RSV1, text
+    if kind == "opcode":
+        return [bytes([0x83, 2]) + b"no"]
+    return [ser(Opcode.CLOSE, Close(int(rng.choice([1000, 1008, 1011])), "bye").serialize())]
+
+
+def _unmasked(data: bytes) -> list[tuple[int, bytes]]:
+    """The (first header byte, payload) of each frame a client sent (masked, with a random key each)."""
+    out = []
+    while data:
+        n, at = data[1] & 0x7F, 2
+        if n >= 126:
+            at = 4 if n == 126 else 10
+            n = int.from_bytes(data[2:at], "big")
+        key, payload = data[at:at + 4], data[at + 4:at + 4 + n]
+        out.append((data[0], bytes(b ^ key[i % 4] for i, b in enumerate(payload))))
+        data = data[at + 4 + n:]
+    return out
+
+
+def _read_all(url: str, chunks: list[bytes], direct: bool, max_size: int) -> tuple[tuple[Any, ...], int]:
+    """The connection's messages and outcome after reading ``chunks`` (the frames read directly or, ``direct``
+    False, every byte by websockets' protocol as before), and how many times the protocol was given bytes."""
+    from websockets.protocol import CLOSED, OPEN
+
+    with _Connection(url, max_size=max_size) as ws:
+        real = ws.socket
+        ws._direct = direct
+        ws.socket = _Chunks(chunks)  # type: ignore[assignment]
+        try:
+            fed = 0
+            receive = ws.protocol.receive_data
+
+            def counting(data: bytes) -> None:
+                nonlocal fed
+                fed += 1
+                receive(data)
+
+            ws.protocol.receive_data = counting  # type: ignore[method-assign]
+            while ws.socket.chunks and ws.protocol.state is OPEN:
+                ws._read()
+            p = ws.protocol
+            return (list(ws._messages), p.state, repr(p.close_rcvd), repr(p.close_sent), type(p.parser_exc),
+                    str(p.parser_exc), _unmasked(bytes(ws.socket.sent))), fed
+        finally:
+            ws.socket = real
+            ws.protocol.state = CLOSED  # (the real socket closes without a handshake: the server's is done)
+
+
+def test_frames_read_directly_give_the_protocols_messages_and_answers():
+    """_Connection._take reads whole text and binary frames itself and leaves every other frame to websockets'
+    protocol: over random streams of frames (state-sized messages, every header length form, pings and pongs,
+    fragments with a ping between them, invalid UTF-8, masked frames, RSV bits, reserved opcodes, oversized
+    messages, closes) cut into random chunks (single bytes too), the messages, the protocol's state, the close
+    frames received and sent, the error and every frame sent back (pongs, closes) are those of the protocol reading
+    every byte, one frame at a time; a message that is not UTF-8 fails the connection (1007) and none after it is
+    taken; and a stream of states alone never goes through the protocol."""
+    import numpy as np
+    from websockets.frames import Frame, Opcode
+
+    rng = np.random.default_rng(7)
+
+    def handler(ws: ServerConnection) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            ws.recv()
+
+    with server(handler) as url:
+        for trial in range(60):
+            max_size = int(rng.choice([2**20, 4096, 126]))
+            frames = [b for _ in range(int(rng.integers(1, 12))) for b in _frame(rng, max_size)]
+            # a message that is not UTF-8 fails the connection once it is read, with the protocol's answers to what
+            # it read in the same piece (a ping's pong): it ends the stream here
+            frames = frames[:next((i + 1 for i, f in enumerate(frames) if f == _NOT_UTF8), len(frames))]
+            stream = b"".join(frames)
+            cuts = sorted(set(rng.integers(0, len(stream) + 1, int(rng.integers(0, 12))).tolist()))
+            if trial % 5 == 0 and len(stream) < 1000:
+                cuts = list(range(len(stream) + 1))  # byte by byte
+            edges = [0, *cuts, len(stream)]
+            chunks = [stream[a:b] for a, b in itertools.pairwise(edges) if b > a]
+            direct, _ = _read_all(url, chunks, True, max_size)
+            reference, _ = _read_all(url, frames, False, max_size)  # the protocol, a frame at a time
+            assert direct == reference, (trial, chunks[:3])
+        # cut right after a ping's header, its payload reading as a frame's start: the protocol's, not a message
+        ping = Frame(Opcode.PING, b"\x82\x01b" * 5).serialize(mask=False, extensions=[])
+        state = Frame(Opcode.TEXT, b'{"cycle": 1}').serialize(mask=False, extensions=[])
+        for chunks, frames in (([ping[:2], ping[2:] + state], [ping, state]),
+                               ([ping[:2], ping[2:5], ping[5:] + state[:1], state[1:]], [ping, state]),
+                               ([state + ping[:2], ping[2:4], ping[4:], state], [state, ping, state])):
+            direct, _ = _read_all(url, chunks, True, 2**20)
+            assert direct == _read_all(url, frames, False, 2**20)[0], chunks
+            assert direct[0] == ['{"cycle": 1}'] * (len(frames) - 1) and direct[-1] == [(0x8A, b"\x82\x01b" * 5)]
+        # not UTF-8: none after it is taken, read in one piece or two, directly or not
+        for direct_read in (True, False):
+            for cut in (0, len(_NOT_UTF8), len(_NOT_UTF8) + 1):
+                both = _NOT_UTF8 + state
+                (messages, _, _, sent_close, *_), _ = _read_all(url, [both[:cut], both[cut:]] if cut else [both],
+                                                                direct_read, 2**20)
+                assert messages == [] and "1007" in sent_close, (direct_read, cut)
+        states = [Frame(Opcode.TEXT, (f'{{"cycle": {i}}}').encode() * k).serialize(mask=False, extensions=[])
+                  for i, k in enumerate([1, 20, 300, 7000])]
+        (messages, *_), fed = _read_all(url, [b"".join(states[:2]), states[2][:5], states[2][5:] + states[3]], True,
+                                        2**20)
+        assert messages == [f'{{"cycle": {i}}}' * k for i, k in enumerate([1, 20, 300, 7000])] and fed == 0
