@@ -304,7 +304,16 @@ def test_the_schedule_at_a_singular_pose_by_its_short_path_is_the_schedules() ->
 
     fd.schedule = counted  # type: ignore[method-assign]
     low = 0
-    for k in range(3000):
+    for k in range(4000):
+        if k == 3000:  # pulled out of the singular pose: the schedule leaves its lowest value
+            for lp in loops:
+                lp.set_wrench([-20.0, 0.0, -20.0, 0.0, 0.0, 0.0], t=1e12)
+        for at, name, value in ((2400, "_near_wait", 3), (2500, "_wait", 2), (2600, "_past", True)):
+            if k == at:  # a test waiting, past_band_end to be tried: the short path is not gamma_at's path then
+                for lp in loops:
+                    m = lp.solver.mapping
+                    setattr(m, name, value)
+                    m._near_first = m._goes_near()
         a, b = short.step(now=0.0), plain.step(now=0.0)
         assert a.q_ref.tobytes() == b.q_ref.tobytes() and a.qd_ref.tobytes() == b.qd_ref.tobytes(), k
         f, g = short.solver.mapping, plain.solver.mapping
@@ -312,9 +321,12 @@ def test_the_schedule_at_a_singular_pose_by_its_short_path_is_the_schedules() ->
         assert (f._scheduled_at, f._near_age, f._near_wait, f._wait, f._past, f._low) == \
             (g._scheduled_at, g._near_age, g._near_wait, g._wait, g._past, g._low), k
         assert (f.scheduled_jacobian is None) == (g.scheduled_jacobian is None), k
+        # the short path's test, kept as the state changes, is the state's
+        assert f._near_first == f._goes_near() and g._near_first == g._goes_near(), k
         low += f.gamma == f.gamma0
     assert a.fault is None and low > 1000, low
-    assert calls[0] < 3000 - 1000, calls[0]
+    assert calls[0] < 4000 - 1000, calls[0]
+    assert f.gamma != f.gamma0  # (it left the lowest value)
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])

@@ -89,6 +89,8 @@ class ForwardDynamics(Mapping):
         self._near: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._near_age = 0  # the cycles near_band_start certified from that reference
         self._near_wait = 0  # calls to go before near_band_start is tried again (after failing on a fresh reference)
+        #: :meth:`_goes_near` of the state now (kept by every method that changes the state: gamma_at, schedule_past)
+        self._near_first = False
 
     @property
     def gamma(self) -> float:
@@ -102,6 +104,23 @@ class ForwardDynamics(Mapping):
         ``sigma_min_above(J, REGULAR_SIGMA)`` if the caller took it on this J (None: taken here)."""
         if not self.scheduled:
             return self.gamma0
+        try:
+            return self._gamma_at(q, J, conf, regular)
+        finally:  # (the state it left: whether the next call at an irregular J goes straight to the certificate)
+            self._near_first = self._goes_near()
+
+    def _goes_near(self) -> bool:
+        """Whether :meth:`gamma_at`, asked at a Configuration's own q and J (updated on this virtual model) where J is
+        not past every band, goes straight to near_band_start's certificate in this state — no test waiting (neither
+        certificate's, nor near_band_start's), past_band_end not to be tried (the last γ not past the band, or that
+        test off), the last γ the lowest, the band's-start test possible, a reference SVD and the view of H taken —
+        where the Configuration is the one that view is of (:meth:`schedule_irregular` asks that)."""
+        return self._near is not None and self._M is not None and self._low and not self._wait \
+            and not self._near_wait and not (self._certify and self._past) and self._start_test
+
+    def _gamma_at(self, q: np.ndarray, J: np.ndarray | None, conf: Configuration | None, regular: bool | None
+                  ) -> float:
+        """:meth:`gamma_at` with the schedule on."""
         J = self.robot.jacobian(q) if J is None else J
         if sigma_min_above(J, REGULAR_SIGMA) if regular is None else regular:
             # past every band (no SVD needed): a Cholesky test of J Jᵀ
@@ -203,20 +222,18 @@ class ForwardDynamics(Mapping):
         """:meth:`schedule` at a Configuration's q (updated at this very `q` on this virtual model, the schedule on)
         where the caller found its J not past every band (``sigma_min_above(conf.jacobian, REGULAR_SIGMA)`` False):
         where :meth:`gamma_at` would go straight to near_band_start's certificate (held at a singular pose: the last
-        γ the lowest, no test waiting, a reference SVD, the compiled function as imported) and it certifies, its
+        γ the lowest, no test waiting, a reference SVD — :meth:`_goes_near`, as gamma_at left the state —, the view of
+        H this Configuration's, the compiled function as imported) and it certifies, its
         answer without the Python around it — the same call with the same arguments, the same state set, the same
         γ; everywhere else :meth:`schedule` itself (a certificate that fails is taken again there, where its failure
         is handled: the same call, the same value)."""
         key = q.tolist()
         if key == self._scheduled_at:  # scheduled already at this q (schedule's own test)
             return
-        near, M = self._near, self._M
-        if near is not None and M is not None and self._low and not self._wait and not self._near_wait \
-                and not (self._certify and self._past) and self._start_test and M[0] is conf.data \
-                and near_band_start is _NEAR:
-            J = conf.jacobian
-            if _near_call(M[1], J, near[0], near[1], near[2], self.virtual.link_joints, conf.gamma, self.gamma0,
-                          GAIN_MARGIN, REGULAR_SIGMA) >= 0.0:
+        if self._near_first and self._M[0] is conf.data and near_band_start is _NEAR:  # type: ignore[index]
+            J, M, near = conf.jacobian, self._M, self._near
+            if _near_call(M[1], J, near[0], near[1], near[2], self.virtual.link_joints,  # type: ignore[index]
+                          conf.gamma, self.gamma0, GAIN_MARGIN, REGULAR_SIGMA) >= 0.0:
                 self._near_age += 1
                 self._scheduled_at, self.scheduled_jacobian = key, J
                 if self._lowest != self.virtual.gamma:
@@ -235,6 +252,7 @@ class ForwardDynamics(Mapping):
         if self.virtual.gamma != self.gamma_straight:
             return False
         self._past, self._low, self._scheduled_at, self.scheduled_jacobian = True, False, None, None
+        self._near_first = False  # (_goes_near: the last γ is not the lowest)
         return True
 
     def joint_space(self, q: np.ndarray) -> np.ndarray:
