@@ -53,19 +53,6 @@ except ImportError:  # pragma: no cover - depends on the websockets version
 
 #: s a closing handshake may take at most (the states the caller did not read are drained meanwhile)
 CLOSE_TIMEOUT = 1.0
-#: the websockets protocol's attributes the direct framing reads (:meth:`_Connection._take`); a version without
-#: them has every byte parsed by the protocol, as before
-_PROTOCOL_FIELDS = ("current_size", "max_message_size", "max_fragment_size", "extensions", "reader", "parser")
-
-
-def _waits_for_a_frame(parser: Any) -> bool:
-    """Whether websockets' parser generator is suspended between frames — innermost in its reader's ``at_eof``, its
-    buffer empty — rather than inside a frame whose first bytes it has taken."""
-    g = parser
-    while (inner := getattr(g, "gi_yieldfrom", None)) is not None:
-        g = inner
-    code = getattr(g, "gi_code", None)
-    return code is not None and code.co_name == "at_eof"
 
 
 def _close(ws: ClientConnection) -> None:
@@ -134,9 +121,6 @@ class _Connection:
         self._messages: collections.deque[str | bytes] = collections.deque()
         self._fragments: list[bytes] = []  # a fragmented message's frames so far
         self._text = False  # whether that message is text
-        self._pending = bytearray()  # received bytes of a frame not yet whole, not given to the protocol (_take)
-        self._direct = all(hasattr(self.protocol, f) for f in _PROTOCOL_FIELDS)
-        self._invalid = False  # a text message was not UTF-8: the connection failed (1007), nothing after it is read
         self._lock = threading.Lock()  # the protocol's one user at a time: a send from another thread than recv's
         self._reading = threading.Lock()  # one reader of the socket at a time
         try:
@@ -186,12 +170,6 @@ class _Connection:
         except OSError:  # reset, or closed under us: the end of the stream
             data = b""
         with self._lock:
-            if data and self._direct and self.protocol.state is OPEN:
-                self._take(data)
-                return
-            if self._pending:  # a frame's first bytes, held back by _take: the protocol reads them first
-                pending, self._pending = bytes(self._pending), bytearray()
-                self.protocol.receive_data(pending)
             if data:
                 self.protocol.receive_data(data)
             else:
@@ -201,79 +179,6 @@ class _Connection:
                 self._flush()  # pongs, the closing handshake's reply
         if not data:
             self._shut()
-        self._frames(events, False)
-
-    def _take(self, data: bytes) -> None:
-        """Received bytes of an open connection (the caller holds ``_lock``). A whole unfragmented text or binary
-        frame — a state: nearly every frame a stream gets — becomes a message here, its two to ten header bytes read
-        directly: websockets' parser reads each frame through a chain of generators (~15 µs of the ~50 µs from a
-        state's arrival to its dict, measured on a wake-up every 2 ms). Any other frame (a ping, the close, a
-        fragment, a masked, oversized or malformed one) goes to the protocol, which answers it as ever, with every
-        byte held back and received after it until the protocol waits between frames again with nothing buffered:
-        the protocol always reads the stream from a frame's start, each frame is read by one of the two, in order."""
-        p, buf = self.protocol, self._pending
-        buf += data
-        while buf:
-            if (p.state is not OPEN or p.current_size is not None or p.extensions or p.reader.buffer
-                    or not _waits_for_a_frame(p.parser)):
-                break  # the protocol is mid-frame, mid-message or closing: it reads the rest
-            n = len(buf)
-            if n < 2:
-                return
-            head, size = buf[0], buf[1]
-            if (head != 0x81 and head != 0x82) or size & 0x80:  # not FIN text or binary without RSV bits; masked
-                break
-            at = 2
-            length = size & 0x7F
-            if length >= 126:
-                at = 4 if length == 126 else 10
-                if n < at:
-                    return
-                length = int.from_bytes(buf[2:at], "big")
-            limit = p.max_message_size
-            if p.max_fragment_size is not None:
-                limit = p.max_fragment_size if limit is None else min(limit, p.max_fragment_size)
-            if limit is not None and length > limit:  # the protocol's 1009
-                break
-            end = at + length
-            if n < end:
-                return
-            self._message(head == 0x81, bytes(buf[at:end]), True)
-            del buf[:end]
-        if buf:
-            rest = bytes(buf)
-            buf.clear()
-            self._feed(rest)
-
-    def _feed(self, data: bytes) -> None:
-        """Bytes to the protocol (the caller holds ``_lock``): its events taken at once, in order, its replies sent."""
-        self.protocol.receive_data(data)
-        events = self.protocol.events_received()
-        with contextlib.suppress(OSError):
-            self._flush()
-        self._frames(events, True)
-
-    def _message(self, text: bool, payload: bytes, locked: bool) -> None:
-        """A whole message's payload to ``_messages``: text decoded (invalid UTF-8 fails the connection with 1007, as
-        websockets does, and no message after it is taken), binary as it is; ``locked``: the caller holds ``_lock``."""
-        if self._invalid:
-            return
-        if not text:
-            self._messages.append(payload)
-            return
-        try:
-            self._messages.append(payload.decode())
-        except UnicodeDecodeError as exc:
-            self._invalid = True
-            with contextlib.nullcontext() if locked else self._lock:
-                with contextlib.suppress(Exception):
-                    self.protocol.fail(CloseCode.INVALID_DATA, f"{exc.reason} at position {exc.start}")
-                with contextlib.suppress(OSError):
-                    self._flush()
-
-    def _frames(self, events: list[Any], locked: bool) -> None:
-        """The protocol's events: data frames joined into messages (``_messages``); the rest it answered itself.
-        ``locked``: the caller holds ``_lock``."""
         for frame in events:
             if not isinstance(frame, Frame):  # the handshake's response
                 continue
@@ -287,7 +192,17 @@ class _Connection:
             if frame.fin:
                 payload = b"".join(self._fragments)
                 self._fragments = []
-                self._message(self._text, payload, locked)
+                if self._text:
+                    try:
+                        self._messages.append(payload.decode())
+                    except UnicodeDecodeError as exc:  # as websockets does: fail the connection with 1007
+                        with self._lock:
+                            with contextlib.suppress(Exception):
+                                self.protocol.fail(CloseCode.INVALID_DATA, f"{exc.reason} at position {exc.start}")
+                            with contextlib.suppress(OSError):
+                                self._flush()
+                else:
+                    self._messages.append(payload)
 
     def _wait(self, timeout: float | None) -> bool:
         """Whether the socket is readable within ``timeout`` s (None: no limit); True too once it was closed
