@@ -5,6 +5,8 @@ solve, − c q̇, the Euler step and the limits' test of q⁺ — and ``_pre`` �
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pinocchio as pin
 import pytest
@@ -15,6 +17,9 @@ from fdcontrol.loop.solvers import make_solver
 from fdcontrol.model.conditioning import sigma_min_above
 from fdcontrol.model.spatial import finite
 from fdcontrol.model.virtual import REGULAR_SIGMA, VirtualModel
+
+if TYPE_CHECKING:
+    from fdcontrol.control.law import ControlLaw
 
 pytestmark = pytest.mark.skipif(solvers._fd_in is None, reason="numba (the fast extra) is not installed")
 
@@ -242,20 +247,26 @@ def test_the_step_vouches_for_the_wrench_only_where_its_finite_velocity_shows_it
         assert solver.checked is qd1 and solver.checked_wrench is None
 
 
-@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-def test_a_law_whose_wrench_is_not_finite_still_faults_the_loop(bad: float) -> None:
-    """A control law that returns a NaN or ±∞ in f_c, the arm moving inside its limits (the fused step): the solver
-    stage holds the arm with its fault, the same message as ever, and no reference sent is ever non-finite."""
+def _broken_law(bad: float) -> ControlLaw:
+    """The default control law, but with `bad` (a NaN or ±∞) in the torque about x of every f_c it returns."""
     from fdcontrol.control.law import ControlLaw
-    from fdcontrol.drivers import SimulatedRobot
-    from fdcontrol.loop import build_loop
-    from fdcontrol.model.robot import HOME
 
     class Broken(ControlLaw):
         def __call__(self, x):  # type: ignore[no-untyped-def]
             f = super().__call__(x)
             f[3] = bad
             return f
+
+    return Broken()
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_law_whose_wrench_is_not_finite_still_faults_the_loop(bad: float) -> None:
+    """A control law that returns a NaN or ±∞ in f_c, the arm moving inside its limits (the fused step): the solver
+    stage holds the arm with its fault, the same message as ever, and no reference sent is ever non-finite."""
+    from fdcontrol.drivers import SimulatedRobot
+    from fdcontrol.loop import build_loop
+    from fdcontrol.model.robot import HOME
 
     robot = RobotModel.load("ur10")
     sim = SimulatedRobot(robot, dt=2e-3, q0=np.array(HOME["ur10"]))
@@ -267,7 +278,7 @@ def test_a_law_whose_wrench_is_not_finite_still_faults_the_loop(bad: float) -> N
     sent = []
     send = sim.send
     sim.send = lambda q, qd: (sent.append((q.copy(), qd.copy())), send(q, qd))  # type: ignore[method-assign]
-    loop.law = Broken()
+    loop.law = _broken_law(bad)
     s = loop.step(now=0.0)
     assert s.fault == "non-finite value in the model at cycle 20; holding" and s.holding
     for _ in range(5):
@@ -334,15 +345,8 @@ def test_a_law_whose_wrench_is_not_finite_faults_the_loop_with_every_joint_locke
     """Every joint at its virtual upper limit and moving outward: the step locks them all, its q̇ is zero whatever
     f_c is — finite, so it shows nothing of f_c. The solver stage still tests f_c: a law returning a NaN or ∞ faults
     the loop into hold with its message (the stage's own test, not the step's, is what catches it here)."""
-    from fdcontrol.control.law import ControlLaw
     from fdcontrol.drivers import SimulatedRobot
     from fdcontrol.loop import build_loop
-
-    class Broken(ControlLaw):
-        def __call__(self, x):  # type: ignore[no-untyped-def]
-            f = super().__call__(x)
-            f[3] = bad
-            return f
 
     robot = RobotModel.load("ur10")
     sim = SimulatedRobot(robot, dt=2e-3, q0=np.zeros(6))
@@ -351,7 +355,7 @@ def test_a_law_whose_wrench_is_not_finite_faults_the_loop_with_every_joint_locke
     sim = SimulatedRobot(robot, dt=2e-3, q0=upper)
     loop = build_loop(driver=sim, robot=robot, rate=500.0)
     loop.set_wrench([5.0, -3.0, 2.0, 0.1, 0.0, 0.2], t=1e12)
-    loop.law = Broken()
+    loop.law = _broken_law(bad)
     loop.qd_state = np.full(6, 0.1)
     s = loop.step(now=0.0)
     assert loop.solver.checked_wrench is None  # the step vouched for nothing: the stage's test decided
