@@ -22,6 +22,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def process_state(pid: int) -> str | None:
+    """The state letter of process `pid` as /proc/<pid>/stat gives it (R running, S sleeping, T stopped, t stopped
+    by a tracer, Z a zombie: dead, not yet reaped, X dead, …), or None once it has no entry: ended and reaped."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):  # reaped before the open, or between the open and the read
+        return None
+    # "pid (command) state …": the command may hold spaces and parentheses, so the state follows the last ")"
+    rest = text.rpartition(")")[2].split()
+    return rest[0] if rest else None
+
+
 class Service:
     def __init__(self, *args: str, env: dict[str, str] | None = None, token: str | None = None,
                  startup_timeout: float | None = None, python: str | None = None) -> None:

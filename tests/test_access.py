@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -20,7 +19,7 @@ from websockets.sync.client import connect
 
 from fdcontrol.server.auth import COOKIE
 
-from .service import Service
+from .service import Service, process_state
 from .test_security import _loop_pid, _one_line_exit_2, serve
 
 TOKEN = "a-long-enough-token-for-tests"
@@ -258,10 +257,7 @@ def test_targets_beyond_the_reach_are_refused(secured):
 
 # ---------------------------------------------------------------------- a dead loop
 def _dead(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except (FileNotFoundError, ProcessLookupError):
-        return True
+    return process_state(pid) in (None, "Z", "X")
 
 
 def test_a_wrench_right_after_the_loop_died_is_refused():

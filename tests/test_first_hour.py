@@ -21,7 +21,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from .service import ROOT, STARTUP, Service, free_port
+from .service import ROOT, STARTUP, Service, free_port, process_state
 
 
 @pytest.fixture(scope="module")
@@ -96,10 +96,7 @@ def _serving(log) -> Iterator[tuple[subprocess.Popen, list[int]]]:
 
 def _gone(pid: int) -> bool:
     """The process has ended (an orphan's zombie, until whoever adopted it reaps it, counts as ended)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return True
+    return process_state(pid) in (None, "Z")
 
 
 def _all_gone(pids: list[int]) -> bool:

@@ -30,7 +30,7 @@ pytest.importorskip("pylibfranka", reason="needs pylibfranka (pip install '.[fra
 pytest.importorskip("franky_sim", reason="needs franky-sim (pip install '.[test]')")
 
 from tests.franka_sim_peer import COLUMN, read_record
-from tests.service import ROOT, Service
+from tests.service import ROOT, Service, process_state
 
 # Franka Research 3, Franka's documentation ("Limits for Franka Research 3")
 FR3_VMAX = np.array([2.62, 2.62, 2.62, 2.62, 5.26, 4.18, 5.26])  # rad/s
@@ -388,11 +388,7 @@ def stopped(pid: int, seconds: float = 10.0) -> None:
     """Until process `pid` is stopped (SIGSTOP) or dead (SIGKILL: a zombie, or gone), read from /proc (bounded)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return  # gone
-        if state in ("T", "t", "Z", "X"):
+        if process_state(pid) in (None, "T", "t", "Z", "X"):  # (None: gone)
             return
         time.sleep(0.0005)
     raise AssertionError(f"process {pid} neither stopped nor died in {seconds} s")

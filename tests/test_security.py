@@ -24,7 +24,7 @@ from websockets.sync.client import connect
 from fdcontrol.recording import read_recording
 from fdcontrol.server.errors import MAX_DETAIL, clip
 
-from .service import ROOT, Service
+from .service import ROOT, Service, process_state
 from .waits import HUNG, cycles_later, until
 
 TOKEN = "s3cret-token-for-tests"
@@ -446,14 +446,6 @@ def _restarted(s: Service, n: int) -> dict:
         time.sleep(0.05)
 
 
-def _process_state(pid: int) -> str:
-    """The state letter of /proc/<pid>/stat (T: stopped; Z, X: dead), or "" once it is gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
-
-
 def _cycles_later(url: str, n: int, each=None) -> dict:
     """The state once the loop has run `n` more cycles (its own count), calling `each()` meanwhile."""
     return cycles_later(lambda: httpx.get(url + "/state").json(), n, each)
@@ -518,11 +510,12 @@ def test_a_stuck_loop_is_replaced_after_2_s_and_only_crashes_spend_the_restart_b
         # the supervisor first sees it stuck after t0, so before t0 + 2 s it must still be alive
         # (a lower bound: a loaded machine only makes the kill later)
         while (waited := time.monotonic() - t0) < 1.9:
-            assert _process_state(pid) not in ("", "Z", "X"), f"the stuck process ended {waited:.3f} s after it stopped"
+            assert process_state(pid) not in (None, "Z", "X"), (
+                f"the stuck process ended {waited:.3f} s after it stopped")
             time.sleep(0.01)
         _restarted(s, 1)  # killed and replaced (the wait's deadline: 60 s)
         print(f"stuck loop process replaced {time.monotonic() - t0:.2f} s after it stopped")
-        assert _process_state(pid) == "" and _loop_pid(s) != pid
+        assert process_state(pid) is None and _loop_pid(s) != pid
         out = s.output()
         assert ("is not responding" in out or "is stalled" in out) and "restarting it into hold" in out, out[-2000:]
         cfg = httpx.get(s.url + "/config").json()
