@@ -57,14 +57,18 @@ def test_the_link_geometrys_kernels_are_ready_after_compile_kernels_not_at_a_loo
     compile_kernels, the distances and the velocity damper have their compiled form; and what it compiled is in
     numba's cache: a later process's loop with a keep-out box and self-collision loads them all, compiling none."""
     pytest.importorskip("numba")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def run(code: str) -> str:
+        """What `code` prints, run in a fresh Python process from the tree (it must succeed)."""
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, cwd=ROOT,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True).stdout
+
     code = ("from fdcontrol.kernels import compile_kernels\n"
             "from fdcontrol.model import collision\n"
             "assert not collision.clearances_flat.signatures and not collision.damp.signatures  # lazy\n"
             "compile_kernels()\n"
             "print(len(collision.clearances_flat.signatures), len(collision.damp.signatures))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, cwd=ROOT,
-                         env=env, check=True).stdout
+    out = run(code)
     flat, damp = map(int, out.split())
     assert flat >= 1 and damp >= 1, out
     later = ("from fdcontrol.kernels import warm_first_calls\n"  # the service's loop given a volume, stepped
@@ -72,8 +76,7 @@ def test_the_link_geometrys_kernels_are_ready_after_compile_kernels_not_at_a_loo
              "warm_first_calls()\n"
              "for k in (collision.clearances_flat, collision.damp):\n"
              "    print(sum(k.stats.cache_hits.values()), sum(k.stats.cache_misses.values()))\n")
-    out = subprocess.run([sys.executable, "-c", later], capture_output=True, text=True, timeout=900, cwd=ROOT,
-                         env=env, check=True).stdout
+    out = run(later)
     (flat_hits, flat_misses), (damp_hits, damp_misses) = (map(int, line.split()) for line in out.splitlines())
     assert flat_hits >= 1 and damp_hits >= 1 and flat_misses == damp_misses == 0, out
 
