@@ -9,10 +9,13 @@ installed). Two other failures must not pass for that one:
   whose pickles name modules this one lacks (``ModuleNotFoundError``, itself an ``ImportError``). :func:`guard`
   wraps numba's cache so that such an entry of an fdcontrol kernel is reported (a ``RuntimeWarning`` naming the
   kernel's module, its function and the error), its index emptied, and the kernel compiled afresh, which writes
-  its cache again: the kernel runs compiled, and the next process loads the new entry. (Other libraries' kernels
-  keep numba's own behaviour.)
+  its cache again: the kernel runs compiled, and the next process loads the new entry. Only an error raised while
+  numba reads the entry (its files opened and unpickled, the kernel rebuilt from them) is taken for that; any other
+  error of the load is raised as it is. (Other libraries' kernels keep numba's own behaviour.)
 * numba installed but failing to import (a numpy it does not support, a broken llvmlite): reported once, with the
-  error; the modules then run their Python forms.
+  error; the modules then run their Python forms. A numba that imports but whose cache module
+  (``numba.core.caching``) does not is not that: its kernels compile; it is said once, with the error, and its
+  cache keeps numba's own handling.
 
 ``import fdcontrol`` installs the guard before any kernel loads. :func:`status` says what happened in this process;
 :func:`summary` says it in one line (``fdcontrol serve`` prints it at startup when it is not plain "compiled",
@@ -57,7 +60,6 @@ def guard() -> None:
         return
     try:
         import numba
-        from numba.core import caching
     except Exception as exc:  # installed but broken: the kernel modules will fall back, say why
         _STATE["error"] = _text(exc)
         warnings.warn(f"fdcontrol: numba is installed but failed to import ({_STATE['error']}): the numba kernels "
@@ -65,6 +67,13 @@ def guard() -> None:
                       stacklevel=2)
         return
     _STATE["numba"] = str(getattr(numba, "__version__", "?"))
+    try:
+        from numba.core import caching
+    except Exception as exc:  # numba works (the kernels compile), only its cache is not where the guard looks
+        warnings.warn(f"fdcontrol: numba {_STATE['numba']} imports, but its cache module numba.core.caching does not "
+                      f"({_text(exc)}): the kernels are compiled, and a cache entry that cannot be read is left to "
+                      "numba's own handling", RuntimeWarning, stacklevel=2)
+        return
     cache = getattr(caching, "Cache", None)
     load, save = getattr(cache, "load_overload", None), getattr(cache, "save_overload", None)
     if load is None or save is None:  # another numba's cache: its own handling (the guard is not installed)
@@ -75,7 +84,7 @@ def guard() -> None:
             return load(self, sig, target_context)
         except Exception as exc:
             kernel = _ours(self)
-            if kernel is None:
+            if kernel is None or not _reading(self, exc):  # another library's, or not the entry's reading: raised
                 raise
             _unreadable(self, kernel, exc)
             return None  # as if not cached: numba compiles the kernel and saves it over the broken entry
@@ -94,6 +103,24 @@ def guard() -> None:
     save_overload.__wrapped__ = save  # type: ignore[attr-defined]
     cache.load_overload = load_overload
     cache.save_overload = save_overload
+
+
+def _reading(cache: Any, exc: BaseException) -> bool:
+    """Whether `exc` was raised while numba read `cache`'s entry: its index and data files opened and unpickled
+    (the cache file's ``load``) or the kernel rebuilt from what they held (the cache implementation's
+    ``rebuild``). Anything else — numba's target context, the entry's key, a bug of its own — is not an
+    unreadable cache, and is raised as it is."""
+    codes = set()
+    for owner, name in ((getattr(cache, "_cache_file", None), "load"), (getattr(cache, "_impl", None), "rebuild")):
+        code = getattr(getattr(getattr(owner, name, None), "__func__", None), "__code__", None)
+        if code is not None:
+            codes.add(code)
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code in codes:
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _unreadable(cache: Any, kernel: tuple[str, str], exc: Exception) -> None:

@@ -207,6 +207,63 @@ def test_a_kernel_whose_cache_cannot_be_read_is_said_compiled_afresh_and_its_cac
     assert sum(third._q_ok.stats.cache_hits.values()) == 1
 
 
+def test_an_error_of_a_kernels_load_that_is_not_its_cache_being_read_is_raised_as_it_is(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_configuration: Callable[[], Any]) -> None:
+    """Only what numba raises reading the entry (its files, the kernel rebuilt from them) is an unreadable cache,
+    said and compiled afresh; an error elsewhere in the load (here numba's key of the entry, as a bug would raise
+    it) is raised as it is, not said to be the cache's and hidden by a compilation."""
+    numba = pytest.importorskip("numba")
+    from numba.core import caching
+
+    from fdcontrol import kernel_cache
+
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
+    fresh_configuration()  # compiled, and cached in tmp_path
+
+    def rebuild(self: Any, target_context: Any, payload: Any) -> Any:
+        raise TypeError("a payload this numba cannot take")
+
+    with monkeypatch.context() as m:  # the entry read, but not rebuilt into a kernel: the cache's
+        m.setattr(caching.CompileResultCacheImpl, "rebuild", rebuild)
+        with pytest.warns(RuntimeWarning, match=r"numba cache of fdcontrol\.model\.configuration\._q_ok_py could not "
+                                                r"be read \(TypeError: a payload this numba cannot take\)"):
+            conf = fresh_configuration()
+    assert sum(conf._q_ok.stats.cache_misses.values()) == 1 and len(kernel_cache.status()["recompiled"]) == 1
+
+    def index_key(self: Any, sig: Any, codegen: Any) -> Any:
+        raise RuntimeError("a bug in the key")
+
+    monkeypatch.setattr(kernel_cache, "_RECOMPILED", [])
+    monkeypatch.setattr(caching.Cache, "_index_key", index_key)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing said of a cache
+        with pytest.raises(RuntimeError, match="a bug in the key"):
+            fresh_configuration()
+    assert kernel_cache.status()["recompiled"] == []
+
+
+def test_a_numba_that_imports_without_its_cache_module_compiles_and_says_what_failed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """numba imports but ``numba.core.caching`` does not (another numba's layout): its kernels compile — not "numba
+    failed to import", which would make ``python -m fdcontrol.kernels`` compile nothing and fail — and the warning
+    names the module that failed, with its error."""
+    numba = pytest.importorskip("numba")
+    from fdcontrol import kernel_cache
+
+    monkeypatch.delattr(numba.core, "caching")
+    monkeypatch.setitem(sys.modules, "numba.core.caching", None)  # its import raises ModuleNotFoundError
+    monkeypatch.setattr(kernel_cache, "_STATE", {"guarded": False, "numba": None, "error": None})
+    with pytest.warns(RuntimeWarning) as said:
+        kernel_cache.guard()
+    (w,) = said
+    assert re.fullmatch(rf"fdcontrol: numba {re.escape(numba.__version__)} imports, but its cache module "
+                        r"numba\.core\.caching does not \(ModuleNotFoundError: .*\): the kernels are compiled, and a "
+                        r"cache entry that cannot be read is left to numba's own handling", str(w.message)), w.message
+    assert "failed to import" not in str(w.message)
+    assert kernel_cache.status() == {"numba": numba.__version__, "error": None, "recompiled": []}
+    assert kernel_cache.summary() == f"compiled (numba {numba.__version__})" and kernel_cache.ok()
+
+
 def test_other_libraries_kernels_keep_numbas_own_handling_of_their_cache(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     numba = pytest.importorskip("numba")
