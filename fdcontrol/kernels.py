@@ -5,9 +5,10 @@ The loop's compiled twins (limits, solvers, the state's packing, …) are numba 
 them: on a 2-core machine about 40 s when idle and over 2 minutes beside other jobs. ``make install`` and
 the container image run ``python -m fdcontrol.kernels`` once, so the service's first start only loads the
 cache; ``fdcontrol serve`` otherwise waits for the compilation (``LoopWorker``'s ``start_timeout``). The link
-geometry's kernels compile at their first call, not at import: they are compiled by running a loop with a
-keep-out volume (:func:`warm_first_calls`), so that a loop given a volume at run time loads them instead of
-compiling them inside its cycle.
+geometry's kernels are not compiled at import but when the first
+:class:`~fdcontrol.model.collision.Clearance` is built: they are compiled here by running a loop with a keep-out
+volume (:func:`warm_first_calls`), so that a loop given a volume at run time loads them from the cache as its
+parts are built (never in a cycle) instead of compiling them then.
 
 Without numba (the ``fast`` extra not installed) there is nothing to compile: the loop runs the Python
 forms of the same computations. Numba installed but failing to import, or a kernel whose cache cannot be read
@@ -80,11 +81,10 @@ FIRST_CALLS = "the link geometry's kernels (at their first call)"
 
 def warm_first_calls() -> None:
     """Compile (or load) the kernels that importing does not: the link geometry's distances, the velocity damper
-    and its promotion of left-out pairs (fdcontrol.model.collision, compiled at their first call), by running
+    and its promotion of left-out pairs (fdcontrol.model.collision, compiled when a Clearance is built), by running
     the loop the service builds with a keep-out box ahead of the UR10's forearm and self-collision, a wrench
-    driving the forearm towards the box. Without this the first loop that gets a volume compiles them inside
-    its cycle — tens of seconds on a loaded 2-core machine, past the service's stall limit (the loop process
-    is restarted into hold)."""
+    driving the forearm towards the box. Without this the first loop that gets a volume compiles them as its
+    parts are built — tens of seconds on a loaded 2-core machine, which that configuration change waits for."""
     import numpy as np
 
     from fdcontrol.drivers import SimulatedRobot

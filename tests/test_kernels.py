@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import pickle
 import re
@@ -50,6 +51,12 @@ def test_python_m_fdcontrol_kernels_imports_each_and_leaves_its_cache() -> None:
     assert f"{len(KERNEL_MODULES)} modules' kernels compiled or loaded" in out
 
 
+def run(code: str) -> str:
+    """What `code` prints, run in a fresh Python process from the tree (it must succeed)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True).stdout
+
+
 def test_the_link_geometrys_kernels_are_ready_after_compile_kernels_not_at_a_loops_first_call() -> None:
     """The link geometry's kernels (fdcontrol.model.collision) compile at their first call, not at import: without
     the warm-up of compile_kernels the first loop given a volume compiled them inside its cycle (tens of seconds
@@ -57,12 +64,6 @@ def test_the_link_geometrys_kernels_are_ready_after_compile_kernels_not_at_a_loo
     compile_kernels, the distances and the velocity damper have their compiled form; and what it compiled is in
     numba's cache: a later process's loop with a keep-out box and self-collision loads them all, compiling none."""
     pytest.importorskip("numba")
-
-    def run(code: str) -> str:
-        """What `code` prints, run in a fresh Python process from the tree (it must succeed)."""
-        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, cwd=ROOT,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True).stdout
-
     code = ("from fdcontrol.kernels import compile_kernels\n"
             "from fdcontrol.model import collision\n"
             "assert not collision.clearances_flat.signatures and not collision.damp.signatures  # lazy\n"
@@ -79,6 +80,74 @@ def test_the_link_geometrys_kernels_are_ready_after_compile_kernels_not_at_a_loo
     out = run(later)
     (flat_hits, flat_misses), (damp_hits, damp_misses) = (map(int, line.split()) for line in out.splitlines())
     assert flat_hits >= 1 and damp_hits >= 1 and flat_misses == damp_misses == 0, out
+
+
+#: a fresh process: a loop running without a volume is given a keep-out box 2 cm above the UR10's forearm and
+#: self-collision, then pushed up into the box; how often each link geometry kernel was loaded (from numba's cache)
+#: or compiled, before the parts are built, after, and after 300 cycles; the cycles' calls of the damper and of
+#: the distances
+VOLUME_GIVEN = """
+import json
+import numpy as np
+import pinocchio as pin
+from fdcontrol.drivers import SimulatedRobot
+from fdcontrol.limits import collision as limit
+from fdcontrol.loop.build import build_loop, build_parts, loop_params
+from fdcontrol.model import collision
+from fdcontrol.model.robot import HOME, RobotModel
+
+def loads():
+    return [sum(k.stats.cache_hits.values()) + sum(k.stats.cache_misses.values())
+            for k in (collision.clearances_flat, collision.damp)]
+
+robot = RobotModel.load("ur10")
+q0 = np.asarray(HOME["ur10"], dtype=float)
+data = robot.model.createData()
+pin.forwardKinematics(robot.model, data, q0)
+cap = next(c for c in robot.geometry.capsules if c.link == "forearm_link")
+X = robot._oMb.inverse() * data.oMi[cap.joint]  # the forearm's joint in the base frame
+a, b = X.act(cap.a), X.act(cap.b)
+h = 0.05
+c = np.array([(a[0] + b[0]) / 2, (a[1] + b[1]) / 2, max(a[2], b[2]) + cap.radius + h + 0.02])
+box = {"name": "ahead", "box": {"min": (c - h).tolist(), "max": (c + h).tolist()}, "margin": 0.0}
+loop = build_loop(driver=SimulatedRobot(robot, dt=0.002, q0=q0), robot=robot)
+for k in range(10):
+    loop.step(now=k * 0.002)
+before = loads()
+parts = build_parts(robot, loop_params(keep_out=[box], self_collision=True), loop=loop)
+built = loads()
+calls = {"damp": 0, "compute": 0}
+damp, compute = limit.damp, collision.Clearance.compute
+
+def counted_damp(*args):
+    calls["damp"] += 1
+    return damp(*args)
+
+def counted_compute(self, q):
+    calls["compute"] += 1
+    return compute(self, q)
+
+limit.damp, collision.Clearance.compute = counted_damp, counted_compute
+loop.reconfigure(**parts)
+for k in range(10, 310):
+    loop.set_wrench(np.array([0.0, 0.0, 15.0, 0.0, 0.0, 0.0]), t=k * 0.002)
+    loop.step(now=k * 0.002)
+print(json.dumps({"before": before, "built": built, "stepped": loads(), **calls, "fault": loop.fault}))
+"""
+
+
+def test_a_loop_given_a_volume_loads_the_link_geometrys_kernels_when_its_parts_are_built_never_in_a_cycle() -> None:
+    """The distances' and the velocity damper's kernels (compiled at their first call, not at import) are loaded
+    from numba's cache — or compiled — when a Clearance is built (the parts a volume brings, built outside the loop),
+    so the first cycle with a volume loads none: it did, for about 0.2 s (a compilation, without the cache, takes
+    tens of seconds on a loaded machine). In a fresh process (nothing loaded yet), by numba's own count of each
+    kernel's loads and compilations; the cycles did call both kernels."""
+    pytest.importorskip("numba")
+    out = json.loads(run(VOLUME_GIVEN))
+    assert out["before"] == [0, 0], out  # nothing loaded by the loop without a volume
+    assert out["built"] == [1, 1], out  # each loaded (or compiled) once, while the parts were built
+    assert out["stepped"] == out["built"], out  # and never by a cycle
+    assert out["compute"] >= 300 and out["damp"] > 0 and out["fault"] is None, out
 
 
 # targets of the loop process for the start tests (spawned: module-level functions)

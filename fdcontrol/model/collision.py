@@ -29,8 +29,8 @@ computes a left-out pair before it acts when the joint speeds could bring it nea
 bound (:func:`_promote`), so it gives what it gives with every pair computed.
 
 Forward kinematics, distances and rows are one compiled call per cycle (numba, the ``fast``
-extra; without it the same functions run as Python, slower). All results are in the robot's
-base frame.
+extra; without it the same functions run as Python, slower), loaded from numba's cache when a
+:class:`Clearance` is built, never in a cycle. All results are in the robot's base frame.
 """
 
 from __future__ import annotations
@@ -726,6 +726,21 @@ class Clearance:
         self.nearest = -1
         self._key: list[float] | None = None  # q of the last compute, as a list (a cheap comparison)
         self.count = 0  # how many times the distances were computed (tests: none when nothing is configured)
+        self._load_kernels()
+
+    def _load_kernels(self) -> None:
+        """The compiled forms of the distances and of the velocity damper for the argument types :meth:`compute`
+        and :class:`~fdcontrol.limits.collision.CollisionAvoidance` pass them, loaded from numba's cache (compiled
+        and cached where it has none) here, where the loop's checker is built: numba would otherwise load them at
+        their first call, inside the first cycle with a volume (about 0.2 s; a compilation, without the cache,
+        takes tens of seconds on a loaded machine). Loaded once per process: later calls find them loaded."""
+        if not COMPILED:
+            return
+        typeof = numba.typeof
+        vec, ivec, real = typeof(self.damper), typeof(self._dims), numba.float64  # float64, int64 arrays (C)
+        flat = (typeof(self._I), typeof(self._F), typeof(self._S), typeof(self._O), typeof(self._dims))
+        clearances_flat.compile((vec, *flat, typeof(self.broad), vec))  # q, the buffers, broad, P
+        damp.compile((vec, real, real, real, vec, vec, ivec, *flat))  # v, d_min, k/dt, a_stop, v_max, b, idx, …
 
     @property
     def empty(self) -> bool:
