@@ -268,8 +268,12 @@ def _cycles_per_second(http, seconds: float) -> tuple[float, float]:
 
 def test_a_stuck_foxglove_viewer_delays_neither_the_loop_nor_the_api(live):
     """A viewer that subscribes to every channel and then never reads: the SDK drops its oldest messages; the
-    loop keeps its rate (its own record: cycles per second of its clock, paired windows without and with the
-    stuck viewer, up to three pairs on a machine whose load varies) and the API keeps answering."""
+    loop does not wait for it (its own record: cycles per second of its clock, paired windows without and with
+    the stuck viewer, up to three pairs on a machine whose load varies) and the API keeps answering.
+
+    A loop that waited for the viewer would run next to no cycles once the viewer's queue (64 messages) and
+    socket are full, well within the window; so the stuck window must hold at least half the idle window's
+    rate — a bound for a loaded 2-core machine, not a speed claim (how far the rate moves is printed)."""
     import httpx
 
     http = httpx.Client(base_url=live.url, timeout=30)
@@ -282,8 +286,10 @@ def test_a_stuck_foxglove_viewer_delays_neither_the_loop_nor_the_api(live):
             stuck, took = _cycles_per_second(http, 3.0)
             assert http.get("/health").status_code == 200
         pairs.append((idle, stuck, took))
-        if stuck >= 0.95 * idle:
+        print(f"loop cycles per second of its clock: {idle:.1f} idle, {stuck:.1f} with the stuck viewer; "
+              f"GET /state took {took:.3f} s")
+        if stuck >= 0.5 * idle:
             break
     idle, stuck, took = pairs[-1]
-    assert stuck >= 0.95 * idle, pairs
+    assert stuck >= 0.5 * idle, pairs
     assert took < 10.0, pairs  # the API answers (a bound for a loaded 2-core machine, not a speed claim)
