@@ -55,7 +55,7 @@ __all__ = ["KERNEL_MODULES", "compile_kernels"]
 
 def compile_kernels(report: Callable[[str, float], None] | None = None) -> list[str]:
     """Import every module of :data:`KERNEL_MODULES` (compiling its kernels into the cache, or loading them),
-    then run the kernels compiled at their first call (:func:`warm_first_calls`); ``report(what, seconds)``
+    then the kernels importing does not compile (:func:`warm_first_calls`); ``report(what, seconds)``
     after each. Returns the modules imported: none without numba, or with a numba that fails to import
     (:mod:`fdcontrol.kernel_cache` says why)."""
     kernel_cache.guard()
@@ -76,7 +76,7 @@ def compile_kernels(report: Callable[[str, float], None] | None = None) -> list[
 
 
 #: what :func:`warm_first_calls` is reported as
-FIRST_CALLS = "the link geometry's kernels (at their first call)"
+FIRST_CALLS = "the link geometry's kernels (not compiled at import)"
 
 
 def warm_first_calls() -> None:

@@ -58,9 +58,9 @@ def run(code: str) -> str:
 
 
 def test_the_link_geometrys_kernels_are_ready_after_compile_kernels_not_at_a_loops_first_call() -> None:
-    """The link geometry's kernels (fdcontrol.model.collision) compile at their first call, not at import: without
-    the warm-up of compile_kernels the first loop given a volume compiled them inside its cycle (tens of seconds
-    on a loaded machine: the service restarted the stalled loop process into hold). In a fresh process, after
+    """The link geometry's kernels (fdcontrol.model.collision) do not compile at import: without the warm-up of
+    compile_kernels the first loop given a volume compiles them as its parts are built (tens of seconds on a loaded
+    machine, which that configuration change waits for). In a fresh process, after
     compile_kernels, the distances and the velocity damper have their compiled form; and what it compiled is in
     numba's cache: a later process's loop with a keep-out box and self-collision loads them all, compiling none."""
     pytest.importorskip("numba")
@@ -137,7 +137,7 @@ print(json.dumps({"before": before, "built": built, "stepped": loads(), **calls,
 
 
 def test_a_loop_given_a_volume_loads_the_link_geometrys_kernels_when_its_parts_are_built_never_in_a_cycle() -> None:
-    """The distances' and the velocity damper's kernels (compiled at their first call, not at import) are loaded
+    """The distances' and the velocity damper's kernels (not compiled at import) are loaded
     from numba's cache — or compiled — when a Clearance is built (the parts a volume brings, built outside the loop),
     so the first cycle with a volume loads none: it did, for about 0.2 s (a compilation, without the cache, takes
     tens of seconds on a loaded machine). In a fresh process (nothing loaded yet), by numba's own count of each
