@@ -16,10 +16,12 @@ the period by design), and that cycle's start → its state received here (the c
 between the processes, the WebSocket).
 
 With ``--client-realtime`` the measuring client runs SCHED_FIFO (where permitted), as the service's event
-loop does: the latency a promptly scheduled client sees, without its own wait for a CPU.
+loop does: the latency a promptly scheduled client sees, without its own wait for a CPU. With ``--api-realtime``
+the service runs with ``api_realtime: true`` (its API event loop SCHED_FIFO where permitted): its hand-over of
+each state no longer waits for CPU-bound neighbours' time slices.
 
     PYTHONPATH=. python benchmarks/bench_ws_latency.py [--samples 1000] [--rate 500] [--watchers 0 50] [--hogs 0 2]
-                                                       [--client-realtime] [--budget S] [--json PATH]
+                                                       [--client-realtime] [--api-realtime] [--budget S] [--json PATH]
 """
 
 from __future__ import annotations
@@ -187,6 +189,7 @@ def one_run(c: Client, svc: Service, n: int, n_hogs: int, args: argparse.Namespa
         note = stop_watchers(p)
     nice = f", nice {args.watchers_nice}" if n and args.watchers_nice else ""
     nice += ", the measuring client SCHED_FIFO" if rt else ""
+    nice += ", the service's API event loop SCHED_FIFO" if args.api_fifo else ""
     print(f"{args.rate:.0f} Hz, {n} /ws/state watchers (decimation {args.watch_decimation}{nice}), {n_hogs} CPU hogs "
           f"beside, {len(ms)} of {sent} acknowledged{budget_note(sent, samples, args.budget)}: "
           f"wrench → ack p50 {np.percentile(ms, 50):.2f} ms, "
@@ -209,7 +212,7 @@ def one_run(c: Client, svc: Service, n: int, n_hogs: int, args: argparse.Namespa
             "slowest_watcher_msg_per_s": float(rates[2]) if rates else None,
             "loop_overruns": s1["overruns"] - s0["overruns"], "loop_cycles": s1["cycles"] - s0["cycles"],
             "loop_period_error_p99_us": s1["period_error_p99_us"], "api_cpu_percent": api_cpu,
-            "loop_cpu_percent": loop_cpu, "client_realtime": rt}
+            "loop_cpu_percent": loop_cpu, "client_realtime": rt, "api_realtime": args.api_fifo}
 
 
 def main() -> None:
@@ -226,6 +229,9 @@ def main() -> None:
                     help="the measuring client (this process's sampling thread, which also reads its WebSocket) at "
                          "SCHED_FIFO where permitted: beside CPU hogs its own wait for a CPU otherwise dominates the "
                          "tail")
+    ap.add_argument("--api-realtime", action="store_true",
+                    help="the service with api_realtime: true (its API event loop SCHED_FIFO where permitted); each "
+                         "run says whether it was granted")
     ap.add_argument("--budget", type=float, default=math.inf,
                     help="seconds of sampling per run (watcher count × hog count): no wrench is sent past it, so the "
                          "benchmark ends in bounded time on a loaded machine; the number sent is printed")
@@ -236,11 +242,13 @@ def main() -> None:
     report: dict = {"rate_hz": args.rate, "period_ms": 1e3 * period, "target_p99_ms": 1e3 * period + 1,
                     "samples": samples, "watch_decimation": args.watch_decimation,
                     "watchers_nice": args.watchers_nice, "runs": []}
-    svc = Service("--rate", str(args.rate))
+    svc = Service("--rate", str(args.rate), env={"FDCONTROL_API_REALTIME": "true"} if args.api_realtime else None)
     try:
         with Client(svc.url) as c:
             c.start()
             report["fifo_threads"] = sum(fifo_threads(pid) for pid in svc.children())
+            args.api_fifo = fifo_threads(svc.proc.pid) > 0  # the API process's event loop thread (api_realtime)
+            report["api_fifo_threads"] = fifo_threads(svc.proc.pid)
             for n_hogs in args.hogs:
                 # CPU-bound processes beside the service and the clients (a loaded machine), ended after the runs
                 hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(min(max(n_hogs, 0), 8))]
