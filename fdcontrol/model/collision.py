@@ -734,7 +734,7 @@ class Clearance:
         and cached where it has none) here, where the loop's checker is built: numba would otherwise load them at
         their first call, inside the first cycle with a volume (about 0.2 s; a compilation, without the cache,
         takes tens of seconds on a loaded machine). Loaded once per process: later calls find them loaded."""
-        if not COMPILED:
+        if not COMPILED or not hasattr(clearances_flat, "compile"):  # (NUMBA_DISABLE_JIT: the Python functions)
             return
         typeof = numba.typeof
         vec, ivec, real = typeof(self.damper), typeof(self._dims), numba.float64  # float64, int64 arrays (C)
