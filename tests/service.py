@@ -64,6 +64,16 @@ class Service:
         self.stop()
         raise RuntimeError(f"service did not become healthy in {startup_timeout or STARTUP:g} s")
 
+    def __enter__(self) -> Service:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def state(self) -> dict:
+        """The loop's state now (GET /state)."""
+        return httpx.get(self.url + "/state", timeout=5, headers=self.headers).json()
+
     def without_start_box(self) -> None:
         """Remove the simulated arm's start workspace box (for tests that reach past it). A 503 of a loop
         process not scheduled within its heartbeat period (a loaded machine) is asked again, bounded."""

@@ -26,15 +26,8 @@ def svc():
     # cache the service's loop compiled them inside its cycle when a volume came, past the 2 s stall limit on a
     # loaded machine, and was restarted into hold (the arm then never moved towards the volume)
     warm_first_calls()
-    s = Service()
-    try:
+    with Service() as s:
         yield s
-    finally:
-        s.stop()
-
-
-def state(svc) -> dict:
-    return httpx.get(svc.url + "/state", timeout=5).json()
 
 
 def _forearm(q: list[float]) -> tuple[np.ndarray, float, np.ndarray, np.ndarray, np.ndarray]:
@@ -60,12 +53,12 @@ def _box(c: np.ndarray, h: float = 0.05) -> dict:
 
 
 def test_a_volume_on_a_link_is_refused_naming_the_link(svc):
-    before = state(svc)
+    before = svc.state()
     mid = _forearm(before["q"])[0]
-    r = httpx.patch(svc.url + "/config", json={"keep_out": [_box(mid)]}, timeout=10)
+    r = httpx.patch(svc.url + "/config", json={"keep_out": [_box(mid)]}, timeout=60)
     assert r.status_code == 422, r.text
     assert "link forearm_link is inside volume 'fixture'" in r.text and "move the arm by itself" in r.text, r.text
-    s = state(svc)
+    s = svc.state()
     assert s["running"] and s["fault"] is None and s["cycle"] > before["cycle"]
     assert httpx.get(svc.url + "/config", timeout=5).json()["keep_out"] == []
 
@@ -77,21 +70,21 @@ def test_a_volume_on_a_link_is_refused_naming_the_link(svc):
     ({"plane": {"point": [1, 1, 1], "normal": [0, 0, 0]}}, "normal"),
 ])
 def test_bad_volumes_are_refused_with_the_reason(svc, volume, reason):
-    r = httpx.patch(svc.url + "/config", json={"keep_out": [volume]}, timeout=10)
+    r = httpx.patch(svc.url + "/config", json={"keep_out": [volume]}, timeout=60)
     assert r.status_code == 422 and reason in r.text, r.text
 
 
 def test_state_carries_the_smallest_link_distance_and_its_pair(svc):
-    s0 = state(svc)
+    s0 = svc.state()
     assert s0["link_distance"] is None and s0["link_pair"] is None  # nothing configured
     mid, r, e, a, b = _forearm(s0["q"])
     fixture = _box(mid + (r + 0.15 + 0.05) * e)  # about 15 cm beside the forearm
     gap = _sampled(a, b, r, fixture)
-    assert httpx.patch(svc.url + "/config", json={"keep_out": [fixture]}, timeout=10).status_code == 200
+    assert httpx.patch(svc.url + "/config", json={"keep_out": [fixture]}, timeout=60).status_code == 200
     try:
-        deadline, s = time.monotonic() + 10, state(svc)
+        deadline, s = time.monotonic() + 10, svc.state()
         while s["link_pair"] is None and time.monotonic() < deadline:
-            s = state(svc)
+            s = svc.state()
         assert s["link_pair"] == "forearm_link ↔ fixture", s["link_pair"]
         assert s["link_distance"] == pytest.approx(gap, abs=0.002)  # the arm rests: the distance set up
         assert "collision" in s["limits_active"]  # the links' velocity damper joined the limits
@@ -99,21 +92,21 @@ def test_state_carries_the_smallest_link_distance_and_its_pair(svc):
             msg = json.loads(ws.recv(timeout=5))
         assert msg["link_pair"] == "forearm_link ↔ fixture" and msg["link_distance"] == pytest.approx(gap, abs=0.002)
         # self-collision too: the nearest pair is now whichever is nearer
-        assert httpx.patch(svc.url + "/config", json={"self_collision": True}, timeout=10).status_code == 200
+        assert httpx.patch(svc.url + "/config", json={"self_collision": True}, timeout=60).status_code == 200
         robot = RobotModel.load("ur10")
         cl = Clearance(robot, robot.geometry, [], self_collision=True)
-        cl.compute(np.asarray(state(svc)["q"]))
+        cl.compute(np.asarray(svc.state()["q"]))
         own = float(cl.d.min())
-        deadline, s = time.monotonic() + 10, state(svc)
+        deadline, s = time.monotonic() + 10, svc.state()
         while s["link_distance"] > min(own, gap) + 0.01 and time.monotonic() < deadline:
-            s = state(svc)
+            s = svc.state()
         assert s["link_distance"] == pytest.approx(min(own, gap), abs=0.01), (s["link_pair"], own)
     finally:
-        r = httpx.patch(svc.url + "/config", json={"keep_out": [], "self_collision": False}, timeout=10)
+        r = httpx.patch(svc.url + "/config", json={"keep_out": [], "self_collision": False}, timeout=60)
         assert r.status_code == 200, r.text
-    deadline, s = time.monotonic() + 10, state(svc)
+    deadline, s = time.monotonic() + 10, svc.state()
     while s["link_pair"] is not None and time.monotonic() < deadline:
-        s = state(svc)
+        s = svc.state()
     assert s["link_distance"] is None and s["link_pair"] is None and not s["limits_active"].get("collision")
 
 
@@ -128,14 +121,14 @@ def test_a_volume_moved_onto_the_running_arm_holds_it_and_the_api_names_link_and
     from tests.test_collision import box_ahead, link_motion
 
     robot = RobotModel.load("ur10")
-    s0 = state(svc)
+    s0 = svc.state()
     assert s0["running"] and s0["fault"] is None
     wrench = np.array([0.0, 0.0, 15.0, 0.0, 0.0, 0.0])
     q = np.asarray(s0["q"])
     u = link_motion(robot, q, wrench, "forearm_link")
     spec, d = box_ahead(robot, q, "forearm_link", u, 0.002)
     assert 0.0 < d < 0.005
-    r = httpx.patch(svc.url + "/config", json={"keep_out": [spec]}, timeout=10)
+    r = httpx.patch(svc.url + "/config", json={"keep_out": [spec]}, timeout=60)
     assert r.status_code == 200, r.text
     try:
         with Client(svc.url) as client, client.control_stream(decimation=5) as stream:
@@ -147,21 +140,21 @@ def test_a_volume_moved_onto_the_running_arm_holds_it_and_the_api_names_link_and
         fault = msg["fault"]
         assert fault is not None and re.match(r"link forearm_link is -?\d+\.\d mm from volume 'fixture', inside "
                                               r"half the hard margin of 10\.0 mm", fault), fault
-        s = state(svc)
+        s = svc.state()
         assert s["fault"] == fault and s["holding"] and s["link_pair"] == "forearm_link ↔ fixture"
         h = httpx.get(svc.url + "/health", timeout=5).json()
         assert h["status"] == "fault" and h["fault"] == fault
         deadline = time.monotonic() + 10
         while any(s["qd_ref"]) and time.monotonic() < deadline:  # braked to standstill
-            s = state(svc)
+            s = svc.state()
         assert not any(s["qd_ref"]) and s["link_distance"] > -0.01  # it held, not far into the box
     finally:
-        r = httpx.patch(svc.url + "/config", json={"keep_out": []}, timeout=10)
+        r = httpx.patch(svc.url + "/config", json={"keep_out": []}, timeout=60)
         assert r.status_code == 200, r.text
         assert httpx.post(svc.url + "/control/hold", json={"hold": False}, timeout=10).status_code == 200
-    deadline, s = time.monotonic() + 10, state(svc)
+    deadline, s = time.monotonic() + 10, svc.state()
     while (s["fault"] is not None or s["holding"]) and time.monotonic() < deadline:
-        s = state(svc)
+        s = svc.state()
     assert s["fault"] is None and not s["holding"]
 
 
@@ -173,8 +166,8 @@ def test_a_move_that_would_drive_a_link_into_a_volume_is_refused_naming_both(svc
 
     robot = RobotModel.load("ur10")
     # the base turns 1.2 rad: the tool's goal lies beyond the simulated arm's start workspace box: without it
-    assert httpx.patch(svc.url + "/config", json={"workspace_box": None}, timeout=10).status_code == 200
-    s0 = state(svc)
+    assert httpx.patch(svc.url + "/config", json={"workspace_box": None}, timeout=60).status_code == 200
+    s0 = svc.state()
     q0 = np.asarray(s0["q"])
     q_mid, q_goal = q0.copy(), q0.copy()
     q_mid[0] += 0.6
@@ -183,20 +176,20 @@ def test_a_move_that_would_drive_a_link_into_a_volume_is_refused_naming_both(svc
     box = {"name": "fixture", "box": {"min": lo.tolist(), "max": hi.tolist()}, "margin": 0.02}  # the upper arm
     start_box = httpx.get(svc.url + "/config", timeout=5).json()["workspace_box"]  # the simulated arm's: the
     # pan takes the tool out of it, and only the links are studied here
-    r = httpx.patch(svc.url + "/config", json={"keep_out": [box], "workspace_box": None}, timeout=10)
+    r = httpx.patch(svc.url + "/config", json={"keep_out": [box], "workspace_box": None}, timeout=60)
     assert r.status_code == 200, r.text
     try:
         r = httpx.post(svc.url + "/control/move", json={"q": q_goal.tolist(), "speed": 0.5}, timeout=30)
         assert r.status_code == 422, r.text
         assert "the path of link forearm_link passes through 'fixture'" in r.text, r.text
-        s = state(svc)
+        s = svc.state()
         assert s["move_status"] in ("idle", "cancelled") and np.abs(np.asarray(s["q"]) - q0).max() < 1e-3
     finally:
-        assert httpx.patch(svc.url + "/config", json={"keep_out": []}, timeout=10).status_code == 200
+        assert httpx.patch(svc.url + "/config", json={"keep_out": []}, timeout=60).status_code == 200
     # the same move without the box is allowed: it starts (and is cancelled at once)
     r = httpx.post(svc.url + "/control/move", json={"q": q_goal.tolist(), "speed": 0.5}, timeout=30)
     assert r.status_code == 200, r.text
-    assert httpx.post(svc.url + "/control/move/cancel", timeout=10).status_code == 200
+    assert httpx.post(svc.url + "/control/move/cancel", timeout=60).status_code == 200
     if start_box is not None:  # back as it was (the move was cancelled at once: the tool is still inside)
-        r = httpx.patch(svc.url + "/config", json={"workspace_box": start_box}, timeout=10)
+        r = httpx.patch(svc.url + "/config", json={"workspace_box": start_box}, timeout=60)
         assert r.status_code == 200, r.text

@@ -98,13 +98,13 @@ def stream(svc: Service, wrench: list[float], seconds: float, wall_limit: float 
     """PUT the wrench every 20 ms until `seconds` of the ROBOT's time passed (the simulator runs
     slower than real time on a loaded machine), bounded by `wall_limit` s of wall time. The states
     read after each PUT, in order."""
-    t0, end = state(svc)["t"], time.monotonic() + wall_limit
+    t0, end = svc.state()["t"], time.monotonic() + wall_limit
     states = []
     for _ in range(int(wall_limit / 0.02) + 1):
         r = httpx.put(svc.url + "/control/wrench", json={"wrench": wrench}, timeout=5)
         # 503 "stalled": franky-sim starved of CPU sent no state for a while (a loaded machine)
         assert r.status_code in (200, 503) or not check, r.text
-        st = state(svc)
+        st = svc.state()
         states.append(st)
         if st["t"] - t0 >= seconds or time.monotonic() >= end or st["fault"]:  # a faulted loop's time stands
             break
@@ -114,21 +114,17 @@ def stream(svc: Service, wrench: list[float], seconds: float, wall_limit: float 
 
 def wait_until(svc: Service, pred, seconds: float = 10.0) -> dict:
     """Poll /state until pred(state) (bounded: `seconds`)."""
-    st = state(svc)
+    st = svc.state()
     for _ in range(int(seconds / 0.05)):
         if pred(st):
             break
         time.sleep(0.05)
-        st = state(svc)
+        st = svc.state()
     return st
 
 
 def at_rest(st: dict) -> bool:
     return st["holding"] and not any(st["qd_ref"])
-
-
-def state(svc: Service) -> dict:
-    return httpx.get(svc.url + "/state", timeout=5).json()
 
 
 def post(svc: Service, path: str, body: dict | None = None) -> httpx.Response:
@@ -225,7 +221,7 @@ def test_robot_paced_run_moves_the_flange_along_the_wrench(sim):
     try:
         assert post(svc, "/control/start").status_code == 200
         states = stream(svc, [-0.5, 0, 0, 0, 0, 0], 3.0)  # 0.05 m/s along −x, away from the workspace's edge
-        st = state(svc)
+        st = svc.state()
         stats = httpx.get(svc.url + "/stats", timeout=5).json()
         assert post(svc, "/control/stop").status_code == 200
     finally:
@@ -412,7 +408,7 @@ def test_a_lost_robot_is_a_robot_fault_and_reconnects(sim, how):
             # machine): that loss is real but not the one under test — reconnect and move again
             assert post(svc, "/control/start").status_code == 200
             stream(svc, [15.0, 0, 0, 0, 0, 0], 0.3, check=False)
-            st = state(svc)
+            st = svc.state()
             if st["fault"] is None and any(st["qd_ref"]):
                 break
             post(svc, "/control/stop")
@@ -447,7 +443,7 @@ def test_a_lost_robot_is_a_robot_fault_and_reconnects(sim, how):
         assert all(b["restarts"] == 0 for _, b in seen) and pid["restarts"] == 0
         assert seen[-1][1]["cycles"] == seen[0][1]["cycles"]  # no robot state since: the cycle count stands
         assert seen[-1][1]["last_cycle_age_s"] < 0.5  # … but the loop thread goes on (holding)
-        assert state(svc)["holding"] and svc.children() == loop_process  # the same loop process
+        assert svc.state()["holding"] and svc.children() == loop_process  # the same loop process
         # reconnecting is explicit, and refused while the robot is gone (the loop goes on holding)
         if how == "kill":
             r = post(svc, "/control/reconnect")
@@ -467,7 +463,7 @@ def test_a_lost_robot_is_a_robot_fault_and_reconnects(sim, how):
             assert lost is None or lost > asked  # the old loss is cleared (a new one would be after it)
             assert post(svc, "/control/hold", {"hold": False}).status_code == 200
             stream(svc, [15.0, 0, 0, 0, 0, 0], 0.5, check=False)
-            st = state(svc)
+            st = svc.state()
             if st["fault"] is None and not st["holding"]:
                 break
         assert st["fault"] is None and st["safety_mode"] == "Move" and not st["holding"], \
@@ -510,7 +506,7 @@ def test_libfranka_error_names_and_the_robot_mode_in_state_health_and_metrics(si
         assert metric_lines(svc, "fdcontrol_robot_error_active") == [
             'fdcontrol_robot_error_active{error="joint_velocity_violation"} 1.0']
         assert metric_lines(svc, "fdcontrol_robot_safety_mode{") == [
-            f'fdcontrol_robot_safety_mode{{mode="{state(svc)["safety_mode"]}"}} 1.0']
+            f'fdcontrol_robot_safety_mode{{mode="{svc.state()["safety_mode"]}"}} 1.0']
         assert post(svc, "/control/recover").status_code == 200
         assert metric_lines(svc, "fdcontrol_robot_error_active") == []
         assert metric_lines(svc, "fdcontrol_robot_errors_total") == [
@@ -537,13 +533,13 @@ def test_an_external_force_torque_sensor_is_the_wrench_source(sim):
         "wrench_source": "sensor", "sensor": {"address": sim.host, "counts_per_force": 1e6,
                                               "counts_per_torque": 1e6}})
     try:
-        R = np.array(state(svc)["tip_pose"])[:3, :3]  # the flange = the sensor frame (fr3_link8)
+        R = np.array(svc.state()["tip_pose"])[:3, :3]  # the flange = the sensor frame (fr3_link8)
         push = np.array([-2.0, 0.0, 0.0])  # N, base frame: the hand on the tool (a hand is a live input above 1 N)
         peer.counts = [round(c) for c in np.r_[R.T @ push * 1e6, np.zeros(3)]]
         assert post(svc, "/control/start").status_code == 200
         # the sensor's first reading: its stream starts with the service (bounded: a starved peer thread)
         wait_until(svc, lambda s: np.linalg.norm(s["f_measured"]) > 1.6, seconds=30.0)
-        t0 = state(svc)["t"]
+        t0 = svc.state()["t"]
         st = wait_until(svc, lambda s: s["t"] - t0 >= 1.5, seconds=30.0)  # 1.5 s of the robot's time
         assert st["fault"] is None and st["watchdog"] != "sensor_stale", st
         f = np.array(st["f_measured"])

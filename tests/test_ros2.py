@@ -73,10 +73,6 @@ def last_live_cycle_after(st: dict, t_kill: float) -> float:
     return st["stamp"] - t_kill
 
 
-def state(svc: Service) -> dict:
-    return httpx.get(svc.url + "/state", timeout=5).json()
-
-
 @pytest.fixture(scope="module")
 def ur10() -> RobotModel:
     return RobotModel.load("ur10")
@@ -96,18 +92,18 @@ def test_pushed_sensor_moves_the_arm_along_the_push(ur10, interface):
     svc = None
     try:
         svc = serve(interface)
-        s0 = state(svc)
+        s0 = svc.state()
         assert np.allclose(s0["q"], q0, atol=0.05), "joint_states shuffled by name must map onto the model order"
         r = httpx.post(svc.url + "/control/start", timeout=5)
         assert r.status_code == 200, r.text
         p0 = np.array(s0["tip_pose"])[:3, 3]
         def moved():
-            p = np.array(state(svc)["tip_pose"])[:3, 3]
+            p = np.array(svc.state()["tip_pose"])[:3, 3]
             return (p,) if abs(p[0] - p0[0]) > 0.02 else None
         (p,) = wait_for(moved, 20, "the tip to move")
         d = p - p0
         assert d[0] > 0.02 and abs(d[0]) > 3 * max(abs(d[1]), abs(d[2])), f"moved {d}, expected along +x"
-        st = state(svc)
+        st = svc.state()
         assert st["fault"] is None and not st["holding"]
     finally:
         if svc is not None:
@@ -123,11 +119,11 @@ def test_killing_the_peer_faults_into_hold_within_the_timeout(ur10):
     try:
         svc = serve("velocity", mode="admittance")
         assert httpx.post(svc.url + "/control/start", timeout=5).status_code == 200
-        wait_for(lambda: state(svc)["running"], 5, "running")
+        wait_for(lambda: svc.state()["running"], 5, "running")
         peer.kill()
         peer.wait(5)
         t_kill = time.monotonic()  # the peer's last joint_states was sent before this
-        st = wait_for(lambda: (s := state(svc))["holding"] and s["fault"] and s, 5, "the hold")
+        st = wait_for(lambda: (s := svc.state())["holding"] and s["fault"] and s, 5, "the hold")
         assert "joint_states" in st["fault"]
         assert st["qd_ref"] == [0.0] * 6
         ran_on_stale = last_live_cycle_after(st, t_kill)

@@ -126,15 +126,8 @@ def test_a_switch_of_the_gains_mid_motion_changes_them_in_its_cycle_without_a_st
 # ---------------------------------------------------------------------- through the service
 @pytest.fixture(scope="module")
 def svc():
-    s = Service()
-    try:
+    with Service() as s:
         yield s
-    finally:
-        s.stop()
-
-
-def state(svc) -> dict:
-    return httpx.get(svc.url + "/state", timeout=5).json()
 
 
 def metric(svc) -> float:
@@ -152,14 +145,14 @@ def metric(svc) -> float:
     ({"nope": 1}, "unknown parameter"),
 ])
 def test_a_bad_switch_gets_422_when_armed_and_the_loop_runs_on(svc, params, reason):
-    before = state(svc)
+    before = svc.state()
     rule = {"signal": "force", "op": ">", "value": 400, "action": "switch", "params": params}
     r = httpx.put(svc.url + "/control/rules", json={"rules": [rule]}, timeout=10)
     assert r.status_code == 422 and reason in r.text, r.text
     r = httpx.post(svc.url + "/control/move", json={"position": [0, 0, 0.01], "relative": True,
                                                     "until": rule}, timeout=10)
     assert r.status_code == 422 and reason in r.text, r.text
-    s = state(svc)
+    s = svc.state()
     assert s["running"] and s["fault"] is None and s["cycle"] > before["cycle"] and s["move_status"] != "moving"
 
 
@@ -196,7 +189,7 @@ def assert_within_limits(svc, states: list[dict]) -> None:
 
 
 def test_a_rule_switches_the_law_mid_move_in_its_cycle(svc):
-    mode0, count0, metric0 = state(svc)["mode"], state(svc)["reaction_count"], metric(svc)
+    mode0, count0, metric0 = svc.state()["mode"], svc.state()["reaction_count"], metric(svc)
     new = "motion" if mode0 != "motion" else "compliance"
     rule = {"name": "to-" + new, "signal": "tip_speed", "op": ">", "value": 0.01, "action": "switch", "mode": new}
     try:
@@ -209,7 +202,7 @@ def test_a_rule_switches_the_law_mid_move_in_its_cycle(svc):
         switched = [s for s in states if s["mode"] == new]
         assert switched and not any(switched[0]["qd_ref"]), switched[:1]
         assert all(s["reaction_count"] > count0 for s in switched)  # never before the rule fired
-        assert state(svc)["mode"] == new
+        assert svc.state()["mode"] == new
         assert httpx.get(svc.url + "/config", timeout=5).json()["mode"] == new  # the configuration says so
         assert metric(svc) == metric0 + 1
         assert_within_limits(svc, states)
@@ -222,7 +215,7 @@ def test_a_rule_switches_the_law_mid_move_in_its_cycle(svc):
 
 def test_a_rule_switches_parameters_mid_move(svc):
     cfg0 = httpx.get(svc.url + "/config", timeout=5).json()
-    count0, metric0 = state(svc)["reaction_count"], metric(svc)
+    count0, metric0 = svc.state()["reaction_count"], metric(svc)
     k1 = [0.5 * k for k in cfg0["stiffness"]]
     rule = {"name": "soften", "signal": "tip_speed", "op": ">", "value": 0.01, "action": "switch",
             "params": {"stiffness": k1, "max_force": 0.5 * cfg0["max_force"]}, "ramp_time": 0.2}

@@ -17,19 +17,12 @@ from tests.service import Service
 
 @pytest.fixture(scope="module")
 def svc():
-    s = Service()
-    try:
+    with Service() as s:
         yield s
-    finally:
-        s.stop()
-
-
-def state(svc) -> dict:
-    return httpx.get(svc.url + "/state", timeout=5).json()
 
 
 def assert_unaffected(svc, before: dict) -> None:
-    s = state(svc)
+    s = svc.state()
     assert s["running"] and s["fault"] is None and s["cycle"] > before["cycle"]
 
 
@@ -48,7 +41,7 @@ def assert_unaffected(svc, before: dict) -> None:
     ("post", "/control/gains", {"stiffness": [1e6] * 6}, "outside"),
 ])
 def test_bad_input_gets_422_with_the_reason_and_the_loop_runs_on(svc, method, path, body, reason):
-    before = state(svc)
+    before = svc.state()
     r = getattr(httpx, method)(svc.url + path, json=body, timeout=10)
     assert r.status_code == 422, r.text
     assert reason in r.text, r.text
@@ -56,28 +49,28 @@ def test_bad_input_gets_422_with_the_reason_and_the_loop_runs_on(svc, method, pa
 
 
 def test_workspace_through_the_api_refuses_one_that_would_move_the_arm(svc):
-    tip = state(svc)["tip_pose"]
+    tip = svc.state()["tip_pose"]
     p = [tip[0][3], tip[1][3], tip[2][3]]
     # the tip 1 cm from a wall with a 5 cm margin: the load would push the arm: refused
     near = {"workspace_box": {"min": [p[0] - 1, p[1] - 1, p[2] - 1], "max": [p[0] + 0.01, p[1] + 1, p[2] + 1]}}
-    r = httpx.patch(svc.url + "/config", json=near, timeout=10)
+    r = httpx.patch(svc.url + "/config", json=near, timeout=60)
     assert r.status_code == 422 and "move the arm by itself" in r.text, r.text
     box = {"workspace_box": {"min": [p[0] - 0.5, p[1] - 0.5, p[2] - 0.5], "max": [p[0] + 0.2, p[1] + 0.5, p[2] + 0.5]}}
-    r = httpx.patch(svc.url + "/config", json=box, timeout=10)
+    r = httpx.patch(svc.url + "/config", json=box, timeout=60)
     assert r.status_code == 200, r.text
     try:
-        s = state(svc)
+        s = svc.state()
         assert s["workspace_distance"] == pytest.approx(0.2, abs=0.01)
         assert s["limits_active"]["workspace"] is False
         w = httpx.get(svc.url + "/workspace", timeout=5).json()
         assert w["box"]["max"][0] == pytest.approx(p[0] + 0.2)
         # a goal beyond the box: refused with the reason
-        before = state(svc)
-        r = httpx.post(svc.url + "/control/move", json={"position": [0.4, 0, 0], "relative": True}, timeout=10)
+        before = svc.state()
+        r = httpx.post(svc.url + "/control/move", json={"position": [0.4, 0, 0], "relative": True}, timeout=60)
         assert r.status_code == 422 and "out of the workspace" in r.text, r.text
         assert_unaffected(svc, before)
     finally:
-        assert httpx.patch(svc.url + "/config", json={"workspace_box": None}, timeout=10).status_code == 200
+        assert httpx.patch(svc.url + "/config", json={"workspace_box": None}, timeout=60).status_code == 200
 
 
 def test_null_in_the_environment_starts_the_simulated_arm_without_its_box():
@@ -86,19 +79,19 @@ def test_null_in_the_environment_starts_the_simulated_arm_without_its_box():
     move the start box would refuse (40 cm ahead, its face is 20 cm away) is accepted."""
     s = Service(env={"FDCONTROL_WORKSPACE_BOX": "null"})
     try:
-        assert httpx.get(s.url + "/config", timeout=10).json()["workspace_box"] is None
+        assert httpx.get(s.url + "/config", timeout=60).json()["workspace_box"] is None
         w = httpx.get(s.url + "/workspace", timeout=10).json()
         assert w["box"] is None and w["distance"] is None, w
-        assert state(s)["workspace_distance"] is None  # the loop's own record: no volume at all
-        r = httpx.post(s.url + "/control/move", json={"position": [0.4, 0, 0], "relative": True}, timeout=10)
+        assert s.state()["workspace_distance"] is None  # the loop's own record: no volume at all
+        r = httpx.post(s.url + "/control/move", json={"position": [0.4, 0, 0], "relative": True}, timeout=60)
         assert r.status_code == 200, r.text
-        assert httpx.post(s.url + "/control/move/cancel", timeout=10).status_code == 200
+        assert httpx.post(s.url + "/control/move/cancel", timeout=60).status_code == 200
     finally:
         s.stop()
 
 
 def test_guarded_move_onto_the_table_holds_and_pushes_an_event(svc):
-    count0 = state(svc)["reaction_count"]
+    count0 = svc.state()["reaction_count"]
     with connect(svc.url.replace("http", "ws") + "/ws/state?decimation=5", open_timeout=10) as ws:
         json.loads(ws.recv(timeout=5))  # the first state: the event baseline
         r = httpx.post(svc.url + "/control/move", timeout=10, json={
@@ -110,7 +103,7 @@ def test_guarded_move_onto_the_table_holds_and_pushes_an_event(svc):
             msg = json.loads(ws.recv(timeout=5))
             event = msg.get("event")
     assert event is not None and event["type"] == "reaction" and "contact" in event["text"], event
-    s = state(svc)
+    s = svc.state()
     assert s["holding"] and s["reaction_count"] == count0 + 1 and s["move_status"] == "cancelled"
     assert abs(s["f_measured"][2]) < 2 * 5.0
     rules = httpx.get(svc.url + "/control/rules", timeout=5).json()
@@ -137,36 +130,36 @@ def test_rules_armed_and_disarmed_over_the_control_websocket(svc):
 
 def test_a_move_through_a_keep_out_volume_is_refused_at_planning_time(svc):
     # the 40 cm move below reaches beyond the simulated arm's start workspace box: without it
-    assert httpx.patch(svc.url + "/config", json={"workspace_box": None}, timeout=10).status_code == 200
-    tip = state(svc)["tip_pose"]
+    assert httpx.patch(svc.url + "/config", json={"workspace_box": None}, timeout=60).status_code == 200
+    tip = svc.state()["tip_pose"]
     p = [tip[0][3], tip[1][3], tip[2][3]]
     # 25 cm ahead: clear of the wrist's collision capsules and their 5 cm margin (every link obeys the volume)
     ball = {"keep_out": [{"name": "ball", "sphere": {"center": [p[0] + 0.25, p[1], p[2]], "radius": 0.02}}]}
-    assert httpx.patch(svc.url + "/config", json=ball, timeout=10).status_code == 200
+    assert httpx.patch(svc.url + "/config", json=ball, timeout=60).status_code == 200
     try:
-        before = state(svc)
+        before = svc.state()
         # the goal itself is clear of the ball (13 cm beyond its surface), the straight path is not
-        r = httpx.post(svc.url + "/control/move", json={"position": [0.4, 0, 0], "relative": True}, timeout=10)
+        r = httpx.post(svc.url + "/control/move", json={"position": [0.4, 0, 0], "relative": True}, timeout=60)
         assert r.status_code == 422 and "path" in r.text and "through 'ball'" in r.text, r.text
         assert_unaffected(svc, before)
-        s = state(svc)
+        s = svc.state()
         assert s["move_status"] != "moving" and np.allclose(
             [row[3] for row in s["tip_pose"][:3]], p, atol=2e-3)  # the arm did not move
         # around it: accepted
-        r = httpx.post(svc.url + "/control/move", json={"position": [0, 0, 0.03], "relative": True}, timeout=10)
+        r = httpx.post(svc.url + "/control/move", json={"position": [0, 0, 0.03], "relative": True}, timeout=60)
         assert r.status_code == 200, r.text
         deadline = time.monotonic() + 15
-        while state(svc)["move_status"] != "done" and time.monotonic() < deadline:
+        while svc.state()["move_status"] != "done" and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert state(svc)["move_status"] == "done"
+        assert svc.state()["move_status"] == "done"
     finally:
-        assert httpx.patch(svc.url + "/config", json={"keep_out": []}, timeout=10).status_code == 200
+        assert httpx.patch(svc.url + "/config", json={"keep_out": []}, timeout=60).status_code == 200
 
 
 def _after_cycles(svc, n: int) -> dict:
     """The state once the loop has run `n` more cycles by its own count (a deadline ends a hung test only)."""
-    c0, deadline = state(svc)["cycle"], time.monotonic() + 30
-    while (s := state(svc))["cycle"] < c0 + n:
+    c0, deadline = svc.state()["cycle"], time.monotonic() + 30
+    while (s := svc.state())["cycle"] < c0 + n:
         assert time.monotonic() < deadline, s["cycle"]
     return s
 
@@ -189,11 +182,11 @@ def test_moves_are_refused_while_holding_or_stopped_and_nothing_moves_after(svc,
         assert httpx.post(svc.url + "/control/stop", timeout=10).json()["running"] is False
         r = httpx.post(svc.url + route, json=body, timeout=10)
         assert r.status_code == 422 and "not running" in r.text, r.text
-        before = state(svc)
+        before = svc.state()
         assert httpx.post(svc.url + "/control/start", timeout=10).json()["running"] is True
         after = _after_cycles(svc, 250)
         assert after["move_status"] != "moving" and np.linalg.norm(tip(after) - tip(before)) < 1e-3
     finally:
         httpx.post(svc.url + "/control/hold", json={"hold": False}, timeout=5)
-        if not state(svc)["running"]:
+        if not svc.state()["running"]:
             httpx.post(svc.url + "/control/start", timeout=10)
