@@ -79,17 +79,18 @@ def compile_kernels(report: Callable[[str, float], None] | None = None) -> list[
 FIRST_CALLS = "the link geometry's kernels (not compiled at import)"
 
 
-def warm_first_calls() -> None:
+def warm_first_calls() -> str | None:
     """Compile (or load) the kernels that importing does not: the link geometry's distances, the velocity damper
     and its promotion of left-out pairs (fdcontrol.model.collision, compiled when a Clearance is built), by running
-    the loop the service builds with a keep-out box ahead of the UR10's forearm and self-collision, a wrench
-    driving the forearm towards the box. Without this the first loop that gets a volume compiles them as its
-    parts are built — tens of seconds on a loaded 2-core machine, which that configuration change waits for."""
+    the loop the service builds with a keep-out box 2 cm above the UR10's forearm at its home pose (clear of every
+    link) and self-collision, a wrench driving the forearm towards the box. Without this the first loop that gets a
+    volume compiles them as its parts are built — tens of seconds on a loaded 2-core machine, which that
+    configuration change waits for. Returns the loop's fault (None: the warm-up ran as a loop should)."""
     import numpy as np
 
     from fdcontrol.drivers import SimulatedRobot
     from fdcontrol.loop.build import build_loop, build_parts, loop_params
-    from fdcontrol.model.collision import Clearance
+    from fdcontrol.model.collision import BOX, Clearance, Obstacle
     from fdcontrol.model.robot import HOME, RobotModel
 
     robot = RobotModel.load("ur10")
@@ -97,14 +98,26 @@ def warm_first_calls() -> None:
     cl = Clearance(robot, robot.geometry, [])
     cl.compute(q0)
     i = [c.link for c in robot.geometry.capsules].index("forearm_link")
-    h = 0.05
-    c = (cl.A[i] + cl.B[i]) / 2 + np.array([0.0, 0.0, float(cl.cr[i]) + h + 0.02])  # about 2 cm above it
+    h, gap = 0.05, 0.02
+    # above the middle of the forearm, its underside 2 cm above the (tilted) forearm's highest point; raised
+    # until every link is at least 2 cm from it (the distances computed, not assumed)
+    c = (cl.A[i] + cl.B[i]) / 2
+    c[2] = max(cl.A[i, 2], cl.B[i, 2]) + float(cl.cr[i]) + h + gap
+    for _ in range(20):
+        near = Clearance(robot, robot.geometry, [Obstacle("warm-up", BOX, c - h, c + h, margin=0.0)],
+                         broad=False)
+        near.compute(q0)
+        short = gap - float(near.d.min())
+        if short <= 0.0:
+            break
+        c[2] += short + 1e-3
     box = {"name": "warm-up", "box": {"min": (c - h).tolist(), "max": (c + h).tolist()}, "margin": 0.0}
     loop = build_loop(driver=SimulatedRobot(robot, dt=0.002, q0=q0), robot=robot)
     loop.reconfigure(**build_parts(robot, loop_params(keep_out=[box], self_collision=True), loop=loop))
     for k in range(300):
         loop.set_wrench(np.array([0.0, 0.0, 15.0, 0.0, 0.0, 0.0]), t=k * 0.002)
         loop.step(now=k * 0.002)
+    return loop.fault
 
 
 def main() -> int:
