@@ -1015,3 +1015,44 @@ def test_the_damper_keeps_a_link_rotating_against_a_parallel_face_off_d_min(arm:
                 low = _approach(robot, [Obstacle("slab", BOX, lo.copy(), hi.copy())], apart, q,
                                 lambda cl, k, v=v: v, 60)
                 assert low >= 0.01 - 1e-4, (side, j, sign, low)
+
+
+def test_levers_bound_how_fast_each_pairs_distance_changes_under_each_joint() -> None:
+    """The re-check's gate (reach, the largest row sum of levers): no pair's distance changes faster under one joint
+    turning than its lever for that joint (finite differences over random poses, every pair exact, self pairs
+    included), and for some pair and joint the bound is nearly met (a link's far end turning about a joint)."""
+    from fdcontrol.limits.collision import levers, reach
+    rng = np.random.default_rng(2)
+    for arm in ("ur10", "panda"):
+        robot = RobotModel.load(arm)
+        obstacles = [Obstacle("b", BOX, np.array([0.3, -0.2, 0.1]), np.array([0.5, 0.2, 0.4])),
+                     Obstacle("s", SPHERE, np.array([-0.3, 0.3, 0.5]), radius=0.1)]
+        cl = Clearance(robot, robot.geometry, obstacles, self_collision=True, broad=False)
+        L = levers(cl)
+        assert reach(cl) == pytest.approx(L.sum(axis=1).max()) and np.isfinite(L).all()
+        tight = 0.0
+        for _ in range(60):
+            q = np.asarray(HOME[arm]) + rng.uniform(-2.0, 2.0, robot.dof)
+            cl.compute(q)
+            d0 = cl.d.copy()
+            for k in range(robot.dof):
+                dq = np.zeros(robot.dof)
+                dq[k] = 1e-7
+                cl.compute(q + dq)
+                rate = np.abs(cl.d - d0) / 1e-7
+                assert np.all(rate <= L[:, k] * (1 + 1e-6) + 1e-6), (arm, k)
+                tight = max(tight, float(np.max(rate / np.where(L[:, k] > 0, L[:, k], np.inf))))
+        assert tight > 0.8
+
+
+def test_the_recheck_follows_a_clearance_handed_to_the_limit() -> None:
+    """The loop hands the limit the workspace's clearance (the same pairs): the step's re-check computes with a copy
+    of the one the limit holds when it runs, not of the one it was built with."""
+    robot = RobotModel.load("ur10")
+    box = Obstacle("b", BOX, np.array([0.3, -0.2, 0.1]), np.array([0.5, 0.2, 0.4]))
+    lim = CollisionAvoidance(Clearance(robot, robot.geometry, [box]), 0.01, 5.0, robot.limits.velocity)
+    lim.clearance = cl = Clearance(robot, robot.geometry, [box])
+    q = np.asarray(HOME["ur10"])
+    cl.compute(q)
+    lim._recheck(Cycle(q, np.zeros(6), None, 0.002), [0.1] * 6)
+    assert lim._probe_of is cl and lim._probe is not None and lim._probe._F is cl._F

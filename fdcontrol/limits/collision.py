@@ -167,25 +167,32 @@ class CollisionAvoidance(Limit):
         return True
 
 
-def reach(cl: Clearance) -> float:
-    """An upper bound (s⁻¹·m per rad/s) of how fast any pair's distance can change per unit of max_k |q̇_k|, at any
-    configuration: for each capsule, the sum over the joints moving it of the largest distance of a capsule point
-    from the joint's axis (bounded by the lengths along the chain, which no configuration changes), two capsules
-    for a pair between links; ∞ with a prismatic joint (its travel lengthens the chain)."""
+def levers(cl: Clearance) -> np.ndarray:
+    """L (pairs × joint velocities): an upper bound, at any configuration, of how fast each pair's distance changes
+    per rad/s of each joint — for each of the pair's capsules that the joint moves, the largest distance of a point
+    of the capsule from the joint's origin (bounded by the lengths along the chain, which no configuration changes);
+    ∞ for every joint with a prismatic joint in the arm (its travel lengthens the chain)."""
+    m, nv = cl.kind.shape[0], int(cl._dims[3])
     if cl.prism.any():
-        return math.inf
-    par = cl.parents
+        return np.full((m, nv), math.inf)
+    par, idx_v = cl.parents, cl.idx_v
     link = np.linalg.norm(cl.ppl, axis=1)  # joint j's origin from its parent's
-    lever = np.zeros(cl.cj.shape[0])
-    for c in range(lever.shape[0]):
-        j, tip = int(cl.cj[c]), max(float(np.linalg.norm(cl.ca[c])), float(np.linalg.norm(cl.cb[c])))
-        along = tip  # distance bound from joint k's origin to the capsule's points, k walking up the chain
+    per_cap = np.zeros((cl.cj.shape[0], nv))
+    for c in range(per_cap.shape[0]):
+        j = int(cl.cj[c])
+        along = max(float(np.linalg.norm(cl.ca[c])), float(np.linalg.norm(cl.cb[c])))  # from joint j's origin
         while j > 0:
-            lever[c] += along
-            along += float(link[j])
+            per_cap[c, idx_v[j]] = along
+            along += float(link[j])  # from the parent's origin: at most this much farther
             j = int(par[j])
-    out = 0.0
-    for i in range(cl.kind.shape[0]):
-        o = int(cl.other[i])
-        out = max(out, lever[cl.cap[i]] + (lever[o] if o >= 0 else 0.0))
+    out = per_cap[cl.cap].copy()
+    own = cl.other >= 0
+    out[own] += per_cap[cl.other[own]]
     return out
+
+
+def reach(cl: Clearance) -> float:
+    """An upper bound, at any configuration, of how fast any pair's distance changes per unit of max_k |q̇_k|
+    (m per rad): the largest row sum of :func:`levers` (0 without pairs)."""
+    L = levers(cl)
+    return float(L.sum(axis=1).max()) if L.shape[0] else 0.0
