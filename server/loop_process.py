@@ -111,7 +111,7 @@ def main(settings_json: str, shm_name: str, conn: Connection, notify: Connection
     }
     while True:
         try:
-            cmd, args = conn.recv()
+            cmd, args, *numbered = conn.recv()  # (the command's number, sent back with its reply)
         except (EOFError, OSError):
             break
         if cmd == "close":
@@ -123,17 +123,18 @@ def main(settings_json: str, shm_name: str, conn: Connection, notify: Connection
                 result: Any = params.model_dump()
             else:
                 result = handlers[cmd](*args)
-            conn.send(("ok", result))
+            conn.send(("ok", result, *numbered))
         except (ConflictError, SensorLoaded) as exc:  # SensorLoaded: zeroing under a load (409)
-            conn.send(("conflict", str(exc)))
+            conn.send(("conflict", str(exc), *numbered))
         except PolicyError as exc:
-            conn.send(("invalid", str(exc)))
+            conn.send(("invalid", str(exc), *numbered))
         except ValidationError as exc:
-            conn.send(("invalid", [{"loc": list(e["loc"]), "msg": error_message(e["msg"])} for e in exc.errors()]))
+            errors = [{"loc": list(e["loc"]), "msg": error_message(e["msg"])} for e in exc.errors()]
+            conn.send(("invalid", errors, *numbered))
         except ValueError as exc:  # a refused request: its reason is the reply (TypeError, KeyError… are bugs: printed)
-            conn.send(("invalid", f"{type(exc).__name__}: {exc}"))
+            conn.send(("invalid", f"{type(exc).__name__}: {exc}", *numbered))
         except Exception as exc:  # unexpected: report, and one line in the log with where it was raised
-            conn.send(("invalid", f"{type(exc).__name__}: {exc}"))
+            conn.send(("invalid", f"{type(exc).__name__}: {exc}", *numbered))
             print(refused_line(cmd, exc), file=sys.stderr, flush=True)
     beating.set()
     runtime.close()

@@ -35,6 +35,9 @@ from fdcontrol.server.recording_link import RecordingLink
 #: how long a start may take (s): the loop process's first start compiles the numba kernels not yet in the
 #: cache (over 2 minutes beside other jobs on a 2-core machine; `python -m fdcontrol.kernels` does it ahead)
 START_TIMEOUT = 300.0
+#: s a configuration change is waited for (LoopWorker.update): it may compile the link geometry's kernels when numba's
+#: cache has none (tens of seconds on a loaded machine); one answered later took effect all the same
+UPDATE_TIMEOUT = 120.0
 #: after this long (s) a start counts as slow: ``LoopWorker``'s ``on_slow_start`` is called once
 SLOW_START = 5.0
 
@@ -86,6 +89,8 @@ class LoopWorker:
         self.max_force, self.max_torque = payload["max_force"], payload["max_torque"]
         self.stale_after = stale_after or max(float(payload["command_timeout"]), 0.05)
         self._seq = 0
+        self._calls = 0  # commands sent to the loop process: each reply carries its command's number (call)
+        self._late: dict[int, tuple[str, tuple[Any, ...]]] = {}  # commands whose caller stopped waiting, by number
         self._twist_seq = 0
         self._twist_lock = threading.Lock()  # one writer at a time on the twist seqlock
         self.started_at = time.monotonic()
@@ -167,10 +172,22 @@ class LoopWorker:
         with self._lock:
             if not self.proc.is_alive():
                 raise WorkerError("dead", "the loop process is not running")
-            self.conn.send((cmd, args))
-            if not self.conn.poll(timeout):
-                raise WorkerError("timeout", f"the loop process did not answer {cmd!r}")
-            kind, payload = self.conn.recv()
+            self._calls += 1
+            number, end = self._calls, time.monotonic() + timeout
+            self.conn.send((cmd, args, number))
+            updated: list[tuple[Any, Any]] = []
+            while True:  # a reply to an earlier command that timed out (it came late) is not this one's
+                if not self.conn.poll(max(0.0, end - time.monotonic())):
+                    self._late[number] = (cmd, args)
+                    raise WorkerError("timeout", f"the loop process did not answer {cmd!r}")
+                kind, payload, answered = self.conn.recv()
+                if answered == number:
+                    break
+                late_cmd, late_args = self._late.pop(answered, ("", ()))
+                if late_cmd == "update" and kind == "ok":  # a change that took effect after all: the loop's params
+                    updated.append((payload, late_args[0]))
+        for params, changes in updated:
+            self._updated(params, changes)
         if kind != "ok":
             raise WorkerError(kind, payload)
         if cmd in ("start", "stop"):
@@ -184,7 +201,13 @@ class LoopWorker:
         return self.recording.start(path, self.params)
 
     def update(self, changes: dict[str, Any]) -> dict[str, Any]:
-        self.params = self.call("update", changes)
+        """A configuration change in the loop process: it may build parts (a volume's link geometry, whose kernels
+        compile from a cold numba cache in tens of seconds), so it is waited for up to ``UPDATE_TIMEOUT``; a change
+        answered later still took effect, and its reply updates ``params`` when the next command reads it."""
+        return self._updated(self.call("update", changes, timeout=UPDATE_TIMEOUT), changes)
+
+    def _updated(self, params: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+        self.params = params
         self.max_force, self.max_torque = self.params["max_force"], self.params["max_torque"]
         if self.feed is not None:
             self.feed.later_delay = WATCHERS_AFTER / float(self.params["rate"])
