@@ -123,7 +123,7 @@ def test_close_is_the_closing_handshake_and_the_server_sees_code_1000():
         ws.recv(timeout=0)
 
 
-def test_close_is_prompt_when_the_caller_read_nothing_of_a_flood():
+def test_close_ends_by_the_handshake_when_the_caller_read_nothing_of_a_flood():
     def handler(ws: ServerConnection) -> None:
         with contextlib.suppress(ConnectionClosed):
             while True:

@@ -1046,13 +1046,18 @@ def test_levers_bound_how_fast_each_pairs_distance_changes_under_each_joint() ->
 
 
 def test_the_recheck_follows_a_clearance_handed_to_the_limit() -> None:
-    """The loop hands the limit the workspace's clearance (the same pairs): the step's re-check computes with a copy
-    of the one the limit holds when it runs, not of the one it was built with."""
+    """The loop hands the limit the workspace's clearance: the step's re-check computes with a copy of the one the
+    limit holds when it runs, not of the one it was built with, and its gate bounds the step with that clearance's
+    pairs (here more of them: self-collision, a larger bound of their rate)."""
+    from fdcontrol.limits.collision import reach
+
     robot = RobotModel.load("ur10")
     box = Obstacle("b", BOX, np.array([0.3, -0.2, 0.1]), np.array([0.5, 0.2, 0.4]))
     lim = CollisionAvoidance(Clearance(robot, robot.geometry, [box]), 0.01, 5.0, robot.limits.velocity)
-    lim.clearance = cl = Clearance(robot, robot.geometry, [box])
+    built = lim._reach
+    lim.clearance = cl = Clearance(robot, robot.geometry, [box], self_collision=True)
+    assert reach(cl) > built  # (the handed clearance's bound differs: the gate must take it)
     q = np.asarray(HOME["ur10"])
-    cl.compute(q)
-    lim._recheck(Cycle(q, np.zeros(6), None, 0.002), [0.1] * 6)
+    lim.apply(Cycle(q, np.zeros(6), None, 0.002), [0.1] * 6)
     assert lim._probe_of is cl and lim._probe is not None and lim._probe._F is cl._F
+    assert lim._reach == reach(cl)

@@ -186,12 +186,14 @@ def _window(http, seconds):
 
 
 def test_recording_does_not_make_the_loop_wait(service):
-    """The recorder (in the API process) reads the states the loop publishes to shared memory; the loop never
-    waits for it. Paired windows, recording off then on, up to three pairs on a machine whose load varies:
-    with recording on, every cycle is written (none dropped), and the loop runs at least half the cycles per
-    second of its own clock that it ran with recording off — a loop that waited for the writer would run at
-    the writer's pace. A bound for a loaded 2-core machine, not a speed claim: what recording costs the loop
-    (overrun rate, p99 period error) is benchmarks/bench_recording.py's number; the windows' are printed."""
+    """The recorder (in the API process) reads the states the loop publishes to shared memory; the loop never waits for
+    it. Paired windows, recording off then on, up to three pairs on a machine whose load varies: with recording on,
+    every cycle is written (none dropped), and the loop runs at least half the cycles per second of its own clock
+    that it ran with recording off — a loop that waited for the writer would run at the writer's pace — with fewer
+    than half its cycles overrun (a loop made late in every cycle re-anchors its clock after each late cycle and
+    still runs over half its rate). A bound for a loaded 2-core machine, not a speed claim: what recording costs the
+    loop (overrun rate, p99 period error) is benchmarks/bench_recording.py's number; the windows' are printed.
+    """
     http = httpx.Client(base_url=service.url, timeout=30)
     http.post("/control/start")
     results = []
@@ -204,9 +206,9 @@ def test_recording_does_not_make_the_loop_wait(service):
         print(f"pair {i}: loop cycles per second of its clock off {off[0]:.1f} on {on[0]:.1f}; overrun rate off "
               f"{off[1]:.4f} on {on[1]:.4f}; {st['states']} states written, {st['dropped']} dropped")
         assert st["dropped"] == 0 and st["states"] > 0
-        if on[0] >= 0.5 * off[0]:
+        if on[0] >= 0.5 * off[0] and on[1] < 0.5:
             break
-    assert any(on[0] >= 0.5 * off[0] for off, on, _, _ in results), results
+    assert any(on[0] >= 0.5 * off[0] and on[1] < 0.5 for off, on, _, _ in results), results
 
 
 def test_serve_record_flag_records_from_startup_and_a_clean_stop_finishes_the_file(tmp_path):

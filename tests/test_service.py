@@ -240,15 +240,16 @@ def overrun_rate(client, seconds, work=None):
 def test_many_monitors_are_served_the_loop_does_not_wait_and_a_silent_reader_does_not_grow(client, service):
     """20 monitors + 1 control stream + 1 client that never reads.
 
-    What must hold: every client is served, memory does not grow (the silent reader's states are
-    dropped), and the loop never waits for its clients: idle and busy windows are paired, up to
-    three pairs on a machine whose load varies, and with the 22 clients the loop runs at least
-    half the cycles per second of its own clock it ran idle (a loop that waited for the clients
-    would run at their pace). A bound for a loaded 2-core machine, not a speed claim: how much the
-    clients' CPU use delays the loop (the overrun rate, printed: this 2-vCPU VM loses 5–15 % of its
-    CPU time to the hypervisor in bursts, 0–7 % of cycles late idle; with 22 clients it rose by 0.3
-    to 10 points with the machine's phase) is a benchmark's number (benchmarks/bench_ws_latency.py).
-    The loop put back into the API process, sharing its GIL, is caught by the test below, structurally.
+    What must hold: every client is served, memory does not grow (the silent reader's states are dropped), and the
+    loop never waits for its clients: idle and busy windows are paired, up to three pairs on a machine whose load
+    varies, and with the 22 clients the loop runs at least half the cycles per second of its own clock it ran idle
+    (a loop that waited for the clients would run at their pace) and fewer than half its cycles overrun (a loop made
+    late by its clients in every cycle re-anchors its clock after each late cycle and still runs over half its idle
+    rate: at 3 ms per 2 ms period, 306 of 500 cycles per second). A bound for a loaded 2-core machine, not a speed
+    claim: how much the clients' CPU use delays the loop (the overrun rate, printed: this 2-vCPU VM loses 5–15 % of
+    its CPU time to the hypervisor in bursts, 0–7 % of cycles late idle; with 22 clients it rose by 0.3 to 10 points
+    with the machine's phase) is a benchmark's number (benchmarks/bench_ws_latency.py). The loop put back into the
+    API process, sharing its GIL, is caught by the test below, structurally.
     """
     client.start()
     stop = threading.Event()
@@ -279,7 +280,7 @@ def test_many_monitors_are_served_the_loop_does_not_wait_and_a_silent_reader_doe
             stop.set()
             for t in threads:
                 t.join(5)
-            results.append((idle["own_rate"], stats["own_rate"]))
+            results.append((idle["own_rate"], stats["own_rate"], busy))
             print(f"overrun rate idle {base:.4f}, with 22 clients {busy:.4f}; loop cycles per second of its clock "
                   f"idle {idle['own_rate']:.1f}, with the clients {stats['own_rate']:.1f}; period error p99 "
                   f"{stats['period_error_p99_us']:.0f} µs; RSS {rss0} → {rss1} KiB; dropped "
@@ -287,9 +288,9 @@ def test_many_monitors_are_served_the_loop_does_not_wait_and_a_silent_reader_doe
             assert min(counts) > 50  # every monitor was served
             assert rss1 - rss0 < 20_000  # the silent reader's states are dropped, not queued
             assert stats["ws_dropped"] > 0
-            if stats["own_rate"] >= 0.5 * idle["own_rate"]:
+            if stats["own_rate"] >= 0.5 * idle["own_rate"] and busy < 0.5:
                 break
-    assert any(busy >= 0.5 * idle for idle, busy in results), results
+    assert any(own >= 0.5 * idle and late < 0.5 for idle, own, late in results), results
 
 
 def _cpu_ticks(pid: int) -> int:

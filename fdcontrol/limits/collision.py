@@ -31,7 +31,8 @@ class CollisionAvoidance(Limit):
     half-space, q̇ ← q̇ + (−b_i − g_i q̇)/‖g_i‖² g_i (the least change of q̇), nearest pair first, in two
     sweeps; a projection can undo an earlier one, so a final uniform scaling s ∈ [0, 1] of q̇ makes every
     inequality hold (q̇ = 0 always satisfies them, as every b_i ≥ 0) and keeps every joint within its
-    velocity limit. Motion along a surface and away from it is left as it is.
+    velocity limit. Motion away from the surfaces is left as it is; motion along one only where the step's
+    re-check below scales the whole of q̇ down.
 
     The inequalities are first order at the witness points. When the step could reach d_min at all (no point of
     a link moves farther in dt than :func:`reach` · max_k |q̇_k| · dt), the distances at q + dt q̇ are computed on
@@ -63,11 +64,11 @@ class CollisionAvoidance(Limit):
         self._b, self._idx = np.empty(0), np.empty(0, dtype=np.int64)  # scratch of the compiled damper
         # the step's re-check: distances at q + dt q̇ on buffers of their own (the cycle's stay the loop's), and the
         # bound of how far a step of dt moves any point of a link per rad/s (see reach)
-        self._probe: Clearance | None = None if clearance is None else clearance.copy()
-        self._probe_of = clearance
-        if self._probe is not None:
-            self._probe.damper[3] = 0.0  # (no free speed of its own)
-        self._reach = math.inf if clearance is None else reach(clearance)
+        self._probe: Clearance | None = None
+        self._probe_of: Clearance | None = None
+        self._reach = math.inf
+        if clearance is not None:
+            self._follow(clearance)
 
     @classmethod
     def from_settings(cls, robot: RobotModel, params: LimitSettings) -> CollisionAvoidance:
@@ -105,6 +106,8 @@ class CollisionAvoidance(Limit):
         if cl is None:
             return False
         near = cl.compute(c.q)  # the loop's distances of this cycle (computed once: the same q reuses them)
+        if self._probe_of is not cl:  # (the loop may hand the limit its own clearance: its pairs' bound, its copy)
+            self._follow(cl)
         P, gain_dt = cl.damper, self.gain / c.dt
         fast = max(map(abs, qd))
         if P[0] != self.distance or P[1] != gain_dt or P[2] != self.deceleration or P[3] != 1.0:
@@ -129,6 +132,11 @@ class CollisionAvoidance(Limit):
             return self._recheck(c, qd) or changed
         return changed
 
+    def _follow(self, cl: Clearance) -> None:
+        """The re-check's copy of the clearance's buffers and its bound of the pairs' rate, for ``cl``."""
+        self._probe = cl.copy()
+        self._probe.damper[3], self._probe_of, self._reach = 0.0, cl, reach(cl)
+
     #: how far (m) the re-checked step may still go below d_min (or below a pair's own distance under d_min)
     slack = 5e-5
 
@@ -140,10 +148,7 @@ class CollisionAvoidance(Limit):
         − ``slack``), q̇ is scaled down uniformly — every inequality and velocity limit still holds — to the
         factor where it would not, interpolated and checked again (four times at most, then q̇ = 0)."""
         cl, pr = self.clearance, self._probe
-        assert cl is not None
-        if pr is None or self._probe_of is not cl:  # (the loop may hand the limit its own clearance: the same pairs)
-            pr = self._probe = cl.copy()
-            pr.damper[3], self._probe_of, self._reach = 0.0, cl, reach(cl)
+        assert cl is not None and pr is not None and self._probe_of is cl  # (apply follows the clearance first)
         d0, least = cl.d, self.distance - self.slack
         floor: np.ndarray | None = None
         q, dt, n = c.q, c.dt, c.n
